@@ -1,0 +1,71 @@
+"""The ``sa`` command.
+
+Each subcommand lives in its own module under ``sa_core.cli`` and exposes
+``register(subparsers)``, which adds its parser and sets ``func`` (sync or async, taking the parsed
+namespace and returning an exit code). Commands import heavy modules lazily so ``sa --help`` is
+fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import inspect
+import sys
+from collections.abc import Sequence
+
+COMMAND_MODULES: tuple[str, ...] = (
+    "run",
+    "validate",
+    "serve",
+    "keys",
+    "models",
+    "packs",
+    "new",
+    "pack",
+    "publish",
+    "unpack",
+    "plugins",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The top-level parser with every available subcommand."""
+    parser = argparse.ArgumentParser(prog="sa", description="Standard Agents for Python.")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"sa_core.cli.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"sa_core.cli.{name}":
+                continue
+            raise
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``sa`` command line; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func = getattr(args, "func", None)
+    if func is None:
+        parser.print_help()
+        return 2
+    from sa_core.errors import SAError
+
+    try:
+        result = func(args)
+        if inspect.isawaitable(result):
+            result = asyncio.run(result)  # type: ignore[arg-type]
+    except SAError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return int(result or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,188 @@
+"""The standard-agents exception tree.
+
+Every error the framework raises derives from :class:`SAError`, and every message says what to
+do next::
+
+    SAError
+    ├── ConfigurationError            bad definitions, plugins or packs
+    │   ├── PackValidationError       .problems lists every problem found at once
+    │   ├── DefinitionNotFoundError   unknown agent / prompt / model / tool / effect name
+    │   ├── DuplicateNameError        two plugins or packs registered the same name
+    │   ├── PluginLoadError           an entry point failed to import
+    │   ├── PackLoadError             a pack failed to import or validate
+    │   └── MissingVariablesError     required variables are missing (.missing)
+    ├── ProviderError                 a model call failed (.code, .status, .retry_after)
+    │   ├── MissingKeyError           the provider's key variable is unset (.variable)
+    │   └── ScriptExhaustedError      a TestProvider ran out of scripted responses
+    ├── ToolError                     a tool failed outside a model turn (invoke_tool)
+    ├── EffectError                   an effect is unknown or failed
+    ├── FileSystemError               a thread file operation failed
+    └── ThreadError                   thread lifecycle problems
+        ├── ThreadNotFoundError
+        └── ThreadTerminatedError
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Literal
+
+ProviderErrorCode = Literal[
+    "rate_limit", "auth_error", "invalid_request", "server_error", "timeout", "unknown"
+]
+
+RETRYABLE_CODES: frozenset[str] = frozenset({"rate_limit", "server_error", "timeout", "unknown"})
+
+
+class SAError(Exception):
+    """Base class of every standard-agents error."""
+
+
+class ConfigurationError(SAError):
+    """A definition, plugin or pack is wrong; fix the configuration and retry."""
+
+
+class PackValidationError(ConfigurationError):
+    """A pack's definition graph has problems. ``problems`` lists all of them."""
+
+    def __init__(self, pack_name: str, problems: Sequence[str]) -> None:
+        self.pack_name = pack_name
+        self.problems = list(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(
+            f"Pack '{pack_name}' has {len(self.problems)} problem(s):\n{lines}"
+        )
+
+
+class DefinitionNotFoundError(ConfigurationError):
+    """A name does not resolve to a definition."""
+
+    def __init__(self, kind: str, name: str, known: Iterable[str] = ()) -> None:
+        self.kind = kind
+        self.name = name
+        known_list = sorted(known)
+        hint = f" Known {kind}s: {', '.join(known_list)}." if known_list else ""
+        super().__init__(f"Unknown {kind} '{name}'.{hint}")
+
+
+class DuplicateNameError(ConfigurationError):
+    """Two sources registered the same name."""
+
+
+class PluginLoadError(ConfigurationError):
+    """A plugin entry point could not be loaded."""
+
+
+class PackLoadError(ConfigurationError):
+    """A pack entry point could not be loaded or did not validate."""
+
+    def __init__(self, source: str, reason: str) -> None:
+        self.source = source
+        self.reason = reason
+        super().__init__(f"Pack from {source} could not be loaded: {reason}")
+
+
+class MissingVariablesError(ConfigurationError):
+    """Variables declared ``required`` have no value.
+
+    ``missing`` holds ``(variable, declared_by)`` pairs, for example
+    ``("WEATHER_KEY", "tool 'weather'")``.
+    """
+
+    def __init__(self, agent: str, missing: Sequence[tuple[str, str]]) -> None:
+        self.agent = agent
+        self.missing = list(missing)
+        lines = "\n".join(f"  - {name} (declared by {who})" for name, who in self.missing)
+        super().__init__(
+            f"Agent '{agent}' needs {len(self.missing)} variable(s) that have no value:\n{lines}\n"
+            "Pass them in env=..., set them on the runtime, or give the definition a default."
+        )
+
+    @property
+    def names(self) -> list[str]:
+        """The missing variable names, without duplicates, in order."""
+        return list(dict.fromkeys(name for name, _ in self.missing))
+
+
+class ProviderError(SAError):
+    """A model call failed.
+
+    Attributes:
+        code: one of ``rate_limit``, ``auth_error``, ``invalid_request``, ``server_error``,
+            ``timeout``, ``unknown``.
+        status: the HTTP status, when there was one.
+        retry_after: seconds the provider asked us to wait, when it said.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        code: str = "unknown",
+        status: int | None = None,
+        *,
+        retry_after: float | None = None,
+        provider: str | None = None,
+    ) -> None:
+        self.code = code
+        self.status = status
+        self.retry_after = retry_after
+        self.provider = provider
+        super().__init__(message)
+
+    @property
+    def retryable(self) -> bool:
+        """Whether retrying the same request may succeed."""
+        return self.code in RETRYABLE_CODES
+
+
+class MissingKeyError(ProviderError):
+    """The provider's API key variable has no value."""
+
+    def __init__(self, provider: str, variable: str) -> None:
+        self.variable = variable
+        super().__init__(
+            f"Provider '{provider}' needs the variable {variable}: set it in the environment, "
+            f"in the runtime's env, or in the thread's env.",
+            code="auth_error",
+            provider=provider,
+        )
+
+
+class ScriptExhaustedError(ProviderError):
+    """A ``TestProvider`` was asked for more responses than its script holds."""
+
+
+class ToolError(SAError):
+    """A tool could not run."""
+
+
+class EffectError(SAError):
+    """An effect is unknown or failed."""
+
+
+class FileSystemError(SAError):
+    """A thread filesystem operation failed (bad path, missing file, not a directory...)."""
+
+
+class ThreadError(SAError):
+    """A thread operation is not possible."""
+
+
+class ThreadNotFoundError(ThreadError):
+    """No thread has this id."""
+
+    def __init__(self, thread_id: str) -> None:
+        self.thread_id = thread_id
+        super().__init__(f"Thread {thread_id} does not exist.")
+
+
+class ThreadTerminatedError(ThreadError):
+    """The thread was terminated; it accepts no new messages or work."""
+
+    def __init__(self, thread_id: str, terminated_at: int) -> None:
+        self.thread_id = thread_id
+        self.terminated_at = terminated_at
+        super().__init__(
+            f"Thread {thread_id} is terminated (terminated_at={terminated_at}); "
+            "create a new thread to continue."
+        )

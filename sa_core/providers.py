@@ -1,0 +1,427 @@
+"""The provider interface: how the engine talks to any LLM API.
+
+A provider is an object with a ``name`` and two methods::
+
+    async def generate(self, request: ProviderRequest) -> ProviderResponse
+    def stream(self, request: ProviderRequest) -> AsyncIterator[StreamChunk]
+
+The engine always calls :meth:`Provider.stream`; ``generate`` serves callers that want one
+answer. :class:`BaseProvider` derives either method from the other, so a plugin implements
+whichever its wire protocol makes natural. Failures are raised as
+:class:`~sa_core.errors.ProviderError` with a code; transport exceptions never escape.
+
+The vocabulary follows the spec (reference.md section 4): requests carry provider-neutral
+messages and tool schemas; streams yield chunks typed ``content-delta``, ``content-done``,
+``reasoning-delta``, ``reasoning-done``, ``tool-call-start``, ``tool-call-delta``,
+``tool-call-done``, ``finish`` and ``error``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
+
+from sa_core.errors import MissingKeyError, ProviderError
+
+if TYPE_CHECKING:
+    import httpx
+
+Role = Literal["system", "user", "assistant", "tool"]
+FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "error"]
+ChunkType = Literal[
+    "content-delta",
+    "content-done",
+    "reasoning-delta",
+    "reasoning-done",
+    "tool-call-start",
+    "tool-call-delta",
+    "tool-call-done",
+    "finish",
+    "error",
+]
+
+
+@dataclass(slots=True)
+class ProviderImage:
+    """An image sent to or received from a model; ``data`` is base64 without a data: prefix."""
+
+    data: str
+    media_type: str = "image/png"
+    name: str | None = None
+    path: str | None = None
+
+
+@dataclass(slots=True)
+class ProviderToolCall:
+    """A tool call as the model made it; ``arguments`` is already parsed JSON.
+
+    ``extra_content`` carries provider round-trip data (a Gemini thought signature, for
+    example) that must be sent back unchanged with the call in later requests.
+    """
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+    extra_content: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class ProviderMessage:
+    """One provider-neutral message.
+
+    ``images`` carries images of a ``user`` message, or of a ``tool`` result.
+    ``reasoning`` / ``reasoning_details`` replay an assistant's thinking (Anthropic signatures
+    live in ``reasoning_details``).
+    """
+
+    role: Role
+    content: str | None = None
+    tool_calls: list[ProviderToolCall] = field(default_factory=list)
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+    images: list[ProviderImage] = field(default_factory=list)
+    reasoning: str | None = None
+    reasoning_details: list[dict[str, Any]] | None = None
+
+
+@dataclass(slots=True)
+class ProviderTool:
+    """A tool offered to the model: ``parameters`` is a JSON Schema object."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass(slots=True)
+class ReasoningConfig:
+    """Requested reasoning: ``effort`` low / medium / high, a token budget, or exclusion."""
+
+    effort: Literal["low", "medium", "high"] | None = None
+    max_tokens: int | None = None
+    exclude: bool = False
+
+
+def _process_env(name: str) -> str | None:
+    return os.environ.get(name)
+
+
+@dataclass(slots=True)
+class ProviderRequest:
+    """Everything a provider needs for one model call.
+
+    Attributes:
+        model: the provider's model id (``ModelDefinition.model``).
+        messages: the conversation, system prompt first.
+        tools: tools offered to the model.
+        tool_choice: ``auto``, ``none``, ``required``, or ``{"name": tool}`` to force one tool.
+        parallel_tool_calls: passed through when set; ``None`` keeps the provider default.
+        reasoning: requested reasoning, if any.
+        provider_options: the model definition's ``provider_options`` (``base_url`` etc.).
+        max_tokens: an output cap, when the model definition sets one.
+        user: the thread id, for provider-side abuse tracking.
+        env: resolves a variable (API keys): thread env first, then the process environment.
+            It is a function, not a mapping, so a request can be logged without leaking keys.
+    """
+
+    model: str
+    messages: list[ProviderMessage]
+    tools: list[ProviderTool] = field(default_factory=list)
+    tool_choice: str | dict[str, str] = "auto"
+    parallel_tool_calls: bool | None = None
+    reasoning: ReasoningConfig | None = None
+    provider_options: dict[str, Any] = field(default_factory=dict)
+    max_tokens: int | None = None
+    user: str | None = None
+    env: Callable[[str], str | None] = field(default=_process_env, repr=False)
+
+
+@dataclass(slots=True)
+class Usage:
+    """Token usage of one call; ``cost`` in USD when prices are known."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    reasoning_tokens: int = 0
+    cached_tokens: int = 0
+    cost: float | None = None
+
+
+@dataclass(slots=True)
+class ProviderResponse:
+    """A complete model answer."""
+
+    content: str | None = None
+    tool_calls: list[ProviderToolCall] = field(default_factory=list)
+    reasoning: str | None = None
+    reasoning_details: list[dict[str, Any]] | None = None
+    images: list[ProviderImage] = field(default_factory=list)
+    finish_reason: FinishReason = "stop"
+    usage: Usage = field(default_factory=Usage)
+    response_id: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class StreamChunk:
+    """One streamed event. Which fields are set depends on ``type``.
+
+    - ``content-delta`` / ``reasoning-delta``: ``delta``
+    - ``reasoning-done``: ``reasoning_details`` (signatures), when any
+    - ``tool-call-start``: ``id``, ``name``
+    - ``tool-call-delta``: ``id``, ``arguments_delta``
+    - ``tool-call-done``: ``id``, ``name``, ``arguments`` (parsed), ``extra_content``
+    - ``finish``: ``finish_reason``, ``usage``, ``response_id``
+    - ``error``: ``error``, ``code``
+    """
+
+    type: ChunkType
+    delta: str | None = None
+    id: str | None = None
+    name: str | None = None
+    arguments_delta: str | None = None
+    arguments: dict[str, Any] | None = None
+    extra_content: dict[str, Any] | None = None
+    reasoning_details: list[dict[str, Any]] | None = None
+    finish_reason: FinishReason | None = None
+    usage: Usage | None = None
+    response_id: str | None = None
+    error: str | None = None
+    code: str | None = None
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """What the engine needs from a provider."""
+
+    name: str
+
+    async def generate(self, request: ProviderRequest) -> ProviderResponse:
+        """Return one complete answer."""
+        ...
+
+    def stream(self, request: ProviderRequest) -> AsyncIterator[StreamChunk]:
+        """Yield the answer as chunks, ending with a ``finish`` chunk."""
+        ...
+
+
+def parse_arguments(raw: str | dict[str, Any] | None) -> dict[str, Any]:
+    """Parse tool-call arguments from the wire; invalid JSON becomes ``{"_raw": text}``."""
+    if raw is None or raw == "":
+        return {}
+    if isinstance(raw, dict):
+        return raw
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        return {"_raw": raw}
+    return value if isinstance(value, dict) else {"_value": value}
+
+
+async def collect_stream(chunks: AsyncIterator[StreamChunk]) -> ProviderResponse:
+    """Assemble a :class:`ProviderResponse` from a chunk stream.
+
+    Tool-call argument deltas are concatenated per call id; a ``tool-call-done`` chunk's parsed
+    arguments win. An ``error`` chunk raises :class:`ProviderError`.
+    """
+    response = ProviderResponse()
+    text: list[str] = []
+    reasoning: list[str] = []
+    calls: dict[str, dict[str, Any]] = {}
+    async for chunk in chunks:
+        kind = chunk.type
+        if kind == "content-delta":
+            text.append(chunk.delta or "")
+        elif kind == "reasoning-delta":
+            reasoning.append(chunk.delta or "")
+        elif kind == "reasoning-done":
+            if chunk.reasoning_details:
+                response.reasoning_details = [
+                    *(response.reasoning_details or []),
+                    *chunk.reasoning_details,
+                ]
+        elif kind == "tool-call-start":
+            calls.setdefault(chunk.id or "", {"name": chunk.name, "args": [], "done": None})
+        elif kind == "tool-call-delta":
+            entry = calls.setdefault(chunk.id or "", {"name": chunk.name, "args": [], "done": None})
+            entry["args"].append(chunk.arguments_delta or "")
+        elif kind == "tool-call-done":
+            entry = calls.setdefault(chunk.id or "", {"name": chunk.name, "args": [], "done": None})
+            entry["name"] = chunk.name or entry["name"]
+            entry["done"] = chunk.arguments
+            entry["extra"] = chunk.extra_content
+        elif kind == "finish":
+            response.finish_reason = chunk.finish_reason or "stop"
+            if chunk.usage is not None:
+                response.usage = chunk.usage
+            response.response_id = chunk.response_id
+        elif kind == "error":
+            raise ProviderError(chunk.error or "stream error", chunk.code or "unknown")
+    response.content = "".join(text) or None
+    response.reasoning = "".join(reasoning) or None
+    for call_id, entry in calls.items():
+        arguments = entry["done"]
+        if arguments is None:
+            arguments = parse_arguments("".join(entry["args"]))
+        response.tool_calls.append(
+            ProviderToolCall(call_id, entry["name"] or "", arguments, entry.get("extra"))
+        )
+    if response.tool_calls and response.finish_reason == "stop":
+        response.finish_reason = "tool_calls"
+    return response
+
+
+async def response_chunks(response: ProviderResponse) -> AsyncIterator[StreamChunk]:
+    """Replay a complete response as a chunk stream (for providers that cannot stream)."""
+    if response.reasoning:
+        yield StreamChunk("reasoning-delta", delta=response.reasoning)
+        yield StreamChunk("reasoning-done", reasoning_details=response.reasoning_details)
+    if response.content:
+        yield StreamChunk("content-delta", delta=response.content)
+        yield StreamChunk("content-done")
+    for call in response.tool_calls:
+        yield StreamChunk("tool-call-start", id=call.id, name=call.name)
+        yield StreamChunk(
+            "tool-call-done",
+            id=call.id,
+            name=call.name,
+            arguments=call.arguments,
+            extra_content=call.extra_content,
+        )
+    yield StreamChunk(
+        "finish",
+        finish_reason=response.finish_reason,
+        usage=response.usage,
+        response_id=response.response_id,
+    )
+
+
+class BaseProvider:
+    """Convenience base for provider plugins.
+
+    Subclasses set the class attributes and override :meth:`generate`, :meth:`stream`, or both:
+    each default derives itself from the other. :meth:`client` hands out one shared
+    ``httpx.AsyncClient`` per provider instance (connection pooling); tests inject their own
+    transport through ``transport=``.
+    """
+
+    name: ClassVar[str] = "base"
+    key_variable: ClassVar[str | None] = None
+    default_base_url: ClassVar[str | None] = None
+    supports_tools: ClassVar[bool] = True
+    supports_streaming: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        *,
+        name: str | None = None,
+        base_url: str | None = None,
+        key_variable: str | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        timeout: float = 600.0,
+    ) -> None:
+        if name is not None:
+            self.name = name  # type: ignore[misc]
+        if key_variable is not None:
+            self.key_variable = key_variable  # type: ignore[misc]
+        self.base_url = base_url or self.default_base_url
+        self._transport = transport
+        self._timeout = timeout
+        self._client: httpx.AsyncClient | None = None
+
+    def client(self) -> httpx.AsyncClient:
+        """The provider's shared ``httpx.AsyncClient``, created on first use."""
+        if self._client is None or self._client.is_closed:
+            import httpx
+
+            self._client = httpx.AsyncClient(transport=self._transport, timeout=self._timeout)
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the shared HTTP client."""
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    def resolve_base_url(self, request: ProviderRequest) -> str:
+        """``provider_options['base_url']`` (or ``baseUrl``) wins over the configured URL."""
+        options = request.provider_options
+        url = options.get("base_url") or options.get("baseUrl") or self.base_url
+        if not url:
+            raise ProviderError(
+                f"Provider '{self.name}' has no base URL: set provider_options.base_url "
+                "on the model definition.",
+                "invalid_request",
+                provider=self.name,
+            )
+        return str(url).rstrip("/")
+
+    def api_key(self, request: ProviderRequest, *, required: bool = True) -> str | None:
+        """Resolve the key variable through the request's env; raise when it is missing."""
+        variable = request.provider_options.get("key_variable") or self.key_variable
+        if not variable:
+            return None
+        value = request.env(str(variable))
+        if not value and required:
+            raise MissingKeyError(self.name, str(variable))
+        return value or None
+
+    async def generate(self, request: ProviderRequest) -> ProviderResponse:
+        """Default: collect :meth:`stream`."""
+        return await collect_stream(self.stream(request))
+
+    async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamChunk]:
+        """Default: replay :meth:`generate` as chunks."""
+        response = await self.generate(request)
+        async for chunk in response_chunks(response):
+            yield chunk
+
+    async def list_models(self, env: Callable[[str], str | None] = _process_env) -> list[str]:
+        """Model ids the provider reports; providers with a list endpoint override this."""
+        return []
+
+
+def compute_cost(
+    usage: Usage,
+    input_price: float | None,
+    output_price: float | None,
+    cached_price: float | None = None,
+) -> float | None:
+    """USD cost from per-million-token prices; ``None`` when no price is known.
+
+    Cost = uncached prompt x input + cached x (cached or input) + completion x output.
+    """
+    if input_price is None and output_price is None:
+        return None
+    cached = min(usage.cached_tokens, usage.prompt_tokens)
+    uncached = usage.prompt_tokens - cached
+    in_price = input_price or 0.0
+    cost = (
+        uncached * in_price
+        + cached * (cached_price if cached_price is not None else in_price)
+        + usage.completion_tokens * (output_price or 0.0)
+    ) / 1_000_000
+    return round(cost, 12)
+
+
+__all__ = [
+    "BaseProvider",
+    "Provider",
+    "ProviderImage",
+    "ProviderMessage",
+    "ProviderRequest",
+    "ProviderResponse",
+    "ProviderTool",
+    "ProviderToolCall",
+    "ReasoningConfig",
+    "StreamChunk",
+    "Usage",
+    "collect_stream",
+    "compute_cost",
+    "parse_arguments",
+    "response_chunks",
+]

@@ -1,0 +1,91 @@
+"""Spec models and the ``define_*`` API."""
+
+from sa_core.spec.agents import AgentDefinition, SessionToolBinding, SideConfig, define_agent
+from sa_core.spec.effects import EffectDefinition, define_effect
+from sa_core.spec.endpoints import ThreadEndpointDefinition, define_thread_endpoint
+from sa_core.spec.hooks import HookDefinition, HookName, define_hook
+from sa_core.spec.models import ModelCapabilities, ModelDefinition, define_model
+from sa_core.spec.packs import Pack
+from sa_core.spec.prompts import (
+    EnvPart,
+    ImmediateConfig,
+    IncludePart,
+    PromptDefinition,
+    PromptToolConfig,
+    ReasoningSpec,
+    ResumableConfig,
+    SubagentToolConfig,
+    SubpromptConfig,
+    TextPart,
+    ToolEntry,
+    define_prompt,
+    tool_entry_name,
+)
+from sa_core.spec.records import (
+    AttachmentRef,
+    FileRecord,
+    FileStats,
+    GrepResult,
+    InjectMessageInput,
+    Log,
+    Message,
+    MessagesResult,
+    QueueMessageInput,
+    ScheduledEffect,
+    SubagentRegistryEntry,
+    ToolAttachment,
+    ToolCall,
+    ToolCallFunction,
+    ToolResult,
+)
+from sa_core.spec.tools import ToolDefinition, define_tool
+from sa_core.spec.variables import VariableDefinition
+
+__all__ = [
+    "AgentDefinition",
+    "AttachmentRef",
+    "EffectDefinition",
+    "EnvPart",
+    "FileRecord",
+    "FileStats",
+    "GrepResult",
+    "HookDefinition",
+    "HookName",
+    "ImmediateConfig",
+    "IncludePart",
+    "InjectMessageInput",
+    "Log",
+    "Message",
+    "MessagesResult",
+    "ModelCapabilities",
+    "ModelDefinition",
+    "Pack",
+    "PromptDefinition",
+    "PromptToolConfig",
+    "QueueMessageInput",
+    "ReasoningSpec",
+    "ResumableConfig",
+    "ScheduledEffect",
+    "SessionToolBinding",
+    "SideConfig",
+    "SubagentRegistryEntry",
+    "SubagentToolConfig",
+    "SubpromptConfig",
+    "TextPart",
+    "ThreadEndpointDefinition",
+    "ToolAttachment",
+    "ToolCall",
+    "ToolCallFunction",
+    "ToolDefinition",
+    "ToolEntry",
+    "ToolResult",
+    "VariableDefinition",
+    "define_agent",
+    "define_effect",
+    "define_hook",
+    "define_model",
+    "define_prompt",
+    "define_thread_endpoint",
+    "define_tool",
+    "tool_entry_name",
+]

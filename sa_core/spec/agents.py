@@ -1,0 +1,112 @@
+"""AgentDefinition, SideConfig and SessionToolBinding."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from sa_core.spec.base import SpecModel
+from sa_core.spec.variables import VariableDefinition
+
+
+class SessionToolBinding(SpecModel):
+    """A tool that ends (stop / fail) or annotates (status) a session.
+
+    Accepts the string form (a tool name) and the object form.
+    """
+
+    name: str
+    message_property: str | None = None
+    attachments_property: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _string_form(cls, data: Any) -> Any:
+        return {"name": data} if isinstance(data, str) else data
+
+
+class SideConfig(SpecModel):
+    """One side of an agent."""
+
+    prompt: str
+    label: str | None = None
+    stop_on_response: bool = True
+    stop_tool: str | None = None
+    stop_tool_response_property: str | None = None
+    max_steps: int | None = None
+    session_stop: SessionToolBinding | None = None
+    session_fail: SessionToolBinding | None = None
+    session_status: SessionToolBinding | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_aliases(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        for old, new in (
+            ("endSessionTool", "sessionStop"),
+            ("end_session_tool", "session_stop"),
+            ("failSessionTool", "sessionFail"),
+            ("fail_session_tool", "session_fail"),
+            ("statusTool", "sessionStatus"),
+            ("status_tool", "session_status"),
+        ):
+            if old in data:
+                value = data.pop(old)
+                if new not in data and new.replace("_", "") not in data:
+                    data[new] = value
+        return data
+
+    def session_tool_names(self) -> list[str]:
+        """Names of the session-binding tools this side declares."""
+        return [b.name for b in (self.session_stop, self.session_fail, self.session_status) if b]
+
+
+class AgentDefinition(SpecModel):
+    """An agent: the top-level conversation orchestrator."""
+
+    name: str
+    type: Literal["ai_human", "dual_ai"] = "ai_human"
+    side_a: SideConfig
+    side_b: SideConfig | None = None
+    max_session_turns: int | None = None
+    title: str | None = None
+    description: str | None = None
+    icon: str | None = None
+    expose_as_tool: bool = False
+    tool_description: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    variables: list[VariableDefinition] = Field(default_factory=list)
+    hooks: list[str] = Field(default_factory=list)
+    primary: bool = True
+    package_name: str | None = None
+    version: str | None = None
+    author: str | None = None
+    license: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_fields(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "tenvs" in data:
+            data = dict(data)
+            data.setdefault("env", data.pop("tenvs"))
+        return data
+
+    def sides(self) -> list[tuple[Literal["a", "b"], SideConfig]]:
+        """The AI-driven sides: side A, and side B for ``dual_ai``."""
+        result: list[tuple[Literal["a", "b"], SideConfig]] = [("a", self.side_a)]
+        if self.type == "dual_ai" and self.side_b is not None:
+            result.append(("b", self.side_b))
+        return result
+
+
+def define_agent(**fields: Any) -> AgentDefinition:
+    """Define an agent. Nested configs may be plain dicts.
+
+    Example::
+
+        define_agent(name="support", side_a={"prompt": "support_main"})
+    """
+    return AgentDefinition(**fields)

@@ -1,0 +1,29 @@
+"""Base classes shared by every spec model."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
+
+
+class SpecModel(BaseModel):
+    """A definition with snake_case attributes that also reads and writes the spec's camelCase.
+
+    ``Model.model_validate({"sideA": ...})`` and ``Model(side_a=...)`` both work;
+    ``model_dump(by_alias=True)`` writes camelCase JSON that round-trips with the TypeScript
+    ecosystem. Unknown fields are rejected so typos surface as errors.
+    """
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        arbitrary_types_allowed=True,
+        validate_default=False,
+    )
+
+
+class RecordModel(BaseModel):
+    """A runtime record whose spec field names are already snake_case (messages, results)."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)

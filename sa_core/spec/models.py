@@ -1,0 +1,53 @@
+"""ModelDefinition: a named LLM configuration that prompts refer to."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from sa_core.spec.base import SpecModel
+
+
+class ModelCapabilities(SpecModel):
+    """What a model supports; ``False`` strips images or tools from requests."""
+
+    supports_images: bool = True
+    supports_tool_calls: bool = True
+    supports_streaming: bool = True
+    supports_json_mode: bool | None = None
+    max_context_tokens: int | None = None
+    max_output_tokens: int | None = None
+    reasoning_levels: list[str] | None = None
+    vision: bool | None = None
+
+
+class ModelDefinition(SpecModel):
+    """A model definition.
+
+    Attributes:
+        name: the name prompts use in their ``model`` field.
+        provider: the registered provider name (``openai``, ``anthropic``, ``test`` ...).
+        model: the provider's model id sent on the wire.
+        fallbacks: other model definition names tried in order when this one fails.
+        input_price / output_price / cached_price: USD per million tokens, for cost tracking.
+        provider_options: provider-specific options; ``base_url`` overrides the endpoint.
+    """
+
+    name: str
+    provider: str
+    model: str
+    fallbacks: list[str] = Field(default_factory=list)
+    included_providers: list[str] = Field(default_factory=list)
+    provider_tools: list[str] = Field(default_factory=list)
+    input_price: float | None = None
+    output_price: float | None = None
+    cached_price: float | None = None
+    capabilities: ModelCapabilities = Field(default_factory=ModelCapabilities)
+    provider_options: dict[str, Any] = Field(default_factory=dict)
+    max_tokens: int | None = None
+
+
+def define_model(**fields: Any) -> ModelDefinition:
+    """Define a model. Example: ``define_model(name="fast", provider="openai", model="gpt-4o")``."""
+    return ModelDefinition(**fields)

@@ -1,0 +1,72 @@
+"""ToolDefinition: a Python function a model can call."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+
+from pydantic import Field, field_serializer, field_validator
+
+from sa_core.spec.base import SpecModel
+from sa_core.spec.schemas import ArgsSpec, dump_args, is_model_class
+from sa_core.spec.variables import VariableDefinition
+
+
+def _check_args(value: Any) -> ArgsSpec:
+    if value is None or is_model_class(value) or isinstance(value, dict):
+        return value  # type: ignore[no-any-return]
+    raise ValueError("args must be a pydantic model class, a JSON Schema dict, or None")
+
+
+class ToolDefinition(SpecModel):
+    """A tool.
+
+    ``execute(state, args)`` may be sync or async. ``args`` is an instance of the ``args``
+    model (or the raw dict for JSON Schema args, or omitted when ``args`` is None). It may return
+    a ``ToolResult``, a dict shaped like one, a str, or any JSON-serialisable value.
+    """
+
+    name: str
+    description: str = ""
+    args: Any = None
+    execute: Callable[..., Any] = Field(exclude=True)
+    variables: list[VariableDefinition] = Field(default_factory=list)
+    execution_mode: Literal["local", "provider"] = "local"
+    execution_provider: str | None = None
+    uses: list[str] | None = None
+    progress_argument: str | None = None
+
+    _check = field_validator("args")(_check_args)
+
+    @field_serializer("args")
+    def _dump(self, value: Any) -> Any:
+        return dump_args(value)
+
+
+def define_tool(
+    *,
+    name: str,
+    description: str = "",
+    args: ArgsSpec = None,
+    execute: Callable[..., Any],
+    variables: list[VariableDefinition] | list[dict[str, Any]] | None = None,
+    **fields: Any,
+) -> ToolDefinition:
+    """Define a tool.
+
+    Example::
+
+        class Args(BaseModel):
+            city: str
+
+        weather = define_tool(name="weather", description="Current weather.", args=Args,
+                              execute=lambda state, args: f"Sunny in {args.city}")
+    """
+    return ToolDefinition(
+        name=name,
+        description=description,
+        args=args,
+        execute=execute,
+        variables=variables or [],
+        **fields,
+    )
