@@ -63,11 +63,9 @@ except ImportError:  # pragma: no cover - exercised only where pytest is absent
 UNSCRIPTED_REPLY = "Test response received."
 """What a :class:`TestProvider` without a script answers, every time."""
 
-TextPattern: TypeAlias = "str | re.Pattern[str]"
-ToolCallSpec: TypeAlias = "ProviderToolCall | Mapping[str, Any]"
-UsageSpec: TypeAlias = "Usage | Mapping[str, Any]"
-
-_SCRIPTED_FIELDS: frozenset[str] = frozenset()  # filled in after ScriptedResponse is defined
+TextPattern: TypeAlias = str | re.Pattern[str]
+ToolCallSpec: TypeAlias = ProviderToolCall | Mapping[str, Any]
+UsageSpec: TypeAlias = Usage | Mapping[str, Any]
 
 
 def new_call_id() -> str:
@@ -76,7 +74,7 @@ def new_call_id() -> str:
 
 
 def default_error_code(status: int | None) -> str:
-    """The :class:`~sa_core.errors.ProviderError` code an HTTP status implies.
+    """Return the :class:`~sa_core.errors.ProviderError` code an HTTP status implies.
 
     Args:
         status: the HTTP status of the simulated failure, if any.
@@ -84,6 +82,7 @@ def default_error_code(status: int | None) -> str:
     Returns:
         ``server_error`` for 5xx, ``rate_limit`` for 429, ``auth_error`` for 401 and 403,
         ``invalid_request`` for other 4xx, ``unknown`` otherwise.
+
     """
     if status is None:
         return "unknown"
@@ -129,6 +128,7 @@ class InputExpectation:
             ``result_contains``.
         message_count: the request carries exactly this many messages, system prompt included.
         system_prompt_contains: the system prompt contains this string (or matches this regex).
+
     """
 
     contains_message: TextPattern | None = None
@@ -144,6 +144,7 @@ class InputExpectation:
 
         Returns:
             One sentence per failed condition.
+
         """
         found: list[str] = []
         texts = [m.content for m in request.messages if m.content]
@@ -160,9 +161,7 @@ class InputExpectation:
                     f"the system prompt does not contain {_describe(self.system_prompt_contains)}"
                 )
         if self.message_count is not None and len(request.messages) != self.message_count:
-            found.append(
-                f"expected {self.message_count} messages, got {len(request.messages)}"
-            )
+            found.append(f"expected {self.message_count} messages, got {len(request.messages)}")
         if self.contains_tool_result is not None:
             problem = _tool_result_problem(self.contains_tool_result, request)
             if problem:
@@ -185,9 +184,7 @@ def _describe(pattern: TextPattern) -> str:
 def _tool_result_problem(spec: Mapping[str, Any], request: ProviderRequest) -> str | None:
     tool_name = spec.get("tool_name", spec.get("toolName"))
     wanted = spec.get("result_contains", spec.get("resultContains"))
-    call_names = {
-        call.id: call.name for message in request.messages for call in message.tool_calls
-    }
+    call_names = {call.id: call.name for message in request.messages for call in message.tool_calls}
     for message in request.messages:
         if message.role != "tool":
             continue
@@ -219,6 +216,7 @@ class ScriptedResponse:
         delay: seconds to sleep before answering (or failing), to observe in-flight turns.
         expect: conditions on the request, checked when ``validate_inputs`` is on.
         images: images the model returns.
+
     """
 
     content: str | None = None
@@ -233,7 +231,10 @@ class ScriptedResponse:
     images: list[ProviderImage] = field(default_factory=list)
 
 
-_SCRIPTED_FIELDS = frozenset(f.name for f in fields(ScriptedResponse))
+_SCRIPTED_FIELDS: frozenset[str] = frozenset(f.name for f in fields(ScriptedResponse))
+
+FunctionResult: TypeAlias = str | Mapping[str, Any] | ScriptedResponse | ProviderResponse
+"""What a :class:`FunctionProvider` function may return."""
 
 
 class TestScript:
@@ -269,6 +270,7 @@ class TestScript:
 
         Returns:
             This script, for chaining.
+
         """
         self._responses.append(response)
         return self
@@ -291,6 +293,7 @@ class TestScript:
 
         Returns:
             This script, for chaining.
+
         """
         return self.add_response(
             ScriptedResponse(
@@ -324,6 +327,7 @@ class TestScript:
 
         Returns:
             This script, for chaining.
+
         """
         return self.add_response(
             ScriptedResponse(
@@ -361,6 +365,7 @@ class TestScript:
 
         Returns:
             This script, for chaining.
+
         """
         error: dict[str, Any] = {
             "message": message,
@@ -389,6 +394,7 @@ class TestScript:
 
         Returns:
             This script, for chaining.
+
         """
         return self.add_response(
             ScriptedResponse(
@@ -412,6 +418,7 @@ class TestScript:
 
         Raises:
             ValueError: ``chunk_size`` is below 1 or ``chunk_delay`` is negative.
+
         """
         if chunk_size < 1:
             raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
@@ -496,7 +503,7 @@ def _estimated_usage(request: ProviderRequest, response: ProviderResponse) -> Us
     output = response.content or ""
     for call in response.tool_calls:
         output += call.name + json.dumps(call.arguments)
-    prompt = _estimate_tokens("x" * prompt_chars) if prompt_chars else 0
+    prompt = (prompt_chars + 3) // 4
     completion = _estimate_tokens(output) + reasoning
     return Usage(
         prompt_tokens=prompt,
@@ -562,6 +569,7 @@ async def stream_response(
 
     Yields:
         The chunks, in order.
+
     """
     first = True
 
@@ -633,13 +641,14 @@ class _RecordingProvider(BaseProvider):
         return len(self.requests)
 
     def last_user_message(self, request: ProviderRequest | None = None) -> str | None:
-        """The text of the last ``user`` message of a request.
+        """Return the text of the last ``user`` message of a request.
 
         Args:
             request: the request to read; defaults to :attr:`last_request`.
 
         Returns:
             The text, or ``None`` when there is no request or no user message.
+
         """
         request = request if request is not None else self.last_request
         return _last_user_text(request) if request is not None else None
@@ -652,6 +661,7 @@ class _RecordingProvider(BaseProvider):
 
         Returns:
             The tool names; empty when there is no request.
+
         """
         request = request if request is not None else self.last_request
         return [tool.name for tool in request.tools] if request is not None else []
@@ -673,6 +683,7 @@ class _RecordingProvider(BaseProvider):
 
         Raises:
             ProviderError: the answer is a scripted error or an expectation failed.
+
         """
         response, _, _ = await self._answer(request)
         return response
@@ -688,6 +699,7 @@ class _RecordingProvider(BaseProvider):
 
         Raises:
             ProviderError: the answer is a scripted error or an expectation failed.
+
         """
         response, chunk_size, chunk_delay = await self._answer(request)
         async for chunk in stream_response(
@@ -720,6 +732,7 @@ class TestProvider(_RecordingProvider):
         name: the provider name; register the provider under the name your model
             definitions use.
         validate_inputs: check each answer's ``expect`` against the request.
+
     """
 
     __test__: ClassVar[bool] = False  # not a pytest test class, despite the name
@@ -751,6 +764,7 @@ class TestProvider(_RecordingProvider):
 
         Args:
             script: the new answers, or ``None`` for the endless default reply.
+
         """
         self._script = script
         self.reset()
@@ -810,10 +824,6 @@ class TestProvider(_RecordingProvider):
         return _build_response(scripted, request), chunk_size, chunk_delay
 
 
-FunctionResult: TypeAlias = "str | Mapping[str, Any] | ScriptedResponse | ProviderResponse"
-"""What a :class:`FunctionProvider` function may return."""
-
-
 class FunctionProvider(_RecordingProvider):
     """A provider whose answers come from a function of the request.
 
@@ -834,6 +844,7 @@ class FunctionProvider(_RecordingProvider):
         name: the provider name.
         chunk_size: characters per streamed delta; ``None`` sends each part whole.
         chunk_delay: seconds between streamed chunks.
+
     """
 
     def __init__(
@@ -921,6 +932,7 @@ def make_runtime_factory(database_url: str) -> RuntimeFactory:
 
     Returns:
         The factory; ``providers`` defaults to ``{"test": TestProvider()}``.
+
     """
 
     @contextlib.asynccontextmanager
@@ -944,7 +956,7 @@ if _pytest is not None:
 
     @_pytest.fixture
     def sa_database_url(tmp_path: Path) -> str:
-        """A SQLite URL in the test's temporary directory: ``sqlite:///<tmp_path>/sa.db``."""
+        """Return a SQLite URL in the test's temporary directory: ``sqlite:///<tmp_path>/sa.db``."""
         return f"sqlite:///{tmp_path / 'sa.db'}"
 
     @_pytest.fixture
