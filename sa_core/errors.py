@@ -186,3 +186,17 @@ class ThreadTerminatedError(ThreadError):
             f"Thread {thread_id} is terminated (terminated_at={terminated_at}); "
             "create a new thread to continue."
         )
+
+
+class VariableNotFoundError(ConfigurationError, KeyError):
+    """``state.env(name)`` found no value in any source."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(
+            f"Environment variable not found: {name}. Set it on the thread (env=...), the "
+            "runtime, the agent or the prompt."
+        )
+
+    def __str__(self) -> str:
+        return str(self.args[0])

@@ -1,0 +1,130 @@
+"""standard-agents: the Python implementation of the Standard Agents specification.
+
+The public API. Names load lazily, so ``import sa_core`` stays fast and pulls in neither the
+database layer, the HTTP server nor any provider.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+_EXPORTS: dict[str, str] = {
+    # definitions
+    "AgentDefinition": "sa_core.spec",
+    "AttachmentRef": "sa_core.spec",
+    "EffectDefinition": "sa_core.spec",
+    "FileRecord": "sa_core.spec",
+    "HookDefinition": "sa_core.spec",
+    "InjectMessageInput": "sa_core.spec",
+    "Log": "sa_core.spec",
+    "Message": "sa_core.spec",
+    "MessagesResult": "sa_core.spec",
+    "ModelDefinition": "sa_core.spec",
+    "Pack": "sa_core.spec",
+    "PromptDefinition": "sa_core.spec",
+    "PromptToolConfig": "sa_core.spec",
+    "QueueMessageInput": "sa_core.spec",
+    "ScheduledEffect": "sa_core.spec",
+    "SessionToolBinding": "sa_core.spec",
+    "SideConfig": "sa_core.spec",
+    "SubagentRegistryEntry": "sa_core.spec",
+    "SubagentToolConfig": "sa_core.spec",
+    "SubpromptConfig": "sa_core.spec",
+    "ThreadEndpointDefinition": "sa_core.spec",
+    "ToolAttachment": "sa_core.spec",
+    "ToolCall": "sa_core.spec",
+    "ToolDefinition": "sa_core.spec",
+    "ToolResult": "sa_core.spec",
+    "VariableDefinition": "sa_core.spec",
+    "define_agent": "sa_core.spec",
+    "define_effect": "sa_core.spec",
+    "define_hook": "sa_core.spec",
+    "define_model": "sa_core.spec",
+    "define_prompt": "sa_core.spec",
+    "define_thread_endpoint": "sa_core.spec",
+    "define_tool": "sa_core.spec",
+    # runtime
+    "Runtime": "sa_core.runtime",
+    "ThreadState": "sa_core.state",
+    # providers
+    "BaseProvider": "sa_core.providers",
+    "Provider": "sa_core.providers",
+    "ProviderRequest": "sa_core.providers",
+    "ProviderResponse": "sa_core.providers",
+    # errors
+    "ConfigurationError": "sa_core.errors",
+    "MissingVariablesError": "sa_core.errors",
+    "PackValidationError": "sa_core.errors",
+    "ProviderError": "sa_core.errors",
+    "SAError": "sa_core.errors",
+    "ThreadNotFoundError": "sa_core.errors",
+    "ThreadTerminatedError": "sa_core.errors",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sa_core' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])
+
+
+if TYPE_CHECKING:
+    from sa_core.errors import (
+        ConfigurationError,
+        MissingVariablesError,
+        PackValidationError,
+        ProviderError,
+        SAError,
+        ThreadNotFoundError,
+        ThreadTerminatedError,
+    )
+    from sa_core.providers import BaseProvider, Provider, ProviderRequest, ProviderResponse
+    from sa_core.runtime import Runtime
+    from sa_core.spec import (
+        AgentDefinition,
+        AttachmentRef,
+        EffectDefinition,
+        FileRecord,
+        HookDefinition,
+        InjectMessageInput,
+        Log,
+        Message,
+        MessagesResult,
+        ModelDefinition,
+        Pack,
+        PromptDefinition,
+        PromptToolConfig,
+        QueueMessageInput,
+        ScheduledEffect,
+        SessionToolBinding,
+        SideConfig,
+        SubagentRegistryEntry,
+        SubagentToolConfig,
+        SubpromptConfig,
+        ThreadEndpointDefinition,
+        ToolAttachment,
+        ToolCall,
+        ToolDefinition,
+        ToolResult,
+        VariableDefinition,
+        define_agent,
+        define_effect,
+        define_hook,
+        define_model,
+        define_prompt,
+        define_thread_endpoint,
+        define_tool,
+    )
+    from sa_core.state import ThreadState

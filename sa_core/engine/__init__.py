@@ -1,0 +1,1 @@
+"""The thread engine: turn loop, context assembly, stop evaluation, tool dispatch, composition."""

@@ -1,0 +1,254 @@
+"""Context assembly: the system prompt, the history a step sees, and the side perspective.
+
+Stored roles encode sides: side A writes ``assistant``, side B (or the human) writes ``user``.
+Each acting side sees itself as ``assistant`` and the other side as ``user``; the other side's
+tool calls and their results are hidden from it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from sa_core.providers import ProviderImage, ProviderMessage, ProviderToolCall
+from sa_core.spec import EnvPart, IncludePart, Message, PromptDefinition, TextPart
+
+Side = Literal["a", "b"]
+SIDE_ROLE: dict[Side, Literal["assistant", "user"]] = {"a": "assistant", "b": "user"}
+MISSING_RESULT = (
+    'Tool result missing from conversation history for prior call "{name}". '
+    "Treat this as a failed tool call."
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# System prompt
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PromptTemplate:
+    """A prompt with includes resolved: literal strings and env names, in order.
+
+    Built once per prompt; rendering per step only looks up env values.
+    """
+
+    pieces: tuple[str | EnvPart, ...]
+
+    @property
+    def env_names(self) -> list[str]:
+        """The variables the template reads."""
+        return [p.property for p in self.pieces if isinstance(p, EnvPart)]
+
+    def render(self, lookup: Callable[[str], str | None]) -> str:
+        """Concatenate the pieces, resolving env parts (a missing value renders empty)."""
+        out: list[str] = []
+        for piece in self.pieces:
+            out.append(piece if isinstance(piece, str) else (lookup(piece.property) or ""))
+        return "".join(out)
+
+
+def compile_prompt(
+    prompt: PromptDefinition, prompts: Callable[[str], PromptDefinition | None]
+) -> PromptTemplate:
+    """Resolve includes recursively (a missing prompt renders ``[Prompt not found: X]``)."""
+    pieces: list[str | EnvPart] = []
+
+    def walk(definition: PromptDefinition, trail: tuple[str, ...]) -> None:
+        for part in definition.parts:
+            if isinstance(part, TextPart):
+                pieces.append(part.content)
+            elif isinstance(part, EnvPart):
+                pieces.append(part)
+            elif isinstance(part, IncludePart):
+                target = prompts(part.prompt)
+                if target is None:
+                    pieces.append(f"[Prompt not found: {part.prompt}]")
+                elif part.prompt in trail:
+                    pieces.append(f"[Prompt include cycle: {' -> '.join((*trail, part.prompt))}]")
+                else:
+                    walk(target, (*trail, part.prompt))
+
+    walk(prompt, (prompt.name,))
+    merged: list[str | EnvPart] = []
+    for piece in pieces:
+        if isinstance(piece, str) and merged and isinstance(merged[-1], str):
+            merged[-1] = merged[-1] + piece
+        else:
+            merged.append(piece)
+    return PromptTemplate(tuple(merged))
+
+
+# ---------------------------------------------------------------------------------------------
+# Perspective and provider messages
+# ---------------------------------------------------------------------------------------------
+
+
+def author_side(message: Message) -> Side | None:
+    """Which side wrote a stored message (``None`` for system and tool rows)."""
+    if message.role == "assistant":
+        return "a"
+    if message.role == "user":
+        return "b"
+    return None
+
+
+FileReader = Callable[[str], Awaitable[bytes | None]]
+
+
+async def to_provider_messages(
+    messages: Sequence[Message],
+    *,
+    acting: Side,
+    images_allowed: bool = True,
+    recent_image_threshold: int = 10,
+    read_file: FileReader | None = None,
+) -> list[ProviderMessage]:
+    """Turn stored messages into provider messages from the acting side's perspective.
+
+    - The acting side's messages become ``assistant`` (with their tool calls), the other side's
+      ``user`` (tool calls stripped, their tool results hidden).
+    - Tool results without a visible call are dropped; calls without a result get a synthetic
+      failed result right after them, so every call block is followed by its results.
+    - Image attachments of recent ``user`` messages become image parts (when the model takes
+      images); older ones and other files are described in text.
+    """
+    own_calls: dict[str, str] = {}
+    for message in messages:
+        if message.tool_calls and author_side(message) == acting:
+            for call in message.tool_calls:
+                own_calls[call.id] = call.name
+    results: dict[str, Message] = {}
+    for message in messages:
+        if message.role == "tool" and message.tool_call_id in own_calls:
+            results[message.tool_call_id] = message
+
+    image_floor = len(messages) - recent_image_threshold
+    out: list[ProviderMessage] = []
+    for index, message in enumerate(messages):
+        role = message.role
+        if role == "tool":
+            continue  # emitted right after the call that owns it
+        if role == "system":
+            out.append(ProviderMessage("system", message.content or ""))
+            continue
+        mine = author_side(message) == acting
+        if mine:
+            calls = [
+                ProviderToolCall(c.id, c.name, c.arguments, c.extra_content)
+                for c in (message.tool_calls or [])
+            ]
+            out.append(
+                ProviderMessage(
+                    "assistant",
+                    message.content,
+                    tool_calls=calls,
+                    reasoning=message.reasoning_content,
+                    reasoning_details=message.reasoning_details,
+                )
+            )
+            for call in calls:
+                result = results.get(call.id)
+                if result is None:
+                    out.append(
+                        ProviderMessage(
+                            "tool",
+                            MISSING_RESULT.format(name=call.name),
+                            tool_call_id=call.id,
+                            tool_name=call.name,
+                        )
+                    )
+                else:
+                    images = await _images(result, images_allowed, read_file)
+                    out.append(
+                        ProviderMessage(
+                            "tool",
+                            result.content or "",
+                            tool_call_id=call.id,
+                            tool_name=call.name,
+                            images=images,
+                        )
+                    )
+            continue
+        content = message.content or ""
+        images: list[ProviderImage] = []
+        if message.attachments:
+            recent = index >= image_floor
+            images, content = await _user_attachments(
+                message, content, recent and images_allowed, read_file
+            )
+        if not content and not images and not message.tool_calls:
+            continue
+        out.append(ProviderMessage("user", content, images=images))
+    return out
+
+
+def _is_image(mime: str) -> bool:
+    return mime.startswith("image/")
+
+
+async def _images(
+    message: Message, allowed: bool, read_file: FileReader | None
+) -> list[ProviderImage]:
+    if not allowed or not message.attachments or read_file is None:
+        return []
+    images = []
+    for ref in message.attachments:
+        if _is_image(ref.mime_type):
+            data = await read_file(ref.path)
+            if data is not None:
+                images.append(
+                    ProviderImage(base64.b64encode(data).decode(), ref.mime_type, ref.name, ref.path)
+                )
+    return images
+
+
+async def _user_attachments(
+    message: Message, content: str, inline_images: bool, read_file: FileReader | None
+) -> tuple[list[ProviderImage], str]:
+    images: list[ProviderImage] = []
+    described: list[str] = []
+    others: list[str] = []
+    for ref in message.attachments or []:
+        if _is_image(ref.mime_type):
+            data = await read_file(ref.path) if (inline_images and read_file) else None
+            if data is not None:
+                images.append(
+                    ProviderImage(base64.b64encode(data).decode(), ref.mime_type, ref.name, ref.path)
+                )
+            else:
+                size = f" ({ref.width}x{ref.height})" if ref.width and ref.height else ""
+                text = f"[Image: {ref.name}{size}]"
+                described.append(f"{text} {ref.description}" if ref.description else text)
+        else:
+            others.append(f"{ref.name} ({ref.path})")
+    extra = [*described]
+    if others:
+        extra.append(f"[Attached files: {', '.join(others)}]")
+    if extra:
+        content = "\n".join([content, *extra]) if content else "\n".join(extra)
+    return images, content
+
+
+def registry_system_message(children: Sequence[object]) -> str | None:
+    """The registry listing shown to an orchestrator that has children (``None`` if none)."""
+    if not children:
+        return None
+    lines = ["Subagent instances of this thread (reference, name, status):"]
+    for entry in children:
+        ref = getattr(entry, "reference", "")
+        name = getattr(entry, "thread_name", None) or getattr(entry, "name", "")
+        agent = getattr(entry, "name", "")
+        status = getattr(entry, "status", "")
+        resumable = " resumable" if getattr(entry, "resumable", False) else ""
+        lines.append(f"- {ref}: {name} (agent {agent}{resumable}) — {status}")
+    lines.append("Use subagent_message with a reference to message a resumable instance.")
+    return "\n".join(lines)
+
+
+def dumps_compact(value: object) -> str:
+    """JSON with stable, compact separators (tool-call arguments on the wire)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)

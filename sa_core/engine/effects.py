@@ -1,0 +1,105 @@
+"""The effect scheduler: durable, delayed work on threads.
+
+``state.schedule_effect(name, args, delay)`` stores a row; this scheduler sleeps until the
+earliest one is due, claims due rows atomically, and runs each with a fresh ThreadState (no
+execution). Rows claimed by a process that died are reset to pending on start, so an effect
+still pending when the process stops runs when a runtime starts on the same database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from typing import TYPE_CHECKING, Any
+
+from sa_core.spec.schemas import validate_args
+
+if TYPE_CHECKING:
+    from sa_core.runtime import Runtime
+    from sa_core.store import EffectRun
+
+
+class EffectScheduler:
+    """Runs scheduled effects when they are due."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.running: set[asyncio.Task[None]] = set()
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Reset interrupted runs and start the loop."""
+        await self.runtime.store.reset_processing_effects()
+        self._task = asyncio.create_task(self._loop(), name="sa-effects")
+
+    async def stop(self) -> None:
+        """Stop the loop and cancel running effects (they run again on the next start)."""
+        tasks = [t for t in (self._task, *self.running) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._task = None
+
+    async def schedule(self, thread_id: str, name: str, args: dict[str, Any], delay: float) -> str:
+        """Store an effect due in ``delay`` seconds; returns its id."""
+        from sa_core.store import now_us
+
+        effect = await self.runtime.store.schedule_effect(
+            thread_id, name, args, now_us() + int(max(delay, 0) * 1_000_000)
+        )
+        self._wake.set()
+        return effect.id
+
+    async def has_due(self) -> bool:
+        """Whether a pending effect is due now."""
+        from sa_core.store import now_us
+
+        next_time = await self.runtime.store.next_effect_time()
+        return next_time is not None and next_time <= now_us()
+
+    async def _loop(self) -> None:
+        from sa_core.store import now_us
+
+        store = self.runtime.store
+        while True:
+            next_time = await store.next_effect_time()
+            timeout = None if next_time is None else max(0.0, (next_time - now_us()) / 1_000_000)
+            if timeout is None or timeout > 0:
+                self._wake.clear()
+                try:
+                    await asyncio.wait_for(self._wake.wait(), timeout)
+                except TimeoutError:
+                    pass
+                continue
+            for run in await store.claim_due_effects(now_us()):
+                task = asyncio.create_task(self._run(run), name=f"sa-effect-{run.name}")
+                self.running.add(task)
+                task.add_done_callback(self.running.discard)
+
+    async def _run(self, run: EffectRun) -> None:
+        runtime = self.runtime
+        store = runtime.store
+        try:
+            state = await runtime.get_thread(run.thread_id)
+            if state.terminated is not None:
+                await store.finish_effect(run.id, "failed", "thread terminated")
+                return
+            effect = state.scope.effect(run.name)
+            value, problems = validate_args(effect.args, dict(run.args))
+            if problems:
+                raise ValueError(f"Effect '{run.name}' arguments invalid: " + "; ".join(problems))
+            state.context["scheduled_effect"] = {"id": run.id, "name": run.name}
+            result = effect.execute(state, value)
+            if inspect.isawaitable(result):
+                await result
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            await store.finish_effect(run.id, "failed", f"{type(exc).__name__}: {exc}")
+            await runtime.log(
+                run.thread_id, "effect_failed", {"effect": run.name, "id": run.id, "error": str(exc)}
+            )
+            return
+        await store.finish_effect(run.id, "completed")
+        await runtime.log(run.thread_id, "effect", {"effect": run.name, "id": run.id})

@@ -1,0 +1,95 @@
+"""Creating and updating stored messages: hooks, persistence and live frames in one place."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from sa_core.spec import Message
+
+if TYPE_CHECKING:
+    from sa_core.state import ThreadState
+    from sa_core.store import Transaction
+
+
+def new_id() -> str:
+    """A fresh identifier."""
+    return str(uuid.uuid4())
+
+
+def new_message(thread_id: str, role: Any, content: str | None, **fields: Any) -> Message:
+    """A Message with a fresh id and creation time."""
+    from sa_core.store import now_us
+
+    return Message(
+        id=fields.pop("id", None) or new_id(),
+        thread_id=thread_id,
+        role=role,
+        content=content,
+        created_at=now_us(),
+        **fields,
+    )
+
+
+async def _before_create(state: ThreadState, message: Message) -> Message:
+    result = await state.runtime.host.chain("before_create_message", message, state=state)
+    if isinstance(result, Message):
+        return result
+    if isinstance(result, dict):
+        return message.model_copy(update=result)
+    return message
+
+
+async def create_messages(
+    state: ThreadState, messages: Sequence[Message], *, tx: Transaction | None = None
+) -> list[Message]:
+    """Run ``before_create_message``, store, run ``after_create_message``, publish frames."""
+    runtime = state.runtime
+    prepared = [await _before_create(state, m) for m in messages]
+    await runtime.store.insert_messages(prepared, tx=tx)
+    for message in prepared:
+        await runtime.host.notify("after_create_message", state=state, message=message)
+        publish_message(state, message)
+    return prepared
+
+
+async def create_message(
+    state: ThreadState, message: Message, *, tx: Transaction | None = None
+) -> Message:
+    """Create one message (see :func:`create_messages`)."""
+    return (await create_messages(state, [message], tx=tx))[0]
+
+
+async def update_message(
+    state: ThreadState,
+    message_id: str,
+    updates: dict[str, Any],
+    *,
+    tx: Transaction | None = None,
+) -> Message | None:
+    """Run ``before_update_message``, apply, run ``after_update_message``, publish."""
+    runtime = state.runtime
+    changed = await runtime.host.chain(
+        "before_update_message", updates, state=state, message_id=message_id
+    )
+    updated = await runtime.store.update_message(message_id, dict(changed), tx=tx)
+    if updated is not None:
+        await runtime.host.notify("after_update_message", state=state, message=updated)
+        publish_message(state, updated)
+    return updated
+
+
+def publish_message(state: ThreadState, message: Message) -> None:
+    """Send a ``message_data`` frame for a stored message."""
+    events = state.runtime.events
+    if events.has_listeners:
+        events.publish(
+            state.thread_id,
+            {
+                "type": "message_data",
+                "message_id": message.id,
+                "depth": message.depth,
+                "data": message.model_dump(mode="json", exclude_none=True),
+            },
+        )

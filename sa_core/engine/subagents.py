@@ -1,0 +1,793 @@
+"""Subagents: ``dual_ai`` agents run as child threads, in the four modes of the spec.
+
+|               | blocking                          | non-blocking                          |
+|---------------|-----------------------------------|---------------------------------------|
+| non-resumable | the tool call runs the child to   | returns the reference at once; the    |
+|               | the end of its session            | parent is notified when it ends       |
+| resumable     | ``subagent_create`` /             | ``subagent_create`` returns at once;  |
+|               | ``subagent_message`` wait per call| ``subagent_message`` any time         |
+
+Children are threads with ``parent_id`` set, tracked in the parent's registry
+(``SubagentRegistryEntry``). A child's session outcome (the mapped ``session_stop`` /
+``session_fail`` payload) is persisted on the child, so results survive restarts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from sa_core.engine.tools import LIFECYCLE_TOOLS, OfferedTool, flag_enabled
+from sa_core.spec import (
+    AgentDefinition,
+    AttachmentRef,
+    ImmediateConfig,
+    ResumableConfig,
+    SubagentRegistryEntry,
+    SubagentToolConfig,
+    ToolResult,
+)
+
+if TYPE_CHECKING:
+    from sa_core.engine.flow import Flow
+    from sa_core.engine.tools import ToolTable
+    from sa_core.registry import PackScope
+    from sa_core.runtime import Runtime
+    from sa_core.spec import SessionToolBinding, ToolCall
+    from sa_core.state import ThreadState
+
+RESULT_TEXT = "Subagent (reference: {ref}) has returned the following result:\n\n{result}"
+FAILURE_TEXT = "Subagent (reference: {ref}) has reported a failure:\n\n{result}"
+ATTACHMENTS_TEXT = "\n\nThe subagent also returned the following attachment(s):\n\n{paths}"
+INITIATED_TEXT = "The subagent was initiated successfully. Reference: {ref}"
+NO_TERMINAL_TEXT = (
+    "Subagent execution stopped before completion ({reason}). It did not call a terminal "
+    "session tool (sessionStop/sessionFail)."
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# Relationships visible to a prompt
+# ---------------------------------------------------------------------------------------------
+
+
+def _enabled(state: ThreadState, tool: OfferedTool) -> bool:
+    return tool.optional is None or flag_enabled(state.env_or_none(tool.optional))
+
+
+def subagent_tools(state: ThreadState, table: ToolTable) -> dict[str, OfferedTool]:
+    """Subagent relationships of a prompt, enabled by their optional flags, by agent name."""
+    return {
+        name: tool
+        for name, tool in table.tools.items()
+        if tool.kind == "subagent" and _enabled(state, tool)
+    }
+
+
+def _current_table(state: ThreadState) -> ToolTable | None:
+    prompt = state._prompt
+    if prompt is None:
+        return None
+    return state.runtime.tool_table(state.scope, prompt)
+
+
+def lifecycle_tools(state: ThreadState, table: ToolTable) -> dict[str, OfferedTool]:
+    """``subagent_create`` / ``subagent_message`` / ``subagents`` when resumable branches exist."""
+    resumable = [
+        t for t in subagent_tools(state, table).values()
+        if t.subagent is not None and t.subagent.is_resumable
+    ]
+    if not resumable and not state._children:
+        return {}
+    offered: dict[str, OfferedTool] = {}
+    if resumable:
+        arg_schemas = [t.parameters for t in resumable if t.parameters.get("properties")]
+        properties: dict[str, Any] = {
+            "agent": {
+                "type": "string",
+                "enum": [t.name for t in resumable],
+                "description": "Which subagent to create.",
+            },
+            "name": {"type": "string", "description": "A short, unique name for this instance."},
+            "message": {"type": "string", "description": "The instruction for the subagent."},
+            "attachments": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "Paths under /attachments/ to pass along (use [] when none).",
+            },
+        }
+        if arg_schemas:
+            properties["arguments"] = {"type": "object", "anyOf": arg_schemas}
+        descriptions = "; ".join(f"{t.name}: {t.description}" for t in resumable)
+        offered["subagent_create"] = OfferedTool(
+            name="subagent_create",
+            kind="lifecycle",
+            description=f"Create a persistent subagent instance. Available: {descriptions}",
+            parameters={
+                "type": "object",
+                "properties": properties,
+                "required": ["agent", "name", "message", "attachments"],
+            },
+        )
+    if any(e.status != "terminated" for e in state._children) or resumable:
+        offered["subagent_message"] = OfferedTool(
+            name="subagent_message",
+            kind="lifecycle",
+            description="Send a message to an existing subagent instance by its reference.",
+            parameters={
+                "type": "object",
+                "properties": {
+                    "referenceId": {"type": "string"},
+                    "message": {"type": "string"},
+                    "attachments": {"type": "array", "items": {"type": "string"}},
+                },
+                "required": ["referenceId", "message", "attachments"],
+            },
+        )
+    offered["subagents"] = OfferedTool(
+        name="subagents",
+        kind="lifecycle",
+        description="List this thread's subagent instances with their status.",
+        parameters={"type": "object", "properties": {}},
+    )
+    return offered
+
+
+# ---------------------------------------------------------------------------------------------
+# Tool entry points
+# ---------------------------------------------------------------------------------------------
+
+
+async def run_subagent_tool(
+    state: ThreadState,
+    flow: Flow | None,
+    tool: OfferedTool,
+    arguments: dict[str, Any],
+    tool_message_id: str | None,
+) -> ToolResult:
+    """A non-resumable subagent called directly by its agent name."""
+    assert tool.subagent is not None and tool.agent is not None and tool.agent_scope is not None
+    config = tool.subagent
+    message = _init_message(config, arguments)
+    paths = _arg_paths(arguments.get(config.init_attachments_property)) if config.init_attachments_property else []
+    name = None
+    if config.init_agent_name_property:
+        value = arguments.get(config.init_agent_name_property)
+        name = str(value) if value else None
+    return await _create(
+        state, flow, tool, message=message, paths=paths, name=name, arguments=arguments,
+        tool_message_id=tool_message_id,
+    )
+
+
+async def run_lifecycle_tool(
+    state: ThreadState,
+    flow: Flow | None,
+    name: str,
+    arguments: dict[str, Any],
+    tool_message_id: str | None,
+) -> ToolResult:
+    """``subagent_create``, ``subagent_message`` and ``subagents``."""
+    if name == "subagents":
+        return _list_instances(state)
+    if name == "subagent_message":
+        return await _message_instance(state, flow, arguments)
+    if name != "subagent_create":
+        return ToolResult(status="error", error=f"Tool not found: {name}")
+    problems = []
+    agent_name = arguments.get("agent")
+    if not isinstance(agent_name, str) or not agent_name:
+        problems.append("subagent_create requires agent.")
+    message = arguments.get("message")
+    if not isinstance(message, str) or not message.strip():
+        problems.append("subagent_create requires message.")
+    attachments = arguments.get("attachments")
+    if not isinstance(attachments, list):
+        problems.append("subagent_create requires attachments (use [] when none).")
+    instance = arguments.get("name")
+    if not isinstance(instance, str) or not instance.strip():
+        problems.append("subagent_create requires name.")
+    extra = arguments.get("arguments")
+    if extra is not None and not isinstance(extra, dict):
+        problems.append("subagent_create arguments must be an object when provided.")
+    if problems:
+        return ToolResult(status="error", error=" ".join(problems))
+    table = _current_table(state)
+    options = subagent_tools(state, table) if table is not None else {}
+    tool = options.get(str(agent_name))
+    if tool is None or tool.subagent is None or not tool.subagent.is_resumable:
+        available = [n for n, t in options.items() if t.subagent is not None and t.subagent.is_resumable]
+        return ToolResult(
+            status="error",
+            error=f'Unknown subagent "{agent_name}". Available: {", ".join(available) or "none"}.',
+        )
+    return await _create(
+        state, flow, tool, message=str(message), paths=_arg_paths(attachments),
+        name=str(instance).strip(), arguments=dict(extra or {}), tool_message_id=tool_message_id,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Creating and messaging instances
+# ---------------------------------------------------------------------------------------------
+
+
+def _init_message(config: SubagentToolConfig, arguments: Mapping[str, Any]) -> str:
+    if config.init_user_message_property:
+        value = arguments.get(config.init_user_message_property)
+        if isinstance(value, str):
+            return value
+        return json.dumps(value) if value is not None else ""
+    if isinstance(arguments.get("message"), str):
+        return str(arguments["message"])
+    return json.dumps(dict(arguments)) if arguments else ""
+
+
+def _arg_paths(value: Any) -> list[str]:
+    from sa_core.engine.files import attachment_paths
+
+    return attachment_paths(value)
+
+
+def _child_role(config: SubagentToolConfig) -> str:
+    if isinstance(config.resumable, ResumableConfig) and config.resumable.receives_messages == "side_b":
+        return "assistant"
+    return "user"
+
+
+def scoped_names(scope: PackScope, agent: AgentDefinition) -> set[str]:
+    """Variables declared ``scoped`` anywhere in a child agent's graph."""
+    from sa_core.engine.variables import graph_variables
+
+    return {d.variable.name for d in graph_variables(scope, agent) if d.variable.scoped}
+
+
+def child_env(parent: ThreadState, scope: PackScope, agent: AgentDefinition) -> dict[str, str]:
+    """The parent's env minus the child graph's scoped variables."""
+    scoped = scoped_names(scope, agent)
+    return {k: v for k, v in parent._row.env.items() if k not in scoped}
+
+
+async def _create(
+    state: ThreadState,
+    flow: Flow | None,
+    tool: OfferedTool,
+    *,
+    message: str,
+    paths: list[str],
+    name: str | None,
+    arguments: dict[str, Any],
+    tool_message_id: str | None,
+    provided_env: Mapping[str, str] | None = None,
+    extra_env: Mapping[str, str] | None = None,
+) -> ToolResult:
+    from sa_core.engine.files import existing_refs
+
+    assert tool.subagent is not None and tool.agent is not None and tool.agent_scope is not None
+    config = tool.subagent
+    runtime = state.runtime
+    agent, scope = tool.agent, tool.agent_scope
+    live = [e for e in state._children if e.name == agent.name and e.status != "terminated"]
+    cap = config.resumable.max_instances if isinstance(config.resumable, ResumableConfig) else None
+    if cap is not None and len(live) >= cap:
+        if config.blocking and cap == 1 and len(live) == 1:
+            return await _message_instance(
+                state, flow, {"referenceId": live[0].reference, "message": message, "attachments": paths}
+            )
+        refs = ", ".join(e.reference for e in live)
+        return ToolResult(
+            status="error",
+            error=(
+                f'Subagent instance limit reached for "{agent.name}" ({cap}). Use '
+                f"subagent_message with an existing reference instead. Active references: {refs}"
+            ),
+            error_code="subagent_limit_reached",
+        )
+    refs_in, missing_paths = await existing_refs(state, paths)
+    if missing_paths:
+        return ToolResult(
+            status="error",
+            error="Provided attachment path(s) not found in this thread: " + ", ".join(missing_paths),
+        )
+    env = child_env(state, scope, agent)
+    env.update(extra_env or {})
+    env.update(provided_env or {})
+    missing = runtime.missing_variables(scope, agent, env, state.user_id, include_scoped=True)
+    if missing:
+        return await _defer_for_variables(
+            state, flow, tool, message, paths, name, arguments, [n for n, _ in missing]
+        )
+    owner = flow.current_side if flow is not None else "a"
+    tags = [f"name:{_normalise_name(name)}"] if name else []
+    child = await runtime.create_thread(
+        f"{scope.package}/{agent.name}" if scope.package != state.package else agent.name,
+        env=env,
+        user_id=state.user_id,
+        tags=tags,
+        package=scope.package,
+        parent_id=state.thread_id,
+        properties={"owner_side": owner, "relationship": tool.name, "arguments": arguments},
+    )
+    from sa_core.store import now_us
+
+    entry = SubagentRegistryEntry(
+        reference=child.thread_id,
+        name=agent.name,
+        title=agent.title,
+        description=tool.description,
+        resumable=config.is_resumable,
+        blocking=config.blocking,
+        thread_name=name,
+        spawn_group_id=_spawn_group(flow),
+        created_at=now_us(),
+        status="running",
+        parent_communication=config.parent_communication,
+    )
+    await runtime.store.upsert_child(state.thread_id, entry)
+    state._children = [*[e for e in state._children if e.reference != entry.reference], entry]
+    from sa_core.engine.files import copy_attachments
+
+    copied = await copy_attachments(state, refs_in, child) if refs_in else []
+    return await _deliver(state, child, entry, config, message, copied, first=True)
+
+
+async def _deliver(
+    state: ThreadState,
+    child: ThreadState,
+    entry: SubagentRegistryEntry,
+    config: SubagentToolConfig,
+    message: str,
+    attachments: list[AttachmentRef],
+    *,
+    first: bool,
+) -> ToolResult:
+    runtime = state.runtime
+    role = _child_role(config)
+    if first and attachments:
+        for ref in attachments:
+            await child.inject_message(
+                {"role": "user", "content": f"Initial asset attachment path: {ref.path}", "silent": True}
+            )
+    if config.blocking:
+        runtime._blocking_waits.add(child.thread_id)
+        try:
+            await child.queue_message({"role": role, "content": message, "attachments": attachments})
+            await runtime._wait_thread(child.thread_id)
+        finally:
+            runtime._blocking_waits.discard(child.thread_id)
+        return await _blocking_result(state, child.thread_id)
+    await child.queue_message({"role": role, "content": message, "attachments": attachments})
+    return ToolResult(
+        status="success",
+        result=INITIATED_TEXT.format(ref=child.thread_id),
+        subagent_id=child.thread_id,
+    )
+
+
+def _spawn_group(flow: Flow | None) -> str | None:
+    if flow is None:
+        return None
+    for message in reversed(flow.messages):
+        if message.role in ("assistant", "user") and message.tool_calls:
+            return message.id
+    return None
+
+
+def _normalise_name(name: str) -> str:
+    return re.sub(r"\s+", " ", name).strip()[:120]
+
+
+async def _blocking_result(state: ThreadState, child_id: str) -> ToolResult:
+    from sa_core.engine.files import copy_attachments
+
+    runtime = state.runtime
+    row = await runtime.store.get_thread(child_id)
+    outcome = (row.execution.get("last_outcome") if row else None) or {}
+    reason = (row.execution.get("last_stop_reason") if row else None) or "unknown"
+    child = await runtime._state_for(row) if row else None
+    refs = [AttachmentRef.model_validate(a) for a in outcome.get("attachments", [])]
+    copied = await copy_attachments(child, refs, state) if (child and refs) else []
+    failed = outcome.get("failed", True) if outcome else True
+    text = outcome.get("content") if outcome else NO_TERMINAL_TEXT.format(reason=reason)
+    if not outcome and row is not None and row.terminated is not None:
+        text = NO_TERMINAL_TEXT.format(reason="terminated")
+    status = "failed" if failed else "idle"
+    if row is not None and row.terminated is not None:
+        status = "terminated"
+    await _set_entry_status(state.runtime, state.thread_id, child_id, status, state)
+    suffix = f"\n\nReference: {child_id}"
+    if copied:
+        suffix = ATTACHMENTS_TEXT.format(paths="\n".join(r.path for r in copied)) + suffix
+    if failed:
+        return ToolResult(
+            status="error", error=f"{text or 'Subagent failed'}{suffix}", subagent_id=child_id,
+            attachments=list(copied),
+        )
+    return ToolResult(
+        status="success", result=f"{text or ''}{suffix}", subagent_id=child_id, attachments=list(copied)
+    )
+
+
+async def _message_instance(
+    state: ThreadState, flow: Flow | None, arguments: Mapping[str, Any]
+) -> ToolResult:
+    from sa_core.engine.files import copy_attachments, existing_refs
+
+    reference = arguments.get("referenceId") or arguments.get("reference_id")
+    message = arguments.get("message")
+    if not isinstance(reference, str) or not isinstance(message, str) or not message.strip():
+        return ToolResult(status="error", error="subagent_message requires referenceId and message.")
+    entry = next((e for e in state._children if e.reference == reference), None)
+    runtime = state.runtime
+    row = await runtime.store.get_thread(reference) if entry else None
+    if entry is None or row is None or row.terminated is not None or entry.status == "terminated":
+        return ToolResult(status="error", error=f'Subagent reference "{reference}" is not active.')
+    refs, missing = await existing_refs(state, _arg_paths(arguments.get("attachments")))
+    if missing:
+        return ToolResult(
+            status="error",
+            error="Provided attachment path(s) not found in this thread: " + ", ".join(missing),
+        )
+    child = await runtime._state_for(row)
+    copied = await copy_attachments(state, refs, child) if refs else []
+    config = _config_for(state, row)
+    await _set_entry_status(runtime, state.thread_id, reference, "running", state)
+    if config is not None and config.blocking:
+        result = await _deliver(state, child, entry, config, message, copied, first=False)
+        return result
+    role = _child_role(config) if config is not None else "user"
+    await child.queue_message({"role": role, "content": message, "attachments": copied})
+    return ToolResult(
+        status="success", result=f"Message sent to subagent {reference}.", subagent_id=reference
+    )
+
+
+def _config_for(state: ThreadState, child_row: Any) -> SubagentToolConfig | None:
+    relationship = child_row.properties.get("relationship")
+    for table in state.runtime._tables.values():
+        tool = table.tools.get(relationship or child_row.agent_id)
+        if tool is not None and tool.subagent is not None:
+            return tool.subagent
+    scope = state.scope
+    for prompt in scope.prompts.values():
+        tool = state.runtime.tool_table(scope, prompt).tools.get(relationship or child_row.agent_id)
+        if tool is not None and tool.subagent is not None:
+            return tool.subagent
+    return None
+
+
+def _list_instances(state: ThreadState) -> ToolResult:
+    if not state._children:
+        return ToolResult(status="success", result="No active subagent instances.")
+    lines = ["Active subagent instances:"]
+    for entry in state._children:
+        label = entry.thread_name or entry.name
+        lines.append(f"- {entry.reference}: {label} — {entry.status} ({entry.description})")
+    lines.append("Message one with subagent_message(referenceId, message).")
+    return ToolResult(status="success", result="\n".join(lines))
+
+
+async def _set_entry_status(
+    runtime: Runtime, parent_id: str, reference: str, status: str, parent: ThreadState | None = None
+) -> None:
+    await runtime.store.update_child(parent_id, reference, status=status)
+    if parent is not None:
+        parent._children = [
+            e.model_copy(update={"status": status}) if e.reference == reference else e
+            for e in parent._children
+        ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Scoped-variable bootstrap
+# ---------------------------------------------------------------------------------------------
+
+
+async def _defer_for_variables(
+    state: ThreadState,
+    flow: Flow | None,
+    tool: OfferedTool,
+    message: str,
+    paths: list[str],
+    name: str | None,
+    arguments: dict[str, Any],
+    missing: list[str],
+) -> ToolResult:
+    assert tool.agent is not None and tool.agent_scope is not None
+    required = sorted(scoped_names(tool.agent_scope, tool.agent) | set(missing))
+    payload = {
+        "agent": tool.name,
+        "package": tool.agent_scope.package,
+        "message": message,
+        "attachments": paths,
+        "name": name,
+        "arguments": arguments,
+        "required": required,
+        "missing": missing,
+        "owner_side": flow.current_side if flow is not None else "a",
+        "prompt": state._prompt.name if state._prompt is not None else None,
+    }
+    request_id = await state.runtime.store.create_env_request(state.thread_id, payload)
+    endpoint = f"/threads/{state.thread_id}/variables/{request_id}"
+    return ToolResult(
+        status="error",
+        error=(
+            f"Subagent '{tool.name}' needs variables that are not set: {', '.join(missing)}. "
+            f"Ask the user to provide them at {endpoint}."
+        ),
+        error_code="subagent_env_required",
+        error_data={
+            "request_id": request_id,
+            "endpoint": endpoint,
+            "required": required,
+            "missing": missing,
+            "agent": tool.name,
+        },
+    )
+
+
+async def variables_request(runtime: Runtime, parent_id: str, request_id: str) -> dict[str, Any] | None:
+    """The public view of a pending variables request (names only, never values)."""
+    payload = await runtime.store.get_env_request(parent_id, request_id)
+    if payload is None:
+        return None
+    return {
+        "request_id": request_id,
+        "parent_thread_id": parent_id,
+        "agent_name": payload["agent"],
+        "registry_agent_name": payload["agent"],
+        "required": payload["required"],
+        "missing": payload["missing"],
+    }
+
+
+async def provide_variables(
+    runtime: Runtime, parent_id: str, request_id: str, env: dict[str, str]
+) -> dict[str, Any]:
+    """Store the provided values and boot the deferred child with the original payload."""
+    from sa_core.errors import ConfigurationError
+
+    payload = await runtime.store.get_env_request(parent_id, request_id)
+    if payload is None:
+        raise ConfigurationError(
+            f"No pending variables request {request_id} on thread {parent_id}; it may have been "
+            "used already."
+        )
+    still_missing = [n for n in payload["missing"] if n not in env]
+    if still_missing:
+        raise ConfigurationError(
+            f"Variables still missing for request {request_id}: {', '.join(still_missing)}."
+        )
+    parent = await runtime.get_thread(parent_id)
+    scope = runtime.registry.scope(payload["package"])
+    found = scope.find_agent(payload["agent"])
+    if found is None:
+        raise ConfigurationError(f"Agent {payload['agent']} is no longer available.")
+    from sa_core.engine.tools import resolve_entry
+
+    prompt = scope.prompts.get(payload.get("prompt") or "") if payload.get("prompt") else None
+    tool = None
+    if prompt is not None:
+        tool = runtime.tool_table(parent.scope, prompt).tools.get(payload["agent"])
+    if tool is None:
+        tool = resolve_entry(parent.scope, SubagentToolConfig(name=payload["agent"], blocking=False))
+    assert tool is not None and tool.subagent is not None
+    nonblocking = tool.subagent.model_copy(update={"blocking": False})
+    tool = dataclasses.replace(tool, subagent=nonblocking)
+    parent._prompt = prompt
+    result = await _create(
+        parent, None, tool, message=payload["message"], paths=payload["attachments"],
+        name=payload.get("name"), arguments=payload.get("arguments") or {},
+        tool_message_id=None, provided_env=env,
+    )
+    if result.status != "success":
+        raise ConfigurationError(result.error or "The subagent could not be created.")
+    await runtime.store.delete_env_request(parent_id, request_id)
+    return {"request_id": request_id, "child_thread_id": result.subagent_id, "status": "success"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Immediate subagents
+# ---------------------------------------------------------------------------------------------
+
+
+async def boot_immediate(state: ThreadState) -> None:
+    """Create the immediate subagents of the thread's active prompt (side A's)."""
+    scope = state.scope
+    prompt = scope.prompts.get(state.agent.side_a.prompt)
+    if prompt is None:
+        return
+    state._prompt = prompt
+    table = state.runtime.tool_table(scope, prompt)
+    for tool in subagent_tools(state, table).values():
+        config = tool.subagent
+        if config is None or not config.immediate:
+            continue
+        for index, (name, message, env) in enumerate(_immediate_instances(state, config)):
+            cap = config.resumable.max_instances if isinstance(config.resumable, ResumableConfig) else None
+            if cap is not None and index >= cap:
+                break
+            immediate_tool = dataclasses.replace(
+                tool, subagent=config.model_copy(update={"blocking": False})
+            )
+            await _create(
+                state, None, immediate_tool, message=message, paths=[], name=name,
+                arguments={}, tool_message_id=None, extra_env=env,
+            )
+
+
+def _immediate_instances(
+    state: ThreadState, config: SubagentToolConfig
+) -> list[tuple[str | None, str, dict[str, str]]]:
+    """``(name, message, scoped env)`` per instance; the object form fans out per env index."""
+    if not isinstance(config.immediate, ImmediateConfig):
+        return [(config.name, f"Begin your work as {config.name}.", {})]
+    spec = config.immediate
+    instances = []
+    index = 1
+    while True:
+        suffix = "" if index == 1 else f"__{index}"
+        env = {
+            key: value
+            for key in spec.scoped_env
+            if (value := state._row.env.get(key + suffix)) is not None
+        }
+        name = state._row.env.get(spec.name_env + suffix) if spec.name_env else None
+        description = state._row.env.get(spec.description_env + suffix) if spec.description_env else None
+        if index > 1 and not env and name is None and description is None:
+            break
+        instances.append(
+            (name or config.name, description or f"Begin your work as {name or config.name}.", env)
+        )
+        index += 1
+        if not spec.scoped_env and not spec.name_env and not spec.description_env:
+            break
+    return instances
+
+
+async def run_immediate(flow: Flow) -> bool:
+    """Boot immediates after a handoff made a new prompt active; never ends the step."""
+    if flow.context.pop("_immediate_due", False):
+        await boot_immediate(flow.state)
+    return False
+
+
+def reset_immediate(flow: Flow) -> None:
+    """Mark the new active prompt's immediates to boot before the next step."""
+    flow.context["_immediate_due"] = True
+
+
+# ---------------------------------------------------------------------------------------------
+# Child -> parent
+# ---------------------------------------------------------------------------------------------
+
+
+async def forward_status(
+    flow: Flow, call: ToolCall, result: ToolResult, binding: SessionToolBinding
+) -> None:
+    """A ``session_status`` call updates the parent's registry status, ending nothing."""
+    state = flow.state
+    if state.parent_id is None:
+        return
+    status = None
+    if binding.message_property:
+        value = call.arguments.get(binding.message_property)
+        status = value if isinstance(value, str) else (json.dumps(value) if value is not None else None)
+    status = status or result.result or result.error or "running"
+    await state.runtime.store.update_child(state.parent_id, state.thread_id, status=status.strip())
+
+
+async def set_status(state: ThreadState, status: str) -> None:
+    """``state.set_status``."""
+    if not status.strip():
+        raise ValueError("set_status needs a non-empty status.")
+    if state.parent_id is None:
+        return
+    await state.runtime.store.update_child(state.parent_id, state.thread_id, status=status.strip())
+
+
+async def notify_parent(state: ThreadState, content: str) -> None:
+    """``state.notify_parent``: a silent message queued on the parent, tagged with this child."""
+    if not content.strip():
+        raise ValueError("notify_parent needs non-empty content.")
+    parent = await state.get_parent_thread()
+    if parent is None or parent.terminated is not None:
+        return
+    role = "assistant" if state._row.properties.get("owner_side") == "b" else "user"
+    await parent.queue_message(
+        {
+            "role": role,
+            "content": content,
+            "silent": True,
+            "metadata": {"subagent_id": state.thread_id, "subagent_event": "notification"},
+        }
+    )
+
+
+async def on_flow_end(state: ThreadState, flow: Flow, reason: str) -> None:
+    """After a child's flow: persist its outcome, settle its registry status, notify the parent."""
+    runtime = state.runtime
+    outcome = flow.outcome
+    if outcome is None and reason in ("max_session_turns",):
+        from sa_core.engine.flow import SessionOutcome
+
+        outcome = SessionOutcome(reason, failed=True, content=NO_TERMINAL_TEXT.format(reason=reason))
+    if state.parent_id is None:
+        return
+    execution = dict(state._row.execution)
+    if outcome is not None:
+        execution["last_outcome"] = {
+            "reason": outcome.reason,
+            "failed": outcome.failed,
+            "content": outcome.content,
+            "attachments": [a.model_dump() for a in outcome.attachments],
+        }
+    else:
+        execution.pop("last_outcome", None)
+    execution["last_stop_reason"] = reason
+    state._row.execution = execution
+    await runtime.store.update_thread(state.thread_id, execution=execution)
+    if state.thread_id in runtime._blocking_waits:
+        return
+    entries = await runtime.store.list_children(state.parent_id)
+    entry = next((e for e in entries if e.reference == state.thread_id), None)
+    if entry is None:
+        return
+    if state.terminated is not None:
+        return
+    if outcome is None:
+        if reason in ("aborted_by_user",):
+            return
+        if not entry.resumable and reason not in ("awaiting_human",):
+            outcome_text, failed = NO_TERMINAL_TEXT.format(reason=reason), True
+        else:
+            await runtime.store.update_child(state.parent_id, state.thread_id, status="idle")
+            return
+    else:
+        outcome_text, failed = outcome.content or "", outcome.failed
+    await runtime.store.update_child(
+        state.parent_id, state.thread_id, status="failed" if failed else "idle"
+    )
+    if entry.parent_communication == "explicit":
+        return
+    parent = await state.get_parent_thread()
+    if parent is None or parent.terminated is not None:
+        return
+    from sa_core.engine.files import copy_attachments
+
+    copied = []
+    if outcome is not None and outcome.attachments:
+        copied = await copy_attachments(state, outcome.attachments, parent)
+    template = FAILURE_TEXT if failed else RESULT_TEXT
+    text = template.format(ref=state.thread_id, result=outcome_text)
+    if copied:
+        text += ATTACHMENTS_TEXT.format(paths="\n".join(r.path for r in copied))
+    role = "assistant" if state._row.properties.get("owner_side") == "b" else "user"
+    await parent.queue_message(
+        {
+            "role": role,
+            "content": text,
+            "silent": True,
+            "attachments": copied,
+            "metadata": {
+                "subagent_id": state.thread_id,
+                "subagent_event": "failure" if failed else "result",
+            },
+        }
+    )
+    await state.inject_message(
+        {
+            "role": "system",
+            "content": "Subagent forwarded "
+            + ("failure details" if failed else "results")
+            + " to parent thread.",
+            "silent": True,
+            "metadata": {"status_kind": "subagent_event"},
+        }
+    )
+
+
+__all__ = ["LIFECYCLE_TOOLS", "boot_immediate", "lifecycle_tools", "on_flow_end", "run_lifecycle_tool"]

@@ -1,0 +1,69 @@
+"""Variables declared across an agent's graph, for the required-variable check."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sa_core.spec import AgentDefinition, PromptDefinition, VariableDefinition, tool_entry_name
+
+if TYPE_CHECKING:
+    from sa_core.registry import PackScope
+
+
+@dataclass(frozen=True, slots=True)
+class DeclaredVariable:
+    """A variable and who declares it."""
+
+    variable: VariableDefinition
+    declared_by: str
+    inherited: bool  # reached through a subagent boundary (scoped ones do not inherit)
+
+
+def graph_variables(scope: PackScope, agent: AgentDefinition) -> list[DeclaredVariable]:
+    """Every variable declared by the agent, its prompts (and includes), tools, handoff targets
+    and subagents, walking the graph once."""
+    found: list[DeclaredVariable] = []
+    seen_prompts: set[tuple[str, str]] = set()
+    seen_agents: set[tuple[str, str]] = set()
+
+    def visit_agent(agent: AgentDefinition, scope: PackScope, crossed: bool) -> None:
+        key = (scope.package, agent.name)
+        if key in seen_agents:
+            return
+        seen_agents.add(key)
+        for variable in agent.variables:
+            found.append(DeclaredVariable(variable, f"agent '{agent.name}'", crossed))
+        for _, side in agent.sides():
+            prompt = scope.prompts.get(side.prompt)
+            if prompt is not None:
+                visit_prompt(prompt, scope, crossed)
+
+    def visit_prompt(prompt: PromptDefinition, scope: PackScope, crossed: bool) -> None:
+        key = (scope.package, prompt.name)
+        if key in seen_prompts:
+            return
+        seen_prompts.add(key)
+        for variable in prompt.variables:
+            found.append(DeclaredVariable(variable, f"prompt '{prompt.name}'", crossed))
+        for part in prompt.parts:
+            target = getattr(part, "prompt", None)
+            if isinstance(target, str) and target in scope.prompts:
+                visit_prompt(scope.prompts[target], scope, crossed)
+        for entry in prompt.tools:
+            name = tool_entry_name(entry)
+            tool = scope.tool(name)
+            if tool is not None:
+                for variable in tool.variables:
+                    found.append(DeclaredVariable(variable, f"tool '{name}'", crossed))
+                continue
+            if name in scope.prompts:
+                visit_prompt(scope.prompts[name], scope, crossed)
+                continue
+            target = scope.find_agent(name)
+            if target is not None:
+                target_agent, target_scope = target
+                visit_agent(target_agent, target_scope, crossed or target_agent.type == "dual_ai")
+
+    visit_agent(agent, scope, False)
+    return found

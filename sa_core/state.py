@@ -1,0 +1,510 @@
+"""ThreadState: the one API that tools, hooks, effects and thread endpoints see.
+
+It mirrors the spec's ThreadState in snake_case. A state obtained inside a model turn has
+``execution`` set (the running flow); one obtained from ``runtime.get_thread`` or given to an
+effect or endpoint has ``execution`` None.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import mimetypes
+from collections.abc import AsyncIterator, Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+from sa_core.errors import (
+    DefinitionNotFoundError,
+    FileSystemError,
+    ThreadTerminatedError,
+    VariableNotFoundError,
+)
+from sa_core.spec import (
+    AgentDefinition,
+    AttachmentRef,
+    FileRecord,
+    FileStats,
+    GrepResult,
+    HookDefinition,
+    InjectMessageInput,
+    Log,
+    Message,
+    MessagesResult,
+    ModelDefinition,
+    PromptDefinition,
+    QueueMessageInput,
+    ScheduledEffect,
+    SubagentRegistryEntry,
+    ToolAttachment,
+    ToolResult,
+)
+
+if TYPE_CHECKING:
+    from sa_core.engine.flow import Flow
+    from sa_core.registry import PackScope
+    from sa_core.runtime import Runtime
+    from sa_core.store import ThreadRow
+
+TEXT_MIME_PREFIXES = ("text/", "application/json", "application/xml", "application/javascript")
+
+
+class ThreadState:
+    """A thread, as seen by code running on it."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        row: ThreadRow,
+        *,
+        children: list[SubagentRegistryEntry] | None = None,
+        flow: Flow | None = None,
+    ) -> None:
+        self._runtime = runtime
+        self._row = row
+        self._children = children or []
+        self._flow = flow
+        self._context: dict[str, Any] = {}
+        self._tool_env: Mapping[str, str] = {}
+        self._prompt: PromptDefinition | None = None
+
+    def __repr__(self) -> str:
+        return f"<ThreadState {self.thread_id} agent={self.agent_id!r}>"
+
+    # -- identity ---------------------------------------------------------------------------
+
+    @property
+    def thread_id(self) -> str:
+        """The thread id."""
+        return self._row.id
+
+    @property
+    def agent_id(self) -> str:
+        """The name of the agent that owns the thread now (changes on handoff)."""
+        return self._row.agent_id
+
+    @property
+    def package(self) -> str:
+        """The package (pack name) of the owning agent."""
+        return self._row.package
+
+    @property
+    def user_id(self) -> str | None:
+        """The user the thread belongs to."""
+        return self._row.user_id
+
+    @property
+    def parent_id(self) -> str | None:
+        """The parent thread id, for subagent threads."""
+        return self._row.parent_id
+
+    @property
+    def created_at(self) -> int:
+        """Creation time, microseconds since the epoch."""
+        return self._row.created_at
+
+    @property
+    def terminated(self) -> int | None:
+        """Termination time in microseconds, or None while the thread is active."""
+        return self._row.terminated
+
+    @property
+    def tags(self) -> list[str]:
+        """The thread's tags (``name:<value>`` for named subagent instances)."""
+        return list(self._row.tags)
+
+    @property
+    def children(self) -> list[SubagentRegistryEntry]:
+        """The registry of subagent instances this thread spawned."""
+        return list(self._children)
+
+    @property
+    def execution(self) -> Flow | None:
+        """The running flow (step counts, current side, stop()), or None outside a turn."""
+        return self._flow
+
+    @property
+    def context(self) -> dict[str, Any]:
+        """A scratch dict shared by the tools and hooks of one flow."""
+        return self._flow.context if self._flow is not None else self._context
+
+    @property
+    def runtime(self) -> Runtime:
+        """The runtime hosting the thread."""
+        return self._runtime
+
+    @property
+    def scope(self) -> PackScope:
+        """The package scope definitions resolve in."""
+        return self._runtime.registry.scope(self._row.package)
+
+    @property
+    def agent(self) -> AgentDefinition:
+        """The owning agent's definition."""
+        return self.scope.agent(self._row.agent_id)[0]
+
+    def _active_hooks(self, hook: str) -> list[HookDefinition]:
+        """Pack hooks of type ``hook`` the active prompt (else the agent) lists, in order."""
+        scope = self.scope
+        ids = self._prompt.hooks if self._prompt is not None and self._prompt.hooks else None
+        if ids is None:
+            ids = self.agent.hooks
+        found = []
+        for hook_id in ids:
+            definition = scope.hooks.get(hook_id)
+            if definition is not None and definition.hook == hook:
+                found.append(definition)
+        return found
+
+    def _check_active(self) -> None:
+        if self._row.terminated is not None:
+            raise ThreadTerminatedError(self.thread_id, self._row.terminated)
+
+    async def refresh(self) -> ThreadState:
+        """Reload the thread row and registry from the database."""
+        row = await self._runtime.store.get_thread(self.thread_id)
+        if row is not None:
+            self._row = row
+        self._children = await self._runtime.store.list_children(self.thread_id)
+        return self
+
+    # -- messages ---------------------------------------------------------------------------
+
+    async def send_message(
+        self,
+        content: str,
+        role: Literal["user", "assistant"] = "user",
+        attachments: list[ToolAttachment | AttachmentRef | dict[str, Any]] | None = None,
+        *,
+        silent: bool = False,
+        wait: bool = True,
+    ) -> Message:
+        """Store a message and run the thread until it settles.
+
+        ``user``: side A acts next; ``assistant``: side B acts next. With ``wait=False`` the
+        turn runs in the background (``runtime.wait_idle()`` waits for it).
+
+        Returns:
+            The stored message.
+        """
+        self._check_active()
+        return await self._runtime._send(self, content, role, attachments or [], silent, wait)
+
+    async def get_messages(
+        self,
+        limit: int = 100,
+        offset: int = 0,
+        order: Literal["asc", "desc"] = "asc",
+        include_silent: bool = False,
+        max_depth: int | None = 0,
+    ) -> MessagesResult:
+        """A page of stored messages (top level by default)."""
+        messages, total = await self._runtime.store.list_messages(
+            self.thread_id,
+            limit=limit,
+            offset=offset,
+            order=order,
+            include_silent=include_silent,
+            max_depth=max_depth,
+        )
+        return MessagesResult(
+            messages=messages, total=total, has_more=offset + len(messages) < total
+        )
+
+    async def get_message(self, message_id: str) -> Message | None:
+        """One message by id (silent ones included)."""
+        return await self._runtime.store.get_message(self.thread_id, message_id)
+
+    async def inject_message(self, message: InjectMessageInput | Mapping[str, Any]) -> Message:
+        """Store a message without starting a turn.
+
+        Inside a run it joins the live history (and the extra context of a flow whose prompt
+        does not include the chat).
+        """
+        data = InjectMessageInput.model_validate(message)
+        from sa_core.engine.messages import create_message, new_message
+
+        stored = await create_message(
+            self,
+            new_message(
+                self.thread_id,
+                data.role,
+                data.content,
+                silent=data.silent,
+                metadata=data.metadata,
+                name=data.name,
+                tool_call_id=data.tool_call_id,
+                depth=self._flow.depth if self._flow is not None else 0,
+            ),
+        )
+        if self._flow is not None:
+            self._flow.remember(stored)
+        return stored
+
+    async def queue_message(self, message: QueueMessageInput | Mapping[str, Any]) -> str:
+        """Queue a message for the thread's next step; wakes an idle thread.
+
+        Returns:
+            The queue entry id.
+        """
+        self._check_active()
+        data = QueueMessageInput.model_validate(message)
+        return await self._runtime._queue(self, data)
+
+    async def update_message(self, message_id: str, updates: Mapping[str, Any]) -> Message | None:
+        """Update fields of a stored message (runs the update hooks)."""
+        from sa_core.engine.messages import update_message
+
+        return await update_message(self, message_id, dict(updates))
+
+    async def delete_message(self, message_id: str) -> bool:
+        """Delete a message (or a still-queued entry) and its attachment files."""
+        store = self._runtime.store
+        if await store.delete_queue_entry(self.thread_id, message_id):
+            return True
+        message = await store.get_message(self.thread_id, message_id)
+        if message is None:
+            return False
+        for ref in message.attachments or []:
+            await store.unlink_file(self.thread_id, ref.path)
+        return await store.delete_message(self.thread_id, message_id)
+
+    async def get_logs(
+        self, limit: int = 100, offset: int = 0, order: Literal["asc", "desc"] = "desc"
+    ) -> list[Log]:
+        """Log rows of this thread (model calls with tokens, latency and errors)."""
+        logs, _ = await self._runtime.store.list_logs(
+            self.thread_id, limit=limit, offset=offset, order=order
+        )
+        return logs
+
+    # -- resources --------------------------------------------------------------------------
+
+    def load_model(self, name: str) -> ModelDefinition:
+        """A model definition visible to this thread's package."""
+        return self.scope.model(name)
+
+    def load_prompt(self, name: str) -> PromptDefinition:
+        """A prompt definition of this thread's package."""
+        return self.scope.prompt(name)
+
+    def load_agent(self, name: str) -> AgentDefinition:
+        """An agent definition (``package/agent`` for another package's entry agent)."""
+        return self.scope.agent(name)[0]
+
+    def get_prompt_names(self) -> list[str]:
+        """Prompt names of this thread's package."""
+        return sorted(self.scope.prompts)
+
+    def get_agent_names(self) -> list[str]:
+        """Agent names of this thread's package."""
+        return sorted(self.scope.agents)
+
+    def get_model_names(self) -> list[str]:
+        """Model names of this thread's package."""
+        return sorted(self.scope.models)
+
+    # -- env --------------------------------------------------------------------------------
+
+    def env(self, name: str) -> str:
+        """Resolve a variable.
+
+        Order, first hit wins: thread, user account, instance (runtime), agent, tool config
+        (the running tool's ``PromptToolConfig.env``), prompt.
+
+        Raises:
+            VariableNotFoundError: no source has it.
+        """
+        value = self.env_or_none(name)
+        if value is None:
+            raise VariableNotFoundError(name)
+        return value
+
+    def env_or_none(self, name: str) -> str | None:
+        """Like :meth:`env`, but None when unset."""
+        row = self._row
+        if name in row.env:
+            return row.env[name]
+        runtime = self._runtime
+        if row.user_id is not None:
+            user_env = runtime.user_env.get(row.user_id)
+            if user_env and name in user_env:
+                return user_env[name]
+        if name in runtime.env:
+            return runtime.env[name]
+        try:
+            agent = self.agent
+        except DefinitionNotFoundError:
+            agent = None
+        if agent is not None and name in agent.env:
+            return agent.env[name]
+        if name in self._tool_env:
+            return self._tool_env[name]
+        prompt = self._prompt
+        if prompt is None and agent is not None:
+            prompt = self.scope.prompts.get(agent.side_a.prompt)
+        if prompt is not None and name in prompt.env:
+            return prompt.env[name]
+        return None
+
+    async def set_env(
+        self, name: str, value: str, *, type: Literal["text", "secret"] | None = None
+    ) -> None:
+        """Set a thread variable; active descendants receive it too."""
+        await self._runtime._set_env(self, name, value, type)
+
+    # -- tools ------------------------------------------------------------------------------
+
+    def queue_tool(self, name: str, args: Mapping[str, Any] | None = None) -> None:
+        """Run a tool after the current step's tool calls (outside a run: in the background)."""
+        if self._flow is not None:
+            self._flow.queued_tools.append((name, dict(args or {})))
+            return
+        self._runtime._spawn(self.invoke_tool(name, args), f"queue_tool:{name}")
+
+    async def invoke_tool(self, name: str, args: Mapping[str, Any] | None = None) -> ToolResult:
+        """Run a tool now and return its result; no tool message is stored."""
+        from sa_core.engine.dispatch import invoke_tool
+
+        return await invoke_tool(self, name, dict(args or {}))
+
+    # -- effects ----------------------------------------------------------------------------
+
+    async def schedule_effect(
+        self, name: str, args: Mapping[str, Any] | None = None, delay: float = 0
+    ) -> str:
+        """Run effect ``name`` after ``delay`` seconds; durable across restarts.
+
+        Returns:
+            The scheduled effect id.
+        """
+        self.scope.effect(name)
+        return await self._runtime.effects.schedule(self.thread_id, name, dict(args or {}), delay)
+
+    async def get_scheduled_effects(self, name: str | None = None) -> list[ScheduledEffect]:
+        """Pending effects of this thread (optionally only those named ``name``)."""
+        return await self._runtime.store.list_effects(self.thread_id, name)
+
+    async def remove_scheduled_effect(self, effect_id: str) -> bool:
+        """Cancel a pending effect."""
+        return await self._runtime.store.remove_effect(self.thread_id, effect_id)
+
+    # -- events -----------------------------------------------------------------------------
+
+    def emit(self, event: str, data: Any = None) -> None:
+        """Send a custom event to the thread's live subscribers."""
+        from sa_core.store import now_us
+
+        self._runtime.events.publish(
+            self.thread_id,
+            {"type": "event", "eventType": event, "data": data, "timestamp": now_us()},
+        )
+
+    # -- files ------------------------------------------------------------------------------
+
+    async def write_file(
+        self,
+        path: str,
+        data: bytes | str,
+        mime_type: str | None = None,
+        *,
+        metadata: dict[str, Any] | None = None,
+        width: int | None = None,
+        height: int | None = None,
+    ) -> FileRecord:
+        """Write a file (text is stored as UTF-8 and stays searchable)."""
+        raw = data.encode() if isinstance(data, str) else data
+        mime = mime_type or mimetypes.guess_type(path)[0] or (
+            "text/plain" if isinstance(data, str) else "application/octet-stream"
+        )
+        return await self._runtime.store.write_file(
+            self.thread_id, path, raw, mime, metadata=metadata, width=width, height=height
+        )
+
+    async def read_file(self, path: str) -> bytes | None:
+        """A file's bytes, or None when it does not exist."""
+        return await self._runtime.store.read_file(self.thread_id, path)
+
+    async def read_file_stream(self, path: str, chunk_size: int = 65536) -> AsyncIterator[bytes]:
+        """A file's bytes in chunks."""
+        data = await self.read_file(path)
+        if data is None:
+            raise FileSystemError(f"No file at {path} in thread {self.thread_id}.")
+        for start in range(0, len(data), chunk_size):
+            yield data[start : start + chunk_size]
+            await asyncio.sleep(0)
+
+    async def stat_file(self, path: str) -> FileRecord | None:
+        """Metadata of a file or directory."""
+        return await self._runtime.store.stat_file(self.thread_id, path)
+
+    async def readdir_file(self, path: str = "/") -> list[FileRecord]:
+        """Direct children of a directory."""
+        return await self._runtime.store.readdir(self.thread_id, path)
+
+    async def unlink_file(self, path: str) -> bool:
+        """Delete a file."""
+        return await self._runtime.store.unlink_file(self.thread_id, path)
+
+    async def mkdir_file(self, path: str) -> FileRecord:
+        """Create a directory."""
+        return await self._runtime.store.mkdir(self.thread_id, path)
+
+    async def rmdir_file(self, path: str, *, recursive: bool = False) -> bool:
+        """Remove a directory."""
+        return await self._runtime.store.rmdir(self.thread_id, path, recursive=recursive)
+
+    async def get_file_stats(self) -> FileStats:
+        """Total size and file count."""
+        return await self._runtime.store.file_stats(self.thread_id)
+
+    async def grep_files(self, pattern: str) -> list[GrepResult]:
+        """Regex search through text files."""
+        return await self._runtime.store.grep_files(self.thread_id, pattern)
+
+    async def find_files(self, pattern: str) -> list[FileRecord]:
+        """Glob search on paths and names."""
+        return await self._runtime.store.find_files(self.thread_id, pattern)
+
+    async def save_attachment(self, attachment: ToolAttachment | Mapping[str, Any]) -> AttachmentRef:
+        """Write a new base64 attachment under ``/attachments/`` and return its reference."""
+        from sa_core.engine.files import store_attachment
+
+        item = ToolAttachment.model_validate(attachment)
+        return await store_attachment(self, item.name, base64.b64decode(item.data), item.mime_type,
+                                      width=item.width, height=item.height)
+
+    # -- hierarchy and lifecycle ------------------------------------------------------------
+
+    async def get_child_thread(self, reference: str) -> ThreadState | None:
+        """A child thread by its subagent reference (None unless it is this thread's child)."""
+        row = await self._runtime.store.get_thread(reference)
+        if row is None or row.parent_id != self.thread_id:
+            return None
+        return await self._runtime._state_for(row)
+
+    async def get_parent_thread(self) -> ThreadState | None:
+        """The parent thread, or None for top-level threads."""
+        if self._row.parent_id is None:
+            return None
+        row = await self._runtime.store.get_thread(self._row.parent_id)
+        return None if row is None else await self._runtime._state_for(row)
+
+    async def notify_parent(self, content: str) -> None:
+        """Queue a silent message on the parent, tagged with this thread's subagent id."""
+        from sa_core.engine.subagents import notify_parent
+
+        await notify_parent(self, content)
+
+    async def set_status(self, status: str) -> None:
+        """Set this thread's status in its parent's registry."""
+        from sa_core.engine.subagents import set_status
+
+        await set_status(self, status)
+
+    async def stop(self) -> None:
+        """Abort the in-flight turn; the next message continues the thread."""
+        await self._runtime._stop(self.thread_id)
+
+    async def terminate(self) -> None:
+        """Soft-terminate: abort in-flight work and reject new messages and queue entries."""
+        await self._runtime._terminate(self)
