@@ -323,8 +323,9 @@ def parse_chat_response(data: Any, provider: str) -> ProviderResponse:
 class _ChatStream:
     provider: str
     tools: ToolCallBuffer = field(default_factory=ToolCallBuffer)
-    details: dict[int, dict[str, Any]] = field(default_factory=dict)
+    details: dict[Any, dict[str, Any]] = field(default_factory=dict)
     reasoning_open: bool = False
+    reasoning_fields: bool = False
     content_started: bool = False
     finish: str | None = None
     usage: Usage | None = None
@@ -345,10 +346,12 @@ class _ChatStream:
     def _delta(self, delta: dict[str, Any]) -> list[StreamChunk]:
         out: list[StreamChunk] = []
         text = _text(delta.get("reasoning_content")) or _text(delta.get("reasoning"))
+        self.reasoning_fields = self.reasoning_fields or text is not None
         for piece in delta.get("reasoning_details") or []:
             if isinstance(piece, dict):
                 self._merge_detail(piece)
-                if text is None and (detail_text := _details_text([piece])):
+                detail_text = None if self.reasoning_fields else _details_text([piece])
+                if detail_text:
                     out.append(self._reasoning(detail_text))
         if text:
             out.append(self._reasoning(text))
@@ -368,7 +371,7 @@ class _ChatStream:
 
     def _merge_detail(self, piece: dict[str, Any]) -> None:
         index = piece.get("index")
-        key = index if isinstance(index, int) else -1 - len(self.details)
+        key = (index, piece.get("type")) if isinstance(index, int) else len(self.details)
         current = self.details.get(key)
         if current is None:
             self.details[key] = dict(piece)
