@@ -1,0 +1,115 @@
+"""API keys of the HTTP server: only a sha256 hash and a display prefix are stored."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import uuid
+from typing import Any
+
+from sqlalchemy import func, insert, or_, select, update
+from sqlalchemy.engine import Connection
+
+from sa_core.store import tables as t
+from sa_core.store.backend import StoreBase, Transaction
+from sa_core.store.clock import now_us
+from sa_core.store.rows import ApiKeyRow
+
+TOKEN_PREFIX = "sa_"
+DISPLAY_PREFIX_CHARS = 11  # "sa_" and 8 random characters
+
+_K = t.api_keys.c
+_ROW_COLUMNS = (_K.id, _K.name, _K.prefix, _K.created_at, _K.revoked_at)
+
+
+def hash_token(token: str) -> str:
+    """Return the stored form of a token: its sha256, hex."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def _row(row: Any) -> ApiKeyRow:
+    return ApiKeyRow(
+        id=row.id,
+        name=row.name,
+        prefix=row.prefix,
+        created_at=row.created_at,
+        revoked_at=row.revoked_at,
+    )
+
+
+class ApiKeysMixin(StoreBase):
+    """API keys."""
+
+    async def create_api_key(
+        self, name: str, *, tx: Transaction | None = None
+    ) -> tuple[str, ApiKeyRow]:
+        """Create a key: ``sa_`` followed by 32 random bytes, URL-safe base64.
+
+        Returns:
+            The plaintext token (shown once, never stored) and the stored row.
+
+        """
+        token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        row = ApiKeyRow(
+            id=str(uuid.uuid4()),
+            name=name,
+            prefix=token[:DISPLAY_PREFIX_CHARS],
+            created_at=now_us(),
+        )
+        stmt = insert(t.api_keys).values(
+            id=row.id,
+            name=name,
+            prefix=row.prefix,
+            key_hash=hash_token(token),
+            created_at=row.created_at,
+        )
+        await self._write(lambda conn: conn.execute(stmt), tx)
+        return token, row
+
+    async def verify_api_key(
+        self, token: str, *, tx: Transaction | None = None
+    ) -> ApiKeyRow | None:
+        """Return the active key matching a token (hashes compared in constant time)."""
+        if not token.startswith(TOKEN_PREFIX):
+            return None
+        digest = hash_token(token)
+        stmt = select(*_ROW_COLUMNS, _K.key_hash).where(
+            _K.prefix == token[:DISPLAY_PREFIX_CHARS], _K.revoked_at.is_(None)
+        )
+
+        def op(conn: Connection) -> ApiKeyRow | None:
+            found = None
+            for candidate in conn.execute(stmt):
+                if hmac.compare_digest(candidate.key_hash, digest):
+                    found = ApiKeyRow(
+                        id=candidate.id,
+                        name=candidate.name,
+                        prefix=candidate.prefix,
+                        created_at=candidate.created_at,
+                    )
+            return found
+
+        return await self._read(op, tx)
+
+    async def list_api_keys(self, *, tx: Transaction | None = None) -> list[ApiKeyRow]:
+        """Every key, revoked ones included, oldest first."""
+        stmt = select(*_ROW_COLUMNS).order_by(_K.created_at, _K.id)
+        return await self._read(lambda conn: [_row(r) for r in conn.execute(stmt)], tx)
+
+    async def revoke_api_key(self, key_id_or_prefix: str, *, tx: Transaction | None = None) -> bool:
+        """Revoke the active key(s) with this id or display prefix; returns whether any was."""
+        stmt = (
+            update(t.api_keys)
+            .where(
+                or_(_K.id == key_id_or_prefix, _K.prefix == key_id_or_prefix),
+                _K.revoked_at.is_(None),
+            )
+            .values(revoked_at=now_us())
+        )
+        return await self._write(lambda conn: conn.execute(stmt).rowcount > 0, tx)
+
+    async def count_api_keys(self, *, tx: Transaction | None = None) -> int:
+        """Count the active (not revoked) keys."""
+        stmt = select(func.count()).select_from(t.api_keys).where(_K.revoked_at.is_(None))
+        return await self._read(lambda conn: int(conn.execute(stmt).scalar_one()), tx)

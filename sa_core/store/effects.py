@@ -1,0 +1,156 @@
+"""Scheduled effects: pending → processing (claimed) → completed | failed."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Literal
+
+from pydantic_core import to_jsonable_python
+from sqlalchemy import bindparam, delete, func, insert, select, update
+from sqlalchemy.engine import Connection
+
+from sa_core.spec.records import ScheduledEffect
+from sa_core.store import tables as t
+from sa_core.store.backend import StoreBase, Transaction
+from sa_core.store.clock import now_us
+from sa_core.store.rows import EffectRun
+
+_E = t.effects.c
+_INSERT = insert(t.effects)
+_NEXT = select(func.min(_E.scheduled_at)).where(_E.status == "pending")
+_DUE = (
+    select(_E.id, _E.thread_id, _E.name, _E.args, _E.scheduled_at, _E.created_at)
+    .where(_E.status == "pending", _E.scheduled_at <= bindparam("b_now"))
+    .order_by(_E.scheduled_at, _E.created_at)
+)
+_REMOVE = delete(t.effects).where(
+    _E.thread_id == bindparam("b_tid"), _E.id == bindparam("b_id"), _E.status == "pending"
+)
+
+
+def _claim(conn: Connection, now: int) -> list[EffectRun]:
+    runs = [
+        EffectRun(
+            id=row.id,
+            thread_id=row.thread_id,
+            name=row.name,
+            args=dict(row.args or {}),
+            scheduled_at=row.scheduled_at,
+            created_at=row.created_at,
+        )
+        for row in conn.execute(_DUE, {"b_now": now})
+    ]
+    if runs:
+        conn.execute(
+            update(t.effects)
+            .where(_E.id.in_([run.id for run in runs]), _E.status == "pending")
+            .values(status="processing", started_at=now_us())
+        )
+    return runs
+
+
+class EffectsMixin(StoreBase):
+    """Scheduled effects."""
+
+    async def schedule_effect(
+        self,
+        thread_id: str,
+        name: str,
+        args: dict[str, Any],
+        run_at_us: int,
+        *,
+        tx: Transaction | None = None,
+    ) -> ScheduledEffect:
+        """Schedule an effect to run at ``run_at_us`` (µs since the epoch)."""
+        effect = ScheduledEffect(
+            id=str(uuid.uuid4()),
+            name=name,
+            args=to_jsonable_python(args),
+            scheduled_at=int(run_at_us),
+            created_at=now_us(),
+        )
+        row = {
+            "id": effect.id,
+            "thread_id": thread_id,
+            "name": name,
+            "args": effect.args,
+            "scheduled_at": effect.scheduled_at,
+            "created_at": effect.created_at,
+            "status": "pending",
+        }
+        await self._write(lambda conn: conn.execute(_INSERT, row), tx)
+        return effect
+
+    async def list_effects(
+        self, thread_id: str, name: str | None = None, *, tx: Transaction | None = None
+    ) -> list[ScheduledEffect]:
+        """Pending effects of a thread (optionally of one name), soonest first."""
+        stmt = select(_E.id, _E.name, _E.args, _E.scheduled_at, _E.created_at).where(
+            _E.thread_id == thread_id, _E.status == "pending"
+        )
+        if name is not None:
+            stmt = stmt.where(_E.name == name)
+        stmt = stmt.order_by(_E.scheduled_at, _E.created_at)
+
+        def op(conn: Connection) -> list[ScheduledEffect]:
+            return [
+                ScheduledEffect(
+                    id=row.id,
+                    name=row.name,
+                    args=dict(row.args or {}),
+                    scheduled_at=row.scheduled_at,
+                    created_at=row.created_at,
+                )
+                for row in conn.execute(stmt)
+            ]
+
+        return await self._read(op, tx)
+
+    async def remove_effect(
+        self, thread_id: str, effect_id: str, *, tx: Transaction | None = None
+    ) -> bool:
+        """Cancel a pending effect; returns whether one was removed."""
+        params = {"b_tid": thread_id, "b_id": effect_id}
+        return await self._write(lambda conn: conn.execute(_REMOVE, params).rowcount > 0, tx)
+
+    async def next_effect_time(self, *, tx: Transaction | None = None) -> int | None:
+        """Return the earliest ``scheduled_at`` of any pending effect, or ``None``."""
+
+        def op(conn: Connection) -> int | None:
+            value = conn.execute(_NEXT).scalar()
+            return int(value) if value is not None else None
+
+        return await self._read(op, tx)
+
+    async def claim_due_effects(
+        self, now_us: int, *, tx: Transaction | None = None
+    ) -> list[EffectRun]:
+        """Mark every pending effect due at ``now_us`` as processing and return them."""
+        return await self._write(lambda conn: _claim(conn, now_us), tx)
+
+    async def finish_effect(
+        self,
+        effect_id: str,
+        status: Literal["completed", "failed"],
+        error: str | None = None,
+        *,
+        tx: Transaction | None = None,
+    ) -> bool:
+        """Record the outcome of a claimed effect; returns whether it exists."""
+        if status not in ("completed", "failed"):
+            raise ValueError(f"finish_effect: status must be completed or failed, not {status!r}")
+        stmt = (
+            update(t.effects)
+            .where(_E.id == effect_id)
+            .values(status=status, error=error, finished_at=now_us())
+        )
+        return await self._write(lambda conn: conn.execute(stmt).rowcount > 0, tx)
+
+    async def reset_processing_effects(self, *, tx: Transaction | None = None) -> int:
+        """Return effects left ``processing`` by a crash to ``pending``; returns how many."""
+        stmt = (
+            update(t.effects)
+            .where(_E.status == "processing")
+            .values(status="pending", started_at=None)
+        )
+        return await self._write(lambda conn: conn.execute(stmt).rowcount, tx)

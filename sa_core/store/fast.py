@@ -1,0 +1,167 @@
+"""Prepared Core statements executed straight on the DBAPI cursor (the hot path).
+
+SQLAlchemy spends tens of microseconds per ``Connection.execute`` (cache lookup, parameter
+processing, result set-up), more than SQLite spends running the statement. A
+:class:`Prepared` statement is compiled once per dialect by SQLAlchemy itself, and each call
+then only converts its parameters with the column types' own bind/result processors and runs
+the SQL on the connection's DBAPI cursor. Statements the plan cannot handle (named
+paramstyles, expanding ``IN``) fall back to ``Connection.execute``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+from sqlalchemy import ColumnElement
+from sqlalchemy.engine import Connection, Dialect
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.sql import Executable
+from sqlalchemy.sql.elements import BindParameter
+
+Processor = Callable[[Any], Any]
+
+
+@dataclass(slots=True)
+class _Plan:
+    sql: str
+    names: list[str]
+    defaults: list[Any]
+    required: list[bool]
+    binders: list[Processor | None]
+    keys: list[str]
+    converted: list[tuple[int, Processor]]
+
+
+class Prepared:
+    """A Core statement compiled once per dialect and run on the DBAPI cursor.
+
+    Args:
+        stmt: The statement; caller values are ``bindparam(name)`` placeholders.
+        columns: The columns the statement returns (SELECT list or RETURNING), in order.
+
+    """
+
+    __slots__ = ("stmt", "columns", "_plans")
+
+    def __init__(self, stmt: Executable, columns: Sequence[ColumnElement[Any]] = ()) -> None:
+        self.stmt = stmt
+        self.columns = list(columns)
+        self._plans: dict[Dialect, _Plan | None] = {}
+
+    def _plan(self, dialect: Dialect) -> _Plan | None:
+        try:
+            return self._plans[dialect]
+        except KeyError:
+            pass
+        stmt: Any = self.stmt
+        compiled: Any = stmt.compile(dialect=dialect)
+        plan = None
+        if compiled.positional and "POSTCOMPILE" not in compiled.string:
+            binds: Mapping[str, BindParameter[Any]] = compiled.binds
+            names = list(compiled.positiontup)
+            converted: list[tuple[int, Processor]] = []
+            for index, column in enumerate(self.columns):
+                processor: Any = column.type.dialect_impl(dialect).result_processor(dialect, None)
+                if processor is not None:
+                    converted.append((index, processor))
+            plan = _Plan(
+                sql=compiled.string,
+                names=names,
+                defaults=[binds[name].value for name in names],
+                required=[binds[name].required for name in names],
+                binders=[
+                    binds[name].type.dialect_impl(dialect).bind_processor(dialect) for name in names
+                ],
+                keys=[getattr(column, "key", None) or column.name for column in self.columns],
+                converted=converted,
+            )
+        self._plans[dialect] = plan
+        return plan
+
+    @staticmethod
+    def _args(plan: _Plan, params: Mapping[str, Any]) -> tuple[Any, ...]:
+        args = []
+        for name, default, required, binder in zip(
+            plan.names, plan.defaults, plan.required, plan.binders, strict=True
+        ):
+            if name in params:
+                value = params[name]
+            elif required:
+                raise KeyError(f"Missing value for bound parameter {name!r}")
+            else:
+                value = default
+            args.append(binder(value) if binder is not None else value)
+        return tuple(args)
+
+    def run(self, conn: Connection, params: Mapping[str, Any]) -> int:
+        """Execute without fetching rows; returns the affected row count."""
+        plan = self._plan(conn.dialect)
+        if plan is None:
+            return int(conn.execute(self.stmt, dict(params)).rowcount)
+        cursor = _cursor(conn)
+        args = self._args(plan, params)
+        try:
+            cursor.execute(plan.sql, args)
+            return int(cursor.rowcount)
+        except Exception as error:
+            _reraise(conn.dialect, plan.sql, args, error)
+        finally:
+            cursor.close()
+
+    def run_many(self, conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Execute once per parameter set (``executemany``)."""
+        plan = self._plan(conn.dialect)
+        if plan is None:
+            conn.execute(self.stmt, [dict(row) for row in rows])
+            return
+        cursor = _cursor(conn)
+        args = [self._args(plan, row) for row in rows]
+        try:
+            cursor.executemany(plan.sql, args)
+        except Exception as error:
+            _reraise(conn.dialect, plan.sql, args, error)
+        finally:
+            cursor.close()
+
+    def rows(self, conn: Connection, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """Execute and return every row as a dict keyed by column name."""
+        plan = self._plan(conn.dialect)
+        if plan is None:
+            result = conn.execute(self.stmt, dict(params))
+            return [dict(row) for row in result.mappings()]
+        cursor = _cursor(conn)
+        args = self._args(plan, params)
+        try:
+            cursor.execute(plan.sql, args)
+            raw = cursor.fetchall()
+        except Exception as error:
+            _reraise(conn.dialect, plan.sql, args, error)
+        finally:
+            cursor.close()
+        keys, converted = plan.keys, plan.converted
+        out = []
+        for row in raw:
+            values = list(row)
+            for index, processor in converted:
+                values[index] = processor(values[index])
+            out.append(dict(zip(keys, values, strict=True)))
+        return out
+
+    def first(self, conn: Connection, params: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Execute and return the first row, or ``None``."""
+        found = self.rows(conn, params)
+        return found[0] if found else None
+
+
+def _cursor(conn: Connection) -> Any:
+    return conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+
+
+def _reraise(dialect: Dialect, sql: str, args: Any, error: Exception) -> NoReturn:
+    """Re-raise a driver error wrapped the way ``Connection.execute`` does (``sqlalchemy.exc``)."""
+    base = dialect.loaded_dbapi.Error
+    if isinstance(error, base):
+        raise DBAPIError.instance(sql, args, error, base, dialect=dialect) from error
+    raise error

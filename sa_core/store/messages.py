@@ -1,0 +1,304 @@
+"""Messages and logs: the hot path of every model step, written with prebuilt Core statements."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal
+
+from pydantic_core import to_jsonable_python
+from sqlalchemy import bindparam, delete, func, insert, or_, select, update
+from sqlalchemy.engine import Connection
+
+from sa_core.spec.records import Log, Message
+from sa_core.store import tables as t
+from sa_core.store.backend import StoreBase, Transaction
+from sa_core.store.clock import now_us
+from sa_core.store.fast import Prepared
+from sa_core.store.rows import UNSET, Unset
+
+_M = t.messages.c
+_L = t.logs.c
+MESSAGE_FIELDS = frozenset(Message.model_fields)
+_JSON_FIELDS = frozenset({"tool_calls", "attachments", "metadata", "reasoning_details"})
+_COLUMN = {"metadata": "meta"}
+_MESSAGE_COLUMNS = [c for c in t.messages.c if c.name != "seq"]
+_LOG_FIELDS = frozenset(Log.model_fields)
+
+
+def _select(*conditions: Any) -> Any:
+    return select(*_MESSAGE_COLUMNS).where(*conditions)
+
+
+def _insert_all(table: Any, skip: tuple[str, ...] = ("seq",)) -> Prepared:
+    """INSERT of every column but ``skip``; parameters are named after the columns."""
+    names = [c.name for c in table.c if c.name not in skip]
+    return Prepared(insert(table).values({name: bindparam(f"p_{name}") for name in names}))
+
+
+_INSERT = _insert_all(t.messages)
+_GET = Prepared(
+    _select(_M.thread_id == bindparam("b_tid"), _M.id == bindparam("b_id")), _MESSAGE_COLUMNS
+)
+_GET_BY_ID = Prepared(_select(_M.id == bindparam("b_id")), _MESSAGE_COLUMNS)
+_HISTORY = Prepared(
+    _select(
+        _M.thread_id == bindparam("b_tid"),
+        _M.depth == 0,
+        _M.created_at > bindparam("b_since"),
+        or_(_M.status.is_(None), _M.status != "pending"),
+    ).order_by(_M.created_at, _M.seq),
+    _MESSAGE_COLUMNS,
+)
+_BY_PARENT = Prepared(
+    _select(_M.thread_id == bindparam("b_tid"), _M.parent_id == bindparam("b_pid")).order_by(
+        _M.created_at, _M.seq
+    ),
+    _MESSAGE_COLUMNS,
+)
+_DELETE = Prepared(
+    delete(t.messages).where(_M.thread_id == bindparam("b_tid"), _M.id == bindparam("b_id"))
+)
+_INSERT_LOG = _insert_all(t.logs)
+_UPDATES: dict[tuple[tuple[str, ...], bool], Prepared] = {}
+
+
+def message_to_row(message: Message) -> dict[str, Any]:
+    """Convert a message to ``messages`` insert parameters (extras go to ``extra``)."""
+    row = message.model_dump(mode="json")
+    params = {
+        f"p_{_COLUMN.get(key, key)}": value for key, value in row.items() if key in MESSAGE_FIELDS
+    }
+    extra = {key: value for key, value in row.items() if key not in MESSAGE_FIELDS}
+    params["p_extra"] = extra or None
+    return params
+
+
+def message_from_row(row: dict[str, Any]) -> Message:
+    """Build a :class:`Message` from a ``messages`` row (the dict is consumed)."""
+    row["metadata"] = row.pop("meta")
+    extra = row.pop("extra")
+    if extra:
+        for key, value in extra.items():
+            row.setdefault(key, value)
+    return Message.model_validate(row)
+
+
+def _messages(rows: list[dict[str, Any]]) -> list[Message]:
+    return [message_from_row(row) for row in rows]
+
+
+def _update_statement(keys: tuple[str, ...], returning: bool) -> Prepared:
+    cached = _UPDATES.get((keys, returning))
+    if cached is not None:
+        return cached
+    stmt = update(t.messages).where(_M.id == bindparam("b_id"))
+    stmt = stmt.values({_COLUMN.get(key, key): bindparam(f"v_{key}") for key in keys})
+    if returning:
+        prepared = Prepared(stmt.returning(*_MESSAGE_COLUMNS), _MESSAGE_COLUMNS)
+    else:
+        prepared = Prepared(stmt)
+    _UPDATES[(keys, returning)] = prepared
+    return prepared
+
+
+class MessagesMixin(StoreBase):
+    """Messages and logs."""
+
+    async def insert_messages(
+        self, messages: Sequence[Message], *, tx: Transaction | None = None
+    ) -> None:
+        """Insert messages; a zero ``created_at`` is set to now (on the model too).
+
+        Raises:
+            ValueError: A message has no ``thread_id``.
+
+        """
+        rows = []
+        for message in messages:
+            if message.thread_id is None:
+                raise ValueError(f"Message {message.id} has no thread_id; set it before storing.")
+            if not message.created_at:
+                message.created_at = now_us()
+            rows.append(message_to_row(message))
+        if not rows:
+            return
+        if len(rows) == 1:
+            await self._write(lambda conn: _INSERT.run(conn, rows[0]), tx)
+        else:
+            await self._write(lambda conn: _INSERT.run_many(conn, rows), tx)
+
+    async def update_message(
+        self, message_id: str, fields: dict[str, Any], *, tx: Transaction | None = None
+    ) -> Message | None:
+        """Update fields of a message.
+
+        Args:
+            message_id: The message.
+            fields: Message fields to set (models and lists of models are accepted).
+            tx: An open transaction to write in.
+
+        Returns:
+            The updated message, or ``None`` when it does not exist.
+
+        Raises:
+            ValueError: An unknown field, or ``id``.
+
+        """
+        unknown = (set(fields) - MESSAGE_FIELDS) | ({"id"} & set(fields))
+        if unknown:
+            raise ValueError(f"update_message: unknown or read-only fields {sorted(unknown)}")
+        params: dict[str, Any] = {"b_id": message_id}
+        for key, value in fields.items():
+            params[f"v_{key}"] = to_jsonable_python(value) if key in _JSON_FIELDS else value
+        keys = tuple(sorted(fields))
+
+        def op(conn: Connection) -> Message | None:
+            returning = conn.dialect.update_returning
+            stmt = _update_statement(keys, returning) if keys else None
+            if stmt is None or not returning:
+                if stmt is not None and stmt.run(conn, params) == 0:
+                    return None
+                found = _GET_BY_ID.first(conn, params)
+            else:
+                found = stmt.first(conn, params)
+            return message_from_row(found) if found is not None else None
+
+        return await self._write(op, tx)
+
+    async def get_message(
+        self, thread_id: str, message_id: str, *, tx: Transaction | None = None
+    ) -> Message | None:
+        """Return one message of a thread, or ``None``."""
+        params = {"b_tid": thread_id, "b_id": message_id}
+
+        def op(conn: Connection) -> Message | None:
+            found = _GET.first(conn, params)
+            return message_from_row(found) if found is not None else None
+
+        return await self._read(op, tx)
+
+    async def list_messages(
+        self,
+        thread_id: str,
+        *,
+        limit: int = 100,
+        offset: int = 0,
+        order: Literal["asc", "desc"] = "asc",
+        include_silent: bool = False,
+        max_depth: int | None = 0,
+        statuses_excluded: Iterable[str] = (),
+        parent_id: str | None | Unset = UNSET,
+        tx: Transaction | None = None,
+    ) -> tuple[list[Message], int]:
+        """List a thread's messages by ``created_at`` then insertion order.
+
+        Args:
+            thread_id: The thread.
+            limit: Page size.
+            offset: Rows to skip (in the chosen order).
+            order: ``asc`` (oldest first) or ``desc`` (newest first).
+            include_silent: Include silent messages.
+            max_depth: Deepest ``depth`` included (``None``: every depth).
+            statuses_excluded: Statuses left out (``None`` status is never excluded).
+            parent_id: ``UNSET``: any; ``None``: messages without a parent; an id: its children.
+            tx: An open transaction to read in.
+
+        Returns:
+            The page and the count of every message matching the filters.
+
+        """
+        conditions: list[Any] = [_M.thread_id == thread_id]
+        if not include_silent:
+            conditions.append(_M.silent.is_(False))
+        if max_depth is not None:
+            conditions.append(_M.depth <= max_depth)
+        excluded = list(statuses_excluded)
+        if excluded:
+            conditions.append(or_(_M.status.is_(None), _M.status.not_in(excluded)))
+        if not isinstance(parent_id, Unset):
+            conditions.append(
+                _M.parent_id.is_(None) if parent_id is None else _M.parent_id == parent_id
+            )
+        sort = (_M.created_at, _M.seq) if order == "asc" else (_M.created_at.desc(), _M.seq.desc())
+        page = (
+            select(*_MESSAGE_COLUMNS).where(*conditions).order_by(*sort).limit(limit).offset(offset)
+        )
+        count = select(func.count()).select_from(t.messages).where(*conditions)
+
+        def op(conn: Connection) -> tuple[list[Message], int]:
+            rows = _messages([dict(row) for row in conn.execute(page).mappings()])
+            return rows, int(conn.execute(count).scalar_one())
+
+        return await self._read(op, tx)
+
+    async def history(
+        self, thread_id: str, *, since: int | None = None, tx: Transaction | None = None
+    ) -> list[Message]:
+        """Load the engine's context: top-level (depth 0), non-pending messages, silent included.
+
+        Args:
+            thread_id: The thread.
+            since: Only messages created strictly after this time (µs).
+            tx: An open transaction to read in.
+
+        Returns:
+            The messages, oldest first.
+
+        """
+        params = {"b_tid": thread_id, "b_since": -1 if since is None else since}
+        return await self._read(lambda conn: _messages(_HISTORY.rows(conn, params)), tx)
+
+    async def messages_by_parent(
+        self, thread_id: str, parent_id: str, *, tx: Transaction | None = None
+    ) -> list[Message]:
+        """Messages whose ``parent_id`` is the given message, oldest first."""
+        params = {"b_tid": thread_id, "b_pid": parent_id}
+        return await self._read(lambda conn: _messages(_BY_PARENT.rows(conn, params)), tx)
+
+    async def delete_message(
+        self, thread_id: str, message_id: str, *, tx: Transaction | None = None
+    ) -> bool:
+        """Delete one message; returns whether it existed."""
+        params = {"b_tid": thread_id, "b_id": message_id}
+        return await self._write(lambda conn: _DELETE.run(conn, params) > 0, tx)
+
+    async def insert_log(self, thread_id: str, log: Log, *, tx: Transaction | None = None) -> None:
+        """Insert a log row of a thread."""
+        dumped = log.model_dump(mode="json")
+        row = {f"p_{key}": value for key, value in dumped.items() if key in _LOG_FIELDS}
+        extra = {key: value for key, value in dumped.items() if key not in _LOG_FIELDS}
+        row["p_thread_id"] = thread_id
+        row["p_extra"] = extra or None
+        await self._write(lambda conn: _INSERT_LOG.run(conn, row), tx)
+
+    async def list_logs(
+        self,
+        thread_id: str,
+        *,
+        limit: int = 100,
+        offset: int = 0,
+        order: Literal["asc", "desc"] = "desc",
+        tx: Transaction | None = None,
+    ) -> tuple[list[Log], int]:
+        """List a thread's logs (newest first by default) and their total count."""
+        sort = (_L.created_at, _L.seq) if order == "asc" else (_L.created_at.desc(), _L.seq.desc())
+        columns = [c for c in t.logs.c if c.name not in ("seq", "thread_id")]
+        page = (
+            select(*columns)
+            .where(_L.thread_id == thread_id)
+            .order_by(*sort)
+            .limit(limit)
+            .offset(offset)
+        )
+        count = select(func.count()).select_from(t.logs).where(_L.thread_id == thread_id)
+
+        def op(conn: Connection) -> tuple[list[Log], int]:
+            logs = []
+            for row in conn.execute(page).mappings():
+                values = dict(row)
+                extra = values.pop("extra") or {}
+                values["data"] = values["data"] or {}
+                logs.append(Log.model_validate({**extra, **values}))
+            return logs, int(conn.execute(count).scalar_one())
+
+        return await self._read(op, tx)

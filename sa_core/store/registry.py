@@ -1,0 +1,168 @@
+"""Per-thread registries: subagent children, pending variable requests, key/value entries."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from pydantic_core import to_jsonable_python
+from sqlalchemy import delete, insert, select, update
+from sqlalchemy.engine import Connection
+
+from sa_core.spec.records import SubagentRegistryEntry
+from sa_core.store import tables as t
+from sa_core.store.backend import StoreBase, Transaction
+from sa_core.store.clock import now_us
+
+_C = t.children.c
+_R = t.env_requests.c
+_V = t.thread_values.c
+
+
+def _entry_json(entry: SubagentRegistryEntry) -> dict[str, Any]:
+    return entry.model_dump(mode="json")
+
+
+class RegistryMixin(StoreBase):
+    """Children, variable requests and thread values."""
+
+    async def upsert_child(
+        self, parent_id: str, entry: SubagentRegistryEntry, *, tx: Transaction | None = None
+    ) -> None:
+        """Insert or replace a child entry, keyed by ``(parent_id, entry.reference)``.
+
+        A replaced entry keeps its place in creation order.
+        """
+        data = _entry_json(entry)
+        where = (_C.parent_id == parent_id, _C.reference == entry.reference)
+
+        def op(conn: Connection) -> None:
+            if conn.execute(update(t.children).where(*where).values(entry=data)).rowcount == 0:
+                created = entry.created_at or now_us()
+                conn.execute(
+                    insert(t.children).values(
+                        parent_id=parent_id,
+                        reference=entry.reference,
+                        entry=data,
+                        created_at=created,
+                    )
+                )
+
+        await self._write(op, tx)
+
+    async def list_children(
+        self, parent_id: str, *, tx: Transaction | None = None
+    ) -> list[SubagentRegistryEntry]:
+        """List a parent's children, in creation order."""
+        stmt = (
+            select(_C.entry).where(_C.parent_id == parent_id).order_by(_C.created_at, _C.reference)
+        )
+
+        def op(conn: Connection) -> list[SubagentRegistryEntry]:
+            return [
+                SubagentRegistryEntry.model_validate(row) for row in conn.execute(stmt).scalars()
+            ]
+
+        return await self._read(op, tx)
+
+    async def update_child(
+        self, parent_id: str, reference: str, *, tx: Transaction | None = None, **fields: Any
+    ) -> SubagentRegistryEntry | None:
+        """Update fields of a child entry.
+
+        Returns:
+            The updated entry, or ``None`` when there is none.
+
+        Raises:
+            pydantic.ValidationError: A field is unknown or has a wrong type.
+
+        """
+        where = (_C.parent_id == parent_id, _C.reference == reference)
+
+        def op(conn: Connection) -> SubagentRegistryEntry | None:
+            current = conn.execute(select(_C.entry).where(*where)).scalar()
+            if current is None:
+                return None
+            merged = SubagentRegistryEntry.model_validate(current).model_dump()
+            merged.update(fields, reference=reference)
+            entry = SubagentRegistryEntry.model_validate(merged)
+            conn.execute(update(t.children).where(*where).values(entry=_entry_json(entry)))
+            return entry
+
+        return await self._write(op, tx)
+
+    async def create_env_request(
+        self, parent_id: str, payload: dict[str, Any], *, tx: Transaction | None = None
+    ) -> str:
+        """Store a pending variable request of a thread; returns its id (a uuid4)."""
+        request_id = str(uuid.uuid4())
+        stmt = insert(t.env_requests).values(
+            id=request_id,
+            parent_id=parent_id,
+            payload=to_jsonable_python(payload),
+            created_at=now_us(),
+        )
+        await self._write(lambda conn: conn.execute(stmt), tx)
+        return request_id
+
+    async def get_env_request(
+        self, parent_id: str, request_id: str, *, tx: Transaction | None = None
+    ) -> dict[str, Any] | None:
+        """Return a pending variable request's payload, or ``None``."""
+        stmt = select(_R.payload).where(_R.parent_id == parent_id, _R.id == request_id)
+
+        def op(conn: Connection) -> dict[str, Any] | None:
+            row = conn.execute(stmt).first()
+            return dict(row.payload or {}) if row is not None else None
+
+        return await self._read(op, tx)
+
+    async def delete_env_request(
+        self, parent_id: str, request_id: str, *, tx: Transaction | None = None
+    ) -> bool:
+        """Delete a pending variable request; returns whether it existed."""
+        stmt = delete(t.env_requests).where(_R.parent_id == parent_id, _R.id == request_id)
+        return await self._write(lambda conn: conn.execute(stmt).rowcount > 0, tx)
+
+    async def get_value(self, thread_id: str, key: str, *, tx: Transaction | None = None) -> Any:
+        """Return a thread value (``None`` when unset)."""
+        stmt = select(_V.value).where(_V.thread_id == thread_id, _V.key == key)
+        return await self._read(lambda conn: conn.execute(stmt).scalar(), tx)
+
+    async def set_value(
+        self, thread_id: str, key: str, value: Any, *, tx: Transaction | None = None
+    ) -> None:
+        """Set a thread value (any JSON-serialisable value)."""
+        data = to_jsonable_python(value)
+        where = (_V.thread_id == thread_id, _V.key == key)
+
+        def op(conn: Connection) -> None:
+            now = now_us()
+            changed = conn.execute(
+                update(t.thread_values).where(*where).values(value=data, updated_at=now)
+            ).rowcount
+            if not changed:
+                conn.execute(
+                    insert(t.thread_values).values(
+                        thread_id=thread_id, key=key, value=data, created_at=now, updated_at=now
+                    )
+                )
+
+        await self._write(op, tx)
+
+    async def delete_value(
+        self, thread_id: str, key: str, *, tx: Transaction | None = None
+    ) -> bool:
+        """Delete a thread value; returns whether it existed."""
+        stmt = delete(t.thread_values).where(_V.thread_id == thread_id, _V.key == key)
+        return await self._write(lambda conn: conn.execute(stmt).rowcount > 0, tx)
+
+    async def list_values(
+        self, thread_id: str, *, prefix: str | None = None, tx: Transaction | None = None
+    ) -> dict[str, Any]:
+        """Return a thread's values by key (optionally only keys starting with ``prefix``)."""
+        stmt = select(_V.key, _V.value).where(_V.thread_id == thread_id)
+        if prefix:
+            stmt = stmt.where(_V.key.startswith(prefix, autoescape=True))
+        stmt = stmt.order_by(_V.key)
+        return await self._read(lambda conn: {row[0]: row[1] for row in conn.execute(stmt)}, tx)

@@ -1,0 +1,100 @@
+"""Plain row types returned by the store where no spec record model fits."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+
+class Unset(enum.Enum):
+    """Type of the :data:`UNSET` sentinel ("no filter", as opposed to ``None``)."""
+
+    UNSET = "UNSET"
+
+
+UNSET: Final = Unset.UNSET
+"""Default of filters where ``None`` is a meaningful value (``parent_id=None``: top level)."""
+
+
+@dataclass(slots=True)
+class ThreadRow:
+    """A thread as stored.
+
+    Attributes:
+        id: The thread id.
+        package: The package the agent belongs to.
+        agent_id: The agent definition name.
+        created_at: Creation time (µs).
+        user_id: The owning user, if any.
+        parent_id: The parent thread of a subagent thread.
+        terminated: When the thread was terminated (µs), or ``None``.
+        stopped: Whether execution was stopped.
+        env: Thread variables, secrets included (never return them from APIs).
+        env_types: Variable name to ``"text"`` or ``"secret"``.
+        tags: Free-form tags (filterable with ``list_threads(tag=...)``).
+        properties: Free-form thread properties.
+        execution: Engine state (turn counters, acting side, parked flag...).
+        updated_at: Last update (µs).
+
+    """
+
+    id: str
+    package: str
+    agent_id: str
+    created_at: int = 0
+    user_id: str | None = None
+    parent_id: str | None = None
+    terminated: int | None = None
+    stopped: bool = False
+    env: dict[str, str] = field(default_factory=dict)
+    env_types: dict[str, str] = field(default_factory=dict)
+    tags: list[str] = field(default_factory=list)
+    properties: dict[str, Any] = field(default_factory=dict)
+    execution: dict[str, Any] = field(default_factory=dict)
+    updated_at: int = 0
+
+
+THREAD_FIELDS: Final = frozenset(ThreadRow.__dataclass_fields__)
+
+
+@dataclass(slots=True)
+class QueueEntry:
+    """A message waiting in a thread's queue."""
+
+    id: str
+    thread_id: str
+    role: str
+    content: str
+    attachments: list[dict[str, Any]] = field(default_factory=list)
+    silent: bool = False
+    metadata: dict[str, Any] | None = None
+    created_at: int = 0
+
+
+@dataclass(slots=True)
+class EffectRun:
+    """A scheduled effect claimed for running (status ``processing``)."""
+
+    id: str
+    thread_id: str
+    name: str
+    args: dict[str, Any]
+    scheduled_at: int
+    created_at: int
+
+
+@dataclass(slots=True)
+class ApiKeyRow:
+    """An API key without its secret: only a display prefix is kept besides the hash."""
+
+    id: str
+    name: str
+    prefix: str
+    created_at: int
+    revoked_at: int | None = None
+
+    @property
+    def revoked(self) -> bool:
+        """Whether the key was revoked."""
+        return self.revoked_at is not None

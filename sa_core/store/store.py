@@ -1,0 +1,68 @@
+"""The :class:`Store`: every persistence operation of the runtime, and :func:`open_store`."""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+from sa_core.store.apikeys import ApiKeysMixin
+from sa_core.store.backend import AsyncBackend, Backend, SQLiteBackend
+from sa_core.store.connect import resolve_database_url
+from sa_core.store.effects import EffectsMixin
+from sa_core.store.files import FilesMixin
+from sa_core.store.messages import MessagesMixin
+from sa_core.store.queue import QueueMixin
+from sa_core.store.registry import RegistryMixin
+from sa_core.store.threads import ThreadsMixin
+
+
+class Store(
+    ThreadsMixin,
+    MessagesMixin,
+    FilesMixin,
+    QueueMixin,
+    EffectsMixin,
+    RegistryMixin,
+    ApiKeysMixin,
+):
+    """Durable state of threads, messages, logs, files, queues, effects, registries and keys.
+
+    Every method takes an optional ``tx=`` from :meth:`transaction`; without it, a method runs
+    in its own short transaction (or joins the transaction open in the calling task).
+    """
+
+    def __init__(self, backend: Backend, url: str) -> None:
+        super().__init__(backend)
+        self.url = url
+
+    async def __aenter__(self) -> Store:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+
+async def open_store(database_url: str) -> Store:
+    """Open (and create) the store at a database URL.
+
+    Args:
+        database_url: ``sqlite:///path/file.db`` (embedded default; parent directories are
+            created), ``sqlite+aiosqlite:///path``, or ``postgresql://...`` (opened as
+            ``postgresql+asyncpg``).
+
+    Returns:
+        The open store; close it with ``await store.close()``.
+
+    """
+    url, is_async = resolve_database_url(database_url)
+    backend: Backend = AsyncBackend(url) if is_async else SQLiteBackend(url)
+    try:
+        await backend.setup()
+    except BaseException:
+        await backend.close()
+        raise
+    return Store(backend, url)

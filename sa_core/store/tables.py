@@ -1,0 +1,283 @@
+"""SQLModel table classes of the store, and the Core ``Table`` objects the queries use.
+
+Column types are portable (SQLite and PostgreSQL): integer microsecond timestamps in
+``BigInteger``, JSON documents in ``JSON``, file bytes in ``LargeBinary``. Every table listed
+per thread has an index on ``(thread_id, created_at)``. Child rows reference ``threads.id`` with
+``ON DELETE CASCADE`` (the store also deletes them explicitly, so cascading never depends on
+foreign keys being enforced).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Table,
+)
+from sqlmodel import Field, SQLModel
+
+# An autoincrement key: INTEGER PRIMARY KEY (the rowid) on SQLite, BIGINT elsewhere.
+_Seq = BigInteger().with_variant(Integer(), "sqlite")
+
+
+def _json() -> JSON:
+    return JSON(none_as_null=True)
+
+
+def _thread_fk() -> ForeignKey:
+    return ForeignKey("threads.id", ondelete="CASCADE")
+
+
+def _c(*args: Any, **kwargs: Any) -> Any:
+    """Build a ``Column`` typed as ``Any`` so SQLModel ``Field(sa_column=...)`` stays mypy clean."""
+    return Column(*args, **kwargs)
+
+
+class ThreadTable(SQLModel, table=True):
+    """A thread (see :class:`sa_core.store.rows.ThreadRow`)."""
+
+    __tablename__ = "threads"
+    __table_args__ = (
+        Index("ix_threads_created", "created_at"),
+        Index("ix_threads_parent_created", "parent_id", "created_at"),
+        Index("ix_threads_package_agent_created", "package", "agent_id", "created_at"),
+    )
+
+    id: str = Field(sa_column=_c(String, primary_key=True))
+    package: str = Field(sa_column=_c(String, nullable=False))
+    agent_id: str = Field(sa_column=_c(String, nullable=False))
+    user_id: str | None = Field(default=None, sa_column=_c(String, nullable=True))
+    parent_id: str | None = Field(default=None, sa_column=_c(String, _thread_fk(), nullable=True))
+    created_at: int = Field(sa_column=_c(BigInteger, nullable=False))
+    updated_at: int = Field(sa_column=_c(BigInteger, nullable=False))
+    terminated: int | None = Field(default=None, sa_column=_c(BigInteger, nullable=True))
+    stopped: bool = Field(default=False, sa_column=_c(Boolean, nullable=False, default=False))
+    env: dict[str, Any] | None = Field(default=None, sa_column=_c(_json()))
+    env_types: dict[str, Any] | None = Field(default=None, sa_column=_c(_json()))
+    tags: list[str] | None = Field(default=None, sa_column=_c(_json()))
+    properties: dict[str, Any] | None = Field(default=None, sa_column=_c(_json()))
+    execution: dict[str, Any] | None = Field(default=None, sa_column=_c(_json()))
+
+
+class ThreadTagTable(SQLModel, table=True):
+    """One tag of a thread (the filter index of ``ThreadTable.tags``)."""
+
+    __tablename__ = "thread_tags"
+    __table_args__ = (Index("ix_thread_tags_tag", "tag", "thread_id"),)
+
+    thread_id: str = Field(sa_column=_c(String, _thread_fk(), primary_key=True))
+    tag: str = Field(sa_column=_c(String, primary_key=True))
+
+
+class MessageTable(SQLModel, table=True):
+    """A message, with every field of the spec's Message (``meta`` holds ``metadata``)."""
+
+    __tablename__ = "messages"
+    __table_args__ = (
+        Index("ix_messages_thread_created", "thread_id", "created_at"),
+        Index("ix_messages_thread_depth_created", "thread_id", "depth", "created_at"),
+        Index("ix_messages_thread_parent", "thread_id", "parent_id"),
+    )
+
+    seq: int | None = Field(default=None, sa_column=_c(_Seq, primary_key=True, autoincrement=True))
+    id: str = Field(sa_column=_c(String, nullable=False, unique=True))
+    thread_id: str = Field(sa_column=_c(String, _thread_fk(), nullable=False))
+    role: str = Field(sa_column=_c(String, nullable=False))
+    content: str | None = Field(default=None, sa_column=_c(String))
+    name: str | None = Field(default=None, sa_column=_c(String))
+    tool_calls: list[Any] | None = Field(default=None, sa_column=_c(_json()))
+    tool_call_id: str | None = Field(default=None, sa_column=_c(String))
+    log_id: str | None = Field(default=None, sa_column=_c(String))
+    created_at: int = Field(sa_column=_c(BigInteger, nullable=False))
+    request_sent_at: int | None = Field(default=None, sa_column=_c(BigInteger))
+    response_completed_at: int | None = Field(default=None, sa_column=_c(BigInteger))
+    status: str | None = Field(default=None, sa_column=_c(String))
+    silent: bool = Field(default=False, sa_column=_c(Boolean, nullable=False, default=False))
+    tool_status: str | None = Field(default=None, sa_column=_c(String))
+    reasoning_content: str | None = Field(default=None, sa_column=_c(String))
+    reasoning_details: list[Any] | None = Field(default=None, sa_column=_c(_json()))
+    parent_id: str | None = Field(default=None, sa_column=_c(String))
+    depth: int = Field(default=0, sa_column=_c(Integer, nullable=False, default=0))
+    prompt: str | None = Field(default=None, sa_column=_c(String))
+    attachments: list[Any] | None = Field(default=None, sa_column=_c(_json()))
+    meta: dict[str, Any] | None = Field(default=None, sa_column=_c(_json()))
+    subagent_id: str | None = Field(default=None, sa_column=_c(String))
+    subagent_name: str | None = Field(default=None, sa_column=_c(String))
+    subagent_title: str | None = Field(default=None, sa_column=_c(String))
+    subagent_description: str | None = Field(default=None, sa_column=_c(String))
+    subagent_status: str | None = Field(default=None, sa_column=_c(String))
+    subagent_resumable: bool | None = Field(default=None, sa_column=_c(Boolean))
+    subagent_blocking: bool | None = Field(default=None, sa_column=_c(Boolean))
+    subagent_thread_name: str | None = Field(default=None, sa_column=_c(String))
+    subagent_spawn_group_id: str | None = Field(default=None, sa_column=_c(String))
+    extra: dict[str, Any] | None = Field(default=None, sa_column=_c(_json()))
+
+
+class LogTable(SQLModel, table=True):
+    """A log row (model calls, tool calls, errors)."""
+
+    __tablename__ = "logs"
+    __table_args__ = (Index("ix_logs_thread_created", "thread_id", "created_at"),)
+
+    seq: int | None = Field(default=None, sa_column=_c(_Seq, primary_key=True, autoincrement=True))
+    id: str = Field(sa_column=_c(String, nullable=False, unique=True))
+    thread_id: str = Field(sa_column=_c(String, _thread_fk(), nullable=False))
+    type: str = Field(sa_column=_c(String, nullable=False))
+    data: dict[str, Any] | None = Field(default=None, sa_column=_c(_json()))
+    created_at: int = Field(sa_column=_c(BigInteger, nullable=False))
+    parent_id: str | None = Field(default=None, sa_column=_c(String))
+    extra: dict[str, Any] | None = Field(default=None, sa_column=_c(_json()))
+
+
+class FileTable(SQLModel, table=True):
+    """A file (bytes in ``data``) or directory (``is_directory``) of a thread's filesystem."""
+
+    __tablename__ = "files"
+    __table_args__ = (
+        Index("ix_files_thread_parent", "thread_id", "parent"),
+        Index("ix_files_thread_created", "thread_id", "created_at"),
+    )
+
+    thread_id: str = Field(sa_column=_c(String, _thread_fk(), primary_key=True))
+    path: str = Field(sa_column=_c(String, primary_key=True))
+    parent: str = Field(sa_column=_c(String, nullable=False))
+    name: str = Field(sa_column=_c(String, nullable=False))
+    is_directory: bool = Field(default=False, sa_column=_c(Boolean, nullable=False, default=False))
+    mime_type: str = Field(sa_column=_c(String, nullable=False))
+    storage: str = Field(default="local", sa_column=_c(String, nullable=False, default="local"))
+    location: str | None = Field(default=None, sa_column=_c(String))
+    size: int = Field(default=0, sa_column=_c(BigInteger, nullable=False, default=0))
+    data: bytes | None = Field(default=None, sa_column=_c(LargeBinary))
+    meta: dict[str, Any] | None = Field(default=None, sa_column=_c(_json()))
+    width: int | None = Field(default=None, sa_column=_c(Integer))
+    height: int | None = Field(default=None, sa_column=_c(Integer))
+    created_at: int = Field(sa_column=_c(BigInteger, nullable=False))
+    updated_at: int = Field(sa_column=_c(BigInteger, nullable=False))
+
+
+class QueueTable(SQLModel, table=True):
+    """A message queued for a thread's next step."""
+
+    __tablename__ = "queue"
+    __table_args__ = (Index("ix_queue_thread_created", "thread_id", "created_at"),)
+
+    seq: int | None = Field(default=None, sa_column=_c(_Seq, primary_key=True, autoincrement=True))
+    id: str = Field(sa_column=_c(String, nullable=False, unique=True))
+    thread_id: str = Field(sa_column=_c(String, _thread_fk(), nullable=False))
+    role: str = Field(sa_column=_c(String, nullable=False))
+    content: str = Field(sa_column=_c(String, nullable=False))
+    attachments: list[Any] | None = Field(default=None, sa_column=_c(_json()))
+    silent: bool = Field(default=False, sa_column=_c(Boolean, nullable=False, default=False))
+    meta: dict[str, Any] | None = Field(default=None, sa_column=_c(_json()))
+    created_at: int = Field(sa_column=_c(BigInteger, nullable=False))
+
+
+class EffectTable(SQLModel, table=True):
+    """A scheduled effect: ``pending`` → ``processing`` → ``completed`` | ``failed``."""
+
+    __tablename__ = "effects"
+    __table_args__ = (
+        Index("ix_effects_status_scheduled", "status", "scheduled_at"),
+        Index("ix_effects_thread_created", "thread_id", "created_at"),
+    )
+
+    id: str = Field(sa_column=_c(String, primary_key=True))
+    thread_id: str = Field(sa_column=_c(String, _thread_fk(), nullable=False))
+    name: str = Field(sa_column=_c(String, nullable=False))
+    args: dict[str, Any] | None = Field(default=None, sa_column=_c(_json()))
+    scheduled_at: int = Field(sa_column=_c(BigInteger, nullable=False))
+    created_at: int = Field(sa_column=_c(BigInteger, nullable=False))
+    status: str = Field(default="pending", sa_column=_c(String, nullable=False, default="pending"))
+    error: str | None = Field(default=None, sa_column=_c(String))
+    started_at: int | None = Field(default=None, sa_column=_c(BigInteger))
+    finished_at: int | None = Field(default=None, sa_column=_c(BigInteger))
+
+
+class ChildTable(SQLModel, table=True):
+    """One entry of a parent thread's subagent registry (the entry itself is JSON)."""
+
+    __tablename__ = "children"
+    __table_args__ = (Index("ix_children_parent_created", "parent_id", "created_at"),)
+
+    parent_id: str = Field(sa_column=_c(String, _thread_fk(), primary_key=True))
+    reference: str = Field(sa_column=_c(String, primary_key=True))
+    entry: dict[str, Any] | None = Field(default=None, sa_column=_c(_json()))
+    created_at: int = Field(sa_column=_c(BigInteger, nullable=False))
+
+
+class EnvRequestTable(SQLModel, table=True):
+    """A pending scoped-variable request of a parent thread."""
+
+    __tablename__ = "env_requests"
+    __table_args__ = (Index("ix_env_requests_parent_created", "parent_id", "created_at"),)
+
+    id: str = Field(sa_column=_c(String, primary_key=True))
+    parent_id: str = Field(sa_column=_c(String, _thread_fk(), nullable=False))
+    payload: dict[str, Any] | None = Field(default=None, sa_column=_c(_json()))
+    created_at: int = Field(sa_column=_c(BigInteger, nullable=False))
+
+
+class ValueTable(SQLModel, table=True):
+    """A thread key/value entry (JSON value)."""
+
+    __tablename__ = "thread_values"
+    __table_args__ = (Index("ix_thread_values_thread_created", "thread_id", "created_at"),)
+
+    thread_id: str = Field(sa_column=_c(String, _thread_fk(), primary_key=True))
+    key: str = Field(sa_column=_c(String, primary_key=True))
+    value: Any = Field(default=None, sa_column=_c(JSON))
+    created_at: int = Field(sa_column=_c(BigInteger, nullable=False))
+    updated_at: int = Field(sa_column=_c(BigInteger, nullable=False))
+
+
+class ApiKeyTable(SQLModel, table=True):
+    """An API key: its sha256 hash and a display prefix; the plaintext is never stored."""
+
+    __tablename__ = "api_keys"
+    __table_args__ = (Index("ix_api_keys_prefix", "prefix"),)
+
+    id: str = Field(sa_column=_c(String, primary_key=True))
+    name: str = Field(sa_column=_c(String, nullable=False))
+    prefix: str = Field(sa_column=_c(String, nullable=False))
+    key_hash: str = Field(sa_column=_c(String, nullable=False, unique=True))
+    created_at: int = Field(sa_column=_c(BigInteger, nullable=False))
+    revoked_at: int | None = Field(default=None, sa_column=_c(BigInteger))
+
+
+def _table(name: str) -> Table:
+    return SQLModel.metadata.tables[name]
+
+
+threads = _table("threads")
+thread_tags = _table("thread_tags")
+messages = _table("messages")
+logs = _table("logs")
+files = _table("files")
+queue = _table("queue")
+effects = _table("effects")
+children = _table("children")
+env_requests = _table("env_requests")
+thread_values = _table("thread_values")
+api_keys = _table("api_keys")
+
+PER_THREAD_TABLES: tuple[tuple[Table, str], ...] = (
+    (thread_tags, "thread_id"),
+    (messages, "thread_id"),
+    (logs, "thread_id"),
+    (files, "thread_id"),
+    (queue, "thread_id"),
+    (effects, "thread_id"),
+    (children, "parent_id"),
+    (env_requests, "parent_id"),
+    (thread_values, "thread_id"),
+)
+"""Every table holding rows of a thread, with the column naming the thread."""

@@ -1,0 +1,234 @@
+"""Threads: create, read, update, list, and cascading hard delete."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import Select, bindparam, delete, func, insert, literal, select, update
+from sqlalchemy.engine import Connection
+
+from sa_core.store import tables as t
+from sa_core.store.backend import StoreBase, Transaction
+from sa_core.store.clock import now_us
+from sa_core.store.fast import Prepared
+from sa_core.store.rows import THREAD_FIELDS, UNSET, ThreadRow, Unset
+
+_JSON_DEFAULTS: dict[str, type] = {
+    "env": dict,
+    "env_types": dict,
+    "tags": list,
+    "properties": dict,
+    "execution": dict,
+}
+
+_COLUMNS = list(t.threads.c)
+_GET = Prepared(select(*_COLUMNS).where(t.threads.c.id == bindparam("b_id")), _COLUMNS)
+_INSERT = Prepared(insert(t.threads).values({c.name: bindparam(f"p_{c.name}") for c in _COLUMNS}))
+_INSERT_TAG = insert(t.thread_tags)
+_DELETE_TAGS = delete(t.thread_tags).where(t.thread_tags.c.thread_id == bindparam("b_id"))
+_UPDATES: dict[tuple[str, ...], Prepared] = {}
+
+
+def thread_from_row(row: Mapping[Any, Any]) -> ThreadRow:
+    """Build a :class:`ThreadRow` from a ``threads`` row."""
+    values = dict(row)
+    for name, factory in _JSON_DEFAULTS.items():
+        if values.get(name) is None:
+            values[name] = factory()
+    values["stopped"] = bool(values["stopped"])
+    return ThreadRow(**values)
+
+
+def _update_statement(keys: tuple[str, ...]) -> Prepared:
+    stmt = _UPDATES.get(keys)
+    if stmt is None:
+        stmt = Prepared(
+            update(t.threads)
+            .where(t.threads.c.id == bindparam("b_id"))
+            .values({key: bindparam(f"v_{key}") for key in keys})
+        )
+        _UPDATES[keys] = stmt
+    return stmt
+
+
+def _write_tags(conn: Connection, thread_id: str, tags: list[str]) -> None:
+    conn.execute(_DELETE_TAGS, {"b_id": thread_id})
+    unique = list(dict.fromkeys(tags))
+    if unique:
+        conn.execute(_INSERT_TAG, [{"thread_id": thread_id, "tag": tag} for tag in unique])
+
+
+def descendants(conn: Connection, thread_id: str) -> list[str]:
+    """Ids of every descendant of a thread, breadth first, oldest first within a level."""
+    tree = (
+        select(t.threads.c.id, t.threads.c.created_at, literal(1).label("level"))
+        .where(t.threads.c.parent_id == thread_id)
+        .cte("tree", recursive=True)
+    )
+    tree = tree.union_all(
+        select(t.threads.c.id, t.threads.c.created_at, (tree.c.level + 1).label("level")).where(
+            t.threads.c.parent_id == tree.c.id
+        )
+    )
+    stmt = select(tree.c.id).order_by(tree.c.level, tree.c.created_at, tree.c.id)
+    return list(dict.fromkeys(conn.execute(stmt).scalars()))
+
+
+class ThreadsMixin(StoreBase):
+    """Thread rows."""
+
+    async def create_thread(self, row: ThreadRow, *, tx: Transaction | None = None) -> ThreadRow:
+        """Insert a thread (``created_at``/``updated_at`` default to now).
+
+        Args:
+            row: The thread; its timestamps are filled in place when zero.
+            tx: An open transaction to write in.
+
+        Returns:
+            The stored row (the same object).
+
+        """
+        if not row.created_at:
+            row.created_at = now_us()
+        if not row.updated_at:
+            row.updated_at = row.created_at
+        values = {f"p_{name}": getattr(row, name) for name in THREAD_FIELDS}
+
+        def op(conn: Connection) -> None:
+            _INSERT.run(conn, values)
+            if row.tags:
+                _write_tags(conn, row.id, row.tags)
+
+        await self._write(op, tx)
+        return row
+
+    async def get_thread(
+        self, thread_id: str, *, tx: Transaction | None = None
+    ) -> ThreadRow | None:
+        """Return a thread, or ``None`` when it does not exist."""
+
+        def op(conn: Connection) -> ThreadRow | None:
+            found = _GET.first(conn, {"b_id": thread_id})
+            return thread_from_row(found) if found is not None else None
+
+        return await self._read(op, tx)
+
+    async def update_thread(
+        self, thread_id: str, *, tx: Transaction | None = None, **fields: Any
+    ) -> bool:
+        """Update fields of a thread and set ``updated_at``.
+
+        Args:
+            thread_id: The thread.
+            tx: An open transaction to write in.
+            **fields: Any :class:`ThreadRow` field except ``id``.
+
+        Returns:
+            Whether the thread exists.
+
+        Raises:
+            ValueError: An unknown field name.
+
+        """
+        unknown = (set(fields) - THREAD_FIELDS) | ({"id"} & set(fields))
+        if unknown:
+            raise ValueError(f"update_thread: unknown or read-only fields {sorted(unknown)}")
+        if "updated_at" not in fields:
+            fields["updated_at"] = now_us()
+        keys = tuple(sorted(fields))
+        stmt = _update_statement(keys)
+        params = {f"v_{key}": value for key, value in fields.items()}
+        params["b_id"] = thread_id
+
+        def op(conn: Connection) -> bool:
+            found = stmt.run(conn, params) > 0
+            if found and "tags" in fields:
+                _write_tags(conn, thread_id, list(fields["tags"] or []))
+            return found
+
+        return await self._write(op, tx)
+
+    async def list_threads(
+        self,
+        *,
+        package: str | None = None,
+        agent_id: str | None = None,
+        tag: str | None = None,
+        parent_id: str | None | Unset = UNSET,
+        user_id: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+        tx: Transaction | None = None,
+    ) -> tuple[list[ThreadRow], int]:
+        """List threads, newest first.
+
+        Args:
+            package: Only threads of this package.
+            agent_id: Only threads of this agent.
+            tag: Only threads carrying this tag.
+            parent_id: ``UNSET`` (default): any; ``None``: top-level threads only; an id: the
+                children of that thread.
+            user_id: Only threads of this user.
+            limit: Page size.
+            offset: Rows to skip.
+            tx: An open transaction to read in.
+
+        Returns:
+            The page and the total count matching the filters.
+
+        """
+        c = t.threads.c
+        conditions: list[Any] = []
+        if package is not None:
+            conditions.append(c.package == package)
+        if agent_id is not None:
+            conditions.append(c.agent_id == agent_id)
+        if user_id is not None:
+            conditions.append(c.user_id == user_id)
+        if not isinstance(parent_id, Unset):
+            conditions.append(
+                c.parent_id.is_(None) if parent_id is None else c.parent_id == parent_id
+            )
+        if tag is not None:
+            tags = t.thread_tags.c
+            conditions.append(
+                select(tags.thread_id).where(tags.thread_id == c.id, tags.tag == tag).exists()
+            )
+        page: Select[Any] = (
+            select(t.threads)
+            .where(*conditions)
+            .order_by(c.created_at.desc(), c.id.desc())
+            .limit(limit)
+            .offset(offset)
+        )
+        count = select(func.count()).select_from(t.threads).where(*conditions)
+
+        def op(conn: Connection) -> tuple[list[ThreadRow], int]:
+            rows = [thread_from_row(r) for r in conn.execute(page).mappings()]
+            return rows, int(conn.execute(count).scalar_one())
+
+        return await self._read(op, tx)
+
+    async def descendant_ids(self, thread_id: str, *, tx: Transaction | None = None) -> list[str]:
+        """Ids of every descendant thread (children, grandchildren...), breadth first."""
+        return await self._read(lambda conn: descendants(conn, thread_id), tx)
+
+    async def delete_thread(self, thread_id: str, *, tx: Transaction | None = None) -> list[str]:
+        """Hard-delete a thread, its descendants and every row they own.
+
+        Returns:
+            The deleted thread ids (the thread first), or ``[]`` when it does not exist.
+
+        """
+
+        def op(conn: Connection) -> list[str]:
+            if _GET.first(conn, {"b_id": thread_id}) is None:
+                return []
+            ids = [thread_id, *descendants(conn, thread_id)]
+            for table, column in t.PER_THREAD_TABLES:
+                conn.execute(delete(table).where(table.c[column].in_(ids)))
+            conn.execute(delete(t.threads).where(t.threads.c.id.in_(ids)))
+            return ids
+
+        return await self._write(op, tx)
