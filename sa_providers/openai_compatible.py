@@ -108,6 +108,7 @@ def sa_register_providers(register: Callable[..., None]) -> None:
 
 __all__ = [
     "OPENROUTER",
+    "ChatDialect",
     "OpenAICompatibleProvider",
     "generic",
     "groq",
