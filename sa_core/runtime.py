@@ -11,7 +11,9 @@ task and no connection: a thread's task exists only while it has work.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
+import weakref
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -42,7 +44,7 @@ if TYPE_CHECKING:
         QueueMessageInput,
         ToolAttachment,
     )
-    from sa_core.state import ThreadState
+    from sa_core.state import SharedThread, ThreadState
     from sa_core.store import Store, ThreadRow
 
 DEFAULT_DATABASE = ".sa/sa.db"
@@ -88,6 +90,7 @@ class Runtime:
         self.pack_sources: dict[str, Any] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._kicked: set[str] = set()
+        self._settling: set[str] = set()
         self._initial: dict[str, list[Message]] = {}
         self._background: set[asyncio.Task[Any]] = set()
         self._tables: dict[tuple[str, str], ToolTable] = {}
@@ -95,6 +98,7 @@ class Runtime:
         self._secrets: dict[str, frozenset[str]] = {}
         self._parents: dict[str, str | None] = {}
         self._blocking_waits: set[str] = set()
+        self._live: weakref.WeakValueDictionary[str, SharedThread] = weakref.WeakValueDictionary()
         self._open = False
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -306,11 +310,30 @@ class Runtime:
         return await self._state_for(row)
 
     async def _state_for(self, row: ThreadRow, flow: Flow | None = None) -> ThreadState:
-        from sa_core.state import ThreadState
+        from sa_core.state import SharedThread, ThreadState
 
         self._parents.setdefault(row.id, row.parent_id)
         children = await self.store.list_children(row.id)
-        return ThreadState(self, row, children=children, flow=flow)
+        shared = self._live.get(row.id)
+        if shared is None:
+            shared = SharedThread(row, children)
+            self._live[row.id] = shared
+        else:
+            if shared.row is not row:
+                for item in dataclasses.fields(row):
+                    setattr(shared.row, item.name, getattr(row, item.name))
+            shared.children = children
+        return ThreadState(self, shared, flow=flow)
+
+    async def update_child(self, parent_id: str, reference: str, **fields: Any) -> None:
+        """Update a registry entry in the store and in every live handle of the parent."""
+        await self.store.update_child(parent_id, reference, **fields)
+        shared = self._live.get(parent_id)
+        if shared is not None:
+            shared.children = [
+                e.model_copy(update=fields) if e.reference == reference else e
+                for e in shared.children
+            ]
 
     async def delete_thread(self, thread_id: str) -> list[str]:
         """Hard-delete a thread and its descendants; returns the deleted ids."""
@@ -367,7 +390,7 @@ class Runtime:
                 metadata={"message_id": message_id},
             )
             await self.store.enqueue(thread_id, entry)
-            self._kicked.add(thread_id)
+            self._note_queued(thread_id)
             message = new_message(thread_id, role, content, id=message_id, silent=silent,
                                   attachments=refs or None)
         else:
@@ -402,10 +425,16 @@ class Runtime:
             {"type": "queued", "queue_id": queue_id, "role": data.role, "silent": data.silent},
         )
         if state.thread_id in self._tasks:
-            self._kicked.add(state.thread_id)
+            self._note_queued(state.thread_id)
         else:
             self._kick(state.thread_id, side_for_role(data.role))
         return queue_id
+
+    def _note_queued(self, thread_id: str) -> None:
+        """A running flow drains the queue before each step; only a flow that already finished
+        its last step needs telling that more work arrived."""
+        if thread_id in self._settling:
+            self._kicked.add(thread_id)
 
     def _kick(self, thread_id: str, side: Literal["a", "b"]) -> None:
         if not self._open:
@@ -430,12 +459,15 @@ class Runtime:
                 flow = Flow(self, state, side, initial_messages=self._initial.pop(thread_id, []))
                 state._flow = flow
                 reason = await flow.run()
+                self._settling.add(thread_id)
                 await self._settle(state, flow, reason)
                 queue = await self.store.list_queue(thread_id)
                 if not queue and thread_id not in self._kicked:
                     return
+                self._settling.discard(thread_id)
                 side = side_for_role(queue[0].role) if queue else flow.current_side
         finally:
+            self._settling.discard(thread_id)
             self._tasks.pop(thread_id, None)
             self._initial.pop(thread_id, None)
 
@@ -485,7 +517,7 @@ class Runtime:
         if asyncio.current_task() is not self._tasks.get(state.thread_id):
             await self._cancel(state.thread_id)
         if state.parent_id is not None:
-            await self.store.update_child(state.parent_id, state.thread_id, status="terminated")
+            await self.update_child(state.parent_id, state.thread_id, status="terminated")
 
     async def _set_env(
         self, state: ThreadState, name: str, value: str, type_: str | None

@@ -45,7 +45,16 @@ if TYPE_CHECKING:
     from sa_core.runtime import Runtime
     from sa_core.store import ThreadRow
 
-TEXT_MIME_PREFIXES = ("text/", "application/json", "application/xml", "application/javascript")
+
+
+class SharedThread:
+    """What every live handle of one thread shares: the row and the child registry."""
+
+    __slots__ = ("__weakref__", "children", "row")
+
+    def __init__(self, row: ThreadRow, children: list[SubagentRegistryEntry]) -> None:
+        self.row = row
+        self.children = children
 
 
 class ThreadState:
@@ -54,14 +63,13 @@ class ThreadState:
     def __init__(
         self,
         runtime: Runtime,
-        row: ThreadRow,
+        row: ThreadRow | SharedThread,
         *,
         children: list[SubagentRegistryEntry] | None = None,
         flow: Flow | None = None,
     ) -> None:
         self._runtime = runtime
-        self._row = row
-        self._children = children or []
+        self._shared = row if isinstance(row, SharedThread) else SharedThread(row, children or [])
         self._flow = flow
         self._context: dict[str, Any] = {}
         self._tool_env: Mapping[str, str] = {}
@@ -69,6 +77,22 @@ class ThreadState:
 
     def __repr__(self) -> str:
         return f"<ThreadState {self.thread_id} agent={self.agent_id!r}>"
+
+    @property
+    def _row(self) -> ThreadRow:
+        return self._shared.row
+
+    @_row.setter
+    def _row(self, row: ThreadRow) -> None:
+        self._shared.row = row
+
+    @property
+    def _children(self) -> list[SubagentRegistryEntry]:
+        return self._shared.children
+
+    @_children.setter
+    def _children(self, children: list[SubagentRegistryEntry]) -> None:
+        self._shared.children = children
 
     # -- identity ---------------------------------------------------------------------------
 

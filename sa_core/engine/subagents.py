@@ -473,12 +473,7 @@ def _list_instances(state: ThreadState) -> ToolResult:
 async def _set_entry_status(
     runtime: Runtime, parent_id: str, reference: str, status: str, parent: ThreadState | None = None
 ) -> None:
-    await runtime.store.update_child(parent_id, reference, status=status)
-    if parent is not None:
-        parent._children = [
-            e.model_copy(update={"status": status}) if e.reference == reference else e
-            for e in parent._children
-        ]
+    await runtime.update_child(parent_id, reference, status=status)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -677,7 +672,7 @@ async def forward_status(
         value = call.arguments.get(binding.message_property)
         status = value if isinstance(value, str) else (json.dumps(value) if value is not None else None)
     status = status or result.result or result.error or "running"
-    await state.runtime.store.update_child(state.parent_id, state.thread_id, status=status.strip())
+    await state.runtime.update_child(state.parent_id, state.thread_id, status=status.strip())
 
 
 async def set_status(state: ThreadState, status: str) -> None:
@@ -686,7 +681,7 @@ async def set_status(state: ThreadState, status: str) -> None:
         raise ValueError("set_status needs a non-empty status.")
     if state.parent_id is None:
         return
-    await state.runtime.store.update_child(state.parent_id, state.thread_id, status=status.strip())
+    await state.runtime.update_child(state.parent_id, state.thread_id, status=status.strip())
 
 
 async def notify_parent(state: ThreadState, content: str) -> None:
@@ -744,11 +739,11 @@ async def on_flow_end(state: ThreadState, flow: Flow, reason: str) -> None:
         if not entry.resumable and reason not in ("awaiting_human",):
             outcome_text, failed = NO_TERMINAL_TEXT.format(reason=reason), True
         else:
-            await runtime.store.update_child(state.parent_id, state.thread_id, status="idle")
+            await runtime.update_child(state.parent_id, state.thread_id, status="idle")
             return
     else:
         outcome_text, failed = outcome.content or "", outcome.failed
-    await runtime.store.update_child(
+    await runtime.update_child(
         state.parent_id, state.thread_id, status="failed" if failed else "idle"
     )
     if entry.parent_communication == "explicit":
