@@ -592,6 +592,18 @@ class Runtime:
             return declared
         return declared | {k for k, v in row.env_types.items() if v == "secret"}
 
+    def redact_secrets(self, state: ThreadState, text: str) -> str:
+        """Replace the values of the thread's secret variables in ``text`` with ``[redacted]``.
+
+        Tools may read secrets; whatever they return is scrubbed before it is stored, so a
+        secret never reaches a model, a log or an API response.
+        """
+        for name in self.secret_names(state.scope, state._row):
+            value = state.env_or_none(name)
+            if value and len(value) >= 4 and value in text:
+                text = text.replace(value, "[redacted]")
+        return text
+
     # -- model calls and logs ---------------------------------------------------------------
 
     def provider(self, name: str) -> Provider:

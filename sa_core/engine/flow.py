@@ -538,7 +538,7 @@ class Flow:
                     mapped = None
                 else:
                     refs += found
-        content = result_text(result, mapped)
+        content = self.runtime.redact_secrets(state, result_text(result, mapped))
         terminal = {b.name for b in (config.session_stop, config.session_fail) if b is not None}
         if refs and call.name not in terminal and result.status == "success":
             content += "".join(f'\nAttachment path for "{r.name}": {r.path}' for r in refs)

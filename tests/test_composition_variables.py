@@ -1,0 +1,135 @@
+"""Composition rules around env: scoped-variable bootstrap, immediate subagents, propagation."""
+
+from __future__ import annotations
+
+import pytest
+
+from sa_core import Pack, define_agent, define_model, define_prompt, define_tool
+from sa_core.engine.subagents import variables_request
+from sa_core.testing import FunctionProvider
+
+MODEL = define_model(name="m", provider="test", model="any")
+
+
+def pack_with(entry, *, child_variables=(), worker_prompt="Work."):
+    approve = define_tool(name="approve", description="Approve.", execute=lambda state: "approved")
+    use_key = define_tool(name="use_key", description="Use.", execute=lambda state: f"key={state.env('SERVICE_KEY')}",
+                          variables=list(child_variables))
+    coordinator = define_prompt(name="coordinator", model="m", prompt="Coordinate.", include_chat=True, tools=[entry])
+    worker = define_prompt(name="worker", model="m", prompt=worker_prompt, include_chat=True, tools=["use_key"])
+    reviewer = define_prompt(name="reviewer", model="m", prompt="Review.", include_chat=True, tools=["approve"])
+    child = define_agent(
+        name="child", type="dual_ai", expose_as_tool=True, tool_description="Does work.", max_session_turns=3,
+        side_a={"prompt": "worker"}, side_b={"prompt": "reviewer", "stop_on_response": False, "session_stop": "approve"},
+    )
+    lead = define_agent(name="lead", side_a={"prompt": "coordinator"})
+    return Pack(name="vars", agents=[lead, child], prompts=[coordinator, worker, reviewer], models=[MODEL], tools=[approve, use_key])
+
+
+def by_prompt(**answers):
+    calls = {k: list(v) for k, v in answers.items()}
+
+    def answer(request):
+        key = request.messages[0].content
+        queue = calls.get(key) or []
+        return queue.pop(0) if queue else "fine"
+
+    return FunctionProvider(answer)
+
+
+SCOPED_KEY = [{"name": "SERVICE_KEY", "type": "secret", "required": True, "scoped": True}]
+CREATE = {"tool_calls": [{"name": "subagent_create", "arguments": {"agent": "child", "name": "svc", "message": "use the key", "attachments": []}}]}
+
+
+@pytest.mark.asyncio
+async def test_missing_scoped_variables_defer_the_child_until_provided(sa_runtime_factory):
+    pack = pack_with({"name": "child", "blocking": False, "resumable": {"receives_messages": "side_a"}}, child_variables=SCOPED_KEY)
+    provider = by_prompt(**{
+        "Coordinate.": [CREATE, "waiting for the key"],
+        "Work.": [{"tool_calls": [{"name": "use_key", "arguments": {}}]}, "used it"],
+        "Review.": [{"tool_calls": [{"name": "approve", "arguments": {}}]}],
+    })
+    async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
+        # the parent does not need the scoped variable
+        parent = await rt.create_thread("lead", env={"SERVICE_KEY": "parent-value-is-not-inherited"})
+        await parent.send_message("start")
+        page = await parent.get_messages()
+        row = page.messages[2]
+        assert row.tool_status == "error"
+        data = row.metadata["error_data"]
+        assert row.metadata["error_code"] == "subagent_env_required"
+        assert data["missing"] == ["SERVICE_KEY"] and data["agent"] == "child"
+        request = await variables_request(rt, parent.thread_id, data["request_id"])
+        assert request["missing"] == ["SERVICE_KEY"] and "parent-value" not in str(request)
+        booted = await rt.provide_variables(parent.thread_id, data["request_id"], {"SERVICE_KEY": "child-secret"})
+        assert booted["status"] == "success"
+        await rt.wait_idle(timeout=10)
+        child = await rt.get_thread(booted["child_thread_id"])
+        assert child.env("SERVICE_KEY") == "child-secret"
+        tool_rows = [m for m in (await child.get_messages()).messages if m.name == "use_key"]
+        assert tool_rows[0].content == "key=[redacted]"  # the tool read it; the model never sees it
+        assert await variables_request(rt, parent.thread_id, data["request_id"]) is None
+        # the secret value never reached any model
+        assert not any("child-secret" in repr(r.messages) for r in provider.requests)
+
+
+@pytest.mark.asyncio
+async def test_scoped_variables_are_not_inherited_but_others_are(sa_runtime_factory):
+    pack = pack_with({"name": "child", "blocking": True}, child_variables=[{"name": "SERVICE_KEY", "required": False, "scoped": True}])
+    async with sa_runtime_factory(packs=[pack], providers={"test": by_prompt(**{"Coordinate.": [{"tool_calls": [{"name": "child", "arguments": {"message": "go"}}]}]})}) as rt:
+        parent = await rt.create_thread("lead", env={"SERVICE_KEY": "parent", "REGION": "eu"})
+        await parent.send_message("start")
+        await parent.refresh()
+        child = await parent.get_child_thread(parent.children[0].reference)
+        assert child.env_or_none("SERVICE_KEY") is None
+        assert child.env("REGION") == "eu"
+
+
+@pytest.mark.asyncio
+async def test_set_env_on_a_parent_reaches_active_descendants(sa_runtime_factory):
+    pack = pack_with({"name": "child", "blocking": True})
+    async with sa_runtime_factory(packs=[pack], providers={"test": by_prompt(**{"Coordinate.": [{"tool_calls": [{"name": "child", "arguments": {"message": "go"}}]}]})}) as rt:
+        parent = await rt.create_thread("lead")
+        await parent.send_message("start")
+        await parent.refresh()
+        reference = parent.children[0].reference
+        await parent.set_env("MODE", "strict")
+        child = await rt.get_thread(reference)
+        assert child.env("MODE") == "strict"
+
+
+@pytest.mark.asyncio
+async def test_immediate_subagent_is_created_with_the_thread(sa_runtime_factory):
+    entry = {"name": "child", "blocking": False, "immediate": True, "resumable": {"receives_messages": "side_a", "maxInstances": 2}}
+    pack = pack_with(entry)
+    provider = by_prompt(**{"Review.": [{"tool_calls": [{"name": "approve", "arguments": {}}]}]})
+    async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
+        parent = await rt.create_thread("lead")
+        assert len(parent.children) == 1
+        await rt.wait_idle(timeout=10)
+        await parent.refresh()
+    assert parent.children[0].name == "child"
+    # the child ran before the parent ever took a step; the parent woke only for its report
+    assert provider.requests[0].messages[0].content == "Work."
+    first_parent = next(r for r in provider.requests if r.messages[0].content == "Coordinate.")
+    assert "has returned the following result" in first_parent.messages[-1].content
+
+
+@pytest.mark.asyncio
+async def test_immediate_object_form_fans_out_and_keeps_scoped_env_away_from_models(sa_runtime_factory):
+    entry = {
+        "name": "child", "blocking": False,
+        "immediate": {"nameEnv": "SHOP_NAME", "scopedEnv": ["SHOP_TOKEN"]},
+        "resumable": {"receives_messages": "side_a", "maxInstances": 5},
+    }
+    pack = pack_with(entry)
+    provider = by_prompt()
+    env = {"SHOP_NAME": "north", "SHOP_TOKEN": "tok-1", "SHOP_NAME__2": "south", "SHOP_TOKEN__2": "tok-2"}
+    async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
+        parent = await rt.create_thread("lead", env=env)
+        await rt.wait_idle(timeout=10)
+        await parent.refresh()
+        names = sorted(e.thread_name for e in parent.children)
+        tokens = sorted([(await rt.get_thread(e.reference)).env("SHOP_TOKEN") for e in parent.children])
+    assert names == ["north", "south"] and tokens == ["tok-1", "tok-2"]
+    assert not any("tok-" in repr(r.messages) for r in provider.requests)
