@@ -105,6 +105,56 @@ async def test_sqlite_pragmas(tmp_path: Path) -> None:
         assert await store._read(pragmas) == ["wal", 1, 5000, 1]
 
 
+def test_schema_and_statements_compile_for_postgresql() -> None:
+    from sqlalchemy.dialects.postgresql import asyncpg
+    from sqlalchemy.schema import CreateIndex, CreateTable
+    from sqlmodel import SQLModel
+
+    from sa_core.store import messages, queue, threads
+    from sa_core.store.fast import Prepared
+
+    dialect = asyncpg.dialect()  # type: ignore[no-untyped-call]
+    for table in SQLModel.metadata.sorted_tables:
+        assert "CREATE TABLE" in str(CreateTable(table).compile(dialect=dialect))
+        for index in table.indexes:
+            CreateIndex(index).compile(dialect=dialect)
+    prepared = [
+        value
+        for module in (messages, queue, threads)
+        for value in vars(module).values()
+        if isinstance(value, Prepared)
+    ]
+    assert len(prepared) >= 10
+    for statement in prepared:
+        plan = statement._plan(dialect)
+        assert plan is not None and "$1" in plan.sql
+
+
+@pytest.mark.asyncio
+async def test_prepared_falls_back_to_connection_execute(store: Store) -> None:
+    from sqlalchemy import bindparam, select
+
+    from sa_core.store import tables
+    from sa_core.store.fast import Prepared
+
+    await make_thread(store, "a")
+    await make_thread(store, "b")
+    column = tables.threads.c.id
+    statement = Prepared(
+        select(column).where(column.in_(bindparam("ids", expanding=True))).order_by(column),
+        [column],
+    )
+    rows = await store._read(lambda conn: statement.rows(conn, {"ids": ["a", "b", "c"]}))
+    assert rows == [{"id": "a"}, {"id": "b"}]
+
+
+@pytest.mark.asyncio
+async def test_close_inside_transaction_is_refused(store: Store) -> None:
+    async with store.transaction():
+        with pytest.raises(RuntimeError, match="transaction"):
+            await store.close()
+
+
 # --- threads -----------------------------------------------------------------------------------
 
 
@@ -289,7 +339,9 @@ async def test_message_ordering_and_filters(store: Store) -> None:
         ]
     )
     await store.insert_messages([msg("f")])
-    ids = lambda ms: [m.id for m in ms]  # noqa: E731
+
+    def ids(messages: list[Message]) -> list[str]:
+        return [m.id for m in messages]
 
     page, total = await store.list_messages("t1")
     assert ids(page) == ["a", "b", "e", "f"] and total == 4

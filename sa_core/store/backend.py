@@ -328,6 +328,8 @@ class StoreBase:
         """Close the store's connections (waits for a running write transaction)."""
         if self._closed:
             return
+        if self._ambient() is not None:
+            raise RuntimeError("Close the store after its transaction block, not inside it.")
         async with self._lock:
             self._closed = True
             await self._backend.close()

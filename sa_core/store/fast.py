@@ -48,11 +48,14 @@ class Prepared:
     def __init__(self, stmt: Executable, columns: Sequence[ColumnElement[Any]] = ()) -> None:
         self.stmt = stmt
         self.columns = list(columns)
-        self._plans: dict[Dialect, _Plan | None] = {}
+        self._plans: dict[tuple[Any, ...], _Plan | None] = {}
 
     def _plan(self, dialect: Dialect) -> _Plan | None:
+        # Plans are shared by every engine of the same dialect kind (not kept per instance, so
+        # opening many stores does not grow the cache).
+        key = (type(dialect), dialect.paramstyle, dialect.server_version_info)
         try:
-            return self._plans[dialect]
+            return self._plans[key]
         except KeyError:
             pass
         stmt: Any = self.stmt
@@ -77,7 +80,7 @@ class Prepared:
                 keys=[getattr(column, "key", None) or column.name for column in self.columns],
                 converted=converted,
             )
-        self._plans[dialect] = plan
+        self._plans[key] = plan
         return plan
 
     @staticmethod

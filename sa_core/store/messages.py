@@ -22,6 +22,12 @@ MESSAGE_FIELDS = frozenset(Message.model_fields)
 _JSON_FIELDS = frozenset({"tool_calls", "attachments", "metadata", "reasoning_details"})
 _COLUMN = {"metadata": "meta"}
 _MESSAGE_COLUMNS = [c for c in t.messages.c if c.name != "seq"]
+_STORED = {
+    key: _COLUMN.get(key, key)
+    for key in Message.model_fields
+    if _COLUMN.get(key, key) in t.messages.c and key not in ("seq", "extra")
+}
+"""Message field -> column; any other field (or extra) is kept in the ``extra`` JSON column."""
 _LOG_FIELDS = frozenset(Log.model_fields)
 
 
@@ -64,11 +70,14 @@ _UPDATES: dict[tuple[tuple[str, ...], bool], Prepared] = {}
 
 def message_to_row(message: Message) -> dict[str, Any]:
     """Convert a message to ``messages`` insert parameters (extras go to ``extra``)."""
-    row = message.model_dump(mode="json")
-    params = {
-        f"p_{_COLUMN.get(key, key)}": value for key, value in row.items() if key in MESSAGE_FIELDS
-    }
-    extra = {key: value for key, value in row.items() if key not in MESSAGE_FIELDS}
+    params: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    for key, value in message.model_dump(mode="json").items():
+        column = _STORED.get(key)
+        if column is None:
+            extra[key] = value
+        else:
+            params[f"p_{column}"] = value
     params["p_extra"] = extra or None
     return params
 
