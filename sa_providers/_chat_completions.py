@@ -32,6 +32,7 @@ from sa_providers._stream import (
     ToolCallBuffer,
     data_url,
     dump_arguments,
+    ended_early,
     new_call_id,
     tool_images_note,
 )
@@ -437,6 +438,10 @@ async def chat_stream_chunks(
             return
         for chunk in state.feed(data):
             yield chunk
+    else:
+        if state.finish is None:
+            yield ended_early(provider)
+            return
     for chunk in state.close():
         yield chunk
 

@@ -24,7 +24,13 @@ from sa_core.providers import (
 )
 from sa_providers._chat_completions import effort_for, is_reasoning_model
 from sa_providers._http import SSEEvent, error_code_from_name, sse_json
-from sa_providers._stream import ToolCallBuffer, data_url, dump_arguments, tool_images_note
+from sa_providers._stream import (
+    ToolCallBuffer,
+    data_url,
+    dump_arguments,
+    ended_early,
+    tool_images_note,
+)
 
 FORMAT = "openai-responses-v1"
 
@@ -313,5 +319,4 @@ async def responses_stream_chunks(
             return
         for chunk in state.feed(data):
             yield chunk
-    error = ProviderError(f"{provider}: the stream ended early", "server_error")
-    yield StreamChunk("error", error=str(error), code=error.code)
+    yield ended_early(provider)

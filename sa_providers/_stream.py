@@ -13,7 +13,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from sa_core.providers import ProviderImage, ProviderToolCall, StreamChunk, parse_arguments
+from sa_core.providers import ProviderImage, StreamChunk, parse_arguments
 
 
 def new_call_id() -> str:
@@ -37,21 +37,13 @@ def tool_images_note(tool_name: str | None, call_id: str | None) -> str:
     return f"Images returned by tool {tool_name or 'call'} ({call_id or 'unknown id'}):"
 
 
-def tool_calls_from(response_calls: list[ProviderToolCall]) -> list[StreamChunk]:
-    """Start and done chunks for complete tool calls (non-streaming wire formats)."""
-    chunks: list[StreamChunk] = []
-    for call in response_calls:
-        chunks.append(StreamChunk("tool-call-start", id=call.id, name=call.name))
-        chunks.append(
-            StreamChunk(
-                "tool-call-done",
-                id=call.id,
-                name=call.name,
-                arguments=call.arguments,
-                extra_content=call.extra_content,
-            )
-        )
-    return chunks
+def ended_early(provider: str) -> StreamChunk:
+    """Return the error chunk for a stream that closed before the model finished."""
+    return StreamChunk(
+        "error",
+        error=f"{provider}: the stream ended before the model finished",
+        code="server_error",
+    )
 
 
 @dataclass(slots=True)

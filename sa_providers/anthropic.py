@@ -28,7 +28,7 @@ from sa_core.providers import (
 )
 from sa_hooks import hookimpl
 from sa_providers._http import HTTPProvider, SSEEvent, error_code_from_name, sse_json
-from sa_providers._stream import ToolCallBuffer
+from sa_providers._stream import ToolCallBuffer, ended_early
 
 FORMAT = "anthropic-claude-v1"
 API_VERSION = "2023-06-01"
@@ -322,6 +322,10 @@ async def anthropic_stream_chunks(
             break
         for chunk in state.feed(data):
             yield chunk
+    else:
+        if state.stop_reason is None:
+            yield ended_early(provider)
+            return
     for chunk in state.close():
         yield chunk
 

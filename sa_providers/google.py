@@ -29,7 +29,7 @@ from sa_core.providers import (
 from sa_hooks import hookimpl
 from sa_providers._gemini_schema import function_parameters
 from sa_providers._http import HTTPProvider, SSEEvent, error_code_from_name, sse_json
-from sa_providers._stream import new_call_id
+from sa_providers._stream import ended_early, new_call_id
 
 FORMAT = "google-gemini-v1"
 EFFORT_BUDGETS = {"low": 1024, "medium": 8192, "high": 24576}
@@ -338,6 +338,9 @@ async def gemini_stream_chunks(
             return
         for chunk in reader.feed(data):
             yield chunk
+    if reader.finish is None and not reader.blocked:
+        yield ended_early(provider)
+        return
     for chunk in reader.close():
         yield chunk
 

@@ -298,6 +298,19 @@ async def test_stream_error_events_become_error_chunks() -> None:
     assert caught.value.code == "server_error"
 
 
+@pytest.mark.asyncio
+async def test_a_stream_cut_before_message_stop_is_an_error() -> None:
+    events = [
+        'event: message_start\ndata: {"type": "message_start", "message": {"id": "m"}}',
+        'event: content_block_delta\ndata: {"type": "content_block_delta", "index": 0, '
+        '"delta": {"type": "text_delta", "text": "Half"}}',
+    ]
+    provider = AnthropicProvider(transport=sse_transport(events))
+    with pytest.raises(ProviderError, match="ended before the model finished") as caught:
+        await collect_stream(provider.stream(_request()))
+    assert caught.value.code == "server_error"
+
+
 # ---------------------------------------------------------------------------------------------
 # Errors
 # ---------------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from replay import (
 
 from sa_core.errors import MissingKeyError, ProviderError
 from sa_core.providers import (
+    ProviderImage,
     ProviderMessage,
     ProviderRequest,
     ProviderTool,
@@ -238,18 +239,24 @@ async def test_provider_options_deep_merge_into_the_body() -> None:
 
 @pytest.mark.asyncio
 async def test_tool_results_find_their_function_name_from_the_call() -> None:
+    image = ProviderImage("aGVsbG8=", "image/png")
     messages = [
         ProviderMessage("user", "go"),
         ProviderMessage("assistant", "calling", tool_calls=[ProviderToolCall("c1", "look", {})]),
-        ProviderMessage("tool", "found", tool_call_id="c1"),
+        ProviderMessage("tool", "found", tool_call_id="c1", images=[image]),
     ]
     body = await _sent_body(_request(messages=messages))
     assert body["contents"][1] == {
         "role": "model",
         "parts": [{"text": "calling"}, {"functionCall": {"id": "c1", "name": "look", "args": {}}}],
     }
-    response = body["contents"][2]["parts"][0]["functionResponse"]
-    assert response == {"id": "c1", "name": "look", "response": {"result": "found"}}
+    response, inline = body["contents"][2]["parts"]
+    assert response["functionResponse"] == {
+        "id": "c1",
+        "name": "look",
+        "response": {"result": "found"},
+    }
+    assert inline == {"inlineData": {"mimeType": "image/png", "data": "aGVsbG8="}}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -278,6 +285,14 @@ async def test_stream_error_objects_become_error_chunks() -> None:
     provider = GoogleProvider(transport=sse_transport([event]))
     chunks = [c async for c in provider.stream(_request())]
     assert [(c.type, c.code) for c in chunks] == [("error", "rate_limit")]
+
+
+@pytest.mark.asyncio
+async def test_a_stream_cut_before_the_finish_reason_is_an_error() -> None:
+    event = "data: " + json.dumps({"candidates": [{"content": {"parts": [{"text": "Ha"}]}}]})
+    provider = GoogleProvider(transport=sse_transport([event]))
+    chunks = [c async for c in provider.stream(_request())]
+    assert (chunks[-1].type, chunks[-1].code) == ("error", "server_error")
 
 
 @pytest.mark.asyncio

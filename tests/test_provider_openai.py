@@ -303,6 +303,33 @@ async def test_tool_result_images_follow_the_tool_results_as_a_user_message() ->
 
 
 @pytest.mark.asyncio
+async def test_responses_api_sends_tool_images_as_a_following_user_message() -> None:
+    seen: list[httpx.Request] = []
+    payload = {"id": "r", "status": "completed", "output": []}
+    provider = OpenAIProvider(transport=json_transport(payload, seen=seen))
+    call = ProviderMessage("assistant", tool_calls=[ProviderToolCall("c1", "shot", {"x": 1})])
+    image = ProviderImage("aGVsbG8=", "image/png")
+    result = ProviderMessage("tool", "saved", tool_call_id="c1", tool_name="shot", images=[image])
+    request = _request(
+        messages=[ProviderMessage("user", "go"), call, result],
+        provider_options={"api": "responses"},
+    )
+    await provider.generate(request)
+    items = json.loads(seen[0].content)["input"]
+    assert [i.get("type", i.get("role")) for i in items] == [
+        "user",
+        "function_call",
+        "function_call_output",
+        "user",
+    ]
+    assert items[1]["arguments"] == '{"x": 1}'
+    assert items[3]["content"][1] == {
+        "type": "input_image",
+        "image_url": "data:image/png;base64,aGVsbG8=",
+    }
+
+
+@pytest.mark.asyncio
 async def test_responses_body_maps_tool_choice_and_max_tokens() -> None:
     seen: list[httpx.Request] = []
     payload = {"id": "r", "status": "completed", "output": []}

@@ -216,9 +216,17 @@ async def test_reasoning_deltas_and_detail_pieces_are_merged() -> None:
 @pytest.mark.asyncio
 async def test_detail_only_reasoning_is_shown_as_text() -> None:
     piece = {"type": "reasoning.summary", "summary": "Short plan", "index": 0}
-    events = [_data({"choices": [{"delta": {"reasoning_details": [piece]}}]})]
+    events = [_data({"choices": [{"delta": {"reasoning_details": [piece]}}]}), "data: [DONE]"]
     response = await collect_stream(_stream_iter(events))
     assert response.reasoning == "Short plan"
+
+
+@pytest.mark.asyncio
+async def test_a_stream_cut_before_the_finish_is_an_error() -> None:
+    events = [_data({"choices": [{"delta": {"content": "Half an ans"}}]})]
+    chunks = await _stream(events)
+    assert chunks[-1].type == "error" and chunks[-1].code == "server_error"
+    assert "ended before the model finished" in (chunks[-1].error or "")
 
 
 @pytest.mark.asyncio
