@@ -325,6 +325,7 @@ class _ChatStream:
     provider: str
     tools: ToolCallBuffer = field(default_factory=ToolCallBuffer)
     details: dict[Any, dict[str, Any]] = field(default_factory=dict)
+    keys: dict[int, Any] = field(default_factory=dict)
     reasoning_open: bool = False
     reasoning_fields: bool = False
     content_started: bool = False
@@ -384,11 +385,19 @@ class _ChatStream:
             elif value is not None:
                 current[name] = value
 
+    def _key(self, call: dict[str, Any]) -> Any:
+        index, call_id = call.get("index"), call.get("id")
+        if index is None:
+            return call_id or self.tools.last_key or 0
+        key = self.keys.get(index, index)
+        if call_id and self.tools.id_of(key) not in (None, call_id):
+            key = (index, call_id)  # a server that reuses one index for several calls
+        self.keys[index] = key
+        return key
+
     def _tool(self, call: dict[str, Any]) -> list[StreamChunk]:
         function = call.get("function") or {}
-        key: Any = call.get("index")
-        if key is None:
-            key = call.get("id") or self.tools.last_key or 0
+        key = self._key(call)
         out = self.tools.start(key, call.get("id"), function.get("name"), call.get("extra_content"))
         if not out and call.get("extra_content"):
             self.tools.set_extra(key, call["extra_content"])

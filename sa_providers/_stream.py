@@ -85,6 +85,11 @@ class ToolCallBuffer:
             call.extra = {**(call.extra or {}), **extra}
         return []
 
+    def id_of(self, key: Any) -> str | None:
+        """Return the id of the call open under ``key``, if any."""
+        call = self._calls.get(key)
+        return call.id if call is not None else None
+
     def has(self, key: Any) -> bool:
         """Whether a call is open under ``key``."""
         return key in self._calls

@@ -172,6 +172,26 @@ async def test_tool_calls_without_index_or_with_object_arguments_are_assembled()
     assert response.finish_reason == "tool_calls"
 
 
+@pytest.mark.asyncio
+async def test_calls_sharing_one_index_stay_separate() -> None:
+    def call(call_id: str, name: str) -> str:
+        function = {"name": name, "arguments": '{"a": 2}'}
+        return _data(
+            {
+                "choices": [
+                    {"delta": {"tool_calls": [{"index": 0, "id": call_id, "function": function}]}}
+                ]
+            }
+        )
+
+    events = [call("a", "add"), call("b", "mul"), "data: [DONE]"]
+    response = await collect_stream(_stream_iter(events))
+    assert [(c.id, c.name, c.arguments) for c in response.tool_calls] == [
+        ("a", "add", {"a": 2}),
+        ("b", "mul", {"a": 2}),
+    ]
+
+
 def _stream_iter(events: list[str]) -> Any:
     return ollama(transport=sse_transport(events)).stream(_request())
 
