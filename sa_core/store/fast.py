@@ -26,10 +26,12 @@ Processor = Callable[[Any], Any]
 @dataclass(slots=True)
 class _Plan:
     sql: str
-    names: list[str]
     defaults: list[Any]
-    required: list[bool]
-    binders: list[Processor | None]
+    """Positional values: literals of the statement, caller slots overwritten per call."""
+    slots: list[tuple[int, str]]
+    """(position, bindparam name) of each value the caller passes."""
+    binders: list[tuple[int, Processor]]
+    """(position, bind processor) of the values the column type converts (JSON, ...)."""
     keys: list[str]
     converted: list[tuple[int, Processor]]
 
@@ -69,14 +71,16 @@ class Prepared:
                 processor: Any = column.type.dialect_impl(dialect).result_processor(dialect, None)
                 if processor is not None:
                     converted.append((index, processor))
+            binders: list[tuple[int, Processor]] = []
+            for index, name in enumerate(names):
+                binder: Any = binds[name].type.dialect_impl(dialect).bind_processor(dialect)
+                if binder is not None:
+                    binders.append((index, binder))
             plan = _Plan(
                 sql=compiled.string,
-                names=names,
                 defaults=[binds[name].value for name in names],
-                required=[binds[name].required for name in names],
-                binders=[
-                    binds[name].type.dialect_impl(dialect).bind_processor(dialect) for name in names
-                ],
+                slots=[(i, name) for i, name in enumerate(names) if binds[name].required],
+                binders=binders,
                 keys=[getattr(column, "key", None) or column.name for column in self.columns],
                 converted=converted,
             )
@@ -85,18 +89,15 @@ class Prepared:
 
     @staticmethod
     def _args(plan: _Plan, params: Mapping[str, Any]) -> tuple[Any, ...]:
-        args = []
-        for name, default, required, binder in zip(
-            plan.names, plan.defaults, plan.required, plan.binders, strict=True
-        ):
-            if name in params:
-                value = params[name]
-            elif required:
-                raise KeyError(f"Missing value for bound parameter {name!r}")
-            else:
-                value = default
-            args.append(binder(value) if binder is not None else value)
-        return tuple(args)
+        values = plan.defaults.copy()
+        try:
+            for index, name in plan.slots:
+                values[index] = params[name]
+        except KeyError as missing:
+            raise KeyError(f"Missing value for bound parameter {missing}") from None
+        for index, binder in plan.binders:
+            values[index] = binder(values[index])
+        return tuple(values)
 
     def run(self, conn: Connection, params: Mapping[str, Any]) -> int:
         """Execute without fetching rows; returns the affected row count."""
