@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from sa_core.registry import PackScope, Registry
     from sa_core.spec import (
         AttachmentRef,
+        Log,
         Message,
         ModelDefinition,
         Pack,
@@ -91,6 +92,7 @@ class Runtime:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._kicked: set[str] = set()
         self._settling: set[str] = set()
+        self._queued: set[str] = set()
         self._initial: dict[str, list[Message]] = {}
         self._background: set[asyncio.Task[Any]] = set()
         self._tables: dict[tuple[str, str], ToolTable] = {}
@@ -390,6 +392,7 @@ class Runtime:
                 metadata={"message_id": message_id},
             )
             await self.store.enqueue(thread_id, entry)
+            self._queued.add(thread_id)
             self._note_queued(thread_id)
             message = new_message(thread_id, role, content, id=message_id, silent=silent,
                                   attachments=refs or None)
@@ -420,6 +423,7 @@ class Runtime:
         refs = await self.attachment_refs(state, data.attachments)
         entry = data.model_copy(update={"attachments": refs})
         queue_id = await self.store.enqueue(state.thread_id, entry)
+        self._queued.add(state.thread_id)
         self.events.publish(
             state.thread_id,
             {"type": "queued", "queue_id": queue_id, "role": data.role, "silent": data.silent},
@@ -627,11 +631,14 @@ class Runtime:
         reasoning: ReasoningConfig | None = None,
         message_id: str | None = None,
         depth: int = 0,
-    ) -> tuple[ProviderResponse, str | None]:
+    ) -> tuple[ProviderResponse, Log]:
         """Call a model with retries and fallbacks; stream deltas to subscribers; log attempts.
 
+        Failed attempts are logged at once. The successful attempt's log row is returned
+        unsaved, so the caller can store it in the same transaction as the message it produced.
+
         Returns:
-            The response and the id of the successful attempt's log row.
+            The response and the successful attempt's (unsaved) log row.
         """
         from sa_core.engine.retry import ModelAttempt, call_model
         from sa_core.providers import ProviderRequest, ProviderTool, StreamChunk
@@ -683,12 +690,19 @@ class Runtime:
                 {"type": kind, "message_id": message_id, "depth": depth, "chunk": chunk.delta},
             )
 
+        succeeded: list[Log] = []
+
         async def on_attempt(record: Any) -> None:
             data = _attempt_data(record)
             data["message_id"] = message_id
             if log_ids:
                 data["retry_of_log_id"] = log_ids[-1]
-            log_ids.append(await self.log(thread_id, "llm_call", data))
+            if record.error is None:
+                log = new_log("llm_call", data)
+                log_ids.append(log.id)
+                succeeded.append(log)
+            else:
+                log_ids.append(await self.log(thread_id, "llm_call", data))
 
         first = float(os.environ.get("STANDARD_AGENTS_STREAM_FIRST_CHUNK_TIMEOUT_MS", 120000)) / 1000
         stall = float(os.environ.get("STANDARD_AGENTS_STREAM_STALL_TIMEOUT_MS", 45000)) / 1000
@@ -699,15 +713,11 @@ class Runtime:
             first_chunk_timeout=first,
             stall_timeout=stall,
         )
-        return response, (log_ids[-1] if log_ids else None)
+        return response, succeeded[-1]
 
     async def log(self, thread_id: str, kind: str, data: dict[str, Any]) -> str:
         """Append a log row to a thread; returns its id."""
-        from sa_core.engine.messages import new_id
-        from sa_core.spec import Log
-        from sa_core.store import now_us
-
-        log = Log(id=new_id(), type=kind, data=data, created_at=now_us())
+        log = new_log(kind, data)
         await self.store.insert_log(thread_id, log)
         return log.id
 
@@ -724,6 +734,15 @@ class Runtime:
         from sa_core.engine.subagents import provide_variables
 
         return await provide_variables(self, parent_thread_id, request_id, dict(env))
+
+
+def new_log(kind: str, data: dict[str, Any]) -> Log:
+    """A log row with a fresh id and time (not yet stored)."""
+    from sa_core.engine.messages import new_id
+    from sa_core.spec import Log
+    from sa_core.store import now_us
+
+    return Log(id=new_id(), type=kind, data=data, created_at=now_us())
 
 
 def _attempt_data(record: Any) -> dict[str, Any]:

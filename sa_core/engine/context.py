@@ -106,6 +106,7 @@ async def to_provider_messages(
     images_allowed: bool = True,
     recent_image_threshold: int = 10,
     read_file: FileReader | None = None,
+    cache: dict[tuple[str, Side], ProviderMessage] | None = None,
 ) -> list[ProviderMessage]:
     """Turn stored messages into provider messages from the acting side's perspective.
 
@@ -137,20 +138,22 @@ async def to_provider_messages(
             continue
         mine = author_side(message) == acting
         if mine:
-            calls = [
-                ProviderToolCall(c.id, c.name, c.arguments, c.extra_content)
-                for c in (message.tool_calls or [])
-            ]
-            out.append(
-                ProviderMessage(
+            key = (message.id, acting)
+            converted = cache.get(key)
+            if converted is None:
+                converted = ProviderMessage(
                     "assistant",
                     message.content,
-                    tool_calls=calls,
+                    tool_calls=[
+                        ProviderToolCall(c.id, c.name, c.arguments, c.extra_content)
+                        for c in (message.tool_calls or [])
+                    ],
                     reasoning=message.reasoning_content,
                     reasoning_details=message.reasoning_details,
                 )
-            )
-            for call in calls:
+                cache[key] = converted
+            out.append(converted)
+            for call in converted.tool_calls:
                 result = results.get(call.id)
                 if result is None:
                     out.append(
@@ -162,16 +165,28 @@ async def to_provider_messages(
                         )
                     )
                 else:
-                    images = await _images(result, images_allowed, read_file)
-                    out.append(
-                        ProviderMessage(
+                    tool_key = (result.id, acting)
+                    tool_message = cache.get(tool_key)
+                    if tool_message is None:
+                        tool_message = ProviderMessage(
                             "tool",
                             result.content or "",
                             tool_call_id=call.id,
                             tool_name=call.name,
-                            images=images,
+                            images=await _images(result, images_allowed, read_file),
                         )
-                    )
+                        if not result.attachments:
+                            cache[tool_key] = tool_message
+                    out.append(tool_message)
+            continue
+        if not message.attachments:
+            key = (message.id, acting)
+            converted = cache.get(key)
+            if converted is None:
+                converted = ProviderMessage("user", message.content or "")
+                cache[key] = converted
+            if converted.content:
+                out.append(converted)
             continue
         content = message.content or ""
         images: list[ProviderImage] = []
@@ -184,6 +199,64 @@ async def to_provider_messages(
             continue
         out.append(ProviderMessage("user", content, images=images))
     return out
+
+
+class IncrementalConverter:
+    """Per-flow conversion that only converts what is new since the previous step.
+
+    A step's input is usually the previous step's input plus the messages that step created.
+    When the old input is a prefix of the new one (same ids, same acting side) and converting it
+    neither synthesised a missing tool result nor depended on image recency, the previous
+    output is reused and only the suffix is converted.
+    """
+
+    def __init__(self) -> None:
+        self._ids: list[str] = []
+        self._output: list[ProviderMessage] = []
+        self._acting: Side | None = None
+        self._reusable = False
+        self.cache: dict[tuple[str, Side], ProviderMessage] = {}
+
+    async def convert(
+        self,
+        messages: Sequence[Message],
+        *,
+        acting: Side,
+        images_allowed: bool = True,
+        recent_image_threshold: int = 10,
+        read_file: FileReader | None = None,
+    ) -> list[ProviderMessage]:
+        """Like :func:`to_provider_messages`, reusing the previous result where it can."""
+        ids = [m.id for m in messages]
+        known = len(self._ids)
+        options = {
+            "acting": acting,
+            "images_allowed": images_allowed,
+            "recent_image_threshold": recent_image_threshold,
+            "read_file": read_file,
+            "cache": self.cache,
+        }
+        if self._reusable and acting == self._acting and known and ids[:known] == self._ids:
+            suffix = messages[known:]
+            converted = await to_provider_messages(suffix, **options)  # type: ignore[arg-type]
+            output = self._output + converted
+            reusable = _self_contained(suffix, acting, converted)
+        else:
+            output = await to_provider_messages(messages, **options)  # type: ignore[arg-type]
+            reusable = _self_contained(messages, acting, output)
+        self._ids, self._output, self._acting, self._reusable = ids, output, acting, reusable
+        return list(output)
+
+
+def _self_contained(
+    messages: Sequence[Message], acting: Side, output: Sequence[ProviderMessage]
+) -> bool:
+    """Whether a converted range can be kept as a prefix: no attachments (image recency moves
+    with every step) and no synthesised missing results (a late result would change them)."""
+    if any(m.attachments for m in messages):
+        return False
+    return not any(m.role == "tool" and m.content is not None and m.content.startswith(
+        "Tool result missing from conversation history") for m in output)
 
 
 def _is_image(mime: str) -> bool:

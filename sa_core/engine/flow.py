@@ -18,12 +18,19 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from sa_core.engine.context import (
     SIDE_ROLE,
+    IncrementalConverter,
     Side,
     dumps_compact,
     registry_system_message,
-    to_provider_messages,
 )
-from sa_core.engine.messages import create_message, create_messages, new_message, update_message
+from sa_core.engine.messages import (
+    complete_prepared,
+    create_message,
+    create_messages,
+    new_message,
+    prepare_message,
+    update_message,
+)
 from sa_core.providers import ProviderMessage, ReasoningConfig
 from sa_core.spec import (
     AttachmentRef,
@@ -153,9 +160,11 @@ class Flow:
         self.last_text = ""
         self.prompt_path: list[str] = []
         self._forced: Side | None = None
-        self._history: list[Message] | None = None
+        self._before: list[Message] | None = None
+        self._before_filtered: dict[bool, list[Message]] = {}
         self._error_streak: tuple[str, int] = ("", 0)
         self._pending: Message | None = None
+        self._converter = IncrementalConverter()
         self._unanswered: list[ToolCall] = []
         execution = dict(state._row.execution)
         turns = execution.get("turns") or {}
@@ -190,8 +199,6 @@ class Flow:
     def remember(self, message: Message) -> None:
         """Add a message created during this flow to the live history."""
         self.messages.append(message)
-        if self._history is not None and message.depth == 0 and message.parent_id is None:
-            self._history.append(message)
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -326,14 +333,24 @@ class Flow:
         return self.scope.prompt(config.prompt)
 
     async def _context_messages(self, prompt: PromptDefinition) -> list[Message]:
-        if prompt.include_chat and self.depth == 0:
-            if self._history is None:
-                self._history = await self.runtime.store.history(self.state.thread_id)
-            messages = self._history
-            if not prompt.include_past_tools:
-                messages = _without_past_tools(messages, {m.id for m in self.messages})
-            return [m for m in messages if m.status != "pending"]
-        return [m for m in self.messages if m.status != "pending"]
+        """The stored messages a step sees.
+
+        Without ``include_chat``: this flow's messages. With it: the history from before the
+        flow (loaded and filtered once per flow; earlier turns' tool traffic dropped unless
+        ``include_past_tools``) followed by this flow's messages.
+        """
+        current = [m for m in self.messages if m.status != "pending"]
+        if not (prompt.include_chat and self.depth == 0):
+            return current
+        if self._before is None:
+            history = await self.runtime.store.history(self.state.thread_id)
+            in_flow = {m.id for m in self.messages}
+            self._before = [m for m in history if m.id not in in_flow and m.status != "pending"]
+        before = self._before_filtered.get(prompt.include_past_tools)
+        if before is None:
+            before = self._before if prompt.include_past_tools else _without_past_tools(self._before)
+            self._before_filtered[prompt.include_past_tools] = before
+        return before + [m for m in current if m.depth == 0 and m.parent_id is None]
 
     async def _step(self, side: Side, config: SideConfig) -> StepResult:
         runtime = self.runtime
@@ -356,7 +373,7 @@ class Flow:
             listing = registry_system_message(state._children)
             if listing:
                 provider_messages.append(ProviderMessage("system", listing))
-        provider_messages += await to_provider_messages(
+        provider_messages += await self._converter.convert(
             history,
             acting=side,
             images_allowed=model.capabilities.supports_images,
@@ -378,15 +395,19 @@ class Flow:
             prompt=prompt.name,
             request_sent_at=now_us(),
         )
-        pending = await create_message(state, pending)
-        self._pending = pending
+        watched = runtime.events.has_listeners
+        if watched:
+            pending = await create_message(state, pending)
+            self._pending = pending
+        else:
+            pending = await prepare_message(state, pending)
         tools = [t for t in offered.values()] if model.capabilities.supports_tool_calls else []
         reasoning = None
         if prompt.reasoning is not None:
             reasoning = ReasoningConfig(
                 prompt.reasoning.effort, prompt.reasoning.max_tokens, prompt.reasoning.exclude
             )
-        response, log_id = await runtime.call_model(
+        response, log = await runtime.call_model(
             state,
             model,
             provider_messages,
@@ -428,9 +449,15 @@ class Flow:
             "reasoning_details": response.reasoning_details,
             "status": "completed",
             "response_completed_at": now_us(),
-            "log_id": log_id,
+            "log_id": log.id,
         }
-        message = await update_message(state, pending.id, updates) or pending.model_copy(update=updates)
+        async with runtime.store.transaction():
+            await runtime.store.insert_log(state.thread_id, log)
+            if watched:
+                updated = await update_message(state, pending.id, updates)
+            else:
+                updated = await complete_prepared(state, pending, updates)
+        message = updated or pending.model_copy(update=updates)
         if isinstance(message.tool_calls, list) and message.tool_calls and not isinstance(message.tool_calls[0], ToolCall):
             message = message.model_copy(update={"tool_calls": calls})
         self._pending = None
@@ -566,8 +593,13 @@ class Flow:
     # -- queue, handoff, sessions -----------------------------------------------------------
 
     async def _drain_queue(self) -> None:
+        """Move queued entries into the thread. Every queue write in this process flags the
+        thread, so after the flow's first drain an unflagged thread is known to be empty."""
         runtime = self.runtime
         state = self.state
+        if self.step_count and state.thread_id not in runtime._queued:
+            return
+        runtime._queued.discard(state.thread_id)
         entries = await runtime.store.drain_queue(state.thread_id)
         if not entries:
             return
@@ -661,13 +693,11 @@ class Flow:
         self.stopped_by = "step_error"
 
 
-def _without_past_tools(messages: list[Message], current: set[str]) -> list[Message]:
-    """Drop tool traffic of earlier turns; this flow's tool loop stays visible."""
+def _without_past_tools(messages: list[Message]) -> list[Message]:
+    """Drop the tool traffic of earlier turns (calls are stripped, results removed)."""
     kept: list[Message] = []
     for message in messages:
-        if message.id in current:
-            kept.append(message)
-        elif message.role == "tool":
+        if message.role == "tool":
             continue
         elif message.tool_calls:
             if (message.content or "").strip():

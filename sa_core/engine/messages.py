@@ -80,6 +80,32 @@ async def update_message(
     return updated
 
 
+async def prepare_message(state: ThreadState, message: Message) -> Message:
+    """Run ``before_create_message`` without storing (see :func:`complete_prepared`)."""
+    return await _before_create(state, message)
+
+
+async def complete_prepared(
+    state: ThreadState, message: Message, updates: dict[str, Any]
+) -> Message:
+    """Store a prepared message with its updates applied, as one insert.
+
+    The hook sequence is the same as create-then-update: ``before_create_message`` already ran
+    in :func:`prepare_message`; here ``before_update_message`` shapes the updates, then both
+    ``after_*`` hooks observe the stored message. Used when no one watches the pending row.
+    """
+    runtime = state.runtime
+    changed = await runtime.host.chain(
+        "before_update_message", updates, state=state, message_id=message.id
+    )
+    stored = Message.model_validate({**message.__dict__, **dict(changed)})
+    await runtime.store.insert_messages([stored])
+    await runtime.host.notify("after_create_message", state=state, message=stored)
+    await runtime.host.notify("after_update_message", state=state, message=stored)
+    publish_message(state, stored)
+    return stored
+
+
 def publish_message(state: ThreadState, message: Message) -> None:
     """Send a ``message_data`` frame for a stored message."""
     events = state.runtime.events

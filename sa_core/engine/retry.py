@@ -124,32 +124,39 @@ class _Guarded:
     emitted: bool = False
 
     async def chunks(self) -> AsyncIterator[StreamChunk]:
+        # One deadline rescheduled per chunk (no task per chunk, unlike wait_for); it is lifted
+        # while the consumer handles a chunk, so only the provider's silence counts.
         iterator = aiter(self.entry.provider.stream(self.entry.request))
+        loop = asyncio.get_running_loop()
         timeout, what = self.first_chunk_timeout, "first chunk"
         try:
-            while True:
-                try:
-                    chunk = await asyncio.wait_for(anext(iterator), _limit(timeout))
-                except StopAsyncIteration:
-                    return
-                except TimeoutError:
-                    raise ProviderError(
-                        f"{self.entry.provider.name}: no {what} from model "
-                        f"{self.entry.request.model} within {timeout:g}s",
-                        "timeout",
-                        provider=self.entry.provider.name,
-                    ) from None
-                if chunk.type in _OUTPUT_CHUNKS:
-                    self.emitted = True
-                    if self.first_output is None:
-                        self.first_output = time.monotonic()
-                if chunk.type != "error":
+            async with asyncio.timeout(None) as deadline:
+                while True:
+                    limit = _limit(timeout)
+                    deadline.reschedule(None if limit is None else loop.time() + limit)
                     try:
-                        await _notify(self.on_chunk, chunk)
-                    except Exception as exc:
-                        raise _CallbackFailed(exc) from exc
-                yield chunk
-                timeout, what = self.stall_timeout, "chunk"
+                        chunk = await anext(iterator)
+                    except StopAsyncIteration:
+                        return
+                    deadline.reschedule(None)
+                    if chunk.type in _OUTPUT_CHUNKS:
+                        self.emitted = True
+                        if self.first_output is None:
+                            self.first_output = time.monotonic()
+                    if chunk.type != "error":
+                        try:
+                            await _notify(self.on_chunk, chunk)
+                        except Exception as exc:
+                            raise _CallbackFailed(exc) from exc
+                    yield chunk
+                    timeout, what = self.stall_timeout, "chunk"
+        except TimeoutError:
+            raise ProviderError(
+                f"{self.entry.provider.name}: no {what} from model "
+                f"{self.entry.request.model} within {timeout:g}s",
+                "timeout",
+                provider=self.entry.provider.name,
+            ) from None
         finally:
             close = getattr(iterator, "aclose", None)
             if close is not None:

@@ -1,0 +1,126 @@
+"""``sa run AGENT``: an interactive terminal chat with a thread.
+
+Replies stream as they arrive; tool calls show as they start and finish. ``--thread`` resumes a
+thread; ``--test-provider`` answers every model with the unscripted test provider, for trying a
+pack without API keys.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from sa_core.runtime import Runtime
+    from sa_core.state import ThreadState
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``run`` command."""
+    parser = subparsers.add_parser("run", help="Chat with an agent in the terminal.")
+    parser.add_argument("agent", help="Agent name (or package/agent).")
+    parser.add_argument("--pack", action="append", default=[], help="Module or path of a pack to load.")
+    parser.add_argument("--db", default=None, help="Database URL (default sqlite:///.sa/sa.db).")
+    parser.add_argument("--thread", default=None, help="Resume this thread id.")
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="Thread variable.")
+    parser.add_argument(
+        "--test-provider",
+        action="store_true",
+        help="Answer every model with the offline test provider (no API keys needed).",
+    )
+    parser.set_defaults(func=run_command)
+
+
+async def run_command(args: argparse.Namespace) -> int:
+    """Entry point of ``sa run``."""
+    from sa_core.packloader import load_packs_from
+    from sa_core.runtime import Runtime
+
+    packs = [pack for target in args.pack for pack in load_packs_from(target)]
+    runtime = Runtime(packs=packs, database_url=args.db)
+    await runtime.start()
+    try:
+        if args.test_provider:
+            from sa_core.testing import TestProvider
+
+            names = {m.provider for s in runtime.registry.scopes.values() for m in s.models.values()}
+            runtime.providers.update({name: TestProvider(name=name) for name in names})
+        env = dict(item.split("=", 1) for item in args.env if "=" in item)
+        if args.thread:
+            thread = await runtime.get_thread(args.thread)
+        else:
+            thread = await runtime.create_thread(args.agent, env=_declared_env(runtime, args.agent, env))
+        print(f"Thread {thread.thread_id} with {thread.agent_id}. Ctrl-D to quit.", file=sys.stderr)
+        await chat(runtime, thread, sys.stdin, sys.stdout)
+    finally:
+        await runtime.close()
+    return 0
+
+
+def _declared_env(runtime: Runtime, agent_name: str, given: dict[str, str]) -> dict[str, str]:
+    """Given values, plus process-environment values of variables the agent's graph declares."""
+    from sa_core.engine.variables import graph_variables
+
+    agent, scope = runtime._resolve_agent(agent_name, None)
+    env = dict(given)
+    for declared in graph_variables(scope, agent):
+        name = declared.variable.name
+        if name not in env and name in os.environ:
+            env[name] = os.environ[name]
+    return env
+
+
+async def chat(runtime: Runtime, thread: ThreadState, stdin: TextIO, stdout: TextIO) -> None:
+    """Read lines, send them, print streamed replies and tool activity until EOF."""
+    while True:
+        stdout.write("\nyou> ")
+        stdout.flush()
+        line = await asyncio.to_thread(stdin.readline)
+        if not line:
+            return
+        text = line.strip()
+        if not text:
+            continue
+        async with runtime.events.subscribe(thread.thread_id) as frames:
+            await thread.send_message(text, wait=False)
+            printer = asyncio.create_task(_print_frames(frames, stdout))
+            await runtime._wait_thread(thread.thread_id)
+            await asyncio.sleep(0)
+            printer.cancel()
+            await asyncio.gather(printer, return_exceptions=True)
+        while not frames.empty():
+            _print_frame(frames.get_nowait(), stdout, set())
+
+
+async def _print_frames(frames: asyncio.Queue[dict[str, Any]], stdout: TextIO) -> None:
+    streamed: set[str] = set()
+    while True:
+        _print_frame(await frames.get(), stdout, streamed)
+
+
+def _print_frame(frame: dict[str, Any], stdout: TextIO, streamed: set[str]) -> None:
+    kind = frame.get("type")
+    prefix = f"[{frame['subagent_id'][:8]}] " if frame.get("subagent_id") else ""
+    if kind == "message_chunk" and frame.get("depth", 0) == 0 and not prefix:
+        if frame["message_id"] not in streamed:
+            streamed.add(frame["message_id"])
+            stdout.write("\nagent> ")
+        stdout.write(frame["chunk"])
+    elif kind == "event" and frame.get("eventType") == "tool_call_started":
+        stdout.write(f"\n  {prefix}-> {frame['data']['name']}")
+    elif kind == "event" and frame.get("eventType") == "tool_call_done":
+        stdout.write(f"\n  {prefix}<- {frame['data']['name']} ({frame['data']['status']})")
+    elif kind == "message_data" and not prefix:
+        data = frame["data"]
+        if (
+            data.get("role") == "assistant"
+            and data.get("status") == "completed"
+            and data.get("content")
+            and frame["message_id"] not in streamed
+            and data.get("depth", 0) == 0
+        ):
+            stdout.write(f"\nagent> {data['content']}")
+    stdout.flush()
