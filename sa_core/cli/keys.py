@@ -1,0 +1,97 @@
+"""``sa keys create|list|revoke``: the API keys of the HTTP server.
+
+Keys are stored hashed; ``create`` prints the key once. Every command takes ``--db URL``
+(default ``sqlite:///.sa/sa.db``, the database ``sa serve`` uses).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``keys`` command and its subcommands to the ``sa`` parser."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "keys",
+        help="manage API keys of the HTTP server",
+        description=(
+            "Manage the HTTP server's API keys (stored hashed; a new key is printed once). "
+            "Every action takes --db URL (default sqlite:///.sa/sa.db, the database 'sa serve' "
+            "uses)."
+        ),
+    )
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    def add(name: str, help_text: str) -> argparse.ArgumentParser:
+        sub: argparse.ArgumentParser = actions.add_parser(name, help=help_text)
+        sub.add_argument("--db", metavar="URL", default=None, help="database URL")
+        return sub
+
+    create = add("create", "create a key and print it (shown once)")
+    create.add_argument("--name", default="default", help="a label for the key")
+    create.set_defaults(func=create_key)
+    add("list", "list keys (never their secrets)").set_defaults(func=list_keys)
+    revoke = add("revoke", "revoke a key by id or prefix")
+    revoke.add_argument("key", metavar="ID_OR_PREFIX", help="the key's id or its sa_... prefix")
+    revoke.set_defaults(func=revoke_key)
+
+
+async def _store(args: argparse.Namespace) -> Any:
+    from sa_core.runtime import default_database_url
+    from sa_core.store import open_store
+
+    return await open_store(args.db or default_database_url())
+
+
+async def create_key(args: argparse.Namespace) -> int:
+    """Create a key and print it once."""
+    store = await _store(args)
+    try:
+        token, row = await store.create_api_key(args.name)
+    finally:
+        await store.close()
+    print(f"Created key '{row.name}' ({row.prefix}, id {row.id}). It is shown only once:")
+    print(token)
+    return 0
+
+
+def _when(microseconds: int | None) -> str:
+    if microseconds is None:
+        return "-"
+    moment = datetime.datetime.fromtimestamp(microseconds / 1e6, tz=datetime.UTC)
+    return moment.strftime("%Y-%m-%d %H:%M UTC")
+
+
+async def list_keys(args: argparse.Namespace) -> int:
+    """Print every key: id, prefix, name, created and revoked times."""
+    store = await _store(args)
+    try:
+        rows = await store.list_api_keys()
+    finally:
+        await store.close()
+    if not rows:
+        print("No API keys. Create one with 'sa keys create'.")
+        return 0
+    print(f"{'ID':36}  {'PREFIX':11}  {'NAME':16}  {'CREATED':20}  REVOKED")
+    for row in rows:
+        print(
+            f"{row.id:36}  {row.prefix:11}  {row.name[:16]:16}  {_when(row.created_at):20}  "
+            f"{_when(row.revoked_at)}"
+        )
+    return 0
+
+
+async def revoke_key(args: argparse.Namespace) -> int:
+    """Revoke a key; exit code 1 when no active key matches."""
+    store = await _store(args)
+    try:
+        revoked = await store.revoke_api_key(args.key)
+    finally:
+        await store.close()
+    if not revoked:
+        print(f"No active key matches '{args.key}' (see 'sa keys list').")
+        return 1
+    print(f"Revoked {args.key}.")
+    return 0

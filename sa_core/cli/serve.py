@@ -1,0 +1,86 @@
+"""``sa serve``: host every installed pack (and the ones named) over HTTP with uvicorn.
+
+Each package is served under ``/api/packages/{package}/``; the OpenAPI schema is at
+``/schema/openapi.json`` and the interactive docs at ``/schema``. The first start on a database
+that never had an API key creates one and prints it once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``serve`` command to the ``sa`` parser."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "serve",
+        help="serve packs over HTTP",
+        description=(
+            "Serve every installed pack, plus the ones named with --pack, under "
+            "/api/packages/{package}/. Every route needs 'Authorization: Bearer <key>'."
+        ),
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="interface to bind (127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="port to listen on (8000)")
+    parser.add_argument(
+        "--db", metavar="URL", default=None, help="database URL (default sqlite:///.sa/sa.db)"
+    )
+    parser.add_argument(
+        "--pack",
+        dest="packs",
+        action="append",
+        default=[],
+        metavar="MODULE_OR_PATH",
+        help="also serve the packs of a module, module:attribute, .py file or project directory "
+        "(repeatable)",
+    )
+    parser.add_argument(
+        "--log-level",
+        default="info",
+        choices=["critical", "error", "warning", "info", "debug"],
+        help="uvicorn's log level (info)",
+    )
+    parser.set_defaults(func=run)
+
+
+async def run(args: argparse.Namespace) -> int:
+    """Load the packs, start the runtime, print a first key if needed, and serve."""
+    from sa_core.packloader import load_packs_from
+    from sa_core.runtime import Runtime
+    from sa_core.server import create_app
+    from sa_core.server.auth import ensure_first_key
+    from sa_core.server.runner import build_server, websocket_protocol
+
+    packs = [pack for target in args.packs for pack in load_packs_from(target)]
+    runtime = Runtime(packs=packs, database_url=args.db)
+    await runtime.start()
+    try:
+        for error in runtime.pack_errors:
+            print(f"warning: {error}", file=sys.stderr)
+        token = await ensure_first_key(runtime.store)
+        if token is not None:
+            print(
+                "Created API key 'default'. It is shown only this once; keep it safe:\n\n"
+                f"    {token}\n\n"
+                "Send it as 'Authorization: Bearer <key>'. Manage keys with 'sa keys'.",
+                flush=True,
+            )
+        if websocket_protocol() == "none":
+            print(
+                "warning: no WebSocket library is installed (pip install websockets); "
+                "the /ws routes will refuse upgrades. Server-sent events still work.",
+                file=sys.stderr,
+            )
+        names = ", ".join(runtime.registry.scopes) or "none"
+        print(
+            f"Serving packages {names} at http://{args.host}:{args.port}/api/packages "
+            f"(docs: http://{args.host}:{args.port}/schema)",
+            flush=True,
+        )
+        server = build_server(create_app(runtime), args.host, args.port, log_level=args.log_level)
+        await server.serve()
+        return 0 if server.started else 1
+    finally:
+        await runtime.close()

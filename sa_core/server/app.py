@@ -1,0 +1,162 @@
+"""The app factory: ``create_app(runtime)``, and the plugin that embeds the API in any app.
+
+Every package gets its own router at ``/api/packages/{package}``, mounted once the runtime has
+loaded its packs (at startup), so the OpenAPI schema names each package's routes and the pack
+endpoints it defines. Embed the API in your own Litestar app with the plugin::
+
+    app = Litestar(route_handlers=[...], plugins=[StandardAgentsPlugin(runtime)])
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Litestar, Router
+from litestar.config.app import AppConfig
+from litestar.di import Provide
+from litestar.openapi import OpenAPIConfig
+from litestar.openapi.plugins import RedocRenderPlugin, ScalarRenderPlugin, SwaggerRenderPlugin
+from litestar.plugins import InitPluginProtocol
+
+from sa_core.registry import PackScope
+from sa_core.runtime import Runtime
+from sa_core.server.auth import COMPONENTS, SECURITY, api_key_guard
+from sa_core.server.context import package_dependencies, runtime_dependency
+from sa_core.server.errors import EXCEPTION_HANDLERS
+from sa_core.server.routes.catalog import CatalogController, list_packages
+from sa_core.server.routes.custom import endpoint_handlers
+from sa_core.server.routes.files import FilesController
+from sa_core.server.routes.messages import MessagesController
+from sa_core.server.routes.threads import ThreadsController
+from sa_core.server.streaming import StreamController, StreamHub
+
+API_DESCRIPTION = """\
+The Standard Agents HTTP API. Every route needs `Authorization: Bearer <key>` (manage keys with
+`sa keys`). Each hosted package lives under `/api/packages/{package}/`; a thread is reachable
+only under its own package. Errors are `{"error": code, "detail": text}`.
+"""
+
+
+class StandardAgentsPlugin(InitPluginProtocol):
+    """Adds the Standard Agents API to a Litestar app.
+
+    Args:
+        runtime: the runtime whose packs and threads the API serves.
+        manage_runtime: start the runtime at app startup (unless it already runs) and close it
+            at shutdown; pass False to keep a runtime you start and close yourself.
+
+    """
+
+    def __init__(self, runtime: Runtime, *, manage_runtime: bool = True) -> None:
+        self.runtime = runtime
+        self.manage_runtime = manage_runtime
+        self.hub = StreamHub()
+        self._guard = api_key_guard(runtime)
+        self._mounted: set[str] = set()
+
+    def _layer(self) -> dict[str, Any]:
+        """Return the settings shared by every router of the API."""
+
+        async def provide_hub() -> StreamHub:
+            return self.hub
+
+        return {
+            "guards": [self._guard],
+            "security": SECURITY,
+            "exception_handlers": EXCEPTION_HANDLERS,
+            "dependencies": {
+                "runtime": runtime_dependency(self.runtime),
+                "hub": Provide(provide_hub, use_cache=True),
+            },
+        }
+
+    def on_app_init(self, app_config: AppConfig) -> AppConfig:
+        """Register the package list, the lifecycle hooks and the security scheme."""
+        app_config.route_handlers.append(
+            Router("/", route_handlers=[list_packages], **self._layer())
+        )
+        app_config.on_startup.append(self.startup)
+        app_config.on_shutdown.append(self.shutdown)
+        openapi = app_config.openapi_config
+        if openapi is not None:
+            existing = openapi.components
+            listed = existing if isinstance(existing, list) else [existing]
+            openapi.components = [*listed, COMPONENTS]
+        return app_config
+
+    def package_router(self, scope: PackScope) -> Router:
+        """Build one package's router: catalog, threads, messages, files, streams, endpoints."""
+        layer = self._layer()
+        layer["dependencies"].update(package_dependencies(scope))
+        return Router(
+            f"/api/packages/{scope.package}",
+            route_handlers=[
+                CatalogController,
+                ThreadsController,
+                MessagesController,
+                FilesController,
+                StreamController,
+                *endpoint_handlers(scope),
+            ],
+            tags=[scope.package],
+            **layer,
+        )
+
+    async def startup(self, app: Litestar) -> None:
+        """Start the runtime if needed, then mount a router per package."""
+        if self.manage_runtime and not self.runtime._open:
+            await self.runtime.start()
+        for scope in self.runtime.registry.scopes.values():
+            if scope.package not in self._mounted:
+                app.register(self.package_router(scope))
+                self._mounted.add(scope.package)
+
+    async def shutdown(self, app: Litestar) -> None:
+        """End open streams; close the runtime (in-flight turns stop; queued work stays)."""
+        self.hub.close_all()
+        if self.manage_runtime:
+            await self.runtime.close()
+
+
+def create_app(
+    runtime: Runtime,
+    *,
+    manage_runtime: bool = True,
+    docs: bool = True,
+    debug: bool = False,
+    title: str = "Standard Agents",
+) -> Litestar:
+    """Build the Litestar app serving ``runtime``'s packs.
+
+    Args:
+        runtime: the runtime to serve.
+        manage_runtime: start the runtime at startup (unless it already runs) and close it at
+            shutdown.
+        docs: serve the OpenAPI schema (``/schema/openapi.json``) and the interactive docs
+            (``/schema/swagger``, ``/schema/redoc``, ``/schema``); these need no key.
+        debug: Litestar's debug mode (tracebacks in 500 answers; never in production).
+        title: the OpenAPI title.
+
+    Returns:
+        The app; run it with any ASGI server (``sa serve`` uses uvicorn).
+
+    """
+    from sa_core import __version__
+
+    openapi = (
+        OpenAPIConfig(
+            title=title,
+            version=__version__,
+            description=API_DESCRIPTION,
+            render_plugins=[ScalarRenderPlugin(), SwaggerRenderPlugin(), RedocRenderPlugin()],
+            use_handler_docstrings=True,
+        )
+        if docs
+        else None
+    )
+    return Litestar(
+        plugins=[StandardAgentsPlugin(runtime, manage_runtime=manage_runtime)],
+        openapi_config=openapi,
+        exception_handlers=EXCEPTION_HANDLERS,
+        debug=debug,
+    )

@@ -1,0 +1,146 @@
+"""JSON errors: every failure is ``{"error": code, "detail": text}`` with a fitting status.
+
+Bad input is always a 4xx. Only a bug (or a pack's endpoint raising) is a 500, logged with its
+traceback and answered without internals.
+"""
+
+from __future__ import annotations
+
+import logging
+from http import HTTPStatus
+from typing import Any
+
+from litestar import Request, Response
+from litestar.exceptions import HTTPException, ValidationException
+from litestar.openapi.datastructures import ResponseSpec
+
+from sa_core.errors import (
+    ConfigurationError,
+    DefinitionNotFoundError,
+    FileSystemError,
+    MissingVariablesError,
+    SAError,
+    ThreadNotFoundError,
+    ThreadTerminatedError,
+)
+from sa_core.server.schemas import ErrorOut
+
+logger = logging.getLogger("sa_core.server")
+
+_CODES = {
+    400: "invalid_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    422: "unprocessable",
+    426: "upgrade_required",
+}
+
+
+class ApiError(Exception):
+    """An error answered as JSON: ``ApiError(404, "thread_not_found", "Thread x ...")``."""
+
+    def __init__(self, status: int, error: str, detail: str, **extra: Any) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.error = error
+        self.detail = detail
+        self.extra = extra
+
+
+def _body(error: str, detail: str, **extra: Any) -> dict[str, Any]:
+    return {"error": error, "detail": detail, **{k: v for k, v in extra.items() if v is not None}}
+
+
+def _respond(
+    status: int, body: dict[str, Any], headers: dict[str, str] | None = None
+) -> Response[Any]:
+    return Response(
+        content=body, status_code=status, headers=headers, media_type="application/json"
+    )
+
+
+def api_error_handler(_: Request[Any, Any, Any], exc: ApiError) -> Response[Any]:
+    """Answer an :class:`ApiError`."""
+    return _respond(exc.status, _body(exc.error, exc.detail, **exc.extra))
+
+
+def http_exception_handler(_: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
+    """Answer Litestar's own errors (validation, routing, auth) in the same shape."""
+    status = exc.status_code
+    code = _CODES.get(status, "error" if status < 500 else "internal_error")
+    errors = None
+    if isinstance(exc, ValidationException) and isinstance(exc.extra, list):
+        errors = [e if isinstance(e, dict) else {"message": str(e)} for e in exc.extra]
+    headers = dict(exc.headers or {})
+    if status == 401:
+        headers.setdefault("WWW-Authenticate", 'Bearer realm="standard-agents"')
+    detail = exc.detail or HTTPStatus(status).phrase
+    if status >= 500:
+        logger.error("HTTP %s: %s", status, detail)
+    return _respond(status, _body(code, detail, errors=errors), headers)
+
+
+def sa_error_handler(_: Request[Any, Any, Any], exc: SAError) -> Response[Any]:
+    """Map framework errors that reach a route to their status."""
+    return api_error_handler(_, to_api_error(exc))
+
+
+def to_api_error(exc: SAError) -> ApiError:
+    """Map a framework error to an :class:`ApiError`."""
+    if isinstance(exc, MissingVariablesError):
+        missing = [{"name": n, "declared_by": by} for n, by in exc.missing]
+        return ApiError(422, "missing_variables", str(exc), missing=missing)
+    if isinstance(exc, ThreadNotFoundError):
+        return ApiError(404, "thread_not_found", str(exc))
+    if isinstance(exc, ThreadTerminatedError):
+        return ApiError(409, "thread_terminated", str(exc))
+    if isinstance(exc, DefinitionNotFoundError):
+        return ApiError(404, "not_found", str(exc))
+    if isinstance(exc, FileSystemError):
+        return ApiError(400, "invalid_path", str(exc))
+    if isinstance(exc, ConfigurationError):
+        return ApiError(422, "unprocessable", str(exc))
+    return ApiError(400, "invalid_request", str(exc))
+
+
+def internal_error_handler(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    """Log an unexpected exception and answer a 500 without internals."""
+    logger.exception("Unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return _respond(
+        500,
+        _body("internal_error", "The server failed to handle the request; see the server log."),
+    )
+
+
+EXCEPTION_HANDLERS: dict[type[Exception] | int, Any] = {
+    ApiError: api_error_handler,
+    HTTPException: http_exception_handler,
+    SAError: sa_error_handler,
+    Exception: internal_error_handler,
+}
+"""Exception handlers for the app or a router."""
+
+_DESCRIPTIONS = {
+    400: "Invalid request (bad parameters, body or path).",
+    401: "Missing or unknown API key.",
+    404: "No such package, agent, thread or resource (or the thread is in another package).",
+    409: "The thread is terminated.",
+    422: "The request is well-formed but cannot be carried out (missing variables, unknown agent).",
+}
+
+
+def errors(*statuses: int) -> dict[int, ResponseSpec]:
+    """OpenAPI error responses of a route: 400 and 401 always, plus ``statuses``."""
+    return {
+        status: ResponseSpec(
+            data_container=ErrorOut,
+            description=_DESCRIPTIONS.get(status, HTTPStatus(status).phrase),
+            generate_examples=False,
+        )
+        for status in sorted({400, 401, *statuses})
+    }

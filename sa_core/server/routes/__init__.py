@@ -1,0 +1,1 @@
+"""Route controllers, one module per area."""

@@ -1,0 +1,73 @@
+"""Messages: read a page, post one (202: the turn runs in the background)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Annotated, Any, Literal
+
+from litestar import Controller, get, post
+from litestar.params import FromQuery, JSONBody, QueryParameter
+
+from sa_core.errors import ThreadTerminatedError
+from sa_core.server.context import ThreadDep
+from sa_core.server.errors import ApiError, errors, to_api_error
+from sa_core.server.schemas import MessageOut, MessagesOut, PostMessageIn, QueuedOut, convert
+from sa_core.spec import AttachmentRef, ToolAttachment
+
+
+def _attachments(
+    data: JSONBody[PostMessageIn],
+) -> list[ToolAttachment | AttachmentRef | dict[str, Any]]:
+    found: list[ToolAttachment | AttachmentRef | dict[str, Any]] = []
+    for index, item in enumerate(data.attachments):
+        try:
+            base64.b64decode(item.data, validate=True)
+        except (binascii.Error, ValueError):
+            raise ApiError(
+                400, "invalid_attachment", f"attachments[{index}].data is not valid base64."
+            ) from None
+        found.append({"name": item.name, "mime_type": item.mime_type, "data": item.data})
+    return found
+
+
+class MessagesController(Controller):
+    """Messages of one thread."""
+
+    path = "/threads/{thread_id:str}/messages"
+
+    @get("/", responses=errors(404), summary="Read messages")
+    async def list_messages(
+        self,
+        thread: ThreadDep,
+        limit: Annotated[int, QueryParameter(ge=1, le=1000)] = 100,
+        offset: Annotated[int, QueryParameter(ge=0, le=1_000_000_000)] = 0,
+        order: FromQuery[Literal["asc", "desc"]] = "asc",
+        include_silent: FromQuery[bool] = False,
+    ) -> MessagesOut:
+        """Read a page of top-level messages (``created_at`` in microseconds)."""
+        page = await thread.get_messages(
+            limit=limit, offset=offset, order=order, include_silent=include_silent
+        )
+        return MessagesOut(
+            messages=[convert(m.model_dump(mode="json"), MessageOut) for m in page.messages],
+            total=page.total,
+            has_more=page.has_more,
+        )
+
+    @post("/", status_code=202, responses=errors(404, 409, 413), summary="Post a message")
+    async def post_message(self, thread: ThreadDep, data: JSONBody[PostMessageIn]) -> QueuedOut:
+        """Store (or queue, while a turn runs) a message; the turn runs in the background.
+
+        ``user`` messages make side A act next, ``assistant`` messages side B. Watch the
+        stream or poll the messages for the answer.
+        """
+        attachments = _attachments(data)
+        try:
+            message = await thread.send_message(
+                data.content, data.role, attachments, silent=data.silent, wait=False
+            )
+        except ThreadTerminatedError as exc:
+            raise to_api_error(exc) from None
+        out = convert(message.model_dump(mode="json"), MessageOut)
+        return QueuedOut(status="queued", message_id=message.id, message=out)

@@ -1,0 +1,243 @@
+"""Live frames over server-sent events and WebSocket: the same frames on both.
+
+A stream subscribes to the runtime's event bus for one thread. Frames (JSON objects with a
+``type``): ``connected`` (first, once subscribed), ``message_data`` (a stored message, created
+or updated), ``message_chunk`` / ``reasoning_chunk`` (deltas as they stream), ``event``
+(``tool_call_started``, ``tool_call_done`` and ``state.emit`` events), ``queued``; frames of
+child threads carry ``subagent_id``. Silent messages are left out unless ``include_silent``.
+A client too slow to keep up (more than ``MAX_BACKLOG`` frames behind) gets an ``error`` frame
+and the stream ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import msgspec
+from litestar import Controller, WebSocket, get, websocket
+from litestar.di import NamedDependency
+from litestar.exceptions import NotAuthorizedException, WebSocketDisconnect
+from litestar.params import FromPath, FromQuery, SkipValidation
+from litestar.response import ServerSentEvent, ServerSentEventMessage
+
+from sa_core.runtime import Runtime
+from sa_core.server.auth import PUBLIC, QUERY_TOKEN, check_key
+from sa_core.server.context import PackDep, RuntimeDep, ThreadDep, load_thread
+from sa_core.server.errors import ApiError, errors
+
+Frame = dict[str, Any]
+HEARTBEAT_SECONDS = 15.0
+MAX_BACKLOG = 10_000
+_PING: Frame = {"type": "_ping"}
+_CLOSE: Frame = {"type": "_close"}
+
+
+class StreamHub:
+    """The open streams of an app, so shutdown can end them at once."""
+
+    def __init__(self) -> None:
+        self._queues: set[asyncio.Queue[Frame]] = set()
+
+    def __len__(self) -> int:
+        return len(self._queues)
+
+    def close_all(self) -> None:
+        """End every open stream (called before the server drains connections)."""
+        for queue in list(self._queues):
+            queue.put_nowait(_CLOSE)
+
+    @asynccontextmanager
+    async def listen(self, runtime: Runtime, thread_id: str) -> AsyncIterator[LiveStream]:
+        """Subscribe to a thread's frames while the context is open."""
+        async with runtime.events.subscribe(thread_id) as queue:
+            self._queues.add(queue)
+            stream = LiveStream(thread_id, queue)
+            try:
+                yield stream
+            finally:
+                stream.stop_heartbeat()
+                self._queues.discard(queue)
+
+
+class LiveStream:
+    """One subscription: iterate :meth:`frames`; :meth:`close` ends it from elsewhere."""
+
+    def __init__(self, thread_id: str, queue: asyncio.Queue[Frame]) -> None:
+        self.thread_id = thread_id
+        self._queue = queue
+        self._timer: asyncio.TimerHandle | None = None
+
+    def close(self) -> None:
+        """End :meth:`frames` after the frames already queued."""
+        self._queue.put_nowait(_CLOSE)
+
+    def stop_heartbeat(self) -> None:
+        """Cancel the heartbeat timer."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _beat(self, interval: float) -> None:
+        self._queue.put_nowait(_PING)
+        self._timer = asyncio.get_running_loop().call_later(interval, self._beat, interval)
+
+    async def frames(
+        self, *, include_silent: FromQuery[bool] = False, heartbeat: float = HEARTBEAT_SECONDS
+    ) -> AsyncIterator[Frame | None]:
+        """Frames to send; ``None`` is a heartbeat (send a keep-alive, or nothing)."""
+        self._timer = asyncio.get_running_loop().call_later(heartbeat, self._beat, heartbeat)
+        yield {"type": "connected", "thread_id": self.thread_id}
+        while True:
+            frame = await self._queue.get()
+            if frame is _CLOSE:
+                return
+            if frame is _PING:
+                yield None
+                continue
+            if self._queue.qsize() > MAX_BACKLOG:
+                yield {
+                    "type": "error",
+                    "error": "slow_consumer",
+                    "detail": f"The client fell more than {MAX_BACKLOG} frames behind.",
+                }
+                return
+            if not include_silent and _is_silent(frame):
+                continue
+            yield frame
+
+
+HubDep = NamedDependency[SkipValidation[StreamHub]]
+
+
+def _is_silent(frame: Frame) -> bool:
+    if frame.get("type") != "message_data":
+        return False
+    data = frame.get("data")
+    return isinstance(data, dict) and bool(data.get("silent"))
+
+
+def encode(frame: Frame) -> str:
+    """Encode a frame as JSON text (values JSON cannot hold are written as strings)."""
+    return msgspec.json.encode(frame, enc_hook=str).decode()
+
+
+class StreamController(Controller):
+    """Live frames of one thread."""
+
+    path = "/threads/{thread_id:str}"
+
+    @get(
+        "/stream",
+        media_type="text/event-stream",
+        responses=errors(404),
+        opt={QUERY_TOKEN: True},
+        summary="Stream live frames (server-sent events)",
+    )
+    async def stream(
+        self,
+        thread: ThreadDep,
+        runtime: RuntimeDep,
+        hub: HubDep,
+        include_silent: FromQuery[bool] = False,
+        access_token: FromQuery[str | None] = None,
+    ) -> ServerSentEvent:
+        """Server-sent events: ``event`` is the frame's ``type``, ``data`` the frame as JSON.
+
+        The first event is ``connected``; a ``: ping`` comment is sent every 15 seconds.
+        ``access_token`` may carry the API key for clients that cannot set headers
+        (``EventSource``).
+        """
+
+        async def events() -> AsyncIterator[ServerSentEventMessage]:
+            async with hub.listen(runtime, thread.thread_id) as live:
+                async for frame in live.frames(include_silent=include_silent):
+                    if frame is None:
+                        yield ServerSentEventMessage(comment="ping", data=None)
+                    else:
+                        yield ServerSentEventMessage(event=str(frame["type"]), data=encode(frame))
+
+        return ServerSentEvent(events(), headers={"Cache-Control": "no-cache"})
+
+    @get(
+        "/ws",
+        status_code=101,
+        responses=errors(404, 426),
+        opt={QUERY_TOKEN: True},
+        summary="Stream live frames (WebSocket)",
+    )
+    async def websocket_info(
+        self,
+        thread: ThreadDep,
+        include_silent: FromQuery[bool] = False,
+        access_token: FromQuery[str | None] = None,
+    ) -> None:
+        """Open this URL as a WebSocket to receive the frames of ``/stream``.
+
+        Each frame is one JSON text message. Send the text ``ping`` to get ``pong``. A plain
+        GET answers 426.
+        """
+        raise ApiError(
+            426, "upgrade_required", "Open this URL as a WebSocket (Upgrade: websocket)."
+        )
+
+    @websocket("/ws", opt={PUBLIC: True})
+    async def websocket(
+        self,
+        socket: WebSocket[Any, Any, Any],
+        thread_id: FromPath[str],
+        runtime: RuntimeDep,
+        pack: PackDep,
+        hub: HubDep,
+        include_silent: FromQuery[bool] = False,
+    ) -> None:
+        """Send live frames over a WebSocket.
+
+        The key and the thread are checked after the upgrade, so a refusal is a close code a
+        browser can read: 4401 (no or bad key), 4404 (no such thread in this package).
+        """
+        await socket.accept()
+        try:
+            await check_key(runtime, socket, allow_query=True)
+            thread = await load_thread(runtime, pack, thread_id)
+        except NotAuthorizedException as exc:
+            await socket.close(code=4401, reason=_reason(exc.detail))
+            return
+        except ApiError as exc:
+            await socket.close(code=4000 + exc.status, reason=_reason(exc.detail))
+            return
+        async with hub.listen(runtime, thread.thread_id) as live:
+            reader = asyncio.create_task(_read(socket, live))
+            try:
+                async for frame in live.frames(include_silent=include_silent):
+                    if reader.done():
+                        break
+                    if frame is not None:
+                        await socket.send_text(encode(frame))
+            except WebSocketDisconnect:
+                pass
+            finally:
+                reader.cancel()
+                await asyncio.gather(reader, return_exceptions=True)
+        if socket.connection_state != "disconnect":
+            await socket.close()
+
+
+def _reason(detail: str) -> str:
+    """Cut a close reason to the 123 bytes a close frame allows."""
+    return detail.encode()[:120].decode(errors="ignore")
+
+
+async def _read(socket: WebSocket[Any, Any, Any], live: LiveStream) -> None:
+    """Answer ``ping`` with ``pong``; end the stream when the client goes away."""
+    try:
+        while True:
+            text = await socket.receive_text()
+            if text.strip() == "ping":
+                await socket.send_text("pong")
+    except WebSocketDisconnect:
+        pass
+    finally:
+        live.close()
