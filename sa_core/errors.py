@@ -49,9 +49,7 @@ class PackValidationError(ConfigurationError):
         self.pack_name = pack_name
         self.problems = list(problems)
         lines = "\n".join(f"  - {p}" for p in self.problems)
-        super().__init__(
-            f"Pack '{pack_name}' has {len(self.problems)} problem(s):\n{lines}"
-        )
+        super().__init__(f"Pack '{pack_name}' has {len(self.problems)} problem(s):\n{lines}")
 
 
 class DefinitionNotFoundError(ConfigurationError):

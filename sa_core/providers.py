@@ -198,7 +198,10 @@ class StreamChunk:
 class Provider(Protocol):
     """What the engine needs from a provider."""
 
-    name: str
+    @property
+    def name(self) -> str:
+        """The name model definitions use in their ``provider`` field."""
+        ...
 
     async def generate(self, request: ProviderRequest) -> ProviderResponse:
         """Return one complete answer."""

@@ -60,7 +60,9 @@ class PackScope:
         try:
             return self.prompts[name]
         except KeyError:
-            raise DefinitionNotFoundError(f"prompt (package '{self.package}')", name, self.prompts) from None
+            raise DefinitionNotFoundError(
+                f"prompt (package '{self.package}')", name, self.prompts
+            ) from None
 
     def model(self, name: str) -> ModelDefinition:
         """Resolve a model of this package, falling back to models of other packs."""
@@ -142,7 +144,9 @@ class Registry:
             package, _, agent_name = name.rpartition("/")
             scope = self.scope(package)
             if agent_name not in scope.agents:
-                raise DefinitionNotFoundError(f"agent (package '{package}')", agent_name, scope.agents)
+                raise DefinitionNotFoundError(
+                    f"agent (package '{package}')", agent_name, scope.agents
+                )
             if agent_name not in scope.pack.entry_agent_names():
                 raise DefinitionNotFoundError(
                     f"entry agent (package '{package}'; only entry agents are reachable across "

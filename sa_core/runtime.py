@@ -241,7 +241,9 @@ class Runtime:
         if package is not None:
             scope = self.registry.scope(package)
             if agent_name not in scope.agents:
-                raise DefinitionNotFoundError(f"agent (package '{package}')", agent_name, scope.agents)
+                raise DefinitionNotFoundError(
+                    f"agent (package '{package}')", agent_name, scope.agents
+                )
             return scope.agents[agent_name], scope
         if "/" in agent_name:
             return self.registry.entry_agent(agent_name)
@@ -266,7 +268,9 @@ class Runtime:
         include_scoped: bool = False,
     ) -> None:
         """Raise :class:`MissingVariablesError` for required variables without a value."""
-        missing = self.missing_variables(scope, agent, thread_env, user_id, include_scoped=include_scoped)
+        missing = self.missing_variables(
+            scope, agent, thread_env, user_id, include_scoped=include_scoped
+        )
         if missing:
             raise MissingVariablesError(agent.name, missing)
 
@@ -362,7 +366,7 @@ class Runtime:
             if isinstance(item, AttachmentRef):
                 refs.append(item)
             elif isinstance(item, ToolAttachment) or (isinstance(item, Mapping) and "data" in item):
-                refs.append(await state.save_attachment(item))  # type: ignore[arg-type]
+                refs.append(await state.save_attachment(item))
             else:
                 refs.append(AttachmentRef.model_validate(item))
         return refs
@@ -388,14 +392,18 @@ class Runtime:
         if thread_id in self._tasks:
             message_id = new_id()
             entry = QueueMessageInput(
-                role=role, content=content, attachments=refs, silent=silent,
+                role=role,
+                content=content,
+                attachments=refs,
+                silent=silent,
                 metadata={"message_id": message_id},
             )
             await self.store.enqueue(thread_id, entry)
             self._queued.add(thread_id)
             self._note_queued(thread_id)
-            message = new_message(thread_id, role, content, id=message_id, silent=silent,
-                                  attachments=refs or None)
+            message = new_message(
+                thread_id, role, content, id=message_id, silent=silent, attachments=refs or None
+            )
         else:
             message = await create_message(
                 state,
@@ -435,8 +443,10 @@ class Runtime:
         return queue_id
 
     def _note_queued(self, thread_id: str) -> None:
-        """A running flow drains the queue before each step; only a flow that already finished
-        its last step needs telling that more work arrived."""
+        """Note new queue entries for a thread whose flow already took its last step.
+
+        A running flow drains the queue before each step by itself.
+        """
         if thread_id in self._settling:
             self._kicked.add(thread_id)
 
@@ -481,7 +491,9 @@ class Runtime:
             turns=dict(flow.turns),
             side=flow.current_side,
             last_stop_reason=reason,
-            status="awaiting_human" if reason in ("awaiting_human", "stop_on_response", "stop_tool") else "idle",
+            status="awaiting_human"
+            if reason in ("awaiting_human", "stop_on_response", "stop_tool")
+            else "idle",
         )
         state._row.execution = execution
         await self.store.update_thread(state.thread_id, execution=execution)
@@ -523,12 +535,14 @@ class Runtime:
         if state.parent_id is not None:
             await self.update_child(state.parent_id, state.thread_id, status="terminated")
 
-    async def _set_env(
-        self, state: ThreadState, name: str, value: str, type_: str | None
-    ) -> None:
+    async def _set_env(self, state: ThreadState, name: str, value: str, type_: str | None) -> None:
         targets = [state.thread_id, *await self.store.descendant_ids(state.thread_id)]
         for thread_id in targets:
-            row = state._row if thread_id == state.thread_id else await self.store.get_thread(thread_id)
+            row = (
+                state._row
+                if thread_id == state.thread_id
+                else await self.store.get_thread(thread_id)
+            )
             if row is None or row.terminated is not None:
                 continue
             env = {**row.env, name: value}
@@ -587,9 +601,15 @@ class Runtime:
         """Variables declared secret in the package, plus the thread's secret-typed env."""
         declared = self._secrets.get(scope.package)
         if declared is None:
-            names = {v.name for a in scope.agents.values() for v in a.variables if v.type == "secret"}
-            names |= {v.name for p in scope.prompts.values() for v in p.variables if v.type == "secret"}
-            names |= {v.name for t in scope.tools.values() for v in t.variables if v.type == "secret"}
+            names = {
+                v.name for a in scope.agents.values() for v in a.variables if v.type == "secret"
+            }
+            names |= {
+                v.name for p in scope.prompts.values() for v in p.variables if v.type == "secret"
+            }
+            names |= {
+                v.name for t in scope.tools.values() for v in t.variables if v.type == "secret"
+            }
             declared = frozenset(names)
             self._secrets[scope.package] = declared
         if not row.env_types:
@@ -616,7 +636,9 @@ class Runtime:
             return self.providers[name]
         except KeyError:
             raise DefinitionNotFoundError(
-                "provider (install its plugin or pass providers={...} to Runtime)", name, self.providers
+                "provider (install its plugin or pass providers={...} to Runtime)",
+                name,
+                self.providers,
             ) from None
 
     async def call_model(
@@ -704,7 +726,9 @@ class Runtime:
             else:
                 log_ids.append(await self.log(thread_id, "llm_call", data))
 
-        first = float(os.environ.get("STANDARD_AGENTS_STREAM_FIRST_CHUNK_TIMEOUT_MS", 120000)) / 1000
+        first = (
+            float(os.environ.get("STANDARD_AGENTS_STREAM_FIRST_CHUNK_TIMEOUT_MS", 120000)) / 1000
+        )
         stall = float(os.environ.get("STANDARD_AGENTS_STREAM_STALL_TIMEOUT_MS", 45000)) / 1000
         response, _ = await call_model(
             chain,

@@ -46,7 +46,6 @@ if TYPE_CHECKING:
     from sa_core.store import ThreadRow
 
 
-
 class SharedThread:
     """What every live handle of one thread shares: the row and the child registry."""
 
@@ -437,8 +436,10 @@ class ThreadState:
     ) -> FileRecord:
         """Write a file (text is stored as UTF-8 and stays searchable)."""
         raw = data.encode() if isinstance(data, str) else data
-        mime = mime_type or mimetypes.guess_type(path)[0] or (
-            "text/plain" if isinstance(data, str) else "application/octet-stream"
+        mime = (
+            mime_type
+            or mimetypes.guess_type(path)[0]
+            or ("text/plain" if isinstance(data, str) else "application/octet-stream")
         )
         return await self._runtime.store.write_file(
             self.thread_id, path, raw, mime, metadata=metadata, width=width, height=height
@@ -489,13 +490,21 @@ class ThreadState:
         """Glob search on paths and names."""
         return await self._runtime.store.find_files(self.thread_id, pattern)
 
-    async def save_attachment(self, attachment: ToolAttachment | Mapping[str, Any]) -> AttachmentRef:
+    async def save_attachment(
+        self, attachment: ToolAttachment | Mapping[str, Any]
+    ) -> AttachmentRef:
         """Write a new base64 attachment under ``/attachments/`` and return its reference."""
         from sa_core.engine.files import store_attachment
 
         item = ToolAttachment.model_validate(attachment)
-        return await store_attachment(self, item.name, base64.b64decode(item.data), item.mime_type,
-                                      width=item.width, height=item.height)
+        return await store_attachment(
+            self,
+            item.name,
+            base64.b64decode(item.data),
+            item.mime_type,
+            width=item.width,
+            height=item.height,
+        )
 
     # -- hierarchy and lifecycle ------------------------------------------------------------
 

@@ -33,12 +33,17 @@ async def models_command(args: argparse.Namespace) -> int:
     defined: dict[tuple[str, str], list[str]] = {}
     for pack in packs:
         for model in pack.models:
-            defined.setdefault((model.provider, model.model), []).append(f"{pack.name}/{model.name}")
+            defined.setdefault((model.provider, model.model), []).append(
+                f"{pack.name}/{model.name}"
+            )
     names = args.provider or sorted(host.providers)
     unknown = [n for n in names if n not in host.providers]
     if unknown:
-        print(f"error: unknown provider(s): {', '.join(unknown)}. Installed: "
-              f"{', '.join(sorted(host.providers))}", file=sys.stderr)
+        print(
+            f"error: unknown provider(s): {', '.join(unknown)}. Installed: "
+            f"{', '.join(sorted(host.providers))}",
+            file=sys.stderr,
+        )
         return 1
     failures = 0
     try:

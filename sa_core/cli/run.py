@@ -22,10 +22,14 @@ def register(subparsers: Any) -> None:
     """Add the ``run`` command."""
     parser = subparsers.add_parser("run", help="Chat with an agent in the terminal.")
     parser.add_argument("agent", help="Agent name (or package/agent).")
-    parser.add_argument("--pack", action="append", default=[], help="Module or path of a pack to load.")
+    parser.add_argument(
+        "--pack", action="append", default=[], help="Module or path of a pack to load."
+    )
     parser.add_argument("--db", default=None, help="Database URL (default sqlite:///.sa/sa.db).")
     parser.add_argument("--thread", default=None, help="Resume this thread id.")
-    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="Thread variable.")
+    parser.add_argument(
+        "--env", action="append", default=[], metavar="NAME=VALUE", help="Thread variable."
+    )
     parser.add_argument(
         "--test-provider",
         action="store_true",
@@ -46,13 +50,17 @@ async def run_command(args: argparse.Namespace) -> int:
         if args.test_provider:
             from sa_core.testing import TestProvider
 
-            names = {m.provider for s in runtime.registry.scopes.values() for m in s.models.values()}
+            names = {
+                m.provider for s in runtime.registry.scopes.values() for m in s.models.values()
+            }
             runtime.providers.update({name: TestProvider(name=name) for name in names})
         env = dict(item.split("=", 1) for item in args.env if "=" in item)
         if args.thread:
             thread = await runtime.get_thread(args.thread)
         else:
-            thread = await runtime.create_thread(args.agent, env=_declared_env(runtime, args.agent, env))
+            thread = await runtime.create_thread(
+                args.agent, env=_declared_env(runtime, args.agent, env)
+            )
         print(f"Thread {thread.thread_id} with {thread.agent_id}. Ctrl-D to quit.", file=sys.stderr)
         await chat(runtime, thread, sys.stdin, sys.stdout)
     finally:

@@ -116,7 +116,11 @@ async def to_provider_messages(
       failed result right after them, so every call block is followed by its results.
     - Image attachments of recent ``user`` messages become image parts (when the model takes
       images); older ones and other files are described in text.
+
+    ``cache`` (one per flow) keeps the conversion of stored messages without attachments, so a
+    message is converted, and its tool-call JSON parsed, once.
     """
+    memo: dict[tuple[str, Side], ProviderMessage] = {} if cache is None else cache
     own_calls: dict[str, str] = {}
     for message in messages:
         if message.tool_calls and author_side(message) == acting:
@@ -139,7 +143,7 @@ async def to_provider_messages(
         mine = author_side(message) == acting
         if mine:
             key = (message.id, acting)
-            converted = cache.get(key)
+            converted = memo.get(key)
             if converted is None:
                 converted = ProviderMessage(
                     "assistant",
@@ -151,40 +155,40 @@ async def to_provider_messages(
                     reasoning=message.reasoning_content,
                     reasoning_details=message.reasoning_details,
                 )
-                cache[key] = converted
+                memo[key] = converted
             out.append(converted)
-            for call in converted.tool_calls:
-                result = results.get(call.id)
+            for provider_call in converted.tool_calls:
+                result = results.get(provider_call.id)
                 if result is None:
                     out.append(
                         ProviderMessage(
                             "tool",
-                            MISSING_RESULT.format(name=call.name),
-                            tool_call_id=call.id,
-                            tool_name=call.name,
+                            MISSING_RESULT.format(name=provider_call.name),
+                            tool_call_id=provider_call.id,
+                            tool_name=provider_call.name,
                         )
                     )
                 else:
                     tool_key = (result.id, acting)
-                    tool_message = cache.get(tool_key)
+                    tool_message = memo.get(tool_key)
                     if tool_message is None:
                         tool_message = ProviderMessage(
                             "tool",
                             result.content or "",
-                            tool_call_id=call.id,
-                            tool_name=call.name,
+                            tool_call_id=provider_call.id,
+                            tool_name=provider_call.name,
                             images=await _images(result, images_allowed, read_file),
                         )
                         if not result.attachments:
-                            cache[tool_key] = tool_message
+                            memo[tool_key] = tool_message
                     out.append(tool_message)
             continue
         if not message.attachments:
             key = (message.id, acting)
-            converted = cache.get(key)
+            converted = memo.get(key)
             if converted is None:
                 converted = ProviderMessage("user", message.content or "")
-                cache[key] = converted
+                memo[key] = converted
             if converted.content:
                 out.append(converted)
             continue
@@ -251,12 +255,19 @@ class IncrementalConverter:
 def _self_contained(
     messages: Sequence[Message], acting: Side, output: Sequence[ProviderMessage]
 ) -> bool:
-    """Whether a converted range can be kept as a prefix: no attachments (image recency moves
-    with every step) and no synthesised missing results (a late result would change them)."""
+    """Whether a converted range can be kept as a prefix of later steps.
+
+    Not when it has attachments (image recency moves with every step) or a synthesised missing
+    result (a late result would change it).
+    """
     if any(m.attachments for m in messages):
         return False
-    return not any(m.role == "tool" and m.content is not None and m.content.startswith(
-        "Tool result missing from conversation history") for m in output)
+    return not any(
+        m.role == "tool"
+        and m.content is not None
+        and m.content.startswith("Tool result missing from conversation history")
+        for m in output
+    )
 
 
 def _is_image(mime: str) -> bool:
@@ -274,7 +285,9 @@ async def _images(
             data = await read_file(ref.path)
             if data is not None:
                 images.append(
-                    ProviderImage(base64.b64encode(data).decode(), ref.mime_type, ref.name, ref.path)
+                    ProviderImage(
+                        base64.b64encode(data).decode(), ref.mime_type, ref.name, ref.path
+                    )
                 )
     return images
 
@@ -290,7 +303,9 @@ async def _user_attachments(
             data = await read_file(ref.path) if (inline_images and read_file) else None
             if data is not None:
                 images.append(
-                    ProviderImage(base64.b64encode(data).decode(), ref.mime_type, ref.name, ref.path)
+                    ProviderImage(
+                        base64.b64encode(data).decode(), ref.mime_type, ref.name, ref.path
+                    )
                 )
             else:
                 size = f" ({ref.width}x{ref.height})" if ref.width and ref.height else ""

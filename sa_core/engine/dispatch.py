@@ -6,7 +6,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from sa_core.engine.tools import LIFECYCLE_TOOLS, NOT_AVAILABLE, OfferedTool, run_native
-from sa_core.spec import SubpromptConfig, ToolCall, ToolResult
+from sa_core.spec import AttachmentRef, SubpromptConfig, ToolCall, ToolResult
 from sa_core.spec.schemas import validate_args
 
 if TYPE_CHECKING:
@@ -27,14 +27,18 @@ async def execute_call(
     arguments = call.arguments
     if "_raw" in arguments and len(arguments) == 1:
         return ToolResult(
-            status="error", error=f"Tool arguments for {name} were not valid JSON: {arguments['_raw']}"
+            status="error",
+            error=f"Tool arguments for {name} were not valid JSON: {arguments['_raw']}",
         )
     tool = offered.get(name)
     if tool is None and allow_any:
         tool = _resolve_any(flow.state, name)
     if tool is None:
         hint = ""
-        if any(t.subagent is not None and t.agent is not None and t.agent.name == name for t in offered.values()):
+        if any(
+            t.subagent is not None and t.agent is not None and t.agent.name == name
+            for t in offered.values()
+        ):
             hint = " Use subagent_create to start this subagent."
         return ToolResult(status="error", error=NOT_AVAILABLE.format(name=name) + hint)
     return await run_offered(flow.state, flow, tool, arguments, call, tool_message_id)
@@ -67,17 +71,23 @@ async def run_offered(
             return await run_native(tool.native, state, arguments)
         finally:
             state._tool_env = previous
-    _, problems = validate_args(tool.parameters if tool.parameters.get("properties") else None, arguments)
+    _, problems = validate_args(
+        tool.parameters if tool.parameters.get("properties") else None, arguments
+    )
     if tool.kind == "prompt":
         if tool.prompt is not None and tool.prompt.required_schema is not None:
             _, problems = validate_args(tool.prompt.required_schema, arguments)
         if problems:
-            return ToolResult(status="error", error="Tool argument validation failed: " + "; ".join(problems))
+            return ToolResult(
+                status="error", error="Tool argument validation failed: " + "; ".join(problems)
+            )
         from sa_core.engine.subprompts import run_subprompt
 
         return await run_subprompt(state, flow, tool, arguments, tool_message_id)
     if problems:
-        return ToolResult(status="error", error="Tool argument validation failed: " + "; ".join(problems))
+        return ToolResult(
+            status="error", error="Tool argument validation failed: " + "; ".join(problems)
+        )
     if tool.kind == "subagent":
         from sa_core.engine.subagents import run_subagent_tool
 
@@ -92,14 +102,18 @@ async def _handoff(
     from sa_core.engine.flow import PendingHandoff
 
     if flow is None or flow.depth > 0:
-        return ToolResult(status="error", error="Handoffs are only possible from a thread's main flow.")
+        return ToolResult(
+            status="error", error="Handoffs are only possible from a thread's main flow."
+        )
     assert tool.agent is not None and tool.agent_scope is not None
     config = tool.subprompt or SubpromptConfig(name=tool.name)
     message = None
     if config.init_user_message_property:
         value = arguments.get(config.init_user_message_property)
-        message = value if isinstance(value, str) else (json.dumps(value) if value is not None else None)
-    refs = []
+        message = (
+            value if isinstance(value, str) else (json.dumps(value) if value is not None else None)
+        )
+    refs: list[AttachmentRef] = []
     if config.init_attachments_property:
         refs, missing = await existing_refs(
             state, attachment_paths(arguments.get(config.init_attachments_property))

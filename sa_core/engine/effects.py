@@ -9,6 +9,7 @@ still pending when the process stops runs when a runtime starts on the same data
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 from typing import TYPE_CHECKING, Any
 
@@ -67,10 +68,8 @@ class EffectScheduler:
             timeout = None if next_time is None else max(0.0, (next_time - now_us()) / 1_000_000)
             if timeout is None or timeout > 0:
                 self._wake.clear()
-                try:
+                with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout)
-                except TimeoutError:
-                    pass
                 continue
             for run in await store.claim_due_effects(now_us()):
                 task = asyncio.create_task(self._run(run), name=f"sa-effect-{run.name}")
@@ -98,7 +97,9 @@ class EffectScheduler:
         except Exception as exc:
             await store.finish_effect(run.id, "failed", f"{type(exc).__name__}: {exc}")
             await runtime.log(
-                run.thread_id, "effect_failed", {"effect": run.name, "id": run.id, "error": str(exc)}
+                run.thread_id,
+                "effect_failed",
+                {"effect": run.name, "id": run.id, "error": str(exc)},
             )
             return
         await store.finish_effect(run.id, "completed")

@@ -49,7 +49,8 @@ async def store_attachment(
     height: int | None = None,
 ) -> AttachmentRef:
     """Write a new file as ``/attachments/<epochMs>-<8 hex>.<ext>``."""
-    path = f"{ATTACHMENTS}{int(time.time() * 1000)}-{secrets.token_hex(4)}{_extension(name, mime_type)}"
+    stamp = f"{int(time.time() * 1000)}-{secrets.token_hex(4)}"
+    path = f"{ATTACHMENTS}{stamp}{_extension(name, mime_type)}"
     record = await state.runtime.store.write_file(
         state.thread_id, path, data, mime_type, metadata={"name": name}, width=width, height=height
     )

@@ -278,7 +278,10 @@ class Flow:
         statuses: dict[str, list[Message]] = {}
         for row in step.tool_rows:
             statuses.setdefault(row.name or "", []).append(row)
-        for binding, reason in ((config.session_fail, "session_fail"), (config.session_stop, "session_stop")):
+        for binding, reason in (
+            (config.session_fail, "session_fail"),
+            (config.session_stop, "session_stop"),
+        ):
             if binding is None or binding.name not in names:
                 continue
             rows = statuses.get(binding.name, [])
@@ -288,7 +291,9 @@ class Flow:
             row = succeeded[-1]
             await self._end_session(
                 SessionOutcome(
-                    reason, failed=reason == "session_fail", content=row.content,
+                    reason,
+                    failed=reason == "session_fail",
+                    content=row.content,
                     attachments=list(row.attachments or []),
                 )
             )
@@ -348,7 +353,9 @@ class Flow:
             self._before = [m for m in history if m.id not in in_flow and m.status != "pending"]
         before = self._before_filtered.get(prompt.include_past_tools)
         if before is None:
-            before = self._before if prompt.include_past_tools else _without_past_tools(self._before)
+            before = (
+                self._before if prompt.include_past_tools else _without_past_tools(self._before)
+            )
             self._before_filtered[prompt.include_past_tools] = before
         return before + [m for m in current if m.depth == 0 and m.parent_id is None]
 
@@ -445,7 +452,9 @@ class Flow:
         updates: dict[str, Any] = {
             "content": content or None,
             "tool_calls": [c.model_dump(exclude_none=True) for c in calls] or None,
-            "reasoning_content": None if (prompt.reasoning and prompt.reasoning.exclude) else response.reasoning,
+            "reasoning_content": None
+            if (prompt.reasoning and prompt.reasoning.exclude)
+            else response.reasoning,
             "reasoning_details": response.reasoning_details,
             "status": "completed",
             "response_completed_at": now_us(),
@@ -458,7 +467,11 @@ class Flow:
             else:
                 updated = await complete_prepared(state, pending, updates)
         message = updated or pending.model_copy(update=updates)
-        if isinstance(message.tool_calls, list) and message.tool_calls and not isinstance(message.tool_calls[0], ToolCall):
+        if (
+            isinstance(message.tool_calls, list)
+            and message.tool_calls
+            and not isinstance(message.tool_calls[0], ToolCall)
+        ):
             message = message.model_copy(update={"tool_calls": calls})
         self._pending = None
         self.remember(message)
@@ -504,7 +517,9 @@ class Flow:
         state.emit("tool_call_started", {"id": call.id, "name": call.name})
         result = await execute_call(self, call, offered, tool_message_id, allow_any=allow_any)
         state.emit("tool_call_done", {"id": call.id, "name": call.name, "status": result.status})
-        hook = "after_tool_call_success" if result.status == "success" else "after_tool_call_failure"
+        hook = (
+            "after_tool_call_success" if result.status == "success" else "after_tool_call_failure"
+        )
         replaced = await runtime.host.chain(hook, result, state=state, tool_call=call)
         result = _as_result(replaced, result)
         if config.session_status is not None and call.name == config.session_status.name:
@@ -539,8 +554,12 @@ class Flow:
 
                 refs.append(
                     await store_attachment(
-                        state, item.name, base64.b64decode(item.data), item.mime_type,
-                        width=item.width, height=item.height,
+                        state,
+                        item.name,
+                        base64.b64decode(item.data),
+                        item.mime_type,
+                        width=item.width,
+                        height=item.height,
                     )
                 )
             else:
@@ -593,8 +612,11 @@ class Flow:
     # -- queue, handoff, sessions -----------------------------------------------------------
 
     async def _drain_queue(self) -> None:
-        """Move queued entries into the thread. Every queue write in this process flags the
-        thread, so after the flow's first drain an unflagged thread is known to be empty."""
+        """Move queued entries into the thread.
+
+        Every queue write in this process flags the thread, so after the flow's first drain an
+        unflagged thread is known to be empty.
+        """
         runtime = self.runtime
         state = self.state
         if self.step_count and state.thread_id not in runtime._queued:

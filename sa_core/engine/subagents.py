@@ -77,7 +77,8 @@ def _current_table(state: ThreadState) -> ToolTable | None:
 def lifecycle_tools(state: ThreadState, table: ToolTable) -> dict[str, OfferedTool]:
     """``subagent_create`` / ``subagent_message`` / ``subagents`` when resumable branches exist."""
     resumable = [
-        t for t in subagent_tools(state, table).values()
+        t
+        for t in subagent_tools(state, table).values()
         if t.subagent is not None and t.subagent.is_resumable
     ]
     if not resumable and not state._children:
@@ -152,13 +153,23 @@ async def run_subagent_tool(
     assert tool.subagent is not None and tool.agent is not None and tool.agent_scope is not None
     config = tool.subagent
     message = _init_message(config, arguments)
-    paths = _arg_paths(arguments.get(config.init_attachments_property)) if config.init_attachments_property else []
+    paths = (
+        _arg_paths(arguments.get(config.init_attachments_property))
+        if config.init_attachments_property
+        else []
+    )
     name = None
     if config.init_agent_name_property:
         value = arguments.get(config.init_agent_name_property)
         name = str(value) if value else None
     return await _create(
-        state, flow, tool, message=message, paths=paths, name=name, arguments=arguments,
+        state,
+        flow,
+        tool,
+        message=message,
+        paths=paths,
+        name=name,
+        arguments=arguments,
         tool_message_id=tool_message_id,
     )
 
@@ -199,14 +210,22 @@ async def run_lifecycle_tool(
     options = subagent_tools(state, table) if table is not None else {}
     tool = options.get(str(agent_name))
     if tool is None or tool.subagent is None or not tool.subagent.is_resumable:
-        available = [n for n, t in options.items() if t.subagent is not None and t.subagent.is_resumable]
+        available = [
+            n for n, t in options.items() if t.subagent is not None and t.subagent.is_resumable
+        ]
         return ToolResult(
             status="error",
             error=f'Unknown subagent "{agent_name}". Available: {", ".join(available) or "none"}.',
         )
     return await _create(
-        state, flow, tool, message=str(message), paths=_arg_paths(attachments),
-        name=str(instance).strip(), arguments=dict(extra or {}), tool_message_id=tool_message_id,
+        state,
+        flow,
+        tool,
+        message=str(message),
+        paths=_arg_paths(attachments),
+        name=str(instance).strip(),
+        arguments=dict(extra or {}),
+        tool_message_id=tool_message_id,
     )
 
 
@@ -233,7 +252,10 @@ def _arg_paths(value: Any) -> list[str]:
 
 
 def _child_role(config: SubagentToolConfig) -> str:
-    if isinstance(config.resumable, ResumableConfig) and config.resumable.receives_messages == "side_b":
+    if (
+        isinstance(config.resumable, ResumableConfig)
+        and config.resumable.receives_messages == "side_b"
+    ):
         return "assistant"
     return "user"
 
@@ -275,7 +297,9 @@ async def _create(
     if cap is not None and len(live) >= cap:
         if config.blocking and cap == 1 and len(live) == 1:
             return await _message_instance(
-                state, flow, {"referenceId": live[0].reference, "message": message, "attachments": paths}
+                state,
+                flow,
+                {"referenceId": live[0].reference, "message": message, "attachments": paths},
             )
         refs = ", ".join(e.reference for e in live)
         return ToolResult(
@@ -290,7 +314,8 @@ async def _create(
     if missing_paths:
         return ToolResult(
             status="error",
-            error="Provided attachment path(s) not found in this thread: " + ", ".join(missing_paths),
+            error="Provided attachment path(s) not found in this thread: "
+            + ", ".join(missing_paths),
         )
     env = child_env(state, scope, agent)
     env.update(extra_env or {})
@@ -349,12 +374,18 @@ async def _deliver(
     if first and attachments:
         for ref in attachments:
             await child.inject_message(
-                {"role": "user", "content": f"Initial asset attachment path: {ref.path}", "silent": True}
+                {
+                    "role": "user",
+                    "content": f"Initial asset attachment path: {ref.path}",
+                    "silent": True,
+                }
             )
     if config.blocking:
         runtime._blocking_waits.add(child.thread_id)
         try:
-            await child.queue_message({"role": role, "content": message, "attachments": attachments})
+            await child.queue_message(
+                {"role": role, "content": message, "attachments": attachments}
+            )
             await runtime._wait_thread(child.thread_id)
         finally:
             runtime._blocking_waits.discard(child.thread_id)
@@ -403,11 +434,16 @@ async def _blocking_result(state: ThreadState, child_id: str) -> ToolResult:
         suffix = ATTACHMENTS_TEXT.format(paths="\n".join(r.path for r in copied)) + suffix
     if failed:
         return ToolResult(
-            status="error", error=f"{text or 'Subagent failed'}{suffix}", subagent_id=child_id,
+            status="error",
+            error=f"{text or 'Subagent failed'}{suffix}",
+            subagent_id=child_id,
             attachments=list(copied),
         )
     return ToolResult(
-        status="success", result=f"{text or ''}{suffix}", subagent_id=child_id, attachments=list(copied)
+        status="success",
+        result=f"{text or ''}{suffix}",
+        subagent_id=child_id,
+        attachments=list(copied),
     )
 
 
@@ -419,7 +455,9 @@ async def _message_instance(
     reference = arguments.get("referenceId") or arguments.get("reference_id")
     message = arguments.get("message")
     if not isinstance(reference, str) or not isinstance(message, str) or not message.strip():
-        return ToolResult(status="error", error="subagent_message requires referenceId and message.")
+        return ToolResult(
+            status="error", error="subagent_message requires referenceId and message."
+        )
     entry = next((e for e in state._children if e.reference == reference), None)
     runtime = state.runtime
     row = await runtime.store.get_thread(reference) if entry else None
@@ -524,7 +562,9 @@ async def _defer_for_variables(
     )
 
 
-async def variables_request(runtime: Runtime, parent_id: str, request_id: str) -> dict[str, Any] | None:
+async def variables_request(
+    runtime: Runtime, parent_id: str, request_id: str
+) -> dict[str, Any] | None:
     """The public view of a pending variables request (names only, never values)."""
     payload = await runtime.store.get_env_request(parent_id, request_id)
     if payload is None:
@@ -568,15 +608,23 @@ async def provide_variables(
     if prompt is not None:
         tool = runtime.tool_table(parent.scope, prompt).tools.get(payload["agent"])
     if tool is None:
-        tool = resolve_entry(parent.scope, SubagentToolConfig(name=payload["agent"], blocking=False))
+        tool = resolve_entry(
+            parent.scope, SubagentToolConfig(name=payload["agent"], blocking=False)
+        )
     assert tool is not None and tool.subagent is not None
     nonblocking = tool.subagent.model_copy(update={"blocking": False})
     tool = dataclasses.replace(tool, subagent=nonblocking)
     parent._prompt = prompt
     result = await _create(
-        parent, None, tool, message=payload["message"], paths=payload["attachments"],
-        name=payload.get("name"), arguments=payload.get("arguments") or {},
-        tool_message_id=None, provided_env=env,
+        parent,
+        None,
+        tool,
+        message=payload["message"],
+        paths=payload["attachments"],
+        name=payload.get("name"),
+        arguments=payload.get("arguments") or {},
+        tool_message_id=None,
+        provided_env=env,
     )
     if result.status != "success":
         raise ConfigurationError(result.error or "The subagent could not be created.")
@@ -602,15 +650,26 @@ async def boot_immediate(state: ThreadState) -> None:
         if config is None or not config.immediate:
             continue
         for index, (name, message, env) in enumerate(_immediate_instances(state, config)):
-            cap = config.resumable.max_instances if isinstance(config.resumable, ResumableConfig) else None
+            cap = (
+                config.resumable.max_instances
+                if isinstance(config.resumable, ResumableConfig)
+                else None
+            )
             if cap is not None and index >= cap:
                 break
             immediate_tool = dataclasses.replace(
                 tool, subagent=config.model_copy(update={"blocking": False})
             )
             await _create(
-                state, None, immediate_tool, message=message, paths=[], name=name,
-                arguments={}, tool_message_id=None, extra_env=env,
+                state,
+                None,
+                immediate_tool,
+                message=message,
+                paths=[],
+                name=name,
+                arguments={},
+                tool_message_id=None,
+                extra_env=env,
             )
 
 
@@ -621,7 +680,7 @@ def _immediate_instances(
     if not isinstance(config.immediate, ImmediateConfig):
         return [(config.name, f"Begin your work as {config.name}.", {})]
     spec = config.immediate
-    instances = []
+    instances: list[tuple[str | None, str, dict[str, str]]] = []
     index = 1
     while True:
         suffix = "" if index == 1 else f"__{index}"
@@ -631,7 +690,9 @@ def _immediate_instances(
             if (value := state._row.env.get(key + suffix)) is not None
         }
         name = state._row.env.get(spec.name_env + suffix) if spec.name_env else None
-        description = state._row.env.get(spec.description_env + suffix) if spec.description_env else None
+        description = (
+            state._row.env.get(spec.description_env + suffix) if spec.description_env else None
+        )
         if index > 1 and not env and name is None and description is None:
             break
         instances.append(
@@ -670,7 +731,9 @@ async def forward_status(
     status = None
     if binding.message_property:
         value = call.arguments.get(binding.message_property)
-        status = value if isinstance(value, str) else (json.dumps(value) if value is not None else None)
+        status = (
+            value if isinstance(value, str) else (json.dumps(value) if value is not None else None)
+        )
     status = status or result.result or result.error or "running"
     await state.runtime.update_child(state.parent_id, state.thread_id, status=status.strip())
 
@@ -709,7 +772,9 @@ async def on_flow_end(state: ThreadState, flow: Flow, reason: str) -> None:
     if outcome is None and reason in ("max_session_turns",):
         from sa_core.engine.flow import SessionOutcome
 
-        outcome = SessionOutcome(reason, failed=True, content=NO_TERMINAL_TEXT.format(reason=reason))
+        outcome = SessionOutcome(
+            reason, failed=True, content=NO_TERMINAL_TEXT.format(reason=reason)
+        )
     if state.parent_id is None:
         return
     execution = dict(state._row.execution)
@@ -785,4 +850,10 @@ async def on_flow_end(state: ThreadState, flow: Flow, reason: str) -> None:
     )
 
 
-__all__ = ["LIFECYCLE_TOOLS", "boot_immediate", "lifecycle_tools", "on_flow_end", "run_lifecycle_tool"]
+__all__ = [
+    "LIFECYCLE_TOOLS",
+    "boot_immediate",
+    "lifecycle_tools",
+    "on_flow_end",
+    "run_lifecycle_tool",
+]

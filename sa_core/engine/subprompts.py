@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from sa_core.spec import Message, SubpromptConfig, ToolResult
+from sa_core.spec import AttachmentRef, Message, SubpromptConfig, ToolResult
 
 if TYPE_CHECKING:
     from sa_core.engine.flow import Flow
@@ -58,7 +58,7 @@ async def run_subprompt(
             value = arguments.get(config.init_user_message_property)
             if value is not None:
                 text = value if isinstance(value, str) else json.dumps(value)
-        refs = []
+        refs: list[AttachmentRef] = []
         if config.init_attachments_property:
             refs, missing = await existing_refs(
                 state, attachment_paths(arguments.get(config.init_attachments_property))
@@ -66,7 +66,8 @@ async def run_subprompt(
             if missing:
                 return ToolResult(
                     status="error",
-                    error="Provided attachment path(s) not found in this thread: " + ", ".join(missing),
+                    error="Provided attachment path(s) not found in this thread: "
+                    + ", ".join(missing),
                 )
         if text is not None or refs:
             message = new_message(

@@ -152,25 +152,26 @@ def resolve_entry(scope: PackScope, entry: ToolEntry) -> OfferedTool | None:
     side_a_prompt = agent_scope.prompts.get(agent.side_a.prompt)
     required = side_a_prompt.required_schema if side_a_prompt else None
     if agent.type == "dual_ai":
+        relationship: SubagentToolConfig
         if isinstance(entry, SubagentToolConfig):
-            config = entry
+            relationship = entry
         else:
-            config = SubagentToolConfig(
+            relationship = SubagentToolConfig(
                 name=name,
                 init_user_message_property=getattr(entry, "init_user_message_property", None),
                 init_attachments_property=getattr(entry, "init_attachments_property", None),
                 optional=optional,
             )
-        description = config.description or agent.tool_description or agent.description or ""
+        description = relationship.description or agent.tool_description or agent.description or ""
         return OfferedTool(
             name=tool_name,
             kind="subagent",
             description=description or f"Delegate work to the {agent.name} agent.",
-            parameters=_schema_for_target(required, config),
-            optional=config.optional,
+            parameters=_schema_for_target(required, relationship),
+            optional=relationship.optional,
             agent=agent,
             agent_scope=agent_scope,
-            subagent=config,
+            subagent=relationship,
         )
     sub = entry if isinstance(entry, SubpromptConfig) else None
     title = agent.title or agent.name
@@ -247,7 +248,11 @@ async def run_native(tool: ToolDefinition, state: Any, arguments: dict[str, Any]
             error_code="invalid_arguments",
         )
     try:
-        outcome = tool.execute(state, value) if tool.args is not None else _call_no_args(tool, state, value)
+        outcome = (
+            tool.execute(state, value)
+            if tool.args is not None
+            else _call_no_args(tool, state, value)
+        )
         if inspect.isawaitable(outcome):
             outcome = await outcome
     except Exception as exc:

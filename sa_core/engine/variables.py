@@ -21,8 +21,11 @@ class DeclaredVariable:
 
 
 def graph_variables(scope: PackScope, agent: AgentDefinition) -> list[DeclaredVariable]:
-    """Every variable declared by the agent, its prompts (and includes), tools, handoff targets
-    and subagents, walking the graph once."""
+    """Every variable declared in an agent's graph, walked once.
+
+    The graph is the agent, its prompts (and their includes), tools, handoff targets and
+    subagents.
+    """
     found: list[DeclaredVariable] = []
     seen_prompts: set[tuple[str, str]] = set()
     seen_agents: set[tuple[str, str]] = set()

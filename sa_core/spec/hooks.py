@@ -35,6 +35,8 @@ class HookDefinition(SpecModel):
     description: str = ""
 
 
-def define_hook(*, id: str, hook: HookName, execute: Callable[..., Any], **fields: Any) -> HookDefinition:
+def define_hook(
+    *, id: str, hook: HookName, execute: Callable[..., Any], **fields: Any
+) -> HookDefinition:
     """Define a hook. Example: ``define_hook(id="trim", hook="filter_messages", execute=fn)``."""
     return HookDefinition(id=id, hook=hook, execute=execute, **fields)

@@ -48,7 +48,9 @@ class Pack:
             return list(self.entry_agents)
         return [a.name for a in self.agents]
 
-    def validate(self, *, known_tools: Iterable[str] = (), known_packs: Iterable[Pack] = ()) -> None:
+    def validate(
+        self, *, known_tools: Iterable[str] = (), known_packs: Iterable[Pack] = ()
+    ) -> None:
         """Check the whole definition graph; raise one error listing every problem.
 
         Args:

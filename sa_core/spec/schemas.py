@@ -79,7 +79,9 @@ def _check_json_schema(schema: dict[str, Any], value: Any, path: str) -> list[st
                 problems.append(f"{path + '.' if path else ''}{name}: Field required")
         for name, sub in schema.get("properties", {}).items():
             if name in value and isinstance(sub, dict):
-                problems += _check_json_schema(sub, value[name], f"{path + '.' if path else ''}{name}")
+                problems += _check_json_schema(
+                    sub, value[name], f"{path + '.' if path else ''}{name}"
+                )
     if isinstance(value, list) and isinstance(schema.get("items"), dict):
         for index, item in enumerate(value):
             problems += _check_json_schema(schema["items"], item, f"{label}.{index}")
