@@ -49,6 +49,8 @@ if TYPE_CHECKING:
     from sa_core.store import Store, ThreadRow
 
 DEFAULT_DATABASE = ".sa/sa.db"
+FLOW_MARKER = "sa:flow"
+"""Thread value set while a flow runs; a thread still marked at start was interrupted."""
 
 
 def default_database_url() -> str:
@@ -102,6 +104,7 @@ class Runtime:
         self._blocking_waits: set[str] = set()
         self._live: weakref.WeakValueDictionary[str, SharedThread] = weakref.WeakValueDictionary()
         self._open = False
+        self.closing = False
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -139,10 +142,21 @@ class Runtime:
         self.effects = EffectScheduler(self)
         self._open = True
         await self.effects.start()
+        await self._resume_interrupted()
         for thread_id in await self.store.threads_with_queue():
             row = await self.store.get_thread(thread_id)
             if row is not None and row.terminated is None:
                 self._kick(thread_id, "a")
+
+    async def _resume_interrupted(self) -> None:
+        """Restart the flows a shutdown or crash interrupted, on the side that was acting."""
+        for thread_id, marker in (await self.store.threads_with_value(FLOW_MARKER)).items():
+            row = await self.store.get_thread(thread_id)
+            if row is None or row.terminated is not None or row.stopped:
+                await self.store.delete_value(thread_id, FLOW_MARKER)
+                continue
+            side = marker.get("side", "a") if isinstance(marker, dict) else "a"
+            self._kick(thread_id, "b" if side == "b" else "a")
 
     def _installed_packs(self, taken: set[str]) -> list[Pack]:
         from sa_core.packloader import installed_packs
@@ -163,6 +177,7 @@ class Runtime:
         if not self._open:
             return
         self._open = False
+        self.closing = True
         await self.effects.stop()
         tasks = list(self._tasks.values()) + list(self._background)
         for task in tasks:
@@ -472,9 +487,11 @@ class Runtime:
                 state = await self._state_for(row)
                 flow = Flow(self, state, side, initial_messages=self._initial.pop(thread_id, []))
                 state._flow = flow
+                await self.store.set_value(thread_id, FLOW_MARKER, {"side": side})
                 reason = await flow.run()
                 self._settling.add(thread_id)
                 await self._settle(state, flow, reason)
+                await self.store.delete_value(thread_id, FLOW_MARKER)
                 queue = await self.store.list_queue(thread_id)
                 if not queue and thread_id not in self._kicked:
                     return
@@ -520,6 +537,7 @@ class Runtime:
     async def _stop(self, thread_id: str) -> None:
         await self.store.update_thread(thread_id, stopped=True)
         await self._cancel(thread_id)
+        await self.store.delete_value(thread_id, FLOW_MARKER)
 
     async def _terminate(self, state: ThreadState) -> None:
         from sa_core.store import now_us
@@ -532,6 +550,7 @@ class Runtime:
         await self.store.update_thread(state.thread_id, terminated=terminated, stopped=True)
         if asyncio.current_task() is not self._tasks.get(state.thread_id):
             await self._cancel(state.thread_id)
+        await self.store.delete_value(state.thread_id, FLOW_MARKER)
         if state.parent_id is not None:
             await self.update_child(state.parent_id, state.thread_id, status="terminated")
 

@@ -452,3 +452,31 @@ async def test_terminating_a_child_marks_the_registry_entry(sa_runtime_factory):
         assert parent.children[0].status == "terminated"
         result = await parent.invoke_tool("subagent_message", {"referenceId": child.thread_id, "message": "x", "attachments": []})
     assert result.error == f'Subagent reference "{child.thread_id}" is not active.'
+
+
+@pytest.mark.asyncio
+async def test_a_child_interrupted_by_shutdown_resumes_and_reports_after_restart(sa_runtime_factory):
+    pack = research_pack({"name": "researcher", "blocking": False, "initUserMessageProperty": "task"})
+    started = asyncio.Event()
+
+    async def hang(request):
+        started.set()
+        await asyncio.sleep(60)
+
+    first = routed(parent=[{"tool_calls": [{"name": "researcher", "arguments": {"task": "x"}}]}, "waiting"], worker=[hang])
+    async with sa_runtime_factory(packs=[pack], providers={"test": first}) as rt:
+        parent = await rt.create_thread("lead")
+        await parent.send_message("go")
+        await asyncio.wait_for(started.wait(), 5)
+        reference = parent.children[0].reference
+    # the worker was mid-call when the runtime closed; on restart the child's flow resumes
+    second = routed(parent=["got it"], worker=["resumed work"], reviewer=[APPROVE])
+    async with sa_runtime_factory(packs=[pack], providers={"test": second}) as rt:
+        await rt.wait_idle(timeout=10)
+        page = await (await rt.get_thread(parent.thread_id)).get_messages(include_silent=True)
+        child_page = await (await rt.get_thread(reference)).get_messages()
+    notes = [m.content for m in page.messages if m.silent]
+    assert notes == [f"Subagent (reference: {reference}) has returned the following result:\n\nFindings: 42"]
+    assert page.messages[-1].content == "got it"
+    worker_rows = [m for m in child_page.messages if m.role == "assistant"]
+    assert [(m.content, m.status) for m in worker_rows] == [("resumed work", "completed")]

@@ -60,6 +60,7 @@ REPEATED_ERROR_MESSAGE = (
     "The last error was: {error}"
 )
 STOPPED_BY_USER = "Execution stopped by user"
+INTERRUPTED = "Execution interrupted by a runtime shutdown; the turn resumes on restart"
 
 StopReason = Literal[
     "aborted_by_user",
@@ -681,6 +682,7 @@ class Flow:
 
     async def _cleanup_after_abort(self) -> None:
         state = self.state
+        reason = INTERRUPTED if self.runtime.closing else STOPPED_BY_USER
         if self._pending is not None:
             await update_message(state, self._pending.id, {"status": "failed"})
             self._pending = None
@@ -688,7 +690,7 @@ class Flow:
             row = new_message(
                 state.thread_id,
                 "tool",
-                f"Failed to execute tool: {STOPPED_BY_USER}",
+                f"Failed to execute tool: {reason}",
                 name=call.name,
                 tool_call_id=call.id,
                 tool_status="error",

@@ -157,6 +157,13 @@ class RegistryMixin(StoreBase):
         stmt = delete(t.thread_values).where(_V.thread_id == thread_id, _V.key == key)
         return await self._write(lambda conn: conn.execute(stmt).rowcount > 0, tx)
 
+    async def threads_with_value(
+        self, key: str, *, tx: Transaction | None = None
+    ) -> dict[str, Any]:
+        """Return ``{thread_id: value}`` of every thread that has ``key`` set (indexed)."""
+        stmt = select(_V.thread_id, _V.value).where(_V.key == key).order_by(_V.created_at)
+        return await self._read(lambda conn: {row[0]: row[1] for row in conn.execute(stmt)}, tx)
+
     async def list_values(
         self, thread_id: str, *, prefix: str | None = None, tx: Transaction | None = None
     ) -> dict[str, Any]:

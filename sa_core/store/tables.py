@@ -230,7 +230,10 @@ class ValueTable(SQLModel, table=True):
     """A thread key/value entry (JSON value)."""
 
     __tablename__ = "thread_values"
-    __table_args__ = (Index("ix_thread_values_thread_created", "thread_id", "created_at"),)
+    __table_args__ = (
+        Index("ix_thread_values_thread_created", "thread_id", "created_at"),
+        Index("ix_thread_values_key", "key"),
+    )
 
     thread_id: str = Field(sa_column=_c(String, _thread_fk(), primary_key=True))
     key: str = Field(sa_column=_c(String, primary_key=True))
