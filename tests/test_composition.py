@@ -480,3 +480,19 @@ async def test_a_child_interrupted_by_shutdown_resumes_and_reports_after_restart
     assert page.messages[-1].content == "got it"
     worker_rows = [m for m in child_page.messages if m.role == "assistant"]
     assert [(m.content, m.status) for m in worker_rows] == [("resumed work", "completed")]
+
+
+@pytest.mark.asyncio
+async def test_receives_messages_side_b_delivers_parent_messages_to_the_reviewer(sa_runtime_factory):
+    pack = research_pack({"name": "researcher", "blocking": False, "resumable": {"receives_messages": "side_b"}})
+    create = {"tool_calls": [{"name": "subagent_create", "arguments": {"agent": "researcher", "name": "r", "message": "check this draft", "attachments": []}}]}
+    provider = routed(parent=[create, "sent", "ok"], reviewer=[APPROVE])
+    async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
+        parent = await rt.create_thread("lead")
+        await parent.send_message("go")
+        await rt.wait_idle(timeout=10)
+        child = await parent.get_child_thread(parent.children[0].reference)
+        page = await child.get_messages()
+    assert page.messages[0].role == "assistant" and page.messages[0].content == "check this draft"
+    assert "worker" not in provider.seen  # side B acted first; the worker was never called
+    assert provider.seen["reviewer"][0].messages[-1].role == "user"

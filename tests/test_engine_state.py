@@ -338,3 +338,51 @@ async def test_resources_and_emit(sa_runtime_factory):
             thread.emit("progress", {"pct": 50})
             frame = await asyncio.wait_for(frames.get(), 1)
         assert frame["type"] == "event" and frame["eventType"] == "progress" and frame["data"] == {"pct": 50}
+
+
+@pytest.mark.asyncio
+async def test_message_get_update_delete(sa_runtime_factory):
+    async with sa_runtime_factory(packs=[make_pack()], providers={"test": TestProvider(TestScript().add_text_response("hi"))}) as rt:
+        thread = await rt.create_thread("helper")
+        sent = await thread.send_message("hello")
+        assert (await thread.get_message(sent.id)).content == "hello"
+        updated = await thread.update_message(sent.id, {"content": "hello (edited)", "metadata": {"edited": True}})
+        assert updated.content == "hello (edited)" and updated.metadata == {"edited": True}
+        assert await thread.delete_message(sent.id) is True
+        assert await thread.get_message(sent.id) is None
+        assert await thread.delete_message("no-such-id") is False
+        page = await thread.get_messages(order="desc", limit=1)
+        assert [m.content for m in page.messages] == ["hi"] and page.total == 1
+
+
+@pytest.mark.asyncio
+async def test_tools_see_execution_inject_messages_and_queue_tools(sa_runtime_factory):
+    seen = {}
+
+    def planner(state):
+        execution = state.execution
+        seen["side"] = execution.current_side
+        seen["step"] = execution.step_count
+        state.context["plan"] = "A"
+        state.queue_tool("follow_up", {})
+        return "planned"
+
+    async def follow_up(state):
+        seen["context"] = state.context.get("plan")
+        await state.inject_message({"role": "system", "content": "note for the model", "silent": True})
+        return "followed"
+
+    tools = [define_tool(name="planner", description="x", execute=planner), define_tool(name="follow_up", description="x", execute=follow_up)]
+    script = TestScript().add_tool_call_response([{"name": "planner", "arguments": {}}]).add_text_response("done")
+    provider = TestProvider(script)
+    async with sa_runtime_factory(packs=[make_pack(tools=tools, prompt_tools=["planner"])], providers={"test": provider}) as rt:
+        thread = await rt.create_thread("helper")
+        await thread.send_message("go")
+        assert thread.execution is None
+        rows = [m for m in (await thread.get_messages(include_silent=True)).messages if m.role == "tool"]
+    assert seen == {"side": "a", "step": 1, "context": "A"}
+    assert [r.content for r in rows] == ["planned", "followed"]
+    second = provider.requests[1]
+    assert "note for the model" in [m.content for m in second.messages]
+    # a queued tool has no assistant call: its result is not sent to the model unpaired
+    assert "followed" not in [m.content for m in second.messages]
