@@ -75,7 +75,10 @@ def build_distributions(
         sdist = _build_one(project, "sdist", outdir, isolated)
         with tempfile.TemporaryDirectory(prefix="sa-pack-sdist-") as tmp:
             with tarfile.open(sdist) as archive:
-                archive.extractall(tmp, filter="data")
+                if hasattr(tarfile, "data_filter"):  # Python 3.11.4+
+                    archive.extractall(tmp, filter="data")
+                else:  # pragma: no cover - our own sdist, written a moment ago
+                    archive.extractall(tmp)
             root = next(p for p in Path(tmp).iterdir() if p.is_dir())
             wheel = _build_one(root, "wheel", outdir, isolated)
     except (build.BuildException, build.BuildBackendException) as exc:

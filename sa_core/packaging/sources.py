@@ -102,6 +102,7 @@ def find_pack_module(pack: Pack) -> ModuleType:
         PackagingError: no imported module does.
 
     """
+
     def unlikely(name: str) -> bool:
         leaf = name.rpartition(".")[2]
         return leaf.startswith("test") or leaf == "conftest"
