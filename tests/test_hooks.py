@@ -194,3 +194,11 @@ def test_public_api_all_is_sorted_and_importable():
     assert sa_core.__all__ == sorted(sa_core.__all__)
     for name in sa_core.__all__:
         assert getattr(sa_core, name) is not None
+
+
+def test_pack_hook_names_match_the_hook_specs():
+    from typing import get_args
+
+    from sa_core.spec import HookName
+
+    assert get_args(HookName) == specs.LIFECYCLE_HOOKS

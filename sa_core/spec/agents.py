@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from sa_core.spec.base import SpecModel
+from sa_core.spec.base import SpecModel, env_from_tenvs
 from sa_core.spec.variables import VariableDefinition
 
 
@@ -86,13 +86,7 @@ class AgentDefinition(SpecModel):
     author: str | None = None
     license: str | None = None
 
-    @model_validator(mode="before")
-    @classmethod
-    def _legacy_fields(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "tenvs" in data:
-            data = dict(data)
-            data.setdefault("env", data.pop("tenvs"))
-        return data
+    _legacy_fields = model_validator(mode="before")(env_from_tenvs)
 
     def sides(self) -> list[tuple[Literal["a", "b"], SideConfig]]:
         """The AI-driven sides: side A, and side B for ``dual_ai``."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
@@ -21,6 +23,14 @@ class SpecModel(BaseModel):
         arbitrary_types_allowed=True,
         validate_default=False,
     )
+
+
+def env_from_tenvs(data: Any) -> Any:
+    """Accept the spec's deprecated ``tenvs`` as ``env`` (a ``mode="before"`` validator)."""
+    if isinstance(data, dict) and "tenvs" in data:
+        data = dict(data)
+        data.setdefault("env", data.pop("tenvs"))
+    return data
 
 
 class RecordModel(BaseModel):

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_serializer, field_validator, model_validator
 
-from sa_core.spec.base import SpecModel
+from sa_core.spec.base import SpecModel, env_from_tenvs
 from sa_core.spec.schemas import ArgsSpec, dump_args, is_model_class
 from sa_core.spec.variables import VariableDefinition
 
@@ -205,13 +205,7 @@ class PromptDefinition(SpecModel):
     max_tokens: int | None = None
     expose_as_tool: bool | None = None
 
-    @model_validator(mode="before")
-    @classmethod
-    def _legacy_fields(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "tenvs" in data:
-            data = dict(data)
-            data.setdefault("env", data.pop("tenvs"))
-        return data
+    _legacy_fields = model_validator(mode="before")(env_from_tenvs)
 
     @field_validator("prompt", mode="before")
     @classmethod
