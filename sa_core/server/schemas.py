@@ -12,7 +12,6 @@ from msgspec import Meta, Struct
 
 T = TypeVar("T")
 Name = Annotated[str, Meta(min_length=1, max_length=200)]
-Tag = Annotated[str, Meta(min_length=1, max_length=200)]
 
 
 class Base(Struct, kw_only=True):
@@ -175,7 +174,7 @@ class CreateThreadIn(Base, kw_only=True):
     agent: Name
     env: dict[str, str] = msgspec.field(default_factory=dict)
     env_types: dict[str, Literal["text", "secret"]] = msgspec.field(default_factory=dict)
-    tags: Annotated[list[Tag], Meta(max_length=100)] = msgspec.field(default_factory=list)
+    tags: Annotated[list[str], Meta(max_length=100)] = msgspec.field(default_factory=list)
 
 
 class EnvVariableOut(Base, kw_only=True):
