@@ -177,15 +177,6 @@ async def test_package_agent_works_as_a_handoff_target(sa_runtime_factory) -> No
     assert provider.seen["desk"][0].messages[0].content == "Desk front."
 
 
-@pytest.mark.xfail(
-    raises=AssertionError,
-    strict=True,
-    reason=(
-        "runtime bug: engine/subagents.py creates the child with agent 'desk/researcher' and "
-        "package='desk', and Runtime._resolve_agent looks the qualified name up inside the "
-        "package; it should pass the bare agent name when it passes package="
-    ),
-)
 @pytest.mark.asyncio
 async def test_package_agent_works_as_a_subagent_running_in_its_own_package(
     sa_runtime_factory,

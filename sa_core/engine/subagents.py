@@ -328,7 +328,7 @@ async def _create(
     owner = flow.current_side if flow is not None else "a"
     tags = [f"name:{_normalise_name(name)}"] if name else []
     child = await runtime.create_thread(
-        f"{scope.package}/{agent.name}" if scope.package != state.package else agent.name,
+        agent.name,
         env=env,
         user_id=state.user_id,
         tags=tags,
