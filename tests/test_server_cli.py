@@ -1,0 +1,160 @@
+"""``sa keys`` in process, and ``sa serve`` as a real subprocess on 127.0.0.1."""
+
+from __future__ import annotations
+
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from sa_core.cli import main
+
+PACK_FILE = """
+from sa_core import Pack, define_agent, define_model, define_prompt
+
+model = define_model(name="m", provider="openai", model="gpt-4o-mini")
+prompt = define_prompt(name="main", model="m", prompt="Hi")
+pack = Pack(
+    name="cli_demo",
+    agents=[define_agent(name="helper", side_a={"prompt": "main"})],
+    prompts=[prompt],
+    models=[model],
+    version="0.9.0",
+)
+"""
+
+
+def test_keys_create_list_revoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = f"sqlite:///{tmp_path / 'sa.db'}"
+    assert main(["keys", "list", "--db", db]) == 0
+    assert "No API keys" in capsys.readouterr().out
+    assert main(["keys", "create", "--name", "ci", "--db", db]) == 0
+    created = capsys.readouterr().out.splitlines()
+    token = created[-1]
+    assert token.startswith("sa_") and len(token) > 30
+    assert main(["keys", "list", "--db", db]) == 0
+    listing = capsys.readouterr().out
+    assert "ci" in listing and token[:11] in listing and token not in listing
+    assert main(["keys", "revoke", token[:11], "--db", db]) == 0
+    assert "Revoked" in capsys.readouterr().out
+    assert main(["keys", "revoke", token[:11], "--db", db]) == 1
+    assert main(["keys", "list", "--db", db]) == 0
+    assert "UTC" in capsys.readouterr().out.splitlines()[-1].split(token[:11])[1]
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Serve:
+    """``sa serve`` in a subprocess, its output read line by line in a thread."""
+
+    def __init__(self, tmp_path: Path, db: str) -> None:
+        (tmp_path / "demo_pack.py").write_text(PACK_FILE)
+        self.port = _free_port()
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "sa_core.cli",
+                "serve",
+                "--port",
+                str(self.port),
+                "--db",
+                db,
+                "--pack",
+                str(tmp_path / "demo_pack.py"),
+                "--log-level",
+                "warning",
+            ],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        assert self.proc.stdout is not None
+        stdout = self.proc.stdout
+        threading.Thread(
+            target=lambda: [self.lines.put(line) for line in stdout], daemon=True
+        ).start()
+        self.output: list[str] = []
+
+    def read_until(self, text: str, timeout: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=0.1)
+            except queue.Empty:
+                assert self.proc.poll() is None, "".join(self.output)
+                continue
+            self.output.append(line)
+            if text in line:
+                return
+        raise AssertionError(f"{text!r} not printed: {''.join(self.output)}")
+
+    def wait_ready(self) -> None:
+        for _ in range(200):
+            try:
+                httpx.get(f"http://127.0.0.1:{self.port}/schema/openapi.json", timeout=1)
+                return
+            except httpx.TransportError:
+                time.sleep(0.05)
+        raise AssertionError("the server did not answer")
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+        try:
+            return self.proc.wait(timeout=15)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+            assert self.proc.stdout is not None
+            self.proc.stdout.close()
+
+
+def test_sa_serve_prints_a_first_key_once_and_serves_the_named_pack(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'sa.db'}"
+    server = Serve(tmp_path, db)
+    try:
+        server.read_until("Serving packages")
+        text = "".join(server.output)
+        assert "Created API key 'default'" in text and "cli_demo" in text
+        token = next(w for w in text.split() if w.startswith("sa_"))
+        server.wait_ready()
+        base = f"http://127.0.0.1:{server.port}/api/packages"
+        headers = {"Authorization": f"Bearer {token}"}
+        assert httpx.get(base, timeout=5).status_code == 401
+        packages = httpx.get(base, headers=headers, timeout=5).json()["packages"]
+        named = {p["name"]: (p["version"], p["source"]) for p in packages}
+        assert named["cli_demo"] == ("0.9.0", "local")
+        assert all(source == "entry_point" for n, (_, source) in named.items() if n != "cli_demo")
+        created = httpx.post(
+            f"{base}/cli_demo/threads", json={"agent": "helper"}, headers=headers, timeout=5
+        )
+        assert created.status_code == 201
+    finally:
+        code = server.stop()
+    assert code in (0, 130), "".join(server.output)
+
+    again = Serve(tmp_path, db)
+    try:
+        again.read_until("Serving packages")
+        again.wait_ready()
+        assert "Created API key" not in "".join(again.output)
+        thread = created.json()["id"]
+        url = f"http://127.0.0.1:{again.port}/api/packages/cli_demo/threads/{thread}"
+        assert httpx.get(url, headers=headers, timeout=5).status_code == 200
+    finally:
+        assert again.stop() in (0, 130)
