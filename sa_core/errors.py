@@ -17,6 +17,7 @@ do next::
     ├── ToolError                     a tool failed outside a model turn (invoke_tool)
     ├── EffectError                   an effect is unknown or failed
     ├── FileSystemError               a thread file operation failed
+    ├── PackagingError                packing, unpacking, building or publishing failed
     └── ThreadError                   thread lifecycle problems
         ├── ThreadNotFoundError
         └── ThreadTerminatedError
@@ -160,6 +161,10 @@ class EffectError(SAError):
 
 class FileSystemError(SAError):
     """A thread filesystem operation failed (bad path, missing file, not a directory...)."""
+
+
+class PackagingError(SAError):
+    """Packing, unpacking, building or publishing a pack failed; the message says what to do."""
 
 
 class ThreadError(SAError):

@@ -1,11 +1,7 @@
-"""The error raised by packing, unpacking, scaffolding and publishing."""
+"""The error raised by packing, unpacking, scaffolding and publishing (see sa_core.errors)."""
 
 from __future__ import annotations
 
-from sa_core.errors import SAError
+from sa_core.errors import PackagingError
 
 __all__ = ["PackagingError"]
-
-
-class PackagingError(SAError):
-    """Packing, unpacking, building or publishing a pack failed; the message says what to do."""
