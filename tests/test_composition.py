@@ -496,3 +496,49 @@ async def test_receives_messages_side_b_delivers_parent_messages_to_the_reviewer
     assert page.messages[0].role == "assistant" and page.messages[0].content == "check this draft"
     assert "worker" not in provider.seen  # side B acted first; the worker was never called
     assert provider.seen["reviewer"][0].messages[-1].role == "user"
+
+
+@pytest.mark.asyncio
+async def test_blocking_child_that_hits_max_session_turns_reports_the_spec_text(sa_runtime_factory):
+    pack = research_pack({"name": "researcher", "initUserMessageProperty": "task"}, child_fields=None)
+    pack.agents[1].max_session_turns = 1
+    provider = routed(
+        parent=[{"tool_calls": [{"name": "researcher", "arguments": {"task": "x"}}]}, "ok"],
+        worker=["draft"],
+        reviewer=["no tool, just talk"],
+    )
+    async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
+        parent = await rt.create_thread("lead")
+        await parent.send_message("go")
+        row = (await parent.get_messages()).messages[2]
+    assert row.tool_status == "error"
+    assert row.content.startswith(
+        "Failed to execute tool: Subagent execution stopped before completion (max_session_turns). "
+        "It did not call a terminal session tool (sessionStop/sessionFail).\n\nReference: "
+    )
+
+
+@pytest.mark.asyncio
+async def test_blocking_result_with_attachments_lists_them_once_and_ends_with_the_reference(sa_runtime_factory):
+    pack = research_pack({"name": "researcher", "initUserMessageProperty": "task"})
+
+    async def approve_with_file(request):
+        return {"tool_calls": [{"name": "approve", "arguments": {"summary": "done", "files": ["/attachments/out.md"]}}]}
+
+    provider = routed(parent=[{"tool_calls": [{"name": "researcher", "arguments": {"task": "x"}}]}, "ok"], worker=["w"], reviewer=[approve_with_file])
+    async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
+        original = rt.create_thread
+
+        async def seeded(*args, **kwargs):
+            child = await original(*args, **kwargs)
+            await child.write_file("/attachments/out.md", "# out")
+            return child
+
+        rt.create_thread = seeded
+        parent = await rt.create_thread("lead")
+        await parent.send_message("go")
+        row = (await parent.get_messages()).messages[2]
+        reference = parent.children[0].reference
+    assert row.content.endswith(f"\n\nReference: {reference}")
+    assert row.content.count("/attachments/out-") == 1
+    assert row.attachments and row.attachments[0].path.startswith("/attachments/out-")

@@ -248,3 +248,16 @@ async def test_function_provider_scripts_by_request(sa_runtime_factory):
         await thread.send_message("Rome")
         page = await thread.get_messages()
     assert page.messages[-1].content == "Result was: Sunny in Rome"
+
+
+@pytest.mark.asyncio
+async def test_a_dict_with_its_own_status_field_is_plain_data(sa_runtime_factory):
+    tool = define_tool(name="order", description="x", execute=lambda state: {"id": "A1", "status": "shipped"})
+    script = TestScript().add_tool_call_response([{"name": "order", "arguments": {}}]).add_text_response("after")
+    async with sa_runtime_factory(packs=[chat_pack(tools=[tool], prompt_tools=["order"])], providers={"test": TestProvider(script)}) as rt:
+        thread = await rt.create_thread("helper")
+        await thread.send_message("go")
+        page = await thread.get_messages()
+    assert page.messages[2].tool_status == "success"
+    assert '"status": "shipped"' in page.messages[2].content
+    assert page.messages[-1].content == "after"

@@ -202,3 +202,9 @@ def test_pack_hook_names_match_the_hook_specs():
     from sa_core.spec import HookName
 
     assert get_args(HookName) == specs.LIFECYCLE_HOOKS
+
+
+def test_public_api_all_lists_exactly_the_lazy_exports():
+    import sa_core
+
+    assert sa_core.__all__ == sorted(sa_core._EXPORTS)

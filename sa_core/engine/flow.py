@@ -587,7 +587,13 @@ class Flow:
                     refs += found
         content = self.runtime.redact_secrets(state, result_text(result, mapped))
         terminal = {b.name for b in (config.session_stop, config.session_fail) if b is not None}
-        if refs and call.name not in terminal and result.status == "success":
+        listed_by_result = result.subagent_id is not None  # subagent results list their files
+        if (
+            refs
+            and call.name not in terminal
+            and result.status == "success"
+            and not listed_by_result
+        ):
             content += "".join(f'\nAttachment path for "{r.name}": {r.path}' for r in refs)
         row = new_message(
             state.thread_id,

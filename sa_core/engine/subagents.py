@@ -43,6 +43,7 @@ RESULT_TEXT = "Subagent (reference: {ref}) has returned the following result:\n\
 FAILURE_TEXT = "Subagent (reference: {ref}) has reported a failure:\n\n{result}"
 ATTACHMENTS_TEXT = "\n\nThe subagent also returned the following attachment(s):\n\n{paths}"
 INITIATED_TEXT = "The subagent was initiated successfully. Reference: {ref}"
+TERMINAL_TOOLS = ("session_stop", "session_fail")
 NO_TERMINAL_TEXT = (
     "Subagent execution stopped before completion ({reason}). It did not call a terminal "
     "session tool (sessionStop/sessionFail)."
@@ -769,11 +770,9 @@ async def on_flow_end(state: ThreadState, flow: Flow, reason: str) -> None:
     """After a child's flow: persist its outcome, settle its registry status, notify the parent."""
     runtime = state.runtime
     outcome = flow.outcome
-    if outcome is None and reason in ("max_session_turns",):
-        from sa_core.engine.flow import SessionOutcome
-
-        outcome = SessionOutcome(
-            reason, failed=True, content=NO_TERMINAL_TEXT.format(reason=reason)
+    if outcome is not None and outcome.content is None and outcome.reason not in TERMINAL_TOOLS:
+        outcome = dataclasses.replace(
+            outcome, content=NO_TERMINAL_TEXT.format(reason=outcome.reason)
         )
     if state.parent_id is None:
         return

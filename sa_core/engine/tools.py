@@ -206,7 +206,9 @@ def normalise_result(value: Any) -> ToolResult:
     """
     if isinstance(value, ToolResult):
         return value
-    if isinstance(value, Mapping) and ("status" in value or "content" in value):
+    if isinstance(value, Mapping) and (
+        value.get("status") in ("success", "error") or isinstance(value.get("content"), list)
+    ):
         data = dict(value)
         content = data.pop("content", None)
         if isinstance(content, list):
@@ -255,9 +257,9 @@ async def run_native(tool: ToolDefinition, state: Any, arguments: dict[str, Any]
         )
         if inspect.isawaitable(outcome):
             outcome = await outcome
+        return normalise_result(outcome)
     except Exception as exc:
         return error_result(exc)
-    return normalise_result(outcome)
 
 
 def _call_no_args(tool: ToolDefinition, state: Any, value: Any) -> Any:
