@@ -159,7 +159,9 @@ class StreamController(Controller):
                     else:
                         yield ServerSentEventMessage(event=str(frame["type"]), data=encode(frame))
 
-        return ServerSentEvent(events(), headers={"Cache-Control": "no-cache"})
+        return ServerSentEvent(
+            events(), headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        )
 
     @get(
         "/ws",
