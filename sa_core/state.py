@@ -369,6 +369,13 @@ class ThreadState:
             return prompt.env[name]
         return None
 
+    def secret_names(self) -> frozenset[str]:
+        """Names of the variables whose values are secret on this thread.
+
+        Declared ``secret`` anywhere in the thread's package, or typed secret on the thread.
+        """
+        return self._runtime.secret_names(self.scope, self._row)
+
     async def set_env(
         self, name: str, value: str, *, type: Literal["text", "secret"] | None = None
     ) -> None:

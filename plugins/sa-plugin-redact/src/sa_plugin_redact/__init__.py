@@ -223,19 +223,8 @@ def _as_dict(call: Any) -> dict[str, Any]:
 
 def _secret_names(state: Any) -> frozenset[str]:
     """Variables declared secret in the thread's package, plus the thread's secret-typed env."""
-    runtime = state.runtime
-    row = getattr(state, "_row", None)
-    if row is not None and hasattr(runtime, "secret_names"):
-        names: frozenset[str] = runtime.secret_names(state.scope, row)
-        return names
-    scope = state.scope
-    declared = [
-        v
-        for group in (scope.agents.values(), scope.prompts.values(), scope.tools.values())
-        for definition in group
-        for v in getattr(definition, "variables", [])
-    ]
-    return frozenset(v.name for v in declared if v.type == "secret")
+    names: frozenset[str] = state.secret_names()
+    return names
 
 
 default = Redactor()
