@@ -529,3 +529,32 @@ def test_websocket_refuses_other_packages_and_missing_keys(api: Api) -> None:
     query = f"{A}/threads/{thread_id}/ws?access_token={api.token}"
     with api.client.websocket_connect(query, headers={"Authorization": ""}) as ws:
         assert ws.receive_json(timeout=10)["type"] == "connected"
+
+
+def test_the_plugin_embeds_the_api_in_another_litestar_app(sa_database_url: str) -> None:
+    from litestar import Litestar, get
+
+    from sa_core.server import StandardAgentsPlugin
+
+    @get("/health")
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    runtime = Runtime(
+        packs=[alpha_pack()],
+        providers={"test": provider()},
+        database_url=sa_database_url,
+        load_entrypoints=False,
+    )
+    app = Litestar(route_handlers=[health], plugins=[StandardAgentsPlugin(runtime)])
+    with TestClient(app) as client:
+        assert client.get("/health").json() == {"status": "ok"}  # not behind the API keys
+        assert client.get("/api/packages").status_code == 401
+        token, _ = client.blocking_portal.call(runtime.store.create_api_key, "embedded")
+        listed = client.get("/api/packages", headers={"Authorization": f"Bearer {token}"})
+        assert [p["name"] for p in listed.json()["packages"]] == ["alpha"]
+        missing = client.get(f"{A}/threads/nope", headers={"Authorization": f"Bearer {token}"})
+        assert missing.json()["error"] == "thread_not_found"
+        paths = client.get("/schema/openapi.json").json()["paths"]
+        assert "/health" in paths and f"{A}/threads/{{thread_id}}/messages" in paths
+    assert not runtime._open  # the plugin closed the runtime it started
