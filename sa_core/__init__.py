@@ -47,6 +47,9 @@ _EXPORTS: dict[str, str] = {
     "define_thread_endpoint": "sa_core.spec",
     "define_tool": "sa_core.spec",
     # runtime
+    "EndpointError": "sa_core.server.endpoints",
+    "EndpointRequest": "sa_core.server.endpoints",
+    "EndpointResponse": "sa_core.server.endpoints",
     "Runtime": "sa_core.runtime",
     "ThreadState": "sa_core.state",
     # providers
@@ -70,6 +73,9 @@ __all__ = [
     "BaseProvider",
     "ConfigurationError",
     "EffectDefinition",
+    "EndpointError",
+    "EndpointRequest",
+    "EndpointResponse",
     "FileRecord",
     "HookDefinition",
     "InjectMessageInput",
@@ -139,6 +145,7 @@ if TYPE_CHECKING:
     )
     from sa_core.providers import BaseProvider, Provider, ProviderRequest, ProviderResponse
     from sa_core.runtime import Runtime
+    from sa_core.server.endpoints import EndpointError, EndpointRequest, EndpointResponse
     from sa_core.spec import (
         AgentDefinition,
         AttachmentRef,

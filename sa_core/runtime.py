@@ -69,6 +69,8 @@ class Runtime:
         env: instance-level variables (the "instance" source of env resolution).
         user_env: per-user variables, by user id (the "user account" source).
         plugins: extra plugin objects to register.
+        offline: answer every model with the unscripted test provider (``Test response
+            received.``), for trying packs without API keys or network.
     """
 
     def __init__(
@@ -81,6 +83,7 @@ class Runtime:
         env: Mapping[str, str] | None = None,
         user_env: Mapping[str, Mapping[str, str]] | None = None,
         plugins: Sequence[object] = (),
+        offline: bool = False,
     ) -> None:
         self._packs = list(packs)
         self._provider_overrides = dict(providers or {})
@@ -89,6 +92,7 @@ class Runtime:
         self.env: dict[str, str] = dict(env or {})
         self.user_env: dict[str, dict[str, str]] = {k: dict(v) for k, v in (user_env or {}).items()}
         self._plugins = list(plugins)
+        self.offline = offline
         self.pack_errors: list[PackLoadError] = []
         self.pack_sources: dict[str, Any] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
@@ -136,6 +140,11 @@ class Runtime:
         for pack in packs:
             pack.validate(known_tools=self.host.tools, known_packs=packs)
             self.registry.add(pack)
+        if self.offline:
+            from sa_core.testing import TestProvider
+
+            names = {m.provider for s in self.registry.scopes.values() for m in s.models.values()}
+            self.providers.update({name: TestProvider(name=name) for name in names})
         self.store: Store = await open_store(self.database_url)
         self.events: EventBus = EventBus()
         self.events.parent_of = self._parents.get
@@ -155,8 +164,15 @@ class Runtime:
             if row is None or row.terminated is not None or row.stopped:
                 await self.store.delete_value(thread_id, FLOW_MARKER)
                 continue
-            side = marker.get("side", "a") if isinstance(marker, dict) else "a"
-            self._kick(thread_id, "b" if side == "b" else "a")
+            marker = marker if isinstance(marker, dict) else {}
+            initial = [
+                message
+                for message_id in marker.get("messages", [])
+                if (message := await self.store.get_message(thread_id, message_id)) is not None
+            ]
+            if initial:
+                self._initial[thread_id] = initial
+            self._kick(thread_id, "b" if marker.get("side") == "b" else "a")
 
     def _installed_packs(self, taken: set[str]) -> list[Pack]:
         from sa_core.packloader import installed_packs
@@ -362,6 +378,11 @@ class Runtime:
             await self._cancel(descendant)
         return await self.store.delete_thread(thread_id)
 
+    @property
+    def is_open(self) -> bool:
+        """Whether the runtime is started and not closed."""
+        return self._open
+
     def is_running(self, thread_id: str) -> bool:
         """Whether the thread has a turn in flight or queued."""
         return thread_id in self._tasks
@@ -485,9 +506,11 @@ class Runtime:
                 if row is None or row.terminated is not None:
                     return
                 state = await self._state_for(row)
-                flow = Flow(self, state, side, initial_messages=self._initial.pop(thread_id, []))
+                initial = self._initial.pop(thread_id, [])
+                flow = Flow(self, state, side, initial_messages=initial)
                 state._flow = flow
-                await self.store.set_value(thread_id, FLOW_MARKER, {"side": side})
+                marker = {"side": side, "messages": [m.id for m in initial]}
+                await self.store.set_value(thread_id, FLOW_MARKER, marker)
                 reason = await flow.run()
                 self._settling.add(thread_id)
                 await self._settle(state, flow, reason)

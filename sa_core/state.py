@@ -96,6 +96,11 @@ class ThreadState:
     # -- identity ---------------------------------------------------------------------------
 
     @property
+    def row(self) -> ThreadRow:
+        """The thread's stored record (shared by every live handle of the thread)."""
+        return self._shared.row
+
+    @property
     def thread_id(self) -> str:
         """The thread id."""
         return self._row.id

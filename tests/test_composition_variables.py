@@ -59,6 +59,7 @@ async def test_missing_scoped_variables_defer_the_child_until_provided(sa_runtim
         data = row.metadata["error_data"]
         assert row.metadata["error_code"] == "subagent_env_required"
         assert data["missing"] == ["SERVICE_KEY"] and data["agent"] == "child"
+        assert data["endpoint"] == f"/api/packages/vars/threads/{parent.thread_id}/variables/{data['request_id']}"
         request = await variables_request(rt, parent.thread_id, data["request_id"])
         assert request["missing"] == ["SERVICE_KEY"] and "parent-value" not in str(request)
         booted = await rt.provide_variables(parent.thread_id, data["request_id"], {"SERVICE_KEY": "child-secret"})

@@ -386,3 +386,24 @@ async def test_tools_see_execution_inject_messages_and_queue_tools(sa_runtime_fa
     assert "note for the model" in [m.content for m in second.messages]
     # a queued tool has no assistant call: its result is not sent to the model unpaired
     assert "followed" not in [m.content for m in second.messages]
+
+
+@pytest.mark.asyncio
+async def test_a_turn_interrupted_by_shutdown_resumes_with_its_message(sa_runtime_factory):
+    started = asyncio.Event()
+
+    async def hang(request):
+        started.set()
+        await asyncio.sleep(60)
+
+    prompt = define_prompt(name="main", model="fast", prompt="Hi.")  # include_chat=False
+    pack = Pack(name="demo", agents=[define_agent(name="helper", side_a={"prompt": "main"})], prompts=[prompt], models=[MODEL])
+    async with sa_runtime_factory(packs=[pack], providers={"test": FunctionProvider(hang)}) as rt:
+        thread = await rt.create_thread("helper")
+        await thread.send_message("what is 6 x 7?", wait=False)
+        await asyncio.wait_for(started.wait(), 5)
+    provider = FunctionProvider(lambda request: f"you asked: {request.messages[-1].content}")
+    async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
+        await rt.wait_idle(timeout=5)
+        page = await (await rt.get_thread(thread.thread_id)).get_messages()
+    assert [m.content for m in page.messages] == ["what is 6 x 7?", "you asked: what is 6 x 7?"]

@@ -44,16 +44,9 @@ async def run_command(args: argparse.Namespace) -> int:
     from sa_core.runtime import Runtime
 
     packs = [pack for target in args.pack for pack in load_packs_from(target)]
-    runtime = Runtime(packs=packs, database_url=args.db)
+    runtime = Runtime(packs=packs, database_url=args.db, offline=args.test_provider)
     await runtime.start()
     try:
-        if args.test_provider:
-            from sa_core.testing import TestProvider
-
-            names = {
-                m.provider for s in runtime.registry.scopes.values() for m in s.models.values()
-            }
-            runtime.providers.update({name: TestProvider(name=name) for name in names})
         env = dict(item.split("=", 1) for item in args.env if "=" in item)
         if args.thread:
             thread = await runtime.get_thread(args.thread)

@@ -25,6 +25,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port to listen on (8000)")
     parser.add_argument(
+        "--test-provider",
+        action="store_true",
+        help="answer every model with the offline test provider (no API keys needed)",
+    )
+    parser.add_argument(
         "--db", metavar="URL", default=None, help="database URL (default sqlite:///.sa/sa.db)"
     )
     parser.add_argument(
@@ -54,7 +59,7 @@ async def run(args: argparse.Namespace) -> int:
     from sa_core.server.runner import build_server, websocket_protocol
 
     packs = [pack for target in args.packs for pack in load_packs_from(target)]
-    runtime = Runtime(packs=packs, database_url=args.db)
+    runtime = Runtime(packs=packs, database_url=args.db, offline=args.test_provider)
     await runtime.start()
     try:
         for error in runtime.pack_errors:

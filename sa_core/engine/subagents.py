@@ -545,7 +545,7 @@ async def _defer_for_variables(
         "prompt": state._prompt.name if state._prompt is not None else None,
     }
     request_id = await state.runtime.store.create_env_request(state.thread_id, payload)
-    endpoint = f"/threads/{state.thread_id}/variables/{request_id}"
+    endpoint = f"/api/packages/{state.package}/threads/{state.thread_id}/variables/{request_id}"
     return ToolResult(
         status="error",
         error=(

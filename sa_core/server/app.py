@@ -104,7 +104,7 @@ class StandardAgentsPlugin(InitPluginProtocol):
 
     async def startup(self, app: Litestar) -> None:
         """Start the runtime if needed, then mount a router per package."""
-        if self.manage_runtime and not self.runtime._open:
+        if self.manage_runtime and not self.runtime.is_open:
             await self.runtime.start()
         for scope in self.runtime.registry.scopes.values():
             if scope.package not in self._mounted:

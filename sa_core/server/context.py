@@ -64,4 +64,4 @@ async def load_thread(runtime: Runtime, pack: PackScope, thread_id: str) -> Thre
 
 def thread_row(thread: ThreadState) -> ThreadRow:
     """Return the stored row behind a thread state (as loaded for this request)."""
-    return thread._row
+    return thread.row
