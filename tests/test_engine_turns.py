@@ -261,3 +261,30 @@ async def test_a_dict_with_its_own_status_field_is_plain_data(sa_runtime_factory
     assert page.messages[2].tool_status == "success"
     assert '"status": "shipped"' in page.messages[2].content
     assert page.messages[-1].content == "after"
+
+
+@pytest.mark.asyncio
+async def test_handoff_to_a_prompt_without_past_tools_hides_earlier_tool_calls(sa_runtime_factory):
+    # The same stored message reaches two prompts in one flow: with its tool calls (the first
+    # prompt keeps past tools) and stripped (the handoff target does not); the second must not
+    # get the first one's conversion back.
+    tick = define_tool(name="tick", description="x", execute=lambda state: "ticked")
+    front_prompt = define_prompt(name="front_main", model="fast", prompt="Front.", include_chat=True, include_past_tools=True, tools=["tick", "back"])
+    back_prompt = define_prompt(name="back_main", model="fast", prompt="Back.", include_chat=True, include_past_tools=False)
+    front = define_agent(name="front", side_a={"prompt": "front_main"})
+    back = define_agent(name="back", side_a={"prompt": "back_main"}, expose_as_tool=True, tool_description="Back office.")
+    pack = Pack(name="desk", agents=[front, back], prompts=[front_prompt, back_prompt], models=[MODEL], tools=[tick])
+    answers = {
+        "Front.": [{"content": "Let me check.", "tool_calls": [{"name": "tick", "arguments": {}}]}, "Checked.", {"tool_calls": [{"name": "back", "arguments": {}}]}],
+        "Back.": ["Back office here."],
+    }
+    provider = FunctionProvider(lambda request: answers[request.messages[0].content].pop(0))
+    async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
+        thread = await rt.create_thread("front")
+        await thread.send_message("hi")
+        await thread.send_message("switch me")
+    back_view = provider.requests[-1].messages
+    assert back_view[0].content == "Back."
+    earlier = [m for m in back_view if m.content == "Let me check."]
+    assert len(earlier) == 1 and earlier[0].tool_calls == []
+    assert not any(m.role == "tool" and m.tool_name == "tick" for m in back_view)

@@ -208,3 +208,22 @@ def test_public_api_all_lists_exactly_the_lazy_exports():
     import sa_core
 
     assert sa_core.__all__ == sorted(sa_core._EXPORTS)
+
+
+@pytest.mark.asyncio
+async def test_filter_messages_edits_reach_every_step_of_a_turn(sa_runtime_factory):
+    # A compaction-style hook rewrites an already-seen message on a later step of the same turn.
+    def compact(state, messages):
+        if len(messages) > 1:
+            return [m.model_copy(update={"content": "[compacted]"}) if m.role == "user" else m for m in messages]
+        return None
+
+    tool = define_tool(name="tick", description="x", execute=lambda state: "ticked")
+    hooks = [define_hook(id="compact", hook="filter_messages", execute=compact)]
+    script = TestScript().add_tool_call_response([{"name": "tick", "arguments": {}}]).add_text_response("done")
+    provider = TestProvider(script)
+    async with sa_runtime_factory(packs=[hook_pack(prompt_hooks=["compact"], hooks=hooks, tools=[tool])], providers={"test": provider}) as rt:
+        thread = await rt.create_thread("helper")
+        await thread.send_message("a very long message")
+    assert provider.requests[0].messages[1].content == "a very long message"
+    assert [m.content for m in provider.requests[1].messages if m.role == "user"] == ["[compacted]"]

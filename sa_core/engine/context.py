@@ -106,7 +106,7 @@ async def to_provider_messages(
     images_allowed: bool = True,
     recent_image_threshold: int = 10,
     read_file: FileReader | None = None,
-    cache: dict[tuple[str, Side], ProviderMessage] | None = None,
+    cache: dict[tuple[str, Side], tuple[Message, ProviderMessage]] | None = None,
 ) -> list[ProviderMessage]:
     """Turn stored messages into provider messages from the acting side's perspective.
 
@@ -118,9 +118,18 @@ async def to_provider_messages(
       images); older ones and other files are described in text.
 
     ``cache`` (one per flow) keeps the conversion of stored messages without attachments, so a
-    message is converted, and its tool-call JSON parsed, once.
+    message is converted, and its tool-call JSON parsed, once. An entry is reused only for the
+    same message (or an equal one): the same id can arrive edited by ``filter_messages`` or with
+    its tool calls stripped (``include_past_tools=False`` after a handoff).
     """
-    memo: dict[tuple[str, Side], ProviderMessage] = {} if cache is None else cache
+    memo: dict[tuple[str, Side], tuple[Message, ProviderMessage]] = {} if cache is None else cache
+
+    def cached(source: Message) -> ProviderMessage | None:
+        entry = memo.get((source.id, acting))
+        if entry is not None and (entry[0] is source or entry[0] == source):
+            return entry[1]
+        return None
+
     own_calls: dict[str, str] = {}
     for message in messages:
         if message.tool_calls and author_side(message) == acting:
@@ -142,8 +151,7 @@ async def to_provider_messages(
             continue
         mine = author_side(message) == acting
         if mine:
-            key = (message.id, acting)
-            converted = memo.get(key)
+            converted = cached(message)
             if converted is None:
                 converted = ProviderMessage(
                     "assistant",
@@ -155,7 +163,7 @@ async def to_provider_messages(
                     reasoning=message.reasoning_content,
                     reasoning_details=message.reasoning_details,
                 )
-                memo[key] = converted
+                memo[(message.id, acting)] = (message, converted)
             out.append(converted)
             for provider_call in converted.tool_calls:
                 result = results.get(provider_call.id)
@@ -169,8 +177,7 @@ async def to_provider_messages(
                         )
                     )
                 else:
-                    tool_key = (result.id, acting)
-                    tool_message = memo.get(tool_key)
+                    tool_message = cached(result)
                     if tool_message is None:
                         tool_message = ProviderMessage(
                             "tool",
@@ -180,15 +187,14 @@ async def to_provider_messages(
                             images=await _images(result, images_allowed, read_file),
                         )
                         if not result.attachments:
-                            memo[tool_key] = tool_message
+                            memo[(result.id, acting)] = (result, tool_message)
                     out.append(tool_message)
             continue
         if not message.attachments:
-            key = (message.id, acting)
-            converted = memo.get(key)
+            converted = cached(message)
             if converted is None:
                 converted = ProviderMessage("user", message.content or "")
-                memo[key] = converted
+                memo[(message.id, acting)] = (message, converted)
             if converted.content:
                 out.append(converted)
             continue
@@ -209,17 +215,17 @@ class IncrementalConverter:
     """Per-flow conversion that only converts what is new since the previous step.
 
     A step's input is usually the previous step's input plus the messages that step created.
-    When the old input is a prefix of the new one (same ids, same acting side) and converting it
-    neither synthesised a missing tool result nor depended on image recency, the previous
-    output is reused and only the suffix is converted.
+    When the old input is a prefix of the new one (the same messages, or equal ones, for the
+    same acting side) and converting it neither synthesised a missing tool result nor depended
+    on image recency, the previous output is reused and only the suffix is converted.
     """
 
     def __init__(self) -> None:
-        self._ids: list[str] = []
+        self._messages: list[Message] = []
         self._output: list[ProviderMessage] = []
         self._acting: Side | None = None
         self._reusable = False
-        self.cache: dict[tuple[str, Side], ProviderMessage] = {}
+        self.cache: dict[tuple[str, Side], tuple[Message, ProviderMessage]] = {}
 
     async def convert(
         self,
@@ -231,8 +237,8 @@ class IncrementalConverter:
         read_file: FileReader | None = None,
     ) -> list[ProviderMessage]:
         """Like :func:`to_provider_messages`, reusing the previous result where it can."""
-        ids = [m.id for m in messages]
-        known = len(self._ids)
+        current = list(messages)
+        known = len(self._messages)
         options = {
             "acting": acting,
             "images_allowed": images_allowed,
@@ -240,7 +246,13 @@ class IncrementalConverter:
             "read_file": read_file,
             "cache": self.cache,
         }
-        if self._reusable and acting == self._acting and known and ids[:known] == self._ids:
+        # list equality compares by identity first, so unchanged messages cost no field compare
+        if (
+            self._reusable
+            and acting == self._acting
+            and known
+            and current[:known] == self._messages
+        ):
             suffix = messages[known:]
             converted = await to_provider_messages(suffix, **options)  # type: ignore[arg-type]
             output = self._output + converted
@@ -248,7 +260,12 @@ class IncrementalConverter:
         else:
             output = await to_provider_messages(messages, **options)  # type: ignore[arg-type]
             reusable = _self_contained(messages, acting, output)
-        self._ids, self._output, self._acting, self._reusable = ids, output, acting, reusable
+        self._messages, self._output, self._acting, self._reusable = (
+            current,
+            output,
+            acting,
+            reusable,
+        )
         return list(output)
 
 
