@@ -425,6 +425,10 @@ class Runtime:
         if state._row.stopped:
             state._row.stopped = False
             await self.store.update_thread(thread_id, stopped=False)
+        task = self._tasks.get(thread_id)
+        if task is not None and task.cancelling() and task is not asyncio.current_task():
+            # a stopped turn is still unwinding: it drains nothing more, so start after it
+            await asyncio.wait([task])
         if thread_id in self._tasks:
             message_id = new_id()
             entry = QueueMessageInput(
@@ -558,8 +562,17 @@ class Runtime:
             await asyncio.gather(task, return_exceptions=True)
 
     async def _stop(self, thread_id: str) -> None:
+        # flag and cancel before the first await, so that a message sent meanwhile sees the
+        # stop (and clears it) and waits for the aborted turn instead of queueing behind it
+        shared = self._live.get(thread_id)
+        if shared is not None:
+            shared.row.stopped = True
+        task = self._tasks.get(thread_id)
+        if task is not None:
+            task.cancel()
         await self.store.update_thread(thread_id, stopped=True)
-        await self._cancel(thread_id)
+        if task is not None:
+            await asyncio.gather(task, return_exceptions=True)
         await self.store.delete_value(thread_id, FLOW_MARKER)
 
     async def _terminate(self, state: ThreadState) -> None:

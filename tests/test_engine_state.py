@@ -407,3 +407,49 @@ async def test_a_turn_interrupted_by_shutdown_resumes_with_its_message(sa_runtim
         await rt.wait_idle(timeout=5)
         page = await (await rt.get_thread(thread.thread_id)).get_messages()
     assert [m.content for m in page.messages] == ["what is 6 x 7?", "you asked: what is 6 x 7?"]
+
+
+def _gated_provider(gate: asyncio.Event, entered: asyncio.Event) -> FunctionProvider:
+    """Answers "reply"; the first request waits on ``gate``."""
+    calls = []
+
+    async def answer(request):
+        calls.append(request)
+        if len(calls) == 1:
+            entered.set()
+            await gate.wait()
+        return "reply"
+
+    return FunctionProvider(answer)
+
+
+@pytest.mark.asyncio
+async def test_a_message_sent_while_a_turn_is_being_stopped_runs_after_the_stop(sa_runtime_factory):
+    gate, entered = asyncio.Event(), asyncio.Event()
+    async with sa_runtime_factory(packs=[make_pack()], providers={"test": _gated_provider(gate, entered)}) as rt:
+        thread = await rt.create_thread("helper")
+        await thread.send_message("first", wait=False)
+        await asyncio.wait_for(entered.wait(), 5)
+        stopping = asyncio.ensure_future(thread.stop())
+        await asyncio.sleep(0)  # the stop has begun; the aborted turn is still unwinding
+        await asyncio.wait_for(thread.send_message("second"), 5)
+        await stopping
+        await rt.wait_idle(timeout=5)
+        page = await thread.get_messages()
+    assert [m.content for m in page.messages if m.role == "user"] == ["first", "second"]
+    assert page.messages[-1].content == "reply"
+
+
+@pytest.mark.asyncio
+async def test_the_next_message_after_a_stop_clears_the_stored_stop_flag(sa_runtime_factory):
+    gate, entered = asyncio.Event(), asyncio.Event()
+    async with sa_runtime_factory(packs=[make_pack()], providers={"test": _gated_provider(gate, entered)}) as rt:
+        thread = await rt.create_thread("helper")
+        await thread.send_message("first", wait=False)
+        await asyncio.wait_for(entered.wait(), 5)
+        await thread.stop()
+        await thread.send_message("second")
+        assert thread.row.stopped is False
+    async with sa_runtime_factory(packs=[make_pack()], providers={"test": FunctionProvider(lambda r: "x")}) as rt:
+        reopened = await rt.get_thread(thread.thread_id)
+    assert reopened.row.stopped is False  # a crash now would resume the thread's turns
