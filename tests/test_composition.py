@@ -542,3 +542,33 @@ async def test_blocking_result_with_attachments_lists_them_once_and_ends_with_th
     assert row.content.endswith(f"\n\nReference: {reference}")
     assert row.content.count("/attachments/out-") == 1
     assert row.attachments and row.attachments[0].path.startswith("/attachments/out-")
+
+
+@pytest.mark.asyncio
+async def test_blocking_resumable_child_terminated_mid_invocation_is_not_its_previous_result(sa_runtime_factory):
+    pack = research_pack({"name": "researcher", "blocking": True, "resumable": {"receives_messages": "side_a", "maxInstances": 1}})
+    create = {"tool_calls": [{"name": "subagent_create", "arguments": {"agent": "researcher", "name": "alpha", "message": "study A", "attachments": []}}]}
+    again = {"tool_calls": [{"name": "subagent_create", "arguments": {"agent": "researcher", "name": "alpha", "message": "and B", "attachments": []}}]}
+    entered, never = asyncio.Event(), asyncio.Event()
+
+    async def hang(request):
+        entered.set()
+        await never.wait()
+
+    provider = routed(parent=[create, "first", again, "second"], worker=["A", hang], reviewer=[APPROVE])
+    async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
+        parent = await rt.create_thread("lead")
+        await parent.send_message("one")
+        second = asyncio.ensure_future(parent.send_message("two"))
+        await asyncio.wait_for(entered.wait(), 5)
+        await parent.refresh()
+        child = await parent.get_child_thread(parent.children[0].reference)
+        await child.terminate()
+        await asyncio.wait_for(second, 5)
+        page = await parent.get_messages()
+        await parent.refresh()
+    tool_rows = [m for m in page.messages if m.role == "tool"]
+    assert tool_rows[0].content.startswith("Findings: 42") and tool_rows[0].tool_status == "success"
+    assert tool_rows[1].tool_status == "error" and "Findings: 42" not in tool_rows[1].content
+    assert "(terminated)" in tool_rows[1].content
+    assert parent.children[0].status == "terminated"

@@ -382,6 +382,7 @@ async def _deliver(
                 }
             )
     if config.blocking:
+        await _forget_outcome(child)
         runtime._blocking_waits.add(child.thread_id)
         try:
             await child.queue_message(
@@ -397,6 +398,22 @@ async def _deliver(
         result=INITIATED_TEXT.format(ref=child.thread_id),
         subagent_id=child.thread_id,
     )
+
+
+async def _forget_outcome(child: ThreadState) -> None:
+    """Drop a resumable child's previous session outcome before waiting on a new invocation.
+
+    A run that is cancelled (stop, terminate) records no outcome; the waiter must then report
+    that, not the result of the invocation before.
+    """
+    execution = child._row.execution
+    if "last_outcome" not in execution and "last_stop_reason" not in execution:
+        return
+    execution = {
+        k: v for k, v in execution.items() if k not in ("last_outcome", "last_stop_reason")
+    }
+    child._row.execution = execution
+    await child.runtime.store.update_thread(child.thread_id, execution=execution)
 
 
 def _spawn_group(flow: Flow | None) -> str | None:
@@ -418,7 +435,9 @@ async def _blocking_result(state: ThreadState, child_id: str) -> ToolResult:
     runtime = state.runtime
     row = await runtime.store.get_thread(child_id)
     outcome = (row.execution.get("last_outcome") if row else None) or {}
-    reason = (row.execution.get("last_stop_reason") if row else None) or "unknown"
+    reason = (row.execution.get("last_stop_reason") if row else None) or (
+        "aborted_by_user" if row is not None and row.stopped else "unknown"
+    )
     child = await runtime._state_for(row) if row else None
     refs = [AttachmentRef.model_validate(a) for a in outcome.get("attachments", [])]
     copied = await copy_attachments(child, refs, state) if (child and refs) else []
