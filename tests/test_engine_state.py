@@ -453,3 +453,20 @@ async def test_the_next_message_after_a_stop_clears_the_stored_stop_flag(sa_runt
     async with sa_runtime_factory(packs=[make_pack()], providers={"test": FunctionProvider(lambda r: "x")}) as rt:
         reopened = await rt.get_thread(thread.thread_id)
     assert reopened.row.stopped is False  # a crash now would resume the thread's turns
+
+
+@pytest.mark.asyncio
+async def test_a_tool_that_terminates_its_own_thread_ends_the_turn(sa_runtime_factory):
+    async def shut_down(state):
+        await state.terminate()
+        return "terminated"
+
+    tool = define_tool(name="shut_down", description="x", execute=shut_down)
+    provider = FunctionProvider(lambda request: {"tool_calls": [{"name": "shut_down", "arguments": {}}]})
+    async with sa_runtime_factory(packs=[make_pack(tools=[tool])], providers={"test": provider}) as rt:
+        thread = await rt.create_thread("helper")
+        await asyncio.wait_for(thread.send_message("go"), 5)
+        assert thread.terminated is not None
+        page = await thread.get_messages()
+    assert len(provider.requests) == 1  # no model call after the thread was terminated
+    assert [m.role for m in page.messages] == ["user", "assistant", "tool"]

@@ -234,7 +234,7 @@ class Flow:
     async def _loop(self) -> StopReason:
         ceiling = GLOBAL_STEP_CEILING
         while True:
-            if self.stopped:
+            if self.stopped or self.state.terminated is not None:  # e.g. terminated by a tool
                 return "aborted_by_user"
             if self.depth == 0:
                 await self._drain_queue()
