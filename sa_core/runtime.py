@@ -653,7 +653,7 @@ class Runtime:
         return offered
 
     def secret_names(self, scope: PackScope, row: ThreadRow) -> frozenset[str]:
-        """Variables declared secret in the package, plus the thread's secret-typed env."""
+        """Variables declared secret in the package or by plugin tools, plus secret-typed env."""
         declared = self._secrets.get(scope.package)
         if declared is None:
             names = {
@@ -662,9 +662,8 @@ class Runtime:
             names |= {
                 v.name for p in scope.prompts.values() for v in p.variables if v.type == "secret"
             }
-            names |= {
-                v.name for t in scope.tools.values() for v in t.variables if v.type == "secret"
-            }
+            tools = [*scope.tools.values(), *self.registry.global_tools.values()]
+            names |= {v.name for t in tools for v in t.variables if v.type == "secret"}
             declared = frozenset(names)
             self._secrets[scope.package] = declared
         if not row.env_types:

@@ -377,7 +377,8 @@ class ThreadState:
     def secret_names(self) -> frozenset[str]:
         """Names of the variables whose values are secret on this thread.
 
-        Declared ``secret`` anywhere in the thread's package, or typed secret on the thread.
+        Declared ``secret`` anywhere in the thread's package or by a plugin tool, or typed secret
+        on the thread.
         """
         return self._runtime.secret_names(self.scope, self._row)
 

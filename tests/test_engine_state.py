@@ -470,3 +470,29 @@ async def test_a_tool_that_terminates_its_own_thread_ends_the_turn(sa_runtime_fa
         page = await thread.get_messages()
     assert len(provider.requests) == 1  # no model call after the thread was terminated
     assert [m.role for m in page.messages] == ["user", "assistant", "tool"]
+
+
+@pytest.mark.asyncio
+async def test_secrets_declared_by_plugin_tools_are_redacted_from_tool_results(sa_runtime_factory):
+    from sa_hooks import hookimpl
+
+    echo = define_tool(
+        name="echo_token",
+        description="x",
+        execute=lambda state: f"using {state.env('PLUGIN_TOKEN')}",
+        variables=[{"name": "PLUGIN_TOKEN", "type": "secret", "required": True}],
+    )
+
+    class TokenPlugin:
+        @hookimpl
+        def sa_register_tools(self, register):
+            register(echo)
+
+    script = TestScript().add_tool_call_response([{"name": "echo_token", "arguments": {}}]).add_text_response("done")
+    provider = TestProvider(script)
+    async with sa_runtime_factory(packs=[make_pack(prompt_tools=["echo_token"])], providers={"test": provider}, plugins=[TokenPlugin()]) as rt:
+        thread = await rt.create_thread("helper", env={"PLUGIN_TOKEN": "sk-live-123456"})
+        await thread.send_message("go")
+        page = await thread.get_messages()
+    assert "sk-live-123456" not in repr(provider.last_request.messages)
+    assert page.messages[2].content == "using [redacted]"
