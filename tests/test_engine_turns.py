@@ -288,3 +288,18 @@ async def test_handoff_to_a_prompt_without_past_tools_hides_earlier_tool_calls(s
     earlier = [m for m in back_view if m.content == "Let me check."]
     assert len(earlier) == 1 and earlier[0].tool_calls == []
     assert not any(m.role == "tool" and m.tool_name == "tick" for m in back_view)
+
+
+@pytest.mark.asyncio
+async def test_a_side_max_steps_above_250_raises_the_step_ceiling(sa_runtime_factory):
+    tick = define_tool(name="tick", description="x", execute=lambda state: "ok")
+    prompt = define_prompt(name="main", model="fast", prompt="Loop.", tools=["tick"])
+    agent = define_agent(name="helper", side_a={"prompt": "main", "max_steps": 260})
+    pack = Pack(name="demo", agents=[agent], prompts=[prompt], models=[MODEL], tools=[tick])
+    provider = FunctionProvider(lambda request: {"tool_calls": [{"name": "tick", "arguments": {}}]})
+    async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
+        thread = await rt.create_thread("helper")
+        await thread.send_message("go")
+        await thread.refresh()
+    assert len(provider.requests) == 260
+    assert thread.row.execution["last_stop_reason"] == "max_side_steps"

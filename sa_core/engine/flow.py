@@ -231,8 +231,15 @@ class Flow:
         self.stopped_by = self.stopped_by or reason
         return reason
 
+    def _step_ceiling(self) -> int:
+        """The flow's step limit: 250, or a side's larger ``max_steps``."""
+        limits = [GLOBAL_STEP_CEILING]
+        for config in (self.side_config("a"), self.side_config("b")):
+            if config is not None and config.max_steps is not None:
+                limits.append(config.max_steps)
+        return max(limits)
+
     async def _loop(self) -> StopReason:
-        ceiling = GLOBAL_STEP_CEILING
         while True:
             if self.stopped or self.state.terminated is not None:  # e.g. terminated by a tool
                 return "aborted_by_user"
@@ -255,7 +262,7 @@ class Flow:
                 return "awaiting_human"
             if side_config.max_steps is not None and self.side_steps[side] >= side_config.max_steps:
                 return "max_side_steps"
-            if self.step_count >= ceiling:
+            if self.step_count >= self._step_ceiling():
                 return "max_total_steps"
             self.side_steps[side] += 1
             self.step_count += 1
