@@ -303,3 +303,29 @@ async def test_a_side_max_steps_above_250_raises_the_step_ceiling(sa_runtime_fac
         await thread.refresh()
     assert len(provider.requests) == 260
     assert thread.row.execution["last_stop_reason"] == "max_side_steps"
+
+
+@pytest.mark.asyncio
+async def test_tool_results_that_are_not_json_serialisable_are_stored_as_text(sa_runtime_factory):
+    import datetime
+
+    class Handle:
+        def __str__(self) -> str:
+            return "handle-7"
+
+    when = define_tool(name="when", description="x", execute=lambda state: {"status": "success", "result": {"at": datetime.date(2024, 1, 2)}})
+    refuse = define_tool(
+        name="refuse",
+        description="x",
+        execute=lambda state: {"status": "error", "error": "closed", "error_code": "closed", "error_data": {"until": datetime.date(2024, 1, 3), "handle": Handle()}},
+    )
+    script = TestScript().add_tool_call_response([{"name": "when", "arguments": {}}, {"name": "refuse", "arguments": {}}]).add_text_response("after")
+    async with sa_runtime_factory(packs=[chat_pack(tools=[when, refuse], prompt_tools=["when", "refuse"])], providers={"test": TestProvider(script)}) as rt:
+        thread = await rt.create_thread("helper")
+        await thread.send_message("go")
+        page = await thread.get_messages()
+    rows = [m for m in page.messages if m.role == "tool"]
+    assert rows[0].tool_status == "success" and '"at": "2024-01-02"' in rows[0].content
+    assert rows[1].tool_status == "error" and rows[1].content == "Failed to execute tool: closed"
+    assert rows[1].metadata["error_data"] == {"until": "2024-01-03", "handle": "handle-7"}
+    assert page.messages[-1].content == "after"

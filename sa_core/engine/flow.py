@@ -545,6 +545,8 @@ class Flow:
         message_id: str | None = None,
         raw: bool = False,
     ) -> Message:
+        from pydantic_core import to_jsonable_python
+
         from sa_core.engine.files import attachment_paths, existing_refs, store_attachment
         from sa_core.engine.tools import result_text
         from sa_core.spec import ToolAttachment
@@ -614,7 +616,10 @@ class Flow:
             subagent_id=result.subagent_id,
             depth=self.depth,
             parent_id=self.parent_message_id,
-            metadata={"error_code": result.error_code, "error_data": result.error_data}
+            metadata={
+                "error_code": result.error_code,
+                "error_data": to_jsonable_python(result.error_data, fallback=str),
+            }
             if result.error_code
             else None,
         )

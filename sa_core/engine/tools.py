@@ -217,7 +217,7 @@ def normalise_result(value: Any) -> ToolResult:
                 data["result"] = "\n".join(texts)
         data.setdefault("status", "success")
         if data.get("result") is not None and not isinstance(data["result"], str):
-            data["result"] = json.dumps(data["result"], indent=2, ensure_ascii=False)
+            data["result"] = json.dumps(data["result"], indent=2, ensure_ascii=False, default=str)
         return ToolResult.model_validate(data)
     if isinstance(value, str):
         return ToolResult(status="success", result=value)
