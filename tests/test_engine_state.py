@@ -496,3 +496,28 @@ async def test_secrets_declared_by_plugin_tools_are_redacted_from_tool_results(s
         page = await thread.get_messages()
     assert "sk-live-123456" not in repr(provider.last_request.messages)
     assert page.messages[2].content == "using [redacted]"
+
+
+@pytest.mark.asyncio
+async def test_an_effect_scheduled_while_the_scheduler_reads_is_not_missed(sa_runtime_factory):
+    ran = asyncio.Event()
+    effect = define_effect(name="ping", description="x", execute=lambda state, args: ran.set() if args.get("now") else None)
+    async with sa_runtime_factory(packs=[make_pack(effects=[effect])]) as rt:
+        thread = await rt.create_thread("helper")
+        # On a backend whose reads suspend (aiosqlite, asyncpg) another task can schedule an
+        # effect while the scheduler is reading the next due time; reproduce that interleaving.
+        store = rt.store
+        read_next = store.next_effect_time
+        raced = []
+
+        async def racing_read(**kwargs):
+            value = await read_next(**kwargs)
+            if not raced:
+                raced.append(True)
+                await thread.schedule_effect("ping", {"now": True}, delay=0)
+            return value
+
+        store.next_effect_time = racing_read
+        await thread.schedule_effect("ping", {}, delay=3600)  # wakes the scheduler
+        await asyncio.wait_for(ran.wait(), 5)
+        assert raced

@@ -64,10 +64,12 @@ class EffectScheduler:
 
         store = self.runtime.store
         while True:
+            # clear before reading: an effect scheduled while the read is in flight (the read
+            # can suspend on an async backend) must still wake the wait below
+            self._wake.clear()
             next_time = await store.next_effect_time()
             timeout = None if next_time is None else max(0.0, (next_time - now_us()) / 1_000_000)
             if timeout is None or timeout > 0:
-                self._wake.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout)
                 continue
