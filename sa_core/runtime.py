@@ -591,19 +591,35 @@ class Runtime:
             await self.update_child(state.parent_id, state.thread_id, status="terminated")
 
     async def _set_env(self, state: ThreadState, name: str, value: str, type_: str | None) -> None:
-        targets = [state.thread_id, *await self.store.descendant_ids(state.thread_id)]
-        for thread_id in targets:
-            row = (
-                state._row
-                if thread_id == state.thread_id
-                else await self.store.get_thread(thread_id)
-            )
-            if row is None or row.terminated is not None:
+        """Set a variable on a thread and the descendants that inherit it.
+
+        A descendant whose agent graph declares ``name`` scoped does not inherit it (nor do its
+        own descendants, which inherit from it). Live handles see the new value at once.
+        """
+        from sa_core.engine.subagents import scoped_names
+
+        rows = [state._row]
+        for thread_id in await self.store.descendant_ids(state.thread_id):
+            shared = self._live.get(thread_id)
+            row = shared.row if shared is not None else await self.store.get_thread(thread_id)
+            if row is not None:
+                rows.append(row)
+        cut: set[str] = set()
+        for row in rows:
+            if row is not state._row:
+                scope = self.registry.scopes.get(row.package)
+                agent = scope.agents.get(row.agent_id) if scope is not None else None
+                if row.parent_id in cut or (
+                    scope is not None and agent is not None and name in scoped_names(scope, agent)
+                ):
+                    cut.add(row.id)
+                    continue
+            if row.terminated is not None:
                 continue
             env = {**row.env, name: value}
             env_types = {**row.env_types, name: type_} if type_ else row.env_types
             row.env, row.env_types = env, env_types
-            await self.store.update_thread(thread_id, env=env, env_types=env_types)
+            await self.store.update_thread(row.id, env=env, env_types=env_types)
 
     def _spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
         task = asyncio.create_task(coro, name=name)

@@ -134,3 +134,53 @@ async def test_immediate_object_form_fans_out_and_keeps_scoped_env_away_from_mod
         tokens = sorted([(await rt.get_thread(e.reference)).env("SHOP_TOKEN") for e in parent.children])
     assert names == ["north", "south"] and tokens == ["tok-1", "tok-2"]
     assert not any("tok-" in repr(r.messages) for r in provider.requests)
+
+
+@pytest.mark.asyncio
+async def test_set_env_on_a_parent_does_not_overwrite_a_childs_scoped_variable(sa_runtime_factory):
+    pack = pack_with({"name": "child", "blocking": True}, child_variables=[{"name": "SERVICE_KEY", "required": False, "scoped": True}])
+    async with sa_runtime_factory(packs=[pack], providers={"test": by_prompt(**{"Coordinate.": [{"tool_calls": [{"name": "child", "arguments": {"message": "go"}}]}]})}) as rt:
+        parent = await rt.create_thread("lead", env={"SERVICE_KEY": "parent"})
+        await parent.send_message("start")
+        await parent.refresh()
+        reference = parent.children[0].reference
+        child = await rt.get_thread(reference)
+        await child.set_env("SERVICE_KEY", "child-own")
+        await parent.set_env("SERVICE_KEY", "parent-rotated")
+        await parent.set_env("REGION", "eu")
+        assert child.env("SERVICE_KEY") == "child-own"  # the live handle
+        assert child.env("REGION") == "eu"
+        reopened = await rt.get_thread(reference)
+    assert reopened.env("SERVICE_KEY") == "child-own"
+    assert parent.env("SERVICE_KEY") == "parent-rotated"
+
+
+@pytest.mark.asyncio
+async def test_set_env_on_a_parent_reaches_a_running_child(sa_runtime_factory):
+    import asyncio
+
+    entered, release = asyncio.Event(), asyncio.Event()
+    seen = []
+
+    async def read_mode(state):
+        entered.set()
+        await release.wait()
+        seen.append(state.env_or_none("MODE"))
+        return "read"
+
+    pack = pack_with({"name": "child", "blocking": False})
+    use_key = next(t for t in pack.tools if t.name == "use_key")
+    pack.tools[pack.tools.index(use_key)] = define_tool(name="use_key", description="Use.", execute=read_mode)
+    provider = by_prompt(**{
+        "Coordinate.": [{"tool_calls": [{"name": "child", "arguments": {"message": "go"}}]}, "started"],
+        "Work.": [{"tool_calls": [{"name": "use_key", "arguments": {}}]}, "done"],
+        "Review.": [{"tool_calls": [{"name": "approve", "arguments": {}}]}],
+    })
+    async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
+        parent = await rt.create_thread("lead")
+        await parent.send_message("start")
+        await asyncio.wait_for(entered.wait(), 5)
+        await parent.set_env("MODE", "strict")
+        release.set()
+        await rt.wait_idle(timeout=10)
+    assert seen == ["strict"]
