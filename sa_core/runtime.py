@@ -332,6 +332,8 @@ class Runtime:
             name = variable.name
             if name in thread_env or name in user_env or name in self.env or name in defaults:
                 continue
+            if name in declared.tool_env:  # the prompt's tool config gives the tool its value
+                continue
             missing.append((name, declared.declared_by))
         return missing
 

@@ -521,3 +521,17 @@ async def test_an_effect_scheduled_while_the_scheduler_reads_is_not_missed(sa_ru
         await thread.schedule_effect("ping", {}, delay=3600)  # wakes the scheduler
         await asyncio.wait_for(ran.wait(), 5)
         assert raced
+
+
+@pytest.mark.asyncio
+async def test_a_required_tool_variable_given_by_the_prompts_tool_config_is_not_missing(sa_runtime_factory):
+    from sa_core.spec import PromptToolConfig
+
+    tool = define_tool(name="lookup", description="x", execute=lambda state: f"region {state.env('REGION')}", variables=[{"name": "REGION", "required": True}])
+    pack = make_pack(tools=[tool], prompt_tools=[PromptToolConfig(name="lookup", env={"REGION": "eu"})])
+    script = TestScript().add_tool_call_response([{"name": "lookup", "arguments": {}}]).add_text_response("done")
+    async with sa_runtime_factory(packs=[pack], providers={"test": TestProvider(script)}) as rt:
+        thread = await rt.create_thread("helper")
+        await thread.send_message("go")
+        page = await thread.get_messages()
+    assert page.messages[2].content == "region eu"

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from sa_core.spec import AgentDefinition, PromptDefinition, VariableDefinition, tool_entry_name
+from sa_core.spec import (
+    AgentDefinition,
+    PromptDefinition,
+    PromptToolConfig,
+    VariableDefinition,
+    tool_entry_name,
+)
 
 if TYPE_CHECKING:
     from sa_core.registry import PackScope
@@ -18,6 +25,7 @@ class DeclaredVariable:
     variable: VariableDefinition
     declared_by: str
     inherited: bool  # reached through a subagent boundary (scoped ones do not inherit)
+    tool_env: Mapping[str, str] = field(default_factory=dict)  # the listing's PromptToolConfig.env
 
 
 def graph_variables(scope: PackScope, agent: AgentDefinition) -> list[DeclaredVariable]:
@@ -57,8 +65,9 @@ def graph_variables(scope: PackScope, agent: AgentDefinition) -> list[DeclaredVa
             name = tool_entry_name(entry)
             tool = scope.tool(name)
             if tool is not None:
+                env = entry.env if isinstance(entry, PromptToolConfig) else {}
                 for variable in tool.variables:
-                    found.append(DeclaredVariable(variable, f"tool '{name}'", crossed))
+                    found.append(DeclaredVariable(variable, f"tool '{name}'", crossed, env))
                 continue
             if name in scope.prompts:
                 visit_prompt(scope.prompts[name], scope, crossed)
