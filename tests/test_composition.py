@@ -572,3 +572,31 @@ async def test_blocking_resumable_child_terminated_mid_invocation_is_not_its_pre
     assert tool_rows[1].tool_status == "error" and "Findings: 42" not in tool_rows[1].content
     assert "(terminated)" in tool_rows[1].content
     assert parent.children[0].status == "terminated"
+
+
+@pytest.mark.asyncio
+async def test_subagent_message_uses_the_relationship_that_created_the_child(sa_runtime_factory):
+    # Another prompt lists the same agent as a blocking relationship that talks to side B; a
+    # message to this parent's (non-blocking, side A) child must keep this parent's settings.
+    base = research_pack(resumable_entry())
+    director = define_prompt(name="director", model="sub_model", prompt="Direct.", include_chat=True,
+                             tools=[{"name": "researcher", "blocking": True, "resumable": {"receives_messages": "side_b"}}])
+    boss = define_agent(name="boss", side_a={"prompt": "director"})
+    pack = Pack(name="research", agents=[*base.agents, boss], prompts=[*base.prompts, director], models=base.models, tools=base.tools)
+    create = {"tool_calls": [{"name": "subagent_create", "arguments": {"agent": "researcher", "name": "a", "message": "m", "attachments": []}}]}
+    provider = routed(parent=[create, "started", "noted", "noted again"], worker=["w", "w2"], reviewer=[APPROVE, APPROVE], sub=["hello"])
+    async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
+        other = await rt.create_thread("boss")
+        await other.send_message("hi")  # the director's tool table is now the first one built
+        parent = await rt.create_thread("lead")
+        await parent.send_message("go")
+        await rt.wait_idle(timeout=10)
+        await parent.refresh()
+        reference = parent.children[0].reference
+        sent = await parent.invoke_tool("subagent_message", {"referenceId": reference, "message": "one more thing", "attachments": []})
+        await rt.wait_idle(timeout=10)
+        child = await parent.get_child_thread(reference)
+        page = await child.get_messages()
+    assert sent.result == f"Message sent to subagent {reference}."
+    delivered = [m for m in page.messages if m.content == "one more thing"]
+    assert delivered[0].role == "user"  # side A receives it

@@ -335,7 +335,12 @@ async def _create(
         tags=tags,
         package=scope.package,
         parent_id=state.thread_id,
-        properties={"owner_side": owner, "relationship": tool.name, "arguments": arguments},
+        properties={
+            "owner_side": owner,
+            "relationship": tool.name,
+            "prompt": state._prompt.name if state._prompt is not None else None,
+            "arguments": arguments,
+        },
     )
     from sa_core.store import now_us
 
@@ -504,14 +509,17 @@ async def _message_instance(
 
 
 def _config_for(state: ThreadState, child_row: Any) -> SubagentToolConfig | None:
-    relationship = child_row.properties.get("relationship")
-    for table in state.runtime._tables.values():
-        tool = table.tools.get(relationship or child_row.agent_id)
-        if tool is not None and tool.subagent is not None:
-            return tool.subagent
+    """The relationship a child was created through: its prompt's entry in the parent's package.
+
+    Children created before the prompt was recorded fall back to the active prompt, then to any
+    prompt of the parent's package; other packages' prompts are never consulted.
+    """
+    name = child_row.properties.get("relationship") or child_row.agent_id
     scope = state.scope
-    for prompt in scope.prompts.values():
-        tool = state.runtime.tool_table(scope, prompt).tools.get(relationship or child_row.agent_id)
+    recorded = scope.prompts.get(child_row.properties.get("prompt") or "")
+    candidates = [p for p in (recorded, state._prompt) if p is not None]
+    for prompt in [*candidates, *scope.prompts.values()]:
+        tool = state.runtime.tool_table(scope, prompt).tools.get(name)
         if tool is not None and tool.subagent is not None:
             return tool.subagent
     return None
