@@ -122,6 +122,28 @@ async def test_subprompt_runs_one_step_with_its_own_model_and_stays_out_of_conte
 
 
 @pytest.mark.asyncio
+async def test_subprompt_with_chat_but_without_past_tools_sees_no_tool_traffic(sa_runtime_factory):
+    tick = define_tool(name="tick", description="Tick.", execute=lambda state: "ticked")
+    summarize = define_prompt(
+        name="summarize", model="sub_model", prompt="Summarize.", tool_description="Summarize the chat.",
+        include_chat=True, include_past_tools=False, tools=[],
+    )
+    main = define_prompt(name="main", model="parent_model", prompt="Main.", include_chat=True, tools=["tick", "summarize"])
+    agent = define_agent(name="helper", side_a={"prompt": "main"})
+    pack = Pack(name="p", agents=[agent], prompts=[main, summarize], models=[PARENT, SUB], tools=[tick])
+    provider = routed(
+        parent=[{"tool_calls": [{"name": "tick", "arguments": {}}]}, "one", {"tool_calls": [{"name": "summarize", "arguments": {}}]}, "two"],
+        sub=["a summary"],
+    )
+    async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
+        thread = await rt.create_thread("helper")
+        await thread.send_message("first")
+        await thread.send_message("second")
+    sub_view = provider.seen["sub"][0].messages
+    assert [(m.role, m.content) for m in sub_view[1:]] == [("user", "first"), ("assistant", "one"), ("user", "second")]
+
+
+@pytest.mark.asyncio
 async def test_subprompt_errors_are_reported_in_the_result(sa_runtime_factory):
     def broken(state, args):
         raise RuntimeError("quota exceeded")

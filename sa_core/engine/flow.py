@@ -361,9 +361,7 @@ class Flow:
             self._before = [m for m in history if m.id not in in_flow and m.status != "pending"]
         before = self._before_filtered.get(prompt.include_past_tools)
         if before is None:
-            before = (
-                self._before if prompt.include_past_tools else _without_past_tools(self._before)
-            )
+            before = self._before if prompt.include_past_tools else without_past_tools(self._before)
             self._before_filtered[prompt.include_past_tools] = before
         return before + [m for m in current if m.depth == 0 and m.parent_id is None]
 
@@ -735,7 +733,7 @@ class Flow:
         self.stopped_by = "step_error"
 
 
-def _without_past_tools(messages: list[Message]) -> list[Message]:
+def without_past_tools(messages: list[Message]) -> list[Message]:
     """Drop the tool traffic of earlier turns (calls are stripped, results removed)."""
     kept: list[Message] = []
     for message in messages:

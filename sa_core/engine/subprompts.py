@@ -30,7 +30,7 @@ async def run_subprompt(
 ) -> ToolResult:
     """Run the subprompt and format its result."""
     from sa_core.engine.files import attachment_paths, existing_refs
-    from sa_core.engine.flow import Flow
+    from sa_core.engine.flow import Flow, without_past_tools
     from sa_core.engine.messages import create_message, new_message
 
     assert tool.prompt is not None
@@ -43,6 +43,8 @@ async def run_subprompt(
         initial: list[Message] = []
         if prompt.include_chat:
             initial = list(await runtime.store.history(state.thread_id))
+            if not prompt.include_past_tools:
+                initial = without_past_tools(initial)
         flow = Flow(
             runtime,
             sub_state,
