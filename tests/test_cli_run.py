@@ -45,3 +45,16 @@ def test_sa_run_reports_an_unknown_agent(tmp_path, monkeypatch, capsys):
     code = main(["run", "nobody", "--pack", str(pack_file), "--db", f"sqlite:///{tmp_path}/run.db"])
     assert code == 1
     assert "Unknown agent 'nobody'" in capsys.readouterr().err
+
+
+def test_sa_run_says_why_a_turn_failed(tmp_path, monkeypatch, capsys):
+    pack_file = tmp_path / "demo_pack.py"
+    pack_file.write_text(PACK)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setattr("sys.stdin", io.StringIO("hello\n"))
+    code = main(["run", "helper", "--pack", str(pack_file), "--db", f"sqlite:///{tmp_path}/run.db"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "error: the turn failed: ProviderError: All retry attempts exhausted" in out
+    assert "model call: Provider 'openai' needs the variable OPENAI_API_KEY" in out
+    assert "--test-provider answers every model offline" in out

@@ -131,6 +131,25 @@ async def test_definitions_without_module_level_names_are_picked_from_the_source
     assert page.messages[2].content == "counted 1"
 
 
+def test_a_failed_build_leaves_the_earlier_output_and_its_version(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "out"
+    pack_agent(WEATHER, "forecaster", out=out, build=False)
+    earlier = (out / "pyproject.toml").read_text(encoding="utf-8")
+
+    def fail(*args: object, **kwargs: object) -> None:
+        raise PackagingError("building failed: no backend")
+
+    monkeypatch.setattr("sa_core.packaging.packer.build_distributions", fail)
+    with pytest.raises(PackagingError, match="no backend"):
+        pack_agent(WEATHER, "forecaster", out=out)
+    assert (out / "pyproject.toml").read_text(encoding="utf-8") == earlier
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]  # no staging left behind
+    again = pack_agent(WEATHER, "forecaster", out=out, build=False)
+    assert (again.identity.version, again.previous_version) == ("0.1.1", "0.1.0")
+
+
 def test_repacking_keeps_the_identity_and_bumps_the_version(tmp_path: Path) -> None:
     out = tmp_path / "out"
     first = pack_agent(WEATHER, "forecaster", out=out, build=False)

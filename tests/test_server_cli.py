@@ -49,6 +49,20 @@ def test_keys_create_list_revoke(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert "UTC" in capsys.readouterr().out.splitlines()[-1].split(token[:11])[1]
 
 
+def test_keys_revoke_takes_the_whole_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = f"sqlite:///{tmp_path / 'sa.db'}"
+    assert main(["keys", "create", "--db", db]) == 0
+    token = capsys.readouterr().out.splitlines()[-1]
+    assert main(["keys", "revoke", token, "--db", db]) == 0
+    assert capsys.readouterr().out == f"Revoked {token[:11]}.\n"
+    assert main(["keys", "revoke", token, "--db", db]) == 1
+    out = capsys.readouterr().out
+    assert out == f"No active key matches '{token[:11]}...' (see 'sa keys list').\n"
+    assert token not in out
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -58,7 +72,7 @@ def _free_port() -> int:
 class Serve:
     """``sa serve`` in a subprocess, its output read line by line in a thread."""
 
-    def __init__(self, tmp_path: Path, db: str) -> None:
+    def __init__(self, tmp_path: Path, db: str, *extra: str) -> None:
         (tmp_path / "demo_pack.py").write_text(PACK_FILE)
         self.port = _free_port()
         self.proc = subprocess.Popen(
@@ -75,6 +89,7 @@ class Serve:
                 str(tmp_path / "demo_pack.py"),
                 "--log-level",
                 "warning",
+                *extra,
             ],
             cwd=tmp_path,
             stdout=subprocess.PIPE,
@@ -158,3 +173,24 @@ def test_sa_serve_prints_a_first_key_once_and_serves_the_named_pack(tmp_path: Pa
         assert httpx.get(url, headers=headers, timeout=5).status_code == 200
     finally:
         assert again.stop() in (0, 130)
+
+
+def test_sa_serve_says_when_every_key_is_revoked_and_when_models_are_offline(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = f"sqlite:///{tmp_path / 'sa.db'}"
+    assert main(["keys", "create", "--db", db]) == 0
+    token = capsys.readouterr().out.splitlines()[-1]
+    assert main(["keys", "revoke", token, "--db", db]) == 0
+    server = Serve(tmp_path, db, "--test-provider")
+    try:
+        server.read_until("Serving packages")
+        text = "".join(server.output)
+    finally:
+        assert server.stop() in (0, 130)
+    assert "Created API key" not in text
+    assert (
+        "warning: every API key of this database is revoked, so every request will be refused; "
+        f"create one with 'sa keys create --db {db}'." in text
+    )
+    assert "Every model is answered by the offline test provider (--test-provider)" in text

@@ -252,6 +252,23 @@ def test_unknown_agent_and_bad_bodies_are_4xx(api: Api) -> None:
     assert bad_role.status_code == 400
 
 
+def test_an_unknown_package_or_route_says_which(api: Api) -> None:
+    typo = api.client.get("/api/packages/alpah/threads")
+    assert typo.status_code == 404
+    assert typo.json() == {
+        "error": "not_found",
+        "detail": "No package 'alpah' is served here (did you mean 'alpha'?); "
+        "GET /api/packages lists them.",
+    }
+    unknown = api.client.get("/api/packages/zzz/agents").json()["detail"]
+    assert unknown == "No package 'zzz' is served here; GET /api/packages lists them."
+    route = api.client.get(f"{A}/nothing").json()["detail"]
+    assert route == (
+        f"Package 'alpha' has no route GET {A}/nothing; the schema at /schema/openapi.json "
+        "lists its routes."
+    )
+
+
 def test_a_thread_is_reachable_only_under_its_own_package(api: Api) -> None:
     thread_id = api.thread()
     for method, suffix in [
@@ -364,7 +381,13 @@ def test_files_round_trip(api: Api) -> None:
     assert api.client.get(f"{files}/data").json()["error"] == "is_a_directory"
     assert api.client.delete(f"{files}/data/blob.bin").status_code == 204
     assert api.client.get(f"{files}/data/blob.bin").status_code == 404
-    assert api.client.delete(f"{files}/data").status_code == 400  # not empty
+    not_empty = api.client.delete(f"{files}/data")
+    assert not_empty.status_code == 400
+    assert not_empty.json() == {
+        "error": "directory_not_empty",
+        "detail": "Directory /data is not empty; add ?recursive=true to delete it with "
+        "everything in it.",
+    }
     assert api.client.delete(f"{files}/data", params={"recursive": True}).status_code == 204
     assert api.client.get(files).json()["file_count"] == 0
 

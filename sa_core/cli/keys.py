@@ -33,8 +33,12 @@ def register(subparsers: Any) -> None:
     create.add_argument("--name", default="default", help="a label for the key")
     create.set_defaults(func=create_key)
     add("list", "list keys (never their secrets)").set_defaults(func=list_keys)
-    revoke = add("revoke", "revoke a key by id or prefix")
-    revoke.add_argument("key", metavar="ID_OR_PREFIX", help="the key's id or its sa_... prefix")
+    revoke = add("revoke", "revoke a key by id, prefix or the key itself")
+    revoke.add_argument(
+        "key",
+        metavar="ID_OR_PREFIX",
+        help="the key's id, its sa_... prefix (from 'sa keys list') or the whole key",
+    )
     revoke.set_defaults(func=revoke_key)
 
 
@@ -84,14 +88,23 @@ async def list_keys(args: argparse.Namespace) -> int:
 
 
 async def revoke_key(args: argparse.Namespace) -> int:
-    """Revoke a key; exit code 1 when no active key matches."""
+    """Revoke a key by id, prefix or the whole key; exit code 1 when no active key matches."""
+    from sa_core.store.apikeys import DISPLAY_PREFIX_CHARS, TOKEN_PREFIX
+
     store = await _store(args)
+    target, shown = args.key, args.key
     try:
-        revoked = await store.revoke_api_key(args.key)
+        if target.startswith(TOKEN_PREFIX) and len(target) > DISPLAY_PREFIX_CHARS:
+            # the whole key: revoke the key it is, and never echo it back
+            shown = target[:DISPLAY_PREFIX_CHARS] + "..."
+            row = await store.verify_api_key(target)
+            if row is not None:
+                target, shown = row.id, row.prefix
+        revoked = await store.revoke_api_key(target)
     finally:
         await store.close()
     if not revoked:
-        print(f"No active key matches '{args.key}' (see 'sa keys list').")
+        print(f"No active key matches '{shown}' (see 'sa keys list').")
         return 1
-    print(f"Revoked {args.key}.")
+    print(f"Revoked {shown}.")
     return 0

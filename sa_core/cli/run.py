@@ -76,6 +76,8 @@ def _declared_env(runtime: Runtime, agent_name: str, given: dict[str, str]) -> d
 
 async def chat(runtime: Runtime, thread: ThreadState, stdin: TextIO, stdout: TextIO) -> None:
     """Read lines, send them, print streamed replies and tool activity until EOF."""
+    from sa_core.store.clock import now_us
+
     while True:
         stdout.write("\nyou> ")
         stdout.flush()
@@ -85,6 +87,7 @@ async def chat(runtime: Runtime, thread: ThreadState, stdin: TextIO, stdout: Tex
         text = line.strip()
         if not text:
             continue
+        started = now_us()
         async with runtime.events.subscribe(thread.thread_id) as frames:
             await thread.send_message(text, wait=False)
             printer = asyncio.create_task(_print_frames(frames, stdout))
@@ -94,6 +97,28 @@ async def chat(runtime: Runtime, thread: ThreadState, stdin: TextIO, stdout: Tex
             await asyncio.gather(printer, return_exceptions=True)
         while not frames.empty():
             _print_frame(frames.get_nowait(), stdout, set())
+        await _report_failures(thread, started, stdout)
+
+
+async def _report_failures(thread: ThreadState, since: int, stdout: TextIO) -> None:
+    """Print why the turn that started at ``since`` failed, if it did.
+
+    A failed turn stores no answer; its ``step_error`` log says what ended it and the model
+    calls' ``llm_call`` logs say why each attempt failed (a missing key, a refused request).
+    """
+    logs = [log for log in await thread.get_logs(limit=100) if log.created_at >= since]
+    failures = [log for log in logs if log.type == "step_error" and not log.data.get("depth")]
+    if not failures:
+        return
+    for failure in reversed(failures):
+        stdout.write(f"\nerror: the turn failed: {failure.data.get('error')}")
+    attempts = [log for log in logs if log.type == "llm_call" and log.data.get("error")]
+    causes = list(dict.fromkeys(str(log.data["error"]) for log in reversed(attempts)))
+    for cause in causes:
+        stdout.write(f"\n  model call: {cause}")
+    if any(log.data.get("error_type") == "auth_error" for log in attempts):
+        stdout.write("\n  (--test-provider answers every model offline, without keys)")
+    stdout.flush()
 
 
 async def _print_frames(frames: asyncio.Queue[dict[str, Any]], stdout: TextIO) -> None:

@@ -72,6 +72,20 @@ async def run(args: argparse.Namespace) -> int:
                 "Send it as 'Authorization: Bearer <key>'. Manage keys with 'sa keys'.",
                 flush=True,
             )
+        elif await runtime.store.count_api_keys() == 0:
+            print(
+                "warning: every API key of this database is revoked, so every request will be "
+                "refused; create one with 'sa keys create"
+                + (f" --db {args.db}" if args.db else "")
+                + "'.",
+                file=sys.stderr,
+            )
+        if args.test_provider:
+            print(
+                "Every model is answered by the offline test provider (--test-provider): "
+                "'Test response received.'",
+                flush=True,
+            )
         if websocket_protocol() == "none":
             print(
                 "warning: no WebSocket library is installed (pip install websockets); "

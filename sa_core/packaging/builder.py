@@ -8,6 +8,7 @@ isolated environment, which needs the package index. The wheel is built from the
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tarfile
@@ -38,7 +39,12 @@ def _build_one(
 
     builder = build.ProjectBuilder(project, runner=quiet_subprocess_runner)
     if isolated is None:
-        isolated = bool(builder.check_dependencies(distribution))
+        # The backend's own hook runs only once [build-system] requires are met here: an older
+        # setuptools would reject the PEP 639 metadata instead of reporting what it lacks.
+        isolated = any(
+            next(iter(build.check_dependency(req)), None) is not None
+            for req in builder.build_system_requires
+        ) or bool(builder.check_dependencies(distribution))
     if not isolated:
         return Path(builder.build(distribution, outdir))
     with build.env.DefaultIsolatedEnv() as env:
@@ -112,7 +118,8 @@ def twine_check(files: Sequence[Path]) -> str:
 
     """
     command = [sys.executable, "-m", "twine", "--no-color", "check", "--strict", *map(str, files)]
-    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    env = {**os.environ, "COLUMNS": "1000"}  # one line per file, not wrapped at 80 columns
+    result = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
     report = (result.stdout + result.stderr).strip()
     if result.returncode != 0:
         raise PackagingError(f"twine check failed:\n{report}")

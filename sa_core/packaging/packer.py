@@ -292,28 +292,30 @@ def pack_agent(
             holder = (split_author(author) or {}).get("name") or author
             text = license_text(license_id, holder=holder)
             (staging / "LICENSE").write_text(text, encoding="utf-8")
+        # Check and build before replacing anything: a project that does not load or build
+        # leaves an earlier output (and the version it recorded) as it was.
+        _verify(staging, package_id)
+        result = PackResult(
+            identity=identity,
+            project=out,
+            closure=closure,
+            vendored=vendored,
+            requirements=requirements,
+            license_id=license_id,
+            previous_version=previous_version,
+        )
+        if build:
+            built = build_distributions(staging, staging / "dist", isolated=isolated)
+            for leftover in staging.glob("*.egg-info"):
+                shutil.rmtree(leftover, ignore_errors=True)
+            result.check_report = twine_check(built).replace(str(staging), str(out))
+            result.files = [out / "dist" / path.name for path in built]
         if out.exists():
             shutil.rmtree(out)
         staging.rename(out)
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
-    _verify(out, package_id)
-    result = PackResult(
-        identity=identity,
-        project=out,
-        closure=closure,
-        vendored=vendored,
-        requirements=requirements,
-        license_id=license_id,
-        previous_version=previous_version,
-    )
-    if build:
-        sdist, wheel = build_distributions(out, out / "dist", isolated=isolated)
-        for leftover in out.glob("*.egg-info"):
-            shutil.rmtree(leftover, ignore_errors=True)
-        result.files = [sdist, wheel]
-        result.check_report = twine_check(result.files)
     return result
 
 

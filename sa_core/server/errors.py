@@ -6,6 +6,7 @@ traceback and answered without internals.
 
 from __future__ import annotations
 
+import difflib
 import logging
 from http import HTTPStatus
 from typing import Any
@@ -69,7 +70,33 @@ def api_error_handler(_: Request[Any, Any, Any], exc: ApiError) -> Response[Any]
     return _respond(exc.status, _body(exc.error, exc.detail, **exc.extra))
 
 
-def http_exception_handler(_: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
+def _unmatched_route_detail(request: Request[Any, Any, Any]) -> str | None:
+    """Say which part of an unmatched ``/api/packages/...`` URL is wrong, when it is one."""
+    prefix = "/api/packages/"
+    path = request.url.path
+    if not path.startswith(prefix):
+        return None
+    from sa_core.server.app import StandardAgentsPlugin
+
+    try:
+        plugin = request.app.plugins.get(StandardAgentsPlugin)
+    except KeyError:
+        return None
+    package = path[len(prefix) :].split("/", 1)[0]
+    served = list(plugin.runtime.registry.scopes)
+    if package in served:
+        return (
+            f"Package '{package}' has no route {request.method} {path}; the schema at "
+            f"/schema/openapi.json lists its routes."
+        )
+    hint = ""
+    if request.app.openapi_config is not None:  # the schema names the packages anyway
+        close = difflib.get_close_matches(package, served, n=1, cutoff=0.6)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+    return f"No package '{package}' is served here{hint}; GET /api/packages lists them."
+
+
+def http_exception_handler(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
     """Answer Litestar's own errors (validation, routing, auth) in the same shape."""
     status = exc.status_code
     code = _CODES.get(status, "error" if status < 500 else "internal_error")
@@ -80,6 +107,8 @@ def http_exception_handler(_: Request[Any, Any, Any], exc: HTTPException) -> Res
     if status == 401:
         headers.setdefault("WWW-Authenticate", 'Bearer realm="standard-agents"')
     detail = exc.detail or HTTPStatus(status).phrase
+    if status == 404 and detail == HTTPStatus.NOT_FOUND.phrase:
+        detail = _unmatched_route_detail(request) or detail
     if status >= 500:
         logger.error("HTTP %s: %s", status, detail)
     return _respond(status, _body(code, detail, errors=errors), headers)

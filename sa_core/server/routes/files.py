@@ -122,6 +122,13 @@ class FilesController(Controller):
             raise ApiError(400, "invalid_path", "The root directory cannot be deleted.")
         record = await _existing(thread, clean)
         if record.is_directory:
+            if not recursive and await thread.readdir_file(clean):
+                raise ApiError(
+                    400,
+                    "directory_not_empty",
+                    f"Directory {clean} is not empty; add ?recursive=true to delete it with "
+                    f"everything in it.",
+                )
             await thread.rmdir_file(clean, recursive=recursive)
         else:
             await thread.unlink_file(clean)
