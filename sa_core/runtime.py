@@ -96,6 +96,7 @@ class Runtime:
         self.pack_errors: list[PackLoadError] = []
         self.pack_sources: dict[str, Any] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._flows: dict[str, Flow] = {}
         self._kicked: set[str] = set()
         self._settling: set[str] = set()
         self._queued: set[str] = set()
@@ -515,6 +516,7 @@ class Runtime:
                 initial = self._initial.pop(thread_id, [])
                 flow = Flow(self, state, side, initial_messages=initial)
                 state._flow = flow
+                self._flows[thread_id] = flow
                 marker = {"side": side, "messages": [m.id for m in initial]}
                 await self.store.set_value(thread_id, FLOW_MARKER, marker)
                 reason = await flow.run()
@@ -528,6 +530,7 @@ class Runtime:
                 side = side_for_role(queue[0].role) if queue else flow.current_side
         finally:
             self._settling.discard(thread_id)
+            self._flows.pop(thread_id, None)
             self._tasks.pop(thread_id, None)
             self._initial.pop(thread_id, None)
 
@@ -559,7 +562,7 @@ class Runtime:
 
     async def _cancel(self, thread_id: str) -> None:
         task = self._tasks.get(thread_id)
-        if task is not None:
+        if task is not None and task is not asyncio.current_task():
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
 
@@ -570,7 +573,14 @@ class Runtime:
         if shared is not None:
             shared.row.stopped = True
         task = self._tasks.get(thread_id)
-        if task is not None:
+        if task is not None and task is asyncio.current_task():
+            # called from the thread's own turn (a tool, a hook): it cannot wait for itself to
+            # be cancelled, so the turn ends after the current step instead
+            flow = self._flows.get(thread_id)
+            if flow is not None:
+                flow.stop("aborted_by_user")
+            task = None
+        elif task is not None:
             task.cancel()
         await self.store.update_thread(thread_id, stopped=True)
         if task is not None:

@@ -535,3 +535,23 @@ async def test_a_required_tool_variable_given_by_the_prompts_tool_config_is_not_
         await thread.send_message("go")
         page = await thread.get_messages()
     assert page.messages[2].content == "region eu"
+
+
+@pytest.mark.asyncio
+async def test_a_tool_that_stops_its_own_thread_ends_the_turn(sa_runtime_factory):
+    async def halt(state):
+        await state.stop()
+        return "halted"
+
+    tool = define_tool(name="halt", description="x", execute=halt)
+    provider = FunctionProvider(lambda request: {"tool_calls": [{"name": "halt", "arguments": {}}]} if len(provider.requests) == 1 else "back")
+    async with sa_runtime_factory(packs=[make_pack(tools=[tool])], providers={"test": provider}) as rt:
+        thread = await rt.create_thread("helper")
+        await asyncio.wait_for(thread.send_message("go"), 5)
+        assert thread.row.stopped is True
+        page = await thread.get_messages()
+        assert [(m.role, m.content) for m in page.messages] == [("user", "go"), ("assistant", None), ("tool", "halted")]
+        assert len(provider.requests) == 1
+        await asyncio.wait_for(thread.send_message("again"), 5)
+        page = await thread.get_messages()
+    assert page.messages[-1].content == "back"
