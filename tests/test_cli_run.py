@@ -58,3 +58,22 @@ def test_sa_run_says_why_a_turn_failed(tmp_path, monkeypatch, capsys):
     assert "error: the turn failed: ProviderError: All retry attempts exhausted" in out
     assert "model call: Provider 'openai' needs the variable OPENAI_API_KEY" in out
     assert "--test-provider answers every model offline" in out
+
+
+def test_sa_run_resumes_a_thread_only_with_its_pack_loaded(tmp_path, monkeypatch, capsys):
+    pack_file = tmp_path / "demo_pack.py"
+    pack_file.write_text(PACK)
+    db = f"sqlite:///{tmp_path}/run.db"
+    monkeypatch.setattr("sys.stdin", io.StringIO("hello\n"))
+    assert main(["run", "helper", "--pack", str(pack_file), "--test-provider", "--db", db]) == 0
+    thread = capsys.readouterr().err.split()[1]
+    monkeypatch.setattr("sys.stdin", io.StringIO("again\n"))
+    assert main(["run", "helper", "--thread", thread, "--test-provider", "--db", db]) == 1
+    assert capsys.readouterr().err == (
+        f"error: Thread {thread} belongs to package 'demo', which is not loaded; pass the pack "
+        "with --pack (or install it).\n"
+    )
+    monkeypatch.setattr("sys.stdin", io.StringIO("again\n"))
+    args = ["run", "helper", "--pack", str(pack_file), "--thread", thread, "--test-provider"]
+    assert main([*args, "--db", db]) == 0
+    assert capsys.readouterr().out.count("agent> Test response received.") == 1

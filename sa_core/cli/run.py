@@ -26,7 +26,11 @@ def register(subparsers: Any) -> None:
         "--pack", action="append", default=[], help="Module or path of a pack to load."
     )
     parser.add_argument("--db", default=None, help="Database URL (default sqlite:///.sa/sa.db).")
-    parser.add_argument("--thread", default=None, help="Resume this thread id.")
+    parser.add_argument(
+        "--thread",
+        default=None,
+        help="Resume this thread id (it keeps its own agent; AGENT is not used).",
+    )
     parser.add_argument(
         "--env", action="append", default=[], metavar="NAME=VALUE", help="Thread variable."
     )
@@ -50,6 +54,7 @@ async def run_command(args: argparse.Namespace) -> int:
         env = dict(item.split("=", 1) for item in args.env if "=" in item)
         if args.thread:
             thread = await runtime.get_thread(args.thread)
+            _check_resumable(runtime, thread)
         else:
             thread = await runtime.create_thread(
                 args.agent, env=_declared_env(runtime, args.agent, env)
@@ -59,6 +64,17 @@ async def run_command(args: argparse.Namespace) -> int:
     finally:
         await runtime.close()
     return 0
+
+
+def _check_resumable(runtime: Runtime, thread: ThreadState) -> None:
+    """Refuse a ``--thread`` whose package is not loaded (its turns could not run)."""
+    from sa_core.errors import SAError
+
+    if thread.package not in runtime.registry.scopes:
+        raise SAError(
+            f"Thread {thread.thread_id} belongs to package '{thread.package}', which is not "
+            f"loaded; pass the pack with --pack (or install it)."
+        )
 
 
 def _declared_env(runtime: Runtime, agent_name: str, given: dict[str, str]) -> dict[str, str]:
