@@ -12,7 +12,7 @@ previous one's output.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -121,13 +121,30 @@ class PluginHost:
                 value = result
         return value
 
-    async def notify(self, hook: str, /, **kwargs: Any) -> None:
-        """Call an observational hook; results are ignored."""
+    async def notify(
+        self,
+        hook: str,
+        /,
+        *,
+        on_error: Callable[[str, BaseException], Awaitable[None]] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Call an observational hook; results are ignored.
+
+        With ``on_error``, an implementation that raises is reported to it as ``(plugin name,
+        exception)`` and the remaining implementations still run; without it the exception
+        propagates.
+        """
         caller = getattr(self.manager.hook, f"sa_{hook}")
         for impl in reversed(caller.get_hookimpls()):
-            result = impl.function(*[kwargs[name] for name in impl.argnames])
-            if inspect.isawaitable(result):
-                await result
+            try:
+                result = impl.function(*[kwargs[name] for name in impl.argnames])
+                if inspect.isawaitable(result):
+                    await result
+            except Exception as exc:
+                if on_error is None:
+                    raise
+                await on_error(self.manager.get_name(impl.plugin) or repr(impl.plugin), exc)
 
     def plugin_names(self) -> list[str]:
         """Names of every registered plugin."""

@@ -227,3 +227,45 @@ async def test_filter_messages_edits_reach_every_step_of_a_turn(sa_runtime_facto
         await thread.send_message("a very long message")
     assert provider.requests[0].messages[1].content == "a very long message"
     assert [m.content for m in provider.requests[1].messages if m.role == "user"] == ["[compacted]"]
+
+
+@pytest.mark.asyncio
+async def test_a_raising_observer_hook_is_logged_and_the_turn_goes_on(sa_runtime_factory):
+    def fragile(state, message):
+        if message.role == "tool":
+            raise RuntimeError("audit sink down")
+
+    tool = define_tool(name="tick", description="x", execute=lambda state: "ticked")
+    hooks = [define_hook(id="audit", hook="after_create_message", execute=fragile)]
+    script = TestScript().add_tool_call_response([{"name": "tick", "arguments": {}}]).add_text_response("done")
+    async with sa_runtime_factory(packs=[hook_pack(prompt_hooks=["audit"], hooks=hooks, tools=[tool])], providers={"test": TestProvider(script)}) as rt:
+        thread = await rt.create_thread("helper")
+        await thread.send_message("go")
+        page = await thread.get_messages()
+        logs = await thread.get_logs()
+    assert [(m.role, m.content) for m in page.messages] == [("user", "go"), ("assistant", None), ("tool", "ticked"), ("assistant", "done")]
+    errors = [log.data for log in logs if log.type == "hook_error"]
+    assert len(errors) == 1 and errors[0]["hook"] == "after_create_message" and "audit sink down" in errors[0]["error"]
+
+
+@pytest.mark.asyncio
+async def test_a_hook_that_also_fails_the_step_error_record_still_settles_the_thread(sa_runtime_factory):
+    def refuse_tool_rows(state, message):
+        if message.role == "tool":
+            raise RuntimeError("no tool rows today")
+        return None
+
+    tool = define_tool(name="tick", description="x", execute=lambda state: "ticked")
+    hooks = [define_hook(id="refuse", hook="before_create_message", execute=refuse_tool_rows)]
+    script = TestScript().add_tool_call_response([{"name": "tick", "arguments": {}}]).add_text_response("recovered")
+    async with sa_runtime_factory(packs=[hook_pack(prompt_hooks=["refuse"], hooks=hooks, tools=[tool])], providers={"test": TestProvider(script)}) as rt:
+        thread = await rt.create_thread("helper")
+        await thread.send_message("go")  # does not raise: the step error is recorded
+        await thread.refresh()
+        assert thread.row.execution["last_stop_reason"] == "step_error"
+        logs = await thread.get_logs()
+        step_errors = [log.data for log in logs if log.type == "step_error"]
+        assert len(step_errors) == 1 and "no tool rows today" in step_errors[0]["recording_error"]
+        await thread.send_message("again")
+        page = await thread.get_messages()
+    assert page.messages[-1].content == "recovered"

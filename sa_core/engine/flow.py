@@ -720,16 +720,20 @@ class Flow:
     async def _record_step_error(self, exc: Exception) -> None:
         state = self.state
         text = f"{type(exc).__name__}: {exc}"
-        if self._pending is not None:
-            await update_message(
-                state, self._pending.id, {"status": "failed", "metadata": {"error": text}}
-            )
-            self._pending = None
-        for call in list(self._unanswered):
-            await self._store_tool_row(
-                call, ToolResult(status="error", error=text), SideConfig(prompt=""), raw=True
-            )
-        await self.runtime.log(state.thread_id, "step_error", {"error": text, "depth": self.depth})
+        data: dict[str, Any] = {"error": text, "depth": self.depth}
+        try:
+            if self._pending is not None:
+                pending, self._pending = self._pending, None
+                await update_message(
+                    state, pending.id, {"status": "failed", "metadata": {"error": text}}
+                )
+            for call in list(self._unanswered):
+                await self._store_tool_row(
+                    call, ToolResult(status="error", error=text), SideConfig(prompt=""), raw=True
+                )
+        except Exception as again:  # e.g. the hook that failed the step fails these writes too
+            data["recording_error"] = f"{type(again).__name__}: {again}"
+        await self.runtime.log(state.thread_id, "step_error", data)
         self.stopped_by = "step_error"
 
 

@@ -32,6 +32,18 @@ def new_message(thread_id: str, role: Any, content: str | None, **fields: Any) -
     )
 
 
+async def _observe(state: ThreadState, hook: str, message: Message) -> None:
+    """Run an observational hook; a failing observer is logged, never fails the write."""
+    runtime = state.runtime
+
+    async def report(plugin: str, exc: BaseException) -> None:
+        error = f"{type(exc).__name__}: {exc}"
+        data = {"hook": hook, "plugin": plugin, "message_id": message.id, "error": error}
+        await runtime.log(state.thread_id, "hook_error", data)
+
+    await runtime.host.notify(hook, on_error=report, state=state, message=message)
+
+
 async def _before_create(state: ThreadState, message: Message) -> Message:
     result = await state.runtime.host.chain("before_create_message", message, state=state)
     if isinstance(result, Message):
@@ -49,7 +61,7 @@ async def create_messages(
     prepared = [await _before_create(state, m) for m in messages]
     await runtime.store.insert_messages(prepared, tx=tx)
     for message in prepared:
-        await runtime.host.notify("after_create_message", state=state, message=message)
+        await _observe(state, "after_create_message", message)
         publish_message(state, message)
     return prepared
 
@@ -75,7 +87,7 @@ async def update_message(
     )
     updated = await runtime.store.update_message(message_id, dict(changed), tx=tx)
     if updated is not None:
-        await runtime.host.notify("after_update_message", state=state, message=updated)
+        await _observe(state, "after_update_message", updated)
         publish_message(state, updated)
     return updated
 
@@ -100,8 +112,8 @@ async def complete_prepared(
     )
     stored = Message.model_validate({**message.__dict__, **dict(changed)})
     await runtime.store.insert_messages([stored])
-    await runtime.host.notify("after_create_message", state=state, message=stored)
-    await runtime.host.notify("after_update_message", state=state, message=stored)
+    await _observe(state, "after_create_message", stored)
+    await _observe(state, "after_update_message", stored)
     publish_message(state, stored)
     return stored
 
