@@ -7,6 +7,7 @@ PY := $(VENV)/bin/python
 EXAMPLES := $(sort $(wildcard packs/*/pyproject.toml plugins/*/pyproject.toml))
 HOST ?= 127.0.0.1
 PORT ?= 8000
+SERVE_ARGS ?=
 
 .PHONY: setup serve test lint bench clean
 
@@ -19,7 +20,7 @@ $(VENV)/.installed: pyproject.toml $(EXAMPLES)
 	touch $@
 
 serve: setup
-	$(VENV)/bin/sa serve --host $(HOST) --port $(PORT)
+	$(VENV)/bin/sa serve --host $(HOST) --port $(PORT) $(SERVE_ARGS)
 
 test: setup
 	$(PY) -m pytest tests packs plugins
