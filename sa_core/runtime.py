@@ -585,6 +585,14 @@ class Runtime:
         await self.store.update_thread(thread_id, stopped=True)
         if task is not None:
             await asyncio.gather(task, return_exceptions=True)
+            row = shared.row if shared is not None else await self.store.get_thread(thread_id)
+            if (
+                row is not None
+                and row.parent_id is not None
+                and row.terminated is None
+                and thread_id not in self._blocking_waits  # the waiter settles the status
+            ):
+                await self.update_child(row.parent_id, thread_id, status="idle")
         await self.store.delete_value(thread_id, FLOW_MARKER)
 
     async def _terminate(self, state: ThreadState) -> None:

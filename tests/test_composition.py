@@ -622,3 +622,51 @@ async def test_subagent_message_uses_the_relationship_that_created_the_child(sa_
     assert sent.result == f"Message sent to subagent {reference}."
     delivered = [m for m in page.messages if m.content == "one more thing"]
     assert delivered[0].role == "user"  # side A receives it
+
+
+@pytest.mark.asyncio
+async def test_a_stopped_child_is_no_longer_running_in_the_parent_registry(sa_runtime_factory):
+    pack = research_pack(resumable_entry())
+    create = {"tool_calls": [{"name": "subagent_create", "arguments": {"agent": "researcher", "name": "a", "message": "m", "attachments": []}}]}
+    entered, never = asyncio.Event(), asyncio.Event()
+
+    async def hang(request):
+        entered.set()
+        await never.wait()
+
+    provider = routed(parent=[create, "ok"], worker=[hang], reviewer=[APPROVE])
+    async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
+        parent = await rt.create_thread("lead")
+        await parent.send_message("go")
+        await asyncio.wait_for(entered.wait(), 5)
+        await parent.refresh()
+        assert parent.children[0].status == "running"
+        child = await parent.get_child_thread(parent.children[0].reference)
+        await child.stop()
+        await rt.wait_idle(timeout=5)
+        await parent.refresh()
+    assert parent.children[0].status == "idle"
+
+
+@pytest.mark.asyncio
+async def test_a_child_that_stops_itself_is_no_longer_running_in_the_parent_registry(sa_runtime_factory):
+    async def stop_here(state, args):
+        await state.stop()
+        return "stopping"
+
+    pack = research_pack(resumable_entry())
+    pack.tools[:] = [t for t in pack.tools if t.name != "report_status"] + [
+        define_tool(name="report_status", description="Status.", args=Reason, execute=stop_here)
+    ]
+    create = {"tool_calls": [{"name": "subagent_create", "arguments": {"agent": "researcher", "name": "a", "message": "m", "attachments": []}}]}
+    provider = routed(
+        parent=[create, "ok"],
+        worker=[{"tool_calls": [{"name": "report_status", "arguments": {"reason": "pausing"}}]}],
+        reviewer=[APPROVE],
+    )
+    async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
+        parent = await rt.create_thread("lead")
+        await parent.send_message("go")
+        await rt.wait_idle(timeout=5)
+        await parent.refresh()
+    assert parent.children[0].status == "idle"

@@ -825,7 +825,8 @@ async def on_flow_end(state: ThreadState, flow: Flow, reason: str) -> None:
     if state.terminated is not None:
         return
     if outcome is None:
-        if reason in ("aborted_by_user",):
+        if reason == "aborted_by_user":  # stopped: not running any more, nothing to report
+            await runtime.update_child(state.parent_id, state.thread_id, status="idle")
             return
         if not entry.resumable and reason not in ("awaiting_human",):
             outcome_text, failed = NO_TERMINAL_TEXT.format(reason=reason), True
