@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import build
@@ -68,3 +69,30 @@ def test_twine_check_reports_one_line_per_file(
     monkeypatch.setattr(builder.subprocess, "run", run)
     assert builder.twine_check([tmp_path / "x.whl"]) == "Checking x: PASSED"
     assert seen["COLUMNS"] == "1000"
+
+
+def test_twine_upload_without_a_terminal_neither_prompts_nor_colours(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    commands: list[list[str]] = []
+
+    class Done:
+        returncode = 0
+
+    def run(command: list[str], **kwargs: object) -> Done:
+        commands.append(command)
+        return Done()
+
+    monkeypatch.setattr(builder.subprocess, "run", run)
+    monkeypatch.setattr(builder.sys, "stdout", io.StringIO())  # not a terminal
+    url = "http://127.0.0.1:1/"
+    assert builder.twine_upload([tmp_path / "x.whl"], repository_url=url, interactive=False) == 0
+    assert commands[0][2:] == [
+        "twine",
+        "--no-color",
+        "upload",
+        "--repository-url",
+        "http://127.0.0.1:1/",
+        "--non-interactive",
+        str(tmp_path / "x.whl"),
+    ]

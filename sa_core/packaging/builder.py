@@ -144,6 +144,8 @@ def twine_upload(
 
     """
     command = [sys.executable, "-m", "twine", "upload"]
+    if not sys.stdout.isatty():  # logs and CI: no colour codes
+        command.insert(3, "--no-color")
     if repository_url:
         command += ["--repository-url", repository_url]
     if repository:
