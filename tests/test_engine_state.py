@@ -555,3 +555,24 @@ async def test_a_tool_that_stops_its_own_thread_ends_the_turn(sa_runtime_factory
         await asyncio.wait_for(thread.send_message("again"), 5)
         page = await thread.get_messages()
     assert page.messages[-1].content == "back"
+
+
+@pytest.mark.asyncio
+async def test_an_effect_whose_thread_is_deleted_while_it_runs_ends_quietly(sa_runtime_factory):
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def slow(state, args):
+        started.set()
+        await release.wait()
+        await state.inject_message({"role": "assistant", "content": "late"})
+
+    effect = define_effect(name="slow", description="x", execute=slow)
+    async with sa_runtime_factory(packs=[make_pack(effects=[effect])]) as rt:
+        thread = await rt.create_thread("helper")
+        await thread.schedule_effect("slow", {}, delay=0)
+        await asyncio.wait_for(started.wait(), 5)
+        running = list(rt.effects.running)
+        await rt.delete_thread(thread.thread_id)
+        release.set()
+        outcomes = await asyncio.gather(*running, return_exceptions=True)
+    assert outcomes == [None]

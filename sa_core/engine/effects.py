@@ -97,12 +97,13 @@ class EffectScheduler:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            await store.finish_effect(run.id, "failed", f"{type(exc).__name__}: {exc}")
+            if not await store.finish_effect(run.id, "failed", f"{type(exc).__name__}: {exc}"):
+                return  # deleted with its thread while it ran: nothing left to record on
             await runtime.log(
                 run.thread_id,
                 "effect_failed",
                 {"effect": run.name, "id": run.id, "error": str(exc)},
             )
             return
-        await store.finish_effect(run.id, "completed")
-        await runtime.log(run.thread_id, "effect", {"effect": run.name, "id": run.id})
+        if await store.finish_effect(run.id, "completed"):
+            await runtime.log(run.thread_id, "effect", {"effect": run.name, "id": run.id})
