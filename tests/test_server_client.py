@@ -581,3 +581,29 @@ def test_the_plugin_embeds_the_api_in_another_litestar_app(sa_database_url: str)
         paths = client.get("/schema/openapi.json").json()["paths"]
         assert "/health" in paths and f"{A}/threads/{{thread_id}}/messages" in paths
     assert not runtime._open  # the plugin closed the runtime it started
+
+
+def test_uploads_over_10_mb_need_a_raised_limit(sa_database_url: str) -> None:
+    from litestar import Litestar
+
+    from sa_core.server import StandardAgentsPlugin
+
+    big = b"0" * 10_500_000
+    for limit, status in [(None, 413), (50_000_000, 201)]:
+        runtime = Runtime(
+            packs=[alpha_pack()],
+            providers={"test": provider()},
+            database_url=sa_database_url,
+            load_entrypoints=False,
+        )
+        app = (
+            create_app(runtime)
+            if limit is None
+            else Litestar(plugins=[StandardAgentsPlugin(runtime)], request_max_body_size=limit)
+        )
+        with TestClient(app) as client:
+            token, _ = client.blocking_portal.call(runtime.store.create_api_key, "t")
+            client.headers["Authorization"] = f"Bearer {token}"
+            thread = client.post(f"{A}/threads", json={"agent": "helper"}).json()["id"]
+            up = client.put(f"{A}/threads/{thread}/files/big.bin", content=big)
+            assert up.status_code == status, up.text
