@@ -109,6 +109,9 @@ def packs_in_module(module: ModuleType) -> list[Pack]:
 
 def _describe_exception(exc: BaseException) -> str:
     """``TypeName: message (at file:line)`` for the innermost frame of a traceback."""
+    if isinstance(exc, SyntaxError):  # its own position is the one that matters
+        where = f"{exc.filename}:{exc.lineno}" if exc.filename else f"line {exc.lineno}"
+        return f"{type(exc).__name__}: {exc.msg} (at {where})"
     text = f"{type(exc).__name__}: {exc}"
     frames = traceback.extract_tb(exc.__traceback__)
     if frames:

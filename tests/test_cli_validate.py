@@ -309,6 +309,14 @@ def test_error_inside_a_module_names_the_location(tmp_path: Path) -> None:
     assert file.stem not in sys.modules
 
 
+def test_syntax_error_names_the_file_and_line(tmp_path: Path) -> None:
+    broken = tmp_path / "typo_pack.py"
+    broken.write_text("x = 1\ndef f(:\n")
+    with pytest.raises(PackLoadError) as info:
+        load_packs_from(str(broken))
+    assert str(info.value).endswith(f"SyntaxError: invalid syntax (at {broken}:2)")
+
+
 def test_garbage_target() -> None:
     with pytest.raises(PackLoadError, match="not an existing file or directory"):
         load_packs_from("not a module!")
