@@ -65,8 +65,9 @@ def test_scaffold_writes_a_project_whose_own_tests_pass(tmp_path: Path, capsys) 
 
 
 def test_scaffold_refuses_bad_names_and_existing_projects(tmp_path: Path) -> None:
-    with pytest.raises(PackagingError, match="not a valid distribution name"):
+    with pytest.raises(PackagingError, match="not a valid distribution name") as bad:
         scaffold_pack("-bad name-", tmp_path)
+    assert "package_name" not in str(bad.value)  # no agent is involved yet
     (tmp_path / "taken" / "x").mkdir(parents=True)
     with pytest.raises(PackagingError, match="already exists"):
         scaffold_pack("taken", tmp_path)

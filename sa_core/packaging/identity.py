@@ -99,8 +99,12 @@ def read_identity(package_dir: Path) -> PackIdentity | None:
     return PackIdentity.from_json(path.read_text(encoding="utf-8"))
 
 
-def check_distribution_name(name: str) -> str:
+def check_distribution_name(name: str, *, fix: str = "") -> str:
     """Return ``name`` when it is a valid distribution name.
+
+    Args:
+        name: the name to check.
+        fix: where the name came from, added to the message (``"set the agent's package_name"``).
 
     Raises:
         PackagingError: it is not.
@@ -109,7 +113,7 @@ def check_distribution_name(name: str) -> str:
     if not _DIST_NAME.match(name):
         raise PackagingError(
             f"'{name}' is not a valid distribution name: use letters, digits, '-', '_' and '.', "
-            f"starting and ending with a letter or digit (set the agent's package_name)."
+            f"starting and ending with a letter or digit" + (f" ({fix})." if fix else ".")
         )
     return name
 

@@ -213,7 +213,8 @@ def pack_agent(
     distribution = check_distribution_name(
         definition.package_name
         or (earlier.distribution if earlier else None)
-        or default_distribution(agent)
+        or default_distribution(agent),
+        fix=f"set package_name on agent '{agent}'",
     )
     module = earlier.module if earlier else module_for(distribution)
     package_id = package_id or (earlier.package_id if earlier else None) or agent
