@@ -184,3 +184,29 @@ async def test_set_env_on_a_parent_reaches_a_running_child(sa_runtime_factory):
         release.set()
         await rt.wait_idle(timeout=10)
     assert seen == ["strict"]
+
+
+@pytest.mark.asyncio
+async def test_a_deferred_child_booted_with_variables_keeps_the_side_that_asked_for_it(sa_runtime_factory):
+    base = pack_with({"name": "child", "blocking": False, "resumable": {"receives_messages": "side_a"}}, child_variables=SCOPED_KEY)
+    front = define_prompt(name="front", model="m", prompt="Front.", include_chat=True)
+    desk = define_agent(name="desk", type="dual_ai", max_session_turns=1, side_a={"prompt": "front"}, side_b={"prompt": "coordinator"})
+    pack = Pack(name="vars", agents=[*base.agents, desk], prompts=[*base.prompts, front], models=base.models, tools=base.tools)
+    provider = by_prompt(**{
+        "Front.": ["a draft"],
+        "Coordinate.": [CREATE, "waiting for the key"],
+        "Work.": [{"tool_calls": [{"name": "use_key", "arguments": {}}]}, "used it"],
+        "Review.": [{"tool_calls": [{"name": "approve", "arguments": {}}]}],
+    })
+    async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
+        parent = await rt.create_thread("desk")
+        await parent.send_message("start")
+        rows = [m for m in (await parent.get_messages()).messages if m.role == "tool"]
+        assert rows[0].metadata["error_code"] == "subagent_env_required"  # asked for by side B
+        booted = await rt.provide_variables(parent.thread_id, rows[0].metadata["error_data"]["request_id"], {"SERVICE_KEY": "k-123456"})
+        await rt.wait_idle(timeout=10)
+        child = await rt.get_thread(booted["child_thread_id"])
+        page = await parent.get_messages(include_silent=True)
+    assert child.row.properties["owner_side"] == "b"
+    notification = next(m for m in page.messages if m.metadata and m.metadata.get("subagent_id") == child.thread_id)
+    assert notification.role == "assistant"  # queued for side B, which owns the child

@@ -286,6 +286,7 @@ async def _create(
     tool_message_id: str | None,
     provided_env: Mapping[str, str] | None = None,
     extra_env: Mapping[str, str] | None = None,
+    owner_side: str | None = None,
 ) -> ToolResult:
     from sa_core.engine.files import existing_refs
 
@@ -326,7 +327,7 @@ async def _create(
         return await _defer_for_variables(
             state, flow, tool, message, paths, name, arguments, [n for n, _ in missing]
         )
-    owner = flow.current_side if flow is not None else "a"
+    owner = owner_side or (flow.current_side if flow is not None else "a")
     tags = [f"name:{_normalise_name(name)}"] if name else []
     child = await runtime.create_thread(
         agent.name,
@@ -653,6 +654,7 @@ async def provide_variables(
         arguments=payload.get("arguments") or {},
         tool_message_id=None,
         provided_env=env,
+        owner_side=payload.get("owner_side"),
     )
     if result.status != "success":
         raise ConfigurationError(result.error or "The subagent could not be created.")
