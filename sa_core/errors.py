@@ -54,14 +54,32 @@ class PackValidationError(ConfigurationError):
 
 
 class DefinitionNotFoundError(ConfigurationError):
-    """A name does not resolve to a definition."""
+    """A name does not resolve to a definition.
 
-    def __init__(self, kind: str, name: str, known: Iterable[str] = ()) -> None:
+    The message reads ``Unknown <kind> '<name>' in package '<package>'. <hint> Known <kind>s:
+    ...``, each part present only when given.
+    """
+
+    def __init__(
+        self,
+        kind: str,
+        name: str,
+        known: Iterable[str] = (),
+        *,
+        package: str | None = None,
+        hint: str | None = None,
+    ) -> None:
         self.kind = kind
         self.name = name
+        self.package = package
         known_list = sorted(known)
-        hint = f" Known {kind}s: {', '.join(known_list)}." if known_list else ""
-        super().__init__(f"Unknown {kind} '{name}'.{hint}")
+        where = f" in package '{package}'" if package else ""
+        parts = [f"Unknown {kind} '{name}'{where}."]
+        if hint:
+            parts.append(hint)
+        if known_list:
+            parts.append(f"Known {kind}s: {', '.join(known_list)}.")
+        super().__init__(" ".join(parts))
 
 
 class DuplicateNameError(ConfigurationError):

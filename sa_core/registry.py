@@ -61,14 +61,14 @@ class PackScope:
             return self.prompts[name]
         except KeyError:
             raise DefinitionNotFoundError(
-                f"prompt (package '{self.package}')", name, self.prompts
+                "prompt", name, self.prompts, package=self.package
             ) from None
 
     def model(self, name: str) -> ModelDefinition:
         """Resolve a model of this package, falling back to models of other packs."""
         found = self.models.get(name) or self.registry.any_model(name)
         if found is None:
-            raise DefinitionNotFoundError(f"model (package '{self.package}')", name, self.models)
+            raise DefinitionNotFoundError("model", name, self.models, package=self.package)
         return found
 
     def tool(self, name: str) -> ToolDefinition | None:
@@ -80,7 +80,7 @@ class PackScope:
         found = self.effects.get(name) or self.registry.global_effects.get(name)
         if found is None:
             known = [*self.effects, *self.registry.global_effects]
-            raise DefinitionNotFoundError(f"effect (package '{self.package}')", name, known)
+            raise DefinitionNotFoundError("effect", name, known, package=self.package)
         return found
 
 
@@ -144,15 +144,14 @@ class Registry:
             package, _, agent_name = name.rpartition("/")
             scope = self.scope(package)
             if agent_name not in scope.agents:
-                raise DefinitionNotFoundError(
-                    f"agent (package '{package}')", agent_name, scope.agents
-                )
+                raise DefinitionNotFoundError("agent", agent_name, scope.agents, package=package)
             if agent_name not in scope.pack.entry_agent_names():
                 raise DefinitionNotFoundError(
-                    f"entry agent (package '{package}'; only entry agents are reachable across "
-                    "packages)",
+                    "entry agent",
                     agent_name,
                     scope.pack.entry_agent_names(),
+                    package=package,
+                    hint="Only a package's entry agents are reachable from outside it.",
                 )
             return scope.agents[agent_name], scope
         homes = self._agent_homes.get(name, [])
@@ -161,8 +160,9 @@ class Registry:
             return scope.agents[name], scope
         if len(homes) > 1:
             raise DefinitionNotFoundError(
-                f"agent (defined by several packages: {', '.join(homes)}; write 'package/{name}')",
+                "agent",
                 name,
+                hint=f"Several packages define it ({', '.join(homes)}); write 'package/{name}'.",
             )
         known = [f"{p}/{a}" for a, ps in self._agent_homes.items() for p in ps]
         raise DefinitionNotFoundError("agent", name, [*(local or {}), *known])

@@ -270,25 +270,17 @@ class Runtime:
         return state
 
     def _resolve_agent(self, agent_name: str, package: str | None) -> tuple[Any, PackScope]:
+        """Resolve the agent a new thread belongs to.
+
+        An explicit ``package`` reaches any of its agents; otherwise only entry agents are
+        reachable (``package/agent``, or a bare name that one package exports).
+        """
         if package is not None:
             scope = self.registry.scope(package)
             if agent_name not in scope.agents:
-                raise DefinitionNotFoundError(
-                    f"agent (package '{package}')", agent_name, scope.agents
-                )
+                raise DefinitionNotFoundError("agent", agent_name, scope.agents, package=package)
             return scope.agents[agent_name], scope
-        if "/" in agent_name:
-            return self.registry.entry_agent(agent_name)
-        homes = [s for s in self.registry.scopes.values() if agent_name in s.agents]
-        if len(homes) == 1:
-            return homes[0].agents[agent_name], homes[0]
-        if len(homes) > 1:
-            raise DefinitionNotFoundError(
-                "agent (several packages define it; pass package= or write 'package/agent')",
-                agent_name,
-            )
-        known = [f"{s.package}/{a}" for s in self.registry.scopes.values() for a in s.agents]
-        raise DefinitionNotFoundError("agent", agent_name, known)
+        return self.registry.entry_agent(agent_name)
 
     def check_variables(
         self,

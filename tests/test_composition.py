@@ -501,7 +501,7 @@ async def test_a_child_interrupted_by_shutdown_resumes_and_reports_after_restart
     assert notes == [f"Subagent (reference: {reference}) has returned the following result:\n\nFindings: 42"]
     assert page.messages[-1].content == "got it"
     worker_rows = [m for m in child_page.messages if m.role == "assistant"]
-    assert [(m.content, m.status) for m in worker_rows] == [("resumed work", "completed")]
+    assert [(m.content, m.status) for m in worker_rows] == [(None, "failed"), ("resumed work", "completed")]
 
 
 @pytest.mark.asyncio

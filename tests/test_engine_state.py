@@ -406,7 +406,11 @@ async def test_a_turn_interrupted_by_shutdown_resumes_with_its_message(sa_runtim
     async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
         await rt.wait_idle(timeout=5)
         page = await (await rt.get_thread(thread.thread_id)).get_messages()
-    assert [m.content for m in page.messages] == ["what is 6 x 7?", "you asked: what is 6 x 7?"]
+    assert [(m.content, m.status) for m in page.messages] == [
+        ("what is 6 x 7?", None),
+        (None, "failed"),  # the call the shutdown interrupted
+        ("you asked: what is 6 x 7?", "completed"),
+    ]
 
 
 def _gated_provider(gate: asyncio.Event, entered: asyncio.Event) -> FunctionProvider:

@@ -84,3 +84,24 @@ async def test_stop_fails_the_pending_row_and_the_next_message_continues(sa_runt
         await thread.send_message("again")
         page = await thread.get_messages()
     assert page.messages[-1].content == "back again"
+
+
+@pytest.mark.asyncio
+async def test_a_failed_model_call_leaves_the_same_failed_row_watched_or_not(sa_runtime_factory):
+    rows = []
+    for watched in (True, False):
+        failing = TestScript().add_error_response("bad request body", status=400)
+        async with sa_runtime_factory(packs=[pack()], providers={"test": TestProvider(failing)}) as rt:
+            thread = await rt.create_thread("a")
+            if watched:
+                async with rt.events.subscribe(thread.thread_id):
+                    await thread.send_message("question")
+            else:
+                await thread.send_message("question")
+            page = await thread.get_messages()
+            errors = [log for log in await thread.get_logs() if log.type == "step_error"]
+        rows.append([(m.role, m.status) for m in page.messages])
+        failed = page.messages[-1]
+        assert "bad request body" in failed.metadata["error"]  # the cause, not just "exhausted"
+        assert "bad request body" in errors[0].data["error"]
+    assert rows[0] == rows[1] == [("user", None), ("assistant", "failed")]

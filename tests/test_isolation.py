@@ -139,7 +139,7 @@ async def test_a_pack_cannot_reach_another_packs_non_entry_agent(sa_runtime_fact
             pass
     assert "only entry agents are reachable across packs" in str(caught.value)
     async with sa_runtime_factory(packs=[client_pack([]), desk_pack()]) as runtime:
-        with pytest.raises(DefinitionNotFoundError, match="only entry agents are reachable"):
+        with pytest.raises(DefinitionNotFoundError, match="entry agents are reachable from outside"):
             await runtime.create_thread("desk/back_office")
 
 
@@ -207,3 +207,29 @@ async def test_package_agent_works_as_a_subagent_running_in_its_own_package(
     assert page.messages[-1].content == "Got it."
     assert child.package == "desk" and child.agent_id == "researcher"
     assert "desk data" in [m.content for m in child_page.messages]
+
+
+@pytest.mark.asyncio
+async def test_non_entry_agents_are_not_reachable_by_bare_name_and_the_error_reads_well(tmp_path) -> None:
+    from sa_core import Pack, Runtime, define_agent, define_model, define_prompt
+    from sa_core.errors import DefinitionNotFoundError
+
+    prompt = define_prompt(name="p", model="m", prompt="x")
+    pack = Pack(
+        name="content",
+        agents=[define_agent(name="lead", side_a={"prompt": "p"}), define_agent(name="writer", side_a={"prompt": "p"})],
+        prompts=[prompt],
+        models=[define_model(name="m", provider="test", model="x")],
+        entry_agents=["lead"],
+    )
+    async with Runtime(packs=[pack], database_url=f"sqlite:///{tmp_path}/i.db", load_entrypoints=False) as rt:
+        with pytest.raises(DefinitionNotFoundError) as bare:
+            await rt.create_thread("writer")
+        with pytest.raises(DefinitionNotFoundError) as qualified:
+            await rt.create_thread("content/writer")
+        assert (await rt.create_thread("writer", package="content")).agent_id == "writer"
+    assert str(qualified.value) == (
+        "Unknown entry agent 'writer' in package 'content'. Only a package's entry agents are "
+        "reachable from outside it. Known entry agents: lead."
+    )
+    assert "content/lead" in str(bare.value) and "content/writer" not in str(bare.value)

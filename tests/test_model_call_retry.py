@@ -223,7 +223,8 @@ async def test_when_everything_fails_the_error_names_the_model_and_fallback_coun
     with pytest.raises(ProviderError) as caught:
         await call_model(chain, on_attempt=records.append, sleep=Sleeps())
     error = caught.value
-    assert str(error) == "All retry attempts exhausted for model primary and 2 fallbacks"
+    assert str(error).startswith("All retry attempts exhausted for model primary and 2 fallbacks. ")
+    assert str(error).endswith(f"Last error: {error.__cause__}")
     assert error.code == "auth_error"
     assert isinstance(error.__cause__, ProviderError)
     assert [r.index for r in records] == [0, 1, 2, 3, 4]

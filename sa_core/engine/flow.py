@@ -59,6 +59,8 @@ REPEATED_ERROR_MESSAGE = (
     "I've stopped because the same error kept happening {n} times in a row. "
     "The last error was: {error}"
 )
+UNSENT = ("pending", "failed")
+"""Statuses of assistant rows that never got a model answer; they stay out of contexts."""
 STOPPED_BY_USER = "Execution stopped by user"
 INTERRUPTED = "Execution interrupted by a runtime shutdown; the turn resumes on restart"
 
@@ -165,6 +167,7 @@ class Flow:
         self._before_filtered: dict[bool, list[Message]] = {}
         self._error_streak: tuple[str, int] = ("", 0)
         self._pending: Message | None = None
+        self._prepared: Message | None = None
         self._converter = IncrementalConverter()
         self._unanswered: list[ToolCall] = []
         execution = dict(state._row.execution)
@@ -352,13 +355,13 @@ class Flow:
         flow (loaded and filtered once per flow; earlier turns' tool traffic dropped unless
         ``include_past_tools``) followed by this flow's messages.
         """
-        current = [m for m in self.messages if m.status != "pending"]
+        current = [m for m in self.messages if m.status not in UNSENT]
         if not (prompt.include_chat and self.depth == 0):
             return current
         if self._before is None:
             history = await self.runtime.store.history(self.state.thread_id)
             in_flow = {m.id for m in self.messages}
-            self._before = [m for m in history if m.id not in in_flow and m.status != "pending"]
+            self._before = [m for m in history if m.id not in in_flow and m.status not in UNSENT]
         before = self._before_filtered.get(prompt.include_past_tools)
         if before is None:
             before = self._before if prompt.include_past_tools else without_past_tools(self._before)
@@ -414,6 +417,7 @@ class Flow:
             self._pending = pending
         else:
             pending = await prepare_message(state, pending)
+            self._prepared = pending
         tools = [t for t in offered.values()] if model.capabilities.supports_tool_calls else []
         reasoning = None
         if prompt.reasoning is not None:
@@ -479,7 +483,7 @@ class Flow:
             and not isinstance(message.tool_calls[0], ToolCall)
         ):
             message = message.model_copy(update={"tool_calls": calls})
-        self._pending = None
+        self._pending = self._prepared = None
         self.remember(message)
         self._unanswered = list(calls)
         tool_rows: list[Message] = []
@@ -699,9 +703,7 @@ class Flow:
     async def _cleanup_after_abort(self) -> None:
         state = self.state
         reason = INTERRUPTED if self.runtime.closing else STOPPED_BY_USER
-        if self._pending is not None:
-            await update_message(state, self._pending.id, {"status": "failed"})
-            self._pending = None
+        await self._fail_unanswered_message({"status": "failed", "metadata": {"error": reason}})
         for call in list(self._unanswered):
             row = new_message(
                 state.thread_id,
@@ -717,16 +719,25 @@ class Flow:
         self._unanswered = []
         self.stopped_by = "aborted_by_user"
 
+    async def _fail_unanswered_message(self, updates: dict[str, Any]) -> None:
+        """Store the message of a model call that never completed as ``failed``.
+
+        Watched or not, a failed call leaves the same row: an update of the pending row, or
+        the prepared (not yet stored) message written once with the failure applied.
+        """
+        pending, self._pending = self._pending, None
+        prepared, self._prepared = self._prepared, None
+        if pending is not None:
+            await update_message(self.state, pending.id, updates)
+        elif prepared is not None:
+            self.remember(await complete_prepared(self.state, prepared, updates))
+
     async def _record_step_error(self, exc: Exception) -> None:
         state = self.state
         text = f"{type(exc).__name__}: {exc}"
         data: dict[str, Any] = {"error": text, "depth": self.depth}
         try:
-            if self._pending is not None:
-                pending, self._pending = self._pending, None
-                await update_message(
-                    state, pending.id, {"status": "failed", "metadata": {"error": text}}
-                )
+            await self._fail_unanswered_message({"status": "failed", "metadata": {"error": text}})
             for call in list(self._unanswered):
                 await self._store_tool_row(
                     call, ToolResult(status="error", error=text), SideConfig(prompt=""), raw=True

@@ -266,7 +266,7 @@ async def call_model(
     assert last_error is not None
     raise ProviderError(
         f"All retry attempts exhausted for model {chain[0].model_name} "
-        f"and {len(chain) - 1} fallbacks",
+        f"and {len(chain) - 1} fallbacks. Last error: {last_error}",
         last_error.code,
         last_error.status,
         provider=last_error.provider,

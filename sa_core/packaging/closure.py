@@ -276,7 +276,7 @@ def compute_closure(pack: Pack, agent_name: str, *, known_tools: Iterable[str] =
     """
     agents = {a.name: a for a in pack.agents}
     if agent_name not in agents:
-        raise DefinitionNotFoundError(f"agent (pack '{pack.name}')", agent_name, agents)
+        raise DefinitionNotFoundError("agent", agent_name, agents, package=pack.name)
     walker = _Walker(pack, known_tools)
     walker.agent(agent_name)
     for endpoint in pack.endpoints:

@@ -97,7 +97,9 @@ def select_pack(packs: list[Pack], agent: str, pack_name: str | None = None) -> 
         return holders[0]
     if holders:
         raise DefinitionNotFoundError(
-            f"agent (defined by packs {', '.join(p.name for p in holders)}; pass --pack)", agent
+            "agent",
+            agent,
+            hint=f"Packs {', '.join(p.name for p in holders)} all define it; pass --pack.",
         )
     raise DefinitionNotFoundError("agent", agent, [a.name for p in candidates for a in p.agents])
 

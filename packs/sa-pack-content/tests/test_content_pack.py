@@ -185,7 +185,7 @@ async def test_endless_revisions_stop_at_max_session_turns(sa_runtime_factory) -
 @pytest.mark.asyncio
 async def test_style_check_uses_the_max_words_variable(sa_runtime_factory) -> None:
     async with sa_runtime_factory(packs=[pack], env={"MAX_WORDS": "5"}) as rt:
-        thread = await rt.create_thread("article_writer")
+        thread = await rt.create_thread("article_writer", package=pack.name)
         missing = await thread.invoke_tool("check_style", {})
         await thread.invoke_tool("save_draft", {"title": "T", "body": "We leverage synergy daily."})
         result = await thread.invoke_tool("check_style", {})

@@ -306,7 +306,7 @@ async def test_rejected_research_notifies_the_parent_of_the_failure(sa_runtime_f
 @pytest.mark.asyncio
 async def test_worker_tools_use_the_thread_filesystem(sa_runtime_factory) -> None:
     async with sa_runtime_factory(packs=[pack]) as rt:
-        thread = await rt.create_thread("researcher")
+        thread = await rt.create_thread("researcher", package=pack.name)
         await thread.write_file("/attachments/source.txt", "alpha\nthe answer is 42\n")
         listed = await thread.invoke_tool("list_attachments", {})
         found = await thread.invoke_tool("search_attachments", {"pattern": "answer"})

@@ -127,7 +127,7 @@ async def test_billing_hands_off_to_tech_and_tech_checks_the_service(sa_runtime_
 @pytest.mark.asyncio
 async def test_refunds_respect_the_order_total_and_the_limit(sa_runtime_factory) -> None:
     async with sa_runtime_factory(packs=[pack]) as rt:
-        thread = await rt.create_thread("billing")
+        thread = await rt.create_thread("billing", package=pack.name)
         too_big = await thread.invoke_tool(
             "issue_refund", {"order_id": "A1003", "amount": 150, "reason": "x"}
         )
@@ -137,7 +137,7 @@ async def test_refunds_respect_the_order_total_and_the_limit(sa_runtime_factory)
         over = await thread.invoke_tool(
             "issue_refund", {"order_id": "A1001", "amount": 30, "reason": "again"}
         )
-        raised = await rt.create_thread("billing", env={"REFUND_LIMIT": "500"})
+        raised = await rt.create_thread("billing", package=pack.name, env={"REFUND_LIMIT": "500"})
         allowed = await raised.invoke_tool(
             "issue_refund", {"order_id": "A1003", "amount": 150, "reason": "downtime"}
         )
@@ -150,7 +150,7 @@ async def test_refunds_respect_the_order_total_and_the_limit(sa_runtime_factory)
 @pytest.mark.asyncio
 async def test_unknown_ids_are_reported_to_the_model(sa_runtime_factory) -> None:
     async with sa_runtime_factory(packs=[pack]) as rt:
-        thread = await rt.create_thread("tech")
+        thread = await rt.create_thread("tech", package=pack.name)
         order = await thread.invoke_tool("lookup_order", {"order_id": "Z9"})
         service = await thread.invoke_tool("check_service_status", {"service": "fax"})
     assert order.status == "error" and "No order 'Z9'" in order.error
