@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from sa_core.engine.events import EventBus
     from sa_core.engine.flow import Flow
     from sa_core.engine.tools import OfferedTool, ToolTable
+    from sa_core.offline import OfflineSpec
     from sa_core.plugins import PluginHost
     from sa_core.providers import Provider, ProviderMessage, ProviderResponse, ReasoningConfig
     from sa_core.registry import PackScope, Registry
@@ -69,8 +70,10 @@ class Runtime:
         env: instance-level variables (the "instance" source of env resolution).
         user_env: per-user variables, by user id (the "user account" source).
         plugins: extra plugin objects to register.
-        offline: answer every model with the unscripted test provider (``Test response
-            received.``), for trying packs without API keys or network.
+        offline: answer every model offline, for trying packs without API keys or network:
+            ``True`` answers ``Test response received.``; a script file path (YAML or JSON) or
+            a ``TestScript`` answers from the script (see :mod:`sa_core.offline`). Offline
+            calls are logged as provider ``test`` and model ``offline:<model>``.
     """
 
     def __init__(
@@ -83,7 +86,7 @@ class Runtime:
         env: Mapping[str, str] | None = None,
         user_env: Mapping[str, Mapping[str, str]] | None = None,
         plugins: Sequence[object] = (),
-        offline: bool = False,
+        offline: OfflineSpec = False,
     ) -> None:
         self._packs = list(packs)
         self._provider_overrides = dict(providers or {})
@@ -141,11 +144,12 @@ class Runtime:
         for pack in packs:
             pack.validate(known_tools=self.host.tools, known_packs=packs)
             self.registry.add(pack)
-        if self.offline:
-            from sa_core.testing import TestProvider
+        if self.offline is not False:
+            from sa_core.offline import offline_provider
 
             names = {m.provider for s in self.registry.scopes.values() for m in s.models.values()}
-            self.providers.update({name: TestProvider(name=name) for name in names})
+            offline = offline_provider(self.offline)
+            self.providers.update({name: offline for name in names})
         self.store: Store = await open_store(self.database_url)
         self.events: EventBus = EventBus()
         self.events.parent_of = self._parents.get
@@ -735,11 +739,14 @@ class Runtime:
         reasoning: ReasoningConfig | None = None,
         message_id: str | None = None,
         depth: int = 0,
+        partial: list[str] | None = None,
     ) -> tuple[ProviderResponse, Log]:
         """Call a model with retries and fallbacks; stream deltas to subscribers; log attempts.
 
         Failed attempts are logged at once. The successful attempt's log row is returned
         unsaved, so the caller can store it in the same transaction as the message it produced.
+        ``partial``, when given, collects the text streamed by the current attempt (a failed
+        attempt's text is dropped), so a stopped turn can keep what was said.
 
         Returns:
             The response and the successful attempt's (unsaved) log row.
@@ -753,9 +760,10 @@ class Runtime:
             return state.env_or_none(name) or os.environ.get(name)
 
         chain = []
+        offline = self.offline is not False
         for definition in [model, *(state.scope.model(n) for n in model.fallbacks)]:
             request = ProviderRequest(
-                model=definition.model,
+                model=f"offline:{definition.model}" if offline else definition.model,
                 messages=messages,
                 tools=provider_tools,
                 tool_choice=tool_choice,
@@ -771,9 +779,9 @@ class Runtime:
                     model_name=definition.name,
                     provider=self.provider(definition.provider),
                     request=request,
-                    input_price=definition.input_price,
-                    output_price=definition.output_price,
-                    cached_price=definition.cached_price,
+                    input_price=None if offline else definition.input_price,
+                    output_price=None if offline else definition.output_price,
+                    cached_price=None if offline else definition.cached_price,
                 )
             )
         events = self.events
@@ -781,6 +789,8 @@ class Runtime:
         log_ids: list[str] = []
 
         def on_chunk(chunk: StreamChunk) -> None:
+            if partial is not None and chunk.type == "content-delta" and chunk.delta:
+                partial.append(chunk.delta)
             if not events.has_listeners or chunk.delta is None:
                 return
             if chunk.type == "content-delta":
@@ -801,6 +811,8 @@ class Runtime:
             data["message_id"] = message_id
             if log_ids:
                 data["retry_of_log_id"] = log_ids[-1]
+            if partial is not None and record.error is not None:
+                partial.clear()
             if record.error is None:
                 log = new_log("llm_call", data)
                 log_ids.append(log.id)

@@ -1,17 +1,20 @@
 """``sa run AGENT``: an interactive terminal chat with a thread.
 
-Replies stream as they arrive; tool calls show as they start and finish. ``--thread`` resumes a
-thread; ``--test-provider`` answers every model with the unscripted test provider, for trying a
-pack without API keys.
+Replies stream as they arrive; tool calls show with their arguments and results (in full with
+``--verbose``). ``--thread`` resumes a thread and prints its last messages. ``--test-provider``
+answers every model offline: alone with ``Test response received.``, or
+``--test-provider=script.yaml`` from a script (see :mod:`sa_core.offline`); in both, a message
+``/tool NAME {json}`` makes the offline model call that tool. The chat loop itself is in
+:mod:`sa_core.cli.chat`.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
+import shlex
 import sys
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from sa_core.runtime import Runtime
@@ -34,16 +37,21 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--env", action="append", default=[], metavar="NAME=VALUE", help="Thread variable."
     )
+    from sa_core.cli.offline_option import add_test_provider_option
+
+    add_test_provider_option(parser)
     parser.add_argument(
-        "--test-provider",
+        "-v",
+        "--verbose",
         action="store_true",
-        help="Answer every model with the offline test provider (no API keys needed).",
+        help="Show tool arguments and results in full (they are shortened otherwise).",
     )
     parser.set_defaults(func=run_command)
 
 
 async def run_command(args: argparse.Namespace) -> int:
     """Entry point of ``sa run``."""
+    from sa_core.cli.chat import chat
     from sa_core.packloader import load_packs_from
     from sa_core.runtime import Runtime
 
@@ -59,11 +67,37 @@ async def run_command(args: argparse.Namespace) -> int:
             thread = await runtime.create_thread(
                 args.agent, env=_declared_env(runtime, args.agent, env)
             )
-        print(f"Thread {thread.thread_id} with {thread.agent_id}. Ctrl-D to quit.", file=sys.stderr)
-        await chat(runtime, thread, sys.stdin, sys.stdout)
+        print(
+            f"Thread {thread.thread_id} with {thread.agent_id}. Ctrl-D to quit, Ctrl-C stops "
+            "an answer.",
+            file=sys.stderr,
+        )
+        await chat(
+            runtime,
+            thread,
+            sys.stdin,
+            sys.stdout,
+            verbose=args.verbose,
+            resume_command=resume_command(args, thread),
+            resumed=bool(args.thread),
+        )
     finally:
         await runtime.close()
     return 0
+
+
+def resume_command(args: argparse.Namespace, thread: ThreadState) -> str:
+    """The ``sa run`` command line that resumes ``thread`` with the same options."""
+    words = ["sa", "run", thread.agent_id, "--thread", thread.thread_id]
+    for pack in args.pack:
+        words += ["--pack", pack]
+    if args.db:
+        words += ["--db", args.db]
+    if args.test_provider is True:
+        words.append("--test-provider")
+    elif args.test_provider:
+        words.append(f"--test-provider={args.test_provider}")
+    return shlex.join(words)
 
 
 def _check_resumable(runtime: Runtime, thread: ThreadState) -> None:
@@ -88,81 +122,3 @@ def _declared_env(runtime: Runtime, agent_name: str, given: dict[str, str]) -> d
         if name not in env and name in os.environ:
             env[name] = os.environ[name]
     return env
-
-
-async def chat(runtime: Runtime, thread: ThreadState, stdin: TextIO, stdout: TextIO) -> None:
-    """Read lines, send them, print streamed replies and tool activity until EOF."""
-    from sa_core.store.clock import now_us
-
-    while True:
-        stdout.write("\nyou> ")
-        stdout.flush()
-        line = await asyncio.to_thread(stdin.readline)
-        if not line:
-            return
-        text = line.strip()
-        if not text:
-            continue
-        started = now_us()
-        async with runtime.events.subscribe(thread.thread_id) as frames:
-            await thread.send_message(text, wait=False)
-            printer = asyncio.create_task(_print_frames(frames, stdout))
-            await runtime._wait_thread(thread.thread_id)
-            await asyncio.sleep(0)
-            printer.cancel()
-            await asyncio.gather(printer, return_exceptions=True)
-        while not frames.empty():
-            _print_frame(frames.get_nowait(), stdout, set())
-        await _report_failures(thread, started, stdout)
-
-
-async def _report_failures(thread: ThreadState, since: int, stdout: TextIO) -> None:
-    """Print why the turn that started at ``since`` failed, if it did.
-
-    A failed turn stores no answer; its ``step_error`` log says what ended it and the model
-    calls' ``llm_call`` logs say why each attempt failed (a missing key, a refused request).
-    """
-    logs = [log for log in await thread.get_logs(limit=100) if log.created_at >= since]
-    failures = [log for log in logs if log.type == "step_error" and not log.data.get("depth")]
-    if not failures:
-        return
-    for failure in reversed(failures):
-        stdout.write(f"\nerror: the turn failed: {failure.data.get('error')}")
-    attempts = [log for log in logs if log.type == "llm_call" and log.data.get("error")]
-    causes = list(dict.fromkeys(str(log.data["error"]) for log in reversed(attempts)))
-    for cause in causes:
-        stdout.write(f"\n  model call: {cause}")
-    if any(log.data.get("error_type") == "auth_error" for log in attempts):
-        stdout.write("\n  (--test-provider answers every model offline, without keys)")
-    stdout.flush()
-
-
-async def _print_frames(frames: asyncio.Queue[dict[str, Any]], stdout: TextIO) -> None:
-    streamed: set[str] = set()
-    while True:
-        _print_frame(await frames.get(), stdout, streamed)
-
-
-def _print_frame(frame: dict[str, Any], stdout: TextIO, streamed: set[str]) -> None:
-    kind = frame.get("type")
-    prefix = f"[{frame['subagent_id'][:8]}] " if frame.get("subagent_id") else ""
-    if kind == "message_chunk" and frame.get("depth", 0) == 0 and not prefix:
-        if frame["message_id"] not in streamed:
-            streamed.add(frame["message_id"])
-            stdout.write("\nagent> ")
-        stdout.write(frame["chunk"])
-    elif kind == "event" and frame.get("eventType") == "tool_call_started":
-        stdout.write(f"\n  {prefix}-> {frame['data']['name']}")
-    elif kind == "event" and frame.get("eventType") == "tool_call_done":
-        stdout.write(f"\n  {prefix}<- {frame['data']['name']} ({frame['data']['status']})")
-    elif kind == "message_data" and not prefix:
-        data = frame["data"]
-        if (
-            data.get("role") == "assistant"
-            and data.get("status") == "completed"
-            and data.get("content")
-            and frame["message_id"] not in streamed
-            and data.get("depth", 0) == 0
-        ):
-            stdout.write(f"\nagent> {data['content']}")
-    stdout.flush()

@@ -11,6 +11,8 @@ import argparse
 import sys
 from typing import Any
 
+from sa_core.cli.offline_option import add_test_provider_option, describe_offline
+
 
 def register(subparsers: Any) -> None:
     """Add the ``serve`` command to the ``sa`` parser."""
@@ -24,11 +26,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port to listen on (8000)")
-    parser.add_argument(
-        "--test-provider",
-        action="store_true",
-        help="answer every model with the offline test provider (no API keys needed)",
-    )
+    add_test_provider_option(parser)
     parser.add_argument(
         "--db", metavar="URL", default=None, help="database URL (default sqlite:///.sa/sa.db)"
     )
@@ -81,11 +79,7 @@ async def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
         if args.test_provider:
-            print(
-                "Every model is answered by the offline test provider (--test-provider): "
-                "'Test response received.'",
-                flush=True,
-            )
+            print(describe_offline(args.test_provider), flush=True)
         if websocket_protocol() == "none":
             print(
                 "warning: no WebSocket library is installed (pip install websockets); "

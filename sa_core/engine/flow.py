@@ -168,6 +168,7 @@ class Flow:
         self._error_streak: tuple[str, int] = ("", 0)
         self._pending: Message | None = None
         self._prepared: Message | None = None
+        self._partial: list[str] = []  # text streamed by the model call in flight
         self._converter = IncrementalConverter()
         self._unanswered: list[ToolCall] = []
         execution = dict(state._row.execution)
@@ -424,6 +425,7 @@ class Flow:
             reasoning = ReasoningConfig(
                 prompt.reasoning.effort, prompt.reasoning.max_tokens, prompt.reasoning.exclude
             )
+        self._partial.clear()
         response, log = await runtime.call_model(
             state,
             model,
@@ -434,6 +436,7 @@ class Flow:
             reasoning=reasoning,
             message_id=pending.id,
             depth=self.depth,
+            partial=self._partial,
         )
         calls = [
             ToolCall(
@@ -484,6 +487,7 @@ class Flow:
         ):
             message = message.model_copy(update={"tool_calls": calls})
         self._pending = self._prepared = None
+        self._partial.clear()
         self.remember(message)
         self._unanswered = list(calls)
         tool_rows: list[Message] = []
@@ -703,7 +707,14 @@ class Flow:
     async def _cleanup_after_abort(self) -> None:
         state = self.state
         reason = INTERRUPTED if self.runtime.closing else STOPPED_BY_USER
-        await self._fail_unanswered_message({"status": "failed", "metadata": {"error": reason}})
+        said = "".join(self._partial)
+        self._partial.clear()
+        if said.strip() and not self.runtime.closing:
+            # A user stop keeps what the model already said: completed, marked as stopped.
+            kept = {"status": "completed", "content": said, "metadata": {"stopped": reason}}
+            await self._fail_unanswered_message(kept)
+        else:
+            await self._fail_unanswered_message({"status": "failed", "metadata": {"error": reason}})
         for call in list(self._unanswered):
             row = new_message(
                 state.thread_id,
