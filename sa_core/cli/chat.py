@@ -201,7 +201,10 @@ async def run_turn(
         renderer.frame(frames.get_nowait())
     renderer.close_answer()
     if stopped:
-        renderer.note("stopped (Ctrl-C); send a message to continue", style="yellow")
+        renderer.note(
+            "stopped (Ctrl-C): what was said so far is kept; send a message to continue",
+            style="yellow",
+        )
     await report_failures(thread, started, renderer)
     renderer.flush()
 

@@ -118,8 +118,6 @@ class PlainRenderer:
             elif top and data.get("content"):
                 self.close_answer()
                 self.whole_answer(str(data["content"]))
-            if top and (data.get("metadata") or {}).get("stopped"):
-                self.note("(stopped: the partial answer is kept)", style="yellow")
             for call in data.get("tool_calls") or []:
                 function = call.get("function") or {}
                 name, arguments = str(function.get("name")), function.get("arguments") or ""
@@ -228,8 +226,8 @@ class RichRenderer(PlainRenderer):
         """Print a history line; answers are rendered as Markdown."""
         from rich.text import Text
 
-        self.console.print(Text(f"{who}:", style="bold green" if who == "agent" else "bold"))
         if who == "agent":
+            self.console.print(Text(f"{who}:", style="bold green"))
             self.console.print(self._markdown(text))
         else:
-            self.console.print(Text(text))
+            self.console.print(Text(f"{who}: {text}", style="bold"))
