@@ -31,6 +31,7 @@ pack's real provider, and the provider keeps only the last :data:`RECORDED_REQUE
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -140,7 +141,7 @@ def _parse(file: Path, text: str) -> Any:
                 f"Offline script {file}: invalid JSON at line {exc.lineno}: {exc.msg}."
             ) from None
     try:
-        import yaml
+        yaml: Any = importlib.import_module("yaml")
     except ImportError:
         raise ScriptFileError(
             f"Offline script {file}: reading YAML needs PyYAML (pip install "

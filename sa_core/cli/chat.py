@@ -71,8 +71,9 @@ class PlainReader:
         interrupted = asyncio.Event()
         with on_sigint(interrupted.set):
             waiter = asyncio.ensure_future(interrupted.wait())
+            either: set[asyncio.Future[Any]] = {line, waiter}
             try:
-                await asyncio.wait({line, waiter}, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 waiter.cancel()
         if not line.done() or line.exception() is not None:

@@ -21,10 +21,7 @@ def add_test_provider_option(parser: Any) -> None:
 
 def describe_offline(option: bool | str) -> str:
     """One sentence saying how models are answered, for start-up banners."""
-    if option is True:
-        how = "'Test response received.'"
-    else:
-        how = f"the answers of the script {option}"
+    how = "'Test response received.'" if option is True else f"the answers of {option}"
     return (
         f"Every model is answered by the offline test provider (--test-provider): {how}; "
         "a message '/tool NAME {json}' makes it call that tool."
