@@ -219,7 +219,8 @@ async def test_a_tool_command_calls_the_tool_and_reports_its_result(tmp_path: Pa
         thread = await runtime.create_thread("helper")
         messages = await turn(runtime, thread.thread_id, '/tool weather {"city": "Rome"}')
     call = messages[1].tool_calls[0]
-    assert (call.function.name, json.loads(call.function.arguments)) == ("weather", {"city": "Rome"})
+    assert call.function.name == "weather"
+    assert json.loads(call.function.arguments) == {"city": "Rome"}
     assert (messages[2].role, messages[2].content) == ("tool", "sunny in Rome")
     assert messages[3].content == "weather returned: sunny in Rome"
 
@@ -241,10 +242,13 @@ async def test_a_tool_command_does_not_use_up_the_script(tmp_path: Path) -> None
 @pytest.mark.parametrize(
     ("command", "answer"),
     [
-        ("/tool forecast {}", "(offline) No tool 'forecast' is offered here. Offered tools: weather."),
+        (
+            "/tool forecast {}",
+            "(offline) No tool 'forecast' is offered here. Offered tools: weather.",
+        ),
         (
             "/tool weather city=Rome",
-            '(offline) The arguments of /tool weather must be a JSON object, e.g. /tool weather '
+            "(offline) The arguments of /tool weather must be a JSON object, e.g. /tool weather "
             '{"key": "value"}; got city=Rome',
         ),
     ],
