@@ -149,3 +149,32 @@ def test_a_terminal_chat_shows_tools_stops_an_answer_and_resumes_with_history(
     finally:
         again.close(force=True)
     assert again.exitstatus == 0
+
+
+def test_a_terminal_without_the_chat_extra_gets_the_plain_chat_and_a_hint(tmp_path: Path) -> None:
+    (tmp_path / "demo_pack.py").write_text(PACK)
+    program = (
+        "import sys; sys.modules['prompt_toolkit'] = None; sys.modules['rich'] = None; "
+        "from sa_core.cli import main; sys.exit(main(sys.argv[1:]))"
+    )
+    env = {**os.environ, "TERM": "xterm"}
+    child = pexpect.spawn(
+        sys.executable,
+        ["-c", program, "run", "helper", "--pack", "demo_pack.py", "--test-provider"],
+        cwd=str(tmp_path),
+        env=env,
+        encoding="utf-8",
+        timeout=60,
+    )
+    try:
+        child.expect(re.escape("pip install 'standard-agents[chat]'"))
+        child.expect("you> ")
+        child.sendline("hello")
+        child.expect(re.escape("agent> Test response received."))
+        child.expect("you> ")
+        child.sendeof()
+        child.expect("Resume this thread with: sa run helper --thread")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0

@@ -2,8 +2,9 @@
 
 On a terminal (stdin and stdout both TTYs) the prompt has line editing and history
 (``prompt_toolkit``, history in ``.sa/run_history``) and answers render as Markdown (``rich``);
-both load only here, so ``sa_core`` imports without them. Otherwise lines are read from stdin
-and printed as plain text, so ``sa run`` stays scriptable.
+both come with the ``chat`` extra and load only here, so ``sa_core`` imports without them (a
+terminal without them gets the plain chat and a hint). Otherwise lines are read from stdin and
+printed as plain text, so ``sa run`` stays scriptable.
 
 Keys: Ctrl-C at the prompt quits; Ctrl-C while an answer streams stops the turn and keeps the
 text said so far (stored ``completed`` with ``metadata.stopped``); Ctrl-D quits and prints the
@@ -43,6 +44,21 @@ def is_terminal(stdin: TextIO, stdout: TextIO) -> bool:
         return stdin.isatty() and stdout.isatty()
     except (AttributeError, ValueError):
         return False
+
+
+def terminal_libraries() -> bool:
+    """Whether ``prompt_toolkit`` and ``rich`` are installed; say how to get them if not."""
+    try:
+        import prompt_toolkit  # noqa: F401
+        import rich  # noqa: F401
+    except ImportError:
+        print(
+            "note: install the chat extra for line editing, history and Markdown: "
+            "pip install 'standard-agents[chat]'",
+            file=sys.stderr,
+        )
+        return False
+    return True
 
 
 class PlainReader:
@@ -154,7 +170,7 @@ async def chat(
         resumed: print the thread's last messages first.
 
     """
-    terminal = is_terminal(stdin, stdout)
+    terminal = is_terminal(stdin, stdout) and terminal_libraries()
     renderer_class = RichRenderer if terminal else PlainRenderer
     renderer = renderer_class(stdout, verbose=verbose)
     reader = TerminalReader() if terminal else PlainReader(stdin, stdout)
