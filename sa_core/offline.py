@@ -284,11 +284,15 @@ class OfflineProvider(TestProvider):
     __test__: ClassVar[bool] = False
 
     def __init__(
-        self, script: TestScript | None = None, *, source: str | None = None, keep: int = 0
+        self,
+        script: TestScript | None = None,
+        *,
+        source: str | None = None,
+        keep: int = RECORDED_REQUESTS,
     ) -> None:
         super().__init__(script, name=OFFLINE_PROVIDER)
         self.source = source
-        self.keep = keep or RECORDED_REQUESTS
+        self.keep = max(keep, 1)
 
     async def _answer(self, request: ProviderRequest) -> tuple[ProviderResponse, int | None, float]:
         try:

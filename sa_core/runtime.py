@@ -761,9 +761,11 @@ class Runtime:
 
         chain = []
         offline = self.offline is not False
+        if offline:
+            from sa_core.offline import offline_model
         for definition in [model, *(state.scope.model(n) for n in model.fallbacks)]:
             request = ProviderRequest(
-                model=f"offline:{definition.model}" if offline else definition.model,
+                model=offline_model(definition.model) if offline else definition.model,
                 messages=messages,
                 tools=provider_tools,
                 tool_choice=tool_choice,
