@@ -12,9 +12,10 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 from litestar import Litestar, get
 
-from sa_core.cli.serve_banner import banner, bind, display_host, has_console
+from sa_core.cli.serve_banner import BindError, banner, bind, display_host, has_console
 
 PACK_FILE = """
 from sa_core import Pack, define_agent, define_model, define_prompt
@@ -132,7 +133,8 @@ def test_a_taken_port_is_an_error_before_any_serving_line(tmp_path: Path) -> Non
             stop(proc)
     assert proc.returncode == 1
     assert f"error: cannot listen on 127.0.0.1:{port}: " in output
-    assert "pick another with --port" in output
+    advice = "Address already in use. Another program is using the port: pick another with --port"
+    assert advice in output
     assert "Serving" not in output and "Created API key" not in output
 
 
@@ -161,6 +163,13 @@ def test_banner_lists_the_console_only_when_the_app_has_a_root_route() -> None:
     )
     assert not any("Console" in line for line in banner(without, FakeRuntime(), "h", 1, "t"))  # type: ignore[arg-type]
     assert display_host("::1") == "[::1]"
+
+
+def test_an_unknown_host_says_to_check_the_host() -> None:
+    with pytest.raises(BindError) as caught:
+        bind("no-such-host.invalid", 0)
+    assert str(caught.value).startswith("cannot listen on no-such-host.invalid:0: ")
+    assert str(caught.value).endswith("Check --host (an address such as 127.0.0.1 or 0.0.0.0).")
 
 
 def test_make_setup_reports_each_step_and_lets_pip_show_progress(tmp_path: Path) -> None:

@@ -62,12 +62,16 @@ async def run(args: argparse.Namespace) -> int:
     from sa_core.server.auth import ensure_first_key
     from sa_core.server.runner import build_server, websocket_protocol
 
-    packs = [pack for target in args.packs for pack in load_packs_from(target)]
     try:
         sock = bind(args.host, args.port)
     except BindError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    try:
+        packs = [pack for target in args.packs for pack in load_packs_from(target)]
+    except BaseException:
+        sock.close()
+        raise
     runtime = Runtime(packs=packs, database_url=args.db, offline=args.test_provider)
     try:
         await runtime.start()

@@ -8,6 +8,7 @@ about every pack model that cannot be called for want of its provider or key.
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 from typing import TYPE_CHECKING
@@ -20,6 +21,21 @@ if TYPE_CHECKING:
 
 class BindError(OSError):
     """The address could not be bound; the message names it and what to do."""
+
+
+def _bind_advice(exc: OSError) -> str:
+    """Why binding failed, and what to do about it."""
+    if isinstance(exc, socket.gaierror) or exc.errno is None:
+        return f"{exc.strerror or exc}. Check --host (an address such as 127.0.0.1 or 0.0.0.0)."
+    reason = os.strerror(exc.errno)
+    if exc.errno == errno.EADDRINUSE:
+        return (
+            f"{reason}. Another program is using the port: pick another with --port (or stop "
+            f"the other server)."
+        )
+    if exc.errno == errno.EACCES:
+        return f"{reason}. Ports below 1024 need privileges: pick another with --port."
+    return f"{reason}. Check --host and --port."
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -39,11 +55,7 @@ def bind(host: str, port: int) -> socket.socket:
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
         sock = socket.create_server((host, port), family=family, backlog=2048)
     except OSError as exc:
-        reason = exc.strerror or str(exc)
-        raise BindError(
-            f"cannot listen on {host}:{port}: {reason}. Another program may be using the "
-            f"port: pick another with --port (or stop the other server)."
-        ) from exc
+        raise BindError(f"cannot listen on {host}:{port}: {_bind_advice(exc)}") from exc
     sock.set_inheritable(True)
     return sock
 
