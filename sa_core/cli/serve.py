@@ -56,18 +56,19 @@ def register(subparsers: Any) -> None:
 async def run(args: argparse.Namespace) -> int:
     """Load the packs, start the runtime, print a first key if needed, and serve."""
     from sa_core.cli.serve_banner import BindError, banner, bind, missing_key_warnings
-    from sa_core.packloader import load_packs_from
-    from sa_core.runtime import Runtime
-    from sa_core.server import create_app
-    from sa_core.server.auth import ensure_first_key
-    from sa_core.server.runner import build_server, websocket_protocol
 
     try:
-        sock = bind(args.host, args.port)
+        sock = bind(args.host, args.port)  # first, so a taken port fails before the slow part
     except BindError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     try:
+        from sa_core.packloader import load_packs_from
+        from sa_core.runtime import Runtime
+        from sa_core.server import create_app
+        from sa_core.server.auth import ensure_first_key
+        from sa_core.server.runner import build_server, websocket_protocol
+
         packs = [pack for target in args.packs for pack in load_packs_from(target)]
     except BaseException:
         sock.close()
