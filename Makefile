@@ -14,9 +14,13 @@ SERVE_ARGS ?=
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml $(EXAMPLES)
+	@echo "==> [1/3] creating the virtual environment $(VENV)"
 	$(PYTHON) -m venv $(VENV)
+	@echo "==> [2/3] upgrading pip"
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[test]" $(foreach p,$(EXAMPLES),-e $(dir $(p)))
+	@echo "==> [3/3] installing standard-agents, its test tools and the example packs (about a minute)"
+	$(PY) -m pip install --progress-bar off -e ".[test]" $(foreach p,$(EXAMPLES),-e $(dir $(p)))
+	@echo "==> set up: $(VENV) is ready"
 	touch $@
 
 serve: setup

@@ -20,7 +20,8 @@ do next::
     ├── PackagingError                packing, unpacking, building or publishing failed
     └── ThreadError                   thread lifecycle problems
         ├── ThreadNotFoundError
-        └── ThreadTerminatedError
+        ├── ThreadTerminatedError
+        └── NoParentThreadError       notify_parent / set_status on a top-level thread
 """
 
 from __future__ import annotations
@@ -206,6 +207,19 @@ class ThreadTerminatedError(ThreadError):
         super().__init__(
             f"Thread {thread_id} is terminated (terminated_at={terminated_at}); "
             "create a new thread to continue."
+        )
+
+
+class NoParentThreadError(ThreadError):
+    """A child-only operation was called on a thread that has no parent."""
+
+    def __init__(self, thread_id: str, operation: str) -> None:
+        self.thread_id = thread_id
+        self.operation = operation
+        super().__init__(
+            f"{operation} needs a parent thread, but thread {thread_id} has none: only a "
+            f"subagent (a thread created by a subagent tool or subagent_create) has a parent. "
+            f"Check state.parent_id before calling it."
         )
 
 

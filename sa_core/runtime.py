@@ -721,10 +721,10 @@ class Runtime:
         try:
             return self.providers[name]
         except KeyError:
+            from sa_core.provider_check import unknown_provider_hint
+
             raise DefinitionNotFoundError(
-                "provider (install its plugin or pass providers={...} to Runtime)",
-                name,
-                self.providers,
+                "provider", name, self.providers, hint=unknown_provider_hint(name, self.providers)
             ) from None
 
     async def call_model(

@@ -536,13 +536,21 @@ class ThreadState:
         return None if row is None else await self._runtime._state_for(row)
 
     async def notify_parent(self, content: str) -> None:
-        """Queue a silent message on the parent, tagged with this thread's subagent id."""
+        """Queue a silent message on the parent, tagged with this thread's subagent id.
+
+        Raises:
+            NoParentThreadError: this thread has no parent (it is not a subagent).
+        """
         from sa_core.engine.subagents import notify_parent
 
         await notify_parent(self, content)
 
     async def set_status(self, status: str) -> None:
-        """Set this thread's status in its parent's registry."""
+        """Set this thread's status in its parent's registry.
+
+        Raises:
+            NoParentThreadError: this thread has no parent (it is not a subagent).
+        """
         from sa_core.engine.subagents import set_status
 
         await set_status(self, status)

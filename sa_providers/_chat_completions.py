@@ -30,6 +30,7 @@ from sa_core.providers import (
 from sa_providers._http import HTTPProvider, SSEEvent, deep_merge, sse_json, status_code_to_error
 from sa_providers._stream import (
     ToolCallBuffer,
+    closing,
     data_url,
     dump_arguments,
     ended_early,
@@ -480,10 +481,13 @@ class ChatCompletionsProvider(HTTPProvider):
         """One streamed Chat Completions call."""
         endpoint = self.endpoint(request)
         body = self.chat_body(request, stream=True)
-        events = self.post_sse(endpoint, "/chat/completions", body)
         bad = partial(self.bad_response, endpoint)
-        async for chunk in chat_stream_chunks(events, self.name, bad):
-            yield chunk
+        async with (
+            closing(self.post_sse(endpoint, "/chat/completions", body)) as events,
+            closing(chat_stream_chunks(events, self.name, bad)) as chunks,
+        ):
+            async for chunk in chunks:
+                yield chunk
 
     async def list_models(self, env: Callable[[str], str | None] | None = None) -> list[str]:
         """Model ids from ``GET {base_url}/models``."""

@@ -19,6 +19,7 @@ import httpx
 
 from sa_core.errors import ProviderError
 from sa_core.providers import BaseProvider, ProviderRequest
+from sa_providers._stream import closing
 
 BODY_LIMIT = 500
 """How many characters of an error body a message quotes."""
@@ -355,8 +356,12 @@ class HTTPProvider(BaseProvider):
                 if resp.headers.get("content-type", "").startswith("application/json"):
                     text = (await resp.aread()).decode("utf-8", "replace")
                     raise self.bad_response(endpoint, text)
-                async for event in iter_sse(resp.aiter_lines()):
-                    yield event
+                async with (
+                    closing(resp.aiter_lines()) as lines,
+                    closing(iter_sse(lines)) as events,
+                ):
+                    async for event in events:
+                        yield event
         except (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError) as exc:
             raise self.transport_error(endpoint, exc) from None
 

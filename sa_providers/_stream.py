@@ -8,12 +8,33 @@ are small conversions every codec needs.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from sa_core.providers import ProviderImage, StreamChunk, parse_arguments
+
+T = TypeVar("T")
+
+
+@contextlib.asynccontextmanager
+async def closing(iterator: AsyncIterator[T]) -> AsyncGenerator[AsyncIterator[T], None]:
+    """Close an async iterator (an async generator) when the block ends, however it ends.
+
+    ``async for`` does not close what it iterates when the loop body raises or the consumer
+    stops early; a generator left open is finalised later by the garbage collector in another
+    task, which prints tracebacks about a generator that is "already running". Every layer of a
+    provider stream (SSE lines, events, chunks) is iterated inside one of these.
+    """
+    try:
+        yield iterator
+    finally:
+        close = getattr(iterator, "aclose", None)
+        if close is not None:
+            await close()
 
 
 def new_call_id() -> str:

@@ -28,7 +28,7 @@ from sa_core.providers import (
 )
 from sa_hooks import hookimpl
 from sa_providers._http import HTTPProvider, SSEEvent, error_code_from_name, sse_json
-from sa_providers._stream import ToolCallBuffer, ended_early
+from sa_providers._stream import ToolCallBuffer, closing, ended_early
 
 FORMAT = "anthropic-claude-v1"
 API_VERSION = "2023-06-01"
@@ -358,11 +358,15 @@ class AnthropicProvider(HTTPProvider):
     async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamChunk]:
         """One streamed Messages call."""
         endpoint = self.endpoint(request)
-        events = self.post_sse(endpoint, "/messages", self.body(request, stream=True))
+        body = self.body(request, stream=True)
         show = request.reasoning is None or not request.reasoning.exclude
         bad = partial(self.bad_response, endpoint)
-        async for chunk in anthropic_stream_chunks(events, self.name, bad, show_reasoning=show):
-            yield chunk
+        async with (
+            closing(self.post_sse(endpoint, "/messages", body)) as events,
+            closing(anthropic_stream_chunks(events, self.name, bad, show_reasoning=show)) as chunks,
+        ):
+            async for chunk in chunks:
+                yield chunk
 
     async def list_models(self, env: Callable[[str], str | None] | None = None) -> list[str]:
         """Model ids from ``GET /v1/models`` (all pages)."""

@@ -29,7 +29,7 @@ from sa_core.providers import (
 from sa_hooks import hookimpl
 from sa_providers._gemini_schema import function_parameters
 from sa_providers._http import HTTPProvider, SSEEvent, error_code_from_name, sse_json
-from sa_providers._stream import ended_early, new_call_id
+from sa_providers._stream import closing, ended_early, new_call_id
 
 FORMAT = "google-gemini-v1"
 EFFORT_BUDGETS = {"low": 1024, "medium": 8192, "high": 24576}
@@ -376,11 +376,14 @@ class GoogleProvider(HTTPProvider):
         endpoint = self.endpoint(request)
         body = self.passthrough(gemini_body(request), request)
         path = self._path(request, "streamGenerateContent") + "?alt=sse"
-        events = self.post_sse(endpoint, path, body)
         show = request.reasoning is None or not request.reasoning.exclude
         bad = partial(self.bad_response, endpoint)
-        async for chunk in gemini_stream_chunks(events, self.name, bad, show_reasoning=show):
-            yield chunk
+        async with (
+            closing(self.post_sse(endpoint, path, body)) as events,
+            closing(gemini_stream_chunks(events, self.name, bad, show_reasoning=show)) as chunks,
+        ):
+            async for chunk in chunks:
+                yield chunk
 
     async def list_models(self, env: Callable[[str], str | None] | None = None) -> list[str]:
         """Model ids from ``GET /v1beta/models`` (all pages), without the ``models/`` prefix."""

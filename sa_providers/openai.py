@@ -23,6 +23,7 @@ from sa_providers._responses import (
     responses_body,
     responses_stream_chunks,
 )
+from sa_providers._stream import closing
 
 
 class OpenAIProvider(ChatCompletionsProvider):
@@ -55,14 +56,19 @@ class OpenAIProvider(ChatCompletionsProvider):
     async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamChunk]:
         """One streamed call, to Chat Completions or Responses."""
         if not self.uses_responses(request):
-            async for chunk in super().stream(request):
-                yield chunk
+            async with closing(super().stream(request)) as chat:
+                async for chunk in chat:
+                    yield chunk
             return
         endpoint = self.endpoint(request)
-        events = self.post_sse(endpoint, "/responses", self.responses_body(request, stream=True))
+        body = self.responses_body(request, stream=True)
         bad = partial(self.bad_response, endpoint)
-        async for chunk in responses_stream_chunks(events, self.name, bad):
-            yield chunk
+        async with (
+            closing(self.post_sse(endpoint, "/responses", body)) as events,
+            closing(responses_stream_chunks(events, self.name, bad)) as chunks,
+        ):
+            async for chunk in chunks:
+                yield chunk
 
 
 @hookimpl

@@ -55,7 +55,7 @@ def test_sa_run_says_why_a_turn_failed(tmp_path, monkeypatch, capsys):
     code = main(["run", "helper", "--pack", str(pack_file), "--db", f"sqlite:///{tmp_path}/run.db"])
     out = capsys.readouterr().out
     assert code == 0
-    assert "error: the turn failed: ProviderError: All retry attempts exhausted" in out
+    assert "error: the turn failed: ProviderError: Provider 'openai' needs the variable" in out
     assert "model call: Provider 'openai' needs the variable OPENAI_API_KEY" in out
     assert "--test-provider answers every model offline" in out
 

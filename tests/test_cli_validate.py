@@ -152,8 +152,29 @@ def test_known_tool_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
 
 def test_plugins_are_loaded_by_default(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     file = write(tmp_path / f"{unique()}.py", GOOD, name="demo")
-    assert main(["validate", str(file)]) == 0
+    assert main(["validate", str(file), "--provider", "test"]) == 0
     assert "✓ pack demo" in capsys.readouterr().out
+
+
+def test_model_whose_provider_is_not_installed_is_a_problem_with_did_you_mean(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    typo = GOOD.replace('provider="test"', 'provider="openia"')
+    file = write(tmp_path / f"{unique()}.py", typo, name="typo")
+    assert main(["validate", str(file)]) == 1
+    out = capsys.readouterr().out
+    assert "✗ pack typo: 1 problem" in out
+    assert "model 'fast': provider 'openia' is not installed. Did you mean 'openai'?" in out
+    assert "Installed providers: " in out and "anthropic" in out
+
+
+def test_provider_option_counts_a_provider_as_installed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    file = write(tmp_path / f"{unique()}.py", GOOD, name="scripted")
+    assert main(["validate", str(file)]) == 1
+    assert "provider 'test' is not installed" in capsys.readouterr().out
+    assert main(["validate", str(file), "--provider", "test"]) == 0
 
 
 def test_module_and_attribute_targets(

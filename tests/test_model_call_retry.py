@@ -223,8 +223,10 @@ async def test_when_everything_fails_the_error_names_the_model_and_fallback_coun
     with pytest.raises(ProviderError) as caught:
         await call_model(chain, on_attempt=records.append, sleep=Sleeps())
     error = caught.value
-    assert str(error).startswith("All retry attempts exhausted for model primary and 2 fallbacks. ")
-    assert str(error).endswith(f"Last error: {error.__cause__}")
+    assert str(error).startswith(f"{error.__cause__} (")
+    assert str(error).endswith(
+        "(model primary and 2 fallbacks: 5 attempts; auth_error errors are not retried)"
+    )
     assert error.code == "auth_error"
     assert isinstance(error.__cause__, ProviderError)
     assert [r.index for r in records] == [0, 1, 2, 3, 4]
@@ -273,3 +275,20 @@ async def test_cancellation_stops_at_once_without_walking_the_chain() -> None:
 async def test_an_empty_chain_is_a_programming_error() -> None:
     with pytest.raises(ValueError, match="at least one model"):
         await call_model([])
+
+
+@pytest.mark.asyncio
+async def test_an_authentication_error_is_named_first_and_not_retried() -> None:
+    denied = ProviderError("p: HTTP 401 (auth_error): bad key", "auth_error", 401, provider="p")
+    provider = Script("p", [[denied], ANSWER])
+    records: list[AttemptRecord] = []
+    with pytest.raises(ProviderError) as caught:
+        await call_model([attempt(provider)], on_attempt=records.append, sleep=Sleeps())
+    message = str(caught.value)
+    assert message == (
+        "p: HTTP 401 (auth_error): bad key "
+        "(model primary: 1 attempt; auth_error errors are not retried)"
+    )
+    assert "exhausted" not in message
+    assert caught.value.code == "auth_error"
+    assert len(records) == 1

@@ -789,3 +789,21 @@ def test_subprompt_without_tool_description_warns() -> None:
     warnings = warnings_for(prompts=prompts)
     assert len(warnings) == 1
     assert "prompt 'summarize': used as a tool by prompt 'main'" in warnings[0]
+
+
+def test_agent_and_prompt_sharing_a_tool_entry_name_warns() -> None:
+    prompts = base_prompts()
+    prompts[0] = define_prompt(name="main", model="fast", prompt="You help.", tools=["helper"])
+    helper_prompt = define_prompt(name="helper", model="fast", prompt="Help.", tool_description="x")
+    helper_agent = define_agent(name="helper", side_a={"prompt": "main"})
+    warnings = warnings_for(
+        prompts=[*prompts, helper_prompt], agents=[*base_agents(), helper_agent]
+    )
+    assert len(warnings) == 1
+    assert warnings[0].startswith("agent 'helper': prompt 'helper' has the same name")
+    assert "runs the prompt as a subprompt, not the agent" in warnings[0]
+
+
+def test_agent_named_after_its_prompt_alone_does_not_warn() -> None:
+    # base_agents() has agent 'main' running prompt 'main', as `sa new` scaffolds it.
+    assert warnings_for() == []

@@ -30,9 +30,22 @@ COMMAND_MODULES: tuple[str, ...] = (
 )
 
 
+def _version() -> str:
+    """The installed version of the framework's distribution (``standard-agents``)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("standard-agents")
+    except PackageNotFoundError:  # pragma: no cover - running from a bare source tree
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The top-level parser with every available subcommand."""
     parser = argparse.ArgumentParser(prog="sa", description="Standard Agents for Python.")
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {_version()}", help="print the version"
+    )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         try:

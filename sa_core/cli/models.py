@@ -1,8 +1,11 @@
-"""``sa models [--provider NAME]``: the models each configured provider reports.
+"""``sa models [--provider NAME]``: the models packs use, and the models each provider reports.
 
-Providers are asked through their list endpoints with keys from the process environment; the
-models that installed packs define are marked with ``*``. A provider without a key, or one that
-fails, is reported and skipped.
+First the models installed packs (and ``--pack`` targets) define, each with its provider, model
+id and whether the provider's key variable is set: this part needs no key and no network. Then
+each provider is asked through its list endpoint with keys from the process environment; the
+models packs use are marked with ``*``. A provider without a key is reported with the variable
+to set and skipped. The exit code is 0 unless a provider that has its key fails for every
+provider asked.
 """
 
 from __future__ import annotations
@@ -21,9 +24,34 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=models_command)
 
 
+def _print_pack_models(packs: list[Any], providers: dict[str, Any]) -> None:
+    from sa_core.provider_check import model_keys
+
+    entries = model_keys(packs, providers, os.environ.get)
+    if not entries:
+        print("Models used by packs: none (no pack installed; pass --pack to name one)")
+        return
+    print("Models used by packs:")
+    for entry in entries:
+        model = entry.model
+        if not entry.installed:
+            status = f"provider '{model.provider}' is not installed"
+        elif entry.variable is None:
+            status = "needs no key"
+        elif entry.present:
+            status = f"{entry.variable} is set"
+        else:
+            status = f"key missing: set {entry.variable}"
+        print(f"  {entry.pack}/{model.name}: {model.provider} {model.model} ({status})")
+    missing = sorted({e.variable for e in entries if e.installed and e.variable and not e.present})
+    if missing:
+        print(f"Missing keys: {', '.join(missing)}")
+    print()
+
+
 async def models_command(args: argparse.Namespace) -> int:
     """Entry point of ``sa models``."""
-    from sa_core.errors import SAError
+    from sa_core.errors import MissingKeyError, SAError
     from sa_core.packloader import installed_packs, load_packs_from
     from sa_core.plugins import create_plugin_host
 
@@ -45,6 +73,7 @@ async def models_command(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
+    _print_pack_models(packs, host.providers)
     failures = 0
     try:
         for name in names:
@@ -55,6 +84,9 @@ async def models_command(args: argparse.Namespace) -> int:
                 continue
             try:
                 ids = await lister(os.environ.get)
+            except MissingKeyError as exc:
+                print(f"{name}: skipped, {exc.variable} is not set (set it to list its models)")
+                continue
             except SAError as exc:
                 failures += 1
                 print(f"{name}: skipped ({exc})")

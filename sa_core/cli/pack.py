@@ -40,6 +40,12 @@ def register(subparsers: Any) -> None:
         "--no-build", action="store_true", help="write the project only; do not build or check"
     )
     parser.add_argument(
+        "--with-framework",
+        action="store_true",
+        help="also write standard-agents' own wheel into wheels/ (for installing where the "
+        "framework is not on the package index; sa publish never uploads it)",
+    )
+    parser.add_argument(
         "--isolated",
         action="store_true",
         default=None,
@@ -107,5 +113,17 @@ def run(args: argparse.Namespace) -> int:
         build=not args.no_build,
         isolated=args.isolated,
     )
-    print("\n".join(report(result)))
+    lines = report(result)
+    if args.with_framework:
+        from sa_core.packaging.framework import build_framework_wheel
+
+        framework = build_framework_wheel(result.project / "wheels", isolated=args.isolated)
+        wheel = next((f for f in result.files if f.suffix == ".whl"), None)
+        target = _shown(wheel if wheel is not None else result.project)
+        lines += [
+            f"Wrote {_shown(framework)}",
+            "Install where standard-agents is not on the package index with:",
+            f"  pip install --find-links {_shown(framework.parent)} {target}",
+        ]
+    print("\n".join(lines))
     return 0

@@ -2,7 +2,10 @@
 
 Each package is served under ``/api/packages/{package}/``; the OpenAPI schema is at
 ``/schema/openapi.json`` and the interactive docs at ``/schema``. The first start on a database
-that never had an API key creates one and prints it once.
+that never had an API key creates one and prints it once, with a curl line that uses it. The
+port is bound before anything else, so a taken port is an error (exit 1) before any "Serving"
+line; every pack model whose provider or key is missing is warned about at start-up (see
+:mod:`sa_core.cli.serve_banner`).
 """
 
 from __future__ import annotations
@@ -50,16 +53,27 @@ def register(subparsers: Any) -> None:
 
 async def run(args: argparse.Namespace) -> int:
     """Load the packs, start the runtime, print a first key if needed, and serve."""
-    from sa_core.packloader import load_packs_from
-    from sa_core.runtime import Runtime
-    from sa_core.server import create_app
-    from sa_core.server.auth import ensure_first_key
-    from sa_core.server.runner import build_server, websocket_protocol
+    from sa_core.cli.serve_banner import BindError, banner, bind, missing_key_warnings
 
-    packs = [pack for target in args.packs for pack in load_packs_from(target)]
-    runtime = Runtime(packs=packs, database_url=args.db, offline=args.test_provider)
-    await runtime.start()
     try:
+        sock = bind(args.host, args.port)  # first, so a taken port fails before the slow part
+    except BindError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    try:
+        from sa_core.packloader import load_packs_from
+        from sa_core.runtime import Runtime
+        from sa_core.server import create_app
+        from sa_core.server.auth import ensure_first_key
+        from sa_core.server.runner import build_server, websocket_protocol
+
+        packs = [pack for target in args.packs for pack in load_packs_from(target)]
+    except BaseException:
+        sock.close()
+        raise
+    runtime = Runtime(packs=packs, database_url=args.db, offline=args.test_provider)
+    try:
+        await runtime.start()
         for error in runtime.pack_errors:
             print(f"warning: {error}", file=sys.stderr)
         token = await ensure_first_key(runtime.store)
@@ -86,14 +100,19 @@ async def run(args: argparse.Namespace) -> int:
                 "the /ws routes will refuse upgrades. Server-sent events still work.",
                 file=sys.stderr,
             )
-        names = ", ".join(runtime.registry.scopes) or "none"
-        print(
-            f"Serving packages {names} at http://{args.host}:{args.port}/api/packages "
-            f"(docs: http://{args.host}:{args.port}/schema)",
-            flush=True,
-        )
-        server = build_server(create_app(runtime), args.host, args.port, log_level=args.log_level)
-        await server.serve()
+        for warning in missing_key_warnings(runtime):
+            print(
+                f"warning: model {warning}, so its turns will fail; set the key, or serve "
+                f"with --test-provider.",
+                file=sys.stderr,
+                flush=True,
+            )
+        app = create_app(runtime)
+        port = sock.getsockname()[1]
+        print("\n".join(banner(app, runtime, args.host, port, token)), flush=True)
+        server = build_server(app, args.host, port, log_level=args.log_level)
+        await server.serve(sockets=[sock])
         return 0 if server.started else 1
     finally:
+        sock.close()
         await runtime.close()

@@ -3,7 +3,8 @@
 ``TARGET`` is a module (``my_pack`` or ``my_pack:pack``), a ``.py`` file or a project directory
 (see :func:`sa_core.packloader.load_packs_from`). Without it, every installed pack (entry-point
 group ``sa.packs``) is checked. Tools registered by plugins count as known tools, and installed
-packs as known packs for ``pack/agent`` references.
+packs as known packs for ``pack/agent`` references. A model whose provider no installed plugin
+registers is a problem (with a did-you-mean), unless ``--provider NAME`` names it.
 
 Output, per pack::
 
@@ -64,9 +65,17 @@ def register(subparsers: Any) -> None:
         help="treat NAME as a known tool provided outside the pack (repeatable)",
     )
     parser.add_argument(
+        "--provider",
+        dest="providers",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="treat NAME as an installed provider (repeatable)",
+    )
+    parser.add_argument(
         "--no-plugins",
         action="store_true",
-        help="do not load plugins (their tools are then unknown)",
+        help="do not load plugins (their tools are then unknown, and providers are not checked)",
     )
     parser.add_argument("--strict", action="store_true", help="fail on warnings too")
     parser.set_defaults(func=run)
@@ -100,18 +109,25 @@ def summarize(pack: Pack) -> str:
     return ", ".join(parts)
 
 
-def _plugin_context(out: TextIO) -> tuple[set[str], list[Pack]]:
-    """Tool names and packs registered by plugins; a broken plugin becomes a warning."""
+def _plugin_context(out: TextIO) -> tuple[set[str], list[Pack], set[str] | None]:
+    """Tool names, packs and provider names registered by plugins.
+
+    A broken plugin becomes a warning; the provider names are then ``None`` (not checked).
+    """
     try:
         from sa_core.plugins import create_plugin_host
     except ImportError:
-        return set(), []
+        return set(), [], None
     try:
         host = create_plugin_host()
     except Exception as exc:
-        print(f"warning: plugins could not be loaded, so plugin tools are unknown: {exc}", file=out)
-        return set(), []
-    return set(host.tools), list(host.packs)
+        print(
+            f"warning: plugins could not be loaded, so plugin tools and providers are unknown: "
+            f"{exc}",
+            file=out,
+        )
+        return set(), [], None
+    return set(host.tools), list(host.packs), set(host.providers)
 
 
 def check_packs(
@@ -119,6 +135,7 @@ def check_packs(
     *,
     known_tools: Iterable[str] = (),
     known_packs: Iterable[Pack] = (),
+    known_providers: Iterable[str] | None = None,
     strict: bool = False,
     out: TextIO | None = None,
 ) -> int:
@@ -128,6 +145,8 @@ def check_packs(
         packs: the packs to check.
         known_tools: tool names provided outside the packs.
         known_packs: other packs whose entry agents may be referenced; ``packs`` are added.
+        known_providers: installed provider names; a model naming another provider is a
+            problem (with a did-you-mean). ``None`` skips the check.
         strict: count warnings as failures.
         out: where to print (standard output by default).
 
@@ -143,6 +162,10 @@ def check_packs(
     seen: set[str] = set()
     for pack in packs:
         problems = pack_problems(pack, known_tools=tools, known_packs=everything)
+        if known_providers is not None:
+            from sa_core.provider_check import unknown_provider_problems
+
+            problems += unknown_provider_problems(pack, known_providers)
         if pack.name in seen:
             problems.insert(
                 0,
@@ -191,9 +214,12 @@ def run(args: argparse.Namespace) -> int:
     _, fail_mark = _symbols(out)
     known_tools: set[str] = set(args.tools)
     plugin_packs: list[Pack] = []
+    known_providers: set[str] | None = None
     if not args.no_plugins:
-        plugin_tools, plugin_packs = _plugin_context(out)
+        plugin_tools, plugin_packs, known_providers = _plugin_context(out)
         known_tools |= plugin_tools
+    if known_providers is not None:
+        known_providers |= set(args.providers)
 
     load_errors: list[PackLoadError] = []
     if args.target:
@@ -213,7 +239,12 @@ def run(args: argparse.Namespace) -> int:
             return 0
 
     failed = check_packs(
-        packs, known_tools=known_tools, known_packs=known, strict=args.strict, out=out
+        packs,
+        known_tools=known_tools,
+        known_packs=known,
+        known_providers=known_providers,
+        strict=args.strict,
+        out=out,
     )
     for error in load_errors:
         print(f"{fail_mark} {error}", file=out)

@@ -166,6 +166,7 @@ class Flow:
         self._before: list[Message] | None = None
         self._before_filtered: dict[bool, list[Message]] = {}
         self._error_streak: tuple[str, int] = ("", 0)
+        self._last_error = ""
         self._pending: Message | None = None
         self._prepared: Message | None = None
         self._partial: list[str] = []  # text streamed by the model call in flight
@@ -278,6 +279,7 @@ class Flow:
                 self.pending_handoff = None
                 continue
             if self._repeated_error(step):
+                await self._post_repeated_error()
                 return "repeated_error"
             decision = await self._evaluate_stop(side, side_config, step)
             if decision is not None:
@@ -330,12 +332,19 @@ class Flow:
             self.current_side = other(side)
         return None
 
+    async def _post_repeated_error(self) -> None:
+        """Tell the user why the flow stopped (reference.md section 6.2, step 13)."""
+        text = REPEATED_ERROR_MESSAGE.format(n=REPEATED_ERROR_LIMIT, error=self._last_error)
+        message = new_message(self.state.thread_id, "assistant", text, depth=self.depth)
+        self.remember(await create_message(self.state, message))
+
     def _repeated_error(self, step: StepResult) -> bool:
         if self.depth > 0:
             return False
         for row in step.tool_rows:
             if row.tool_status == "error":
                 signature = f"{row.name}:{(row.content or '')[:200]}"
+                self._last_error = row.content or ""
                 previous, count = self._error_streak
                 self._error_streak = (signature, count + 1 if signature == previous else 1)
             else:

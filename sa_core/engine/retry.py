@@ -183,6 +183,18 @@ def _cost(entry: ModelAttempt, usage: Usage) -> float | None:
     return usage.cost if cost is None else cost
 
 
+def _gave_up(chain: Sequence[ModelAttempt], attempts: int, last: ProviderError) -> str:
+    """How far the call got: ``model fast and 1 fallback: 3 attempts; ...``."""
+    fallbacks = len(chain) - 1
+    where = f"model {chain[0].model_name}"
+    if fallbacks:
+        where += f" and {fallbacks} fallback{'' if fallbacks == 1 else 's'}"
+    text = f"{where}: {attempts} attempt{'' if attempts == 1 else 's'}"
+    if last.code not in RETRYABLE_CODES:
+        text += f"; {last.code} errors are not retried"
+    return text
+
+
 def _delay(attempt: int, base_delay: float, retry_after: float | None) -> float:
     return max(base_delay * 2.0 ** (attempt - 1), retry_after or 0.0)
 
@@ -217,8 +229,10 @@ async def call_model(
         The assembled response and the successful attempt's record.
 
     Raises:
-        ProviderError: every attempt failed; ``code`` is the last error's and ``__cause__``
-            the last error itself.
+        ProviderError: every attempt failed. The message starts with the last error (the real
+            cause, say an authentication error) and ends with how far the call got, e.g.
+            ``(model fast and 1 fallback: 3 attempts; auth_error errors are not retried)``;
+            ``code`` is the last error's and ``__cause__`` the last error itself.
 
     """
     if not chain:
@@ -265,8 +279,7 @@ async def call_model(
             await sleep(_delay(attempt, base_delay, error.retry_after))
     assert last_error is not None
     raise ProviderError(
-        f"All retry attempts exhausted for model {chain[0].model_name} "
-        f"and {len(chain) - 1} fallbacks. Last error: {last_error}",
+        f"{last_error} ({_gave_up(chain, index, last_error)})",
         last_error.code,
         last_error.status,
         provider=last_error.provider,

@@ -530,9 +530,8 @@ def _list_instances(state: ThreadState) -> ToolResult:
     if not state._children:
         return ToolResult(status="success", result="No active subagent instances.")
     lines = ["Active subagent instances:"]
-    for entry in state._children:
-        label = entry.thread_name or entry.name
-        lines.append(f"- {entry.reference}: {label} — {entry.status} ({entry.description})")
+    for entry in state._children:  # the relationship (agent) name, never the instance name
+        lines.append(f"- {entry.reference}: {entry.name} — {entry.status} ({entry.description})")
     lines.append("Message one with subagent_message(referenceId, message).")
     return ToolResult(status="success", result="\n".join(lines))
 
@@ -773,7 +772,9 @@ async def set_status(state: ThreadState, status: str) -> None:
     if not status.strip():
         raise ValueError("set_status needs a non-empty status.")
     if state.parent_id is None:
-        return
+        from sa_core.errors import NoParentThreadError
+
+        raise NoParentThreadError(state.thread_id, "set_status")
     await state.runtime.update_child(state.parent_id, state.thread_id, status=status.strip())
 
 
@@ -781,6 +782,10 @@ async def notify_parent(state: ThreadState, content: str) -> None:
     """``state.notify_parent``: a silent message queued on the parent, tagged with this child."""
     if not content.strip():
         raise ValueError("notify_parent needs non-empty content.")
+    if state.parent_id is None:
+        from sa_core.errors import NoParentThreadError
+
+        raise NoParentThreadError(state.thread_id, "notify_parent")
     parent = await state.get_parent_thread()
     if parent is None or parent.terminated is not None:
         return

@@ -22,6 +22,7 @@ from sa_core.registry import PackScope
 from sa_core.runtime import Runtime
 from sa_core.server.auth import COMPONENTS, SECURITY, api_key_guard
 from sa_core.server.context import package_dependencies, runtime_dependency
+from sa_core.server.corners import allow_header_middleware, unknown_package_websocket
 from sa_core.server.errors import EXCEPTION_HANDLERS
 from sa_core.server.routes.catalog import CatalogController, list_packages
 from sa_core.server.routes.custom import endpoint_handlers
@@ -62,6 +63,7 @@ class StandardAgentsPlugin(InitPluginProtocol):
 
         return {
             "guards": [self._guard],
+            "middleware": [allow_header_middleware],
             "security": SECURITY,
             "exception_handlers": EXCEPTION_HANDLERS,
             "dependencies": {
@@ -73,7 +75,11 @@ class StandardAgentsPlugin(InitPluginProtocol):
     def on_app_init(self, app_config: AppConfig) -> AppConfig:
         """Register the package list, the lifecycle hooks and the security scheme."""
         app_config.route_handlers.append(
-            Router("/", route_handlers=[list_packages], **self._layer())
+            Router(
+                "/",
+                route_handlers=[list_packages, unknown_package_websocket(self.runtime)],
+                **self._layer(),
+            )
         )
         app_config.on_startup.append(self.startup)
         app_config.on_shutdown.append(self.shutdown)

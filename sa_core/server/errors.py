@@ -96,6 +96,51 @@ def _unmatched_route_detail(request: Request[Any, Any, Any]) -> str | None:
     return f"No package '{package}' is served here{hint}; GET /api/packages lists them."
 
 
+def _body_problem(errors: list[dict[str, Any]]) -> str | None:
+    """Say what is wrong with a body that is missing or not a JSON object, if that is it.
+
+    Litestar reports a missing body as the bare message ``'data'`` and a non-object one as
+    ``Expected `object`, got `array```, both keyed ``data``.
+    """
+    if len(errors) != 1 or errors[0].get("key") != "data" or errors[0].get("source") != "body":
+        return None
+    message = str(errors[0].get("message", ""))
+    if message == "'data'":
+        return (
+            "The request body is empty; send a JSON object (Content-Type: application/json), "
+            "as the schema at /schema/openapi.json describes."
+        )
+    prefix = "Expected `object`, got `"
+    if message.startswith(prefix):
+        got = message[len(prefix) :].rstrip("`")
+        named = {
+            "null": "null",
+            "int": "an integer",
+            "float": "a number",
+            "str": "a string",
+            "bool": "a boolean",
+            "array": "an array",
+        }.get(got, got)
+        return (
+            f"The request body must be a JSON object, not {named}; see the schema at "
+            f"/schema/openapi.json."
+        )
+    return None
+
+
+def _too_large_detail(request: Request[Any, Any, Any]) -> str:
+    """Name the body size limit a 413 enforced, and how to raise it."""
+    try:
+        limit = request.route_handler.resolve_request_max_body_size()
+    except Exception:  # no handler resolved (should not happen for a 413)
+        limit = None
+    size = "the limit" if not limit else f"the limit of {limit:,} bytes ({limit / 1e6:g} MB)"
+    return (
+        f"The request body is larger than {size}. Send less, or raise the limit with "
+        f"Litestar's request_max_body_size when you build the app."
+    )
+
+
 def http_exception_handler(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
     """Answer Litestar's own errors (validation, routing, auth) in the same shape."""
     status = exc.status_code
@@ -109,6 +154,12 @@ def http_exception_handler(request: Request[Any, Any, Any], exc: HTTPException) 
     detail = exc.detail or HTTPStatus(status).phrase
     if status == 404 and detail == HTTPStatus.NOT_FOUND.phrase:
         detail = _unmatched_route_detail(request) or detail
+    elif status == 413:
+        detail = _too_large_detail(request)
+    elif errors:
+        body_problem = _body_problem(errors)
+        if body_problem is not None:
+            detail, errors = body_problem, None
     if status >= 500:
         logger.error("HTTP %s: %s", status, detail)
     return _respond(status, _body(code, detail, errors=errors), headers)

@@ -775,7 +775,10 @@ def pack_warnings(pack: Pack) -> list[str]:
       binding or ``max_steps``);
     * a prompt offering more than :data:`MAX_RECOMMENDED_TOOLS` tools;
     * a prompt whose own text is longer than :data:`MAX_RECOMMENDED_PROMPT_LINES` lines;
-    * a prompt used as a tool by another prompt but without a ``tool_description``.
+    * a prompt used as a tool by another prompt but without a ``tool_description``;
+    * an agent and a prompt that share a name which a ``tools`` entry uses (the entry means
+      the prompt, a surprise for whoever meant the agent). The shared name alone is fine: the
+      ``sa new`` template names an agent after its prompt.
 
     Args:
         pack: the pack to inspect.
@@ -853,5 +856,18 @@ def pack_warnings(pack: Pack) -> list[str]:
             warnings.append(
                 f"{where}: used as a tool by prompt '{caller}' but has no tool_description; "
                 f"add one so the calling model knows when to use it."
+            )
+    entry_names = {
+        tool_entry_name(entry)
+        for prompt in pack.prompts
+        for entry in prompt.tools
+        if not isinstance(entry, SubagentToolConfig)
+    }
+    for agent in pack.agents:
+        if agent.name in prompt_names and agent.name in entry_names:
+            warnings.append(
+                f"agent '{agent.name}': prompt '{agent.name}' has the same name, so a tools "
+                f"entry '{agent.name}' runs the prompt as a subprompt, not the agent; rename "
+                f"the agent or the prompt."
             )
     return warnings

@@ -7,6 +7,7 @@ can never name anything outside its own thread's filesystem.
 from __future__ import annotations
 
 import mimetypes
+import re
 from typing import Annotated, Any
 from urllib.parse import quote
 
@@ -107,6 +108,12 @@ class FilesController(Controller):
         if clean == "/":
             raise ApiError(400, "invalid_path", "Give a file path like /notes/a.txt.")
         data = await request.body()
+        if not data:
+            raise ApiError(
+                400,
+                "empty_body",
+                "The request body is empty; send the file's bytes (the schema requires a body).",
+            )
         mime = request.headers.get("content-type", "").split(";")[0].strip()
         if not mime or mime == "application/x-www-form-urlencoded":
             mime = mimetypes.guess_type(clean)[0] or "application/octet-stream"
@@ -133,9 +140,18 @@ class FilesController(Controller):
         else:
             await thread.unlink_file(clean)
 
-    @get("/grep", responses=errors(404), summary="Search file contents")
+    @get("/grep", responses=errors(400, 404), summary="Search file contents")
     async def grep(self, thread: ThreadDep, pattern: Pattern) -> GrepOut:
-        """Regex search through text files (an invalid regex is matched literally)."""
+        """Regex search (Python ``re`` syntax) through text files; an invalid regex is a 400."""
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ApiError(
+                400,
+                "invalid_pattern",
+                f"pattern {pattern!r} is not a valid regular expression: {exc}. Escape special "
+                f"characters such as ( [ * with a backslash to match them literally.",
+            ) from None
         results = await thread.grep_files(pattern)
         return convert({"results": [r.model_dump(mode="json") for r in results]}, GrepOut)
 

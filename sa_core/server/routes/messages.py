@@ -6,13 +6,14 @@ import base64
 import binascii
 from typing import Annotated, Any, Literal
 
-from litestar import Controller, get, post
+from litestar import Controller, Request, get, post
 from litestar.params import FromQuery, JSONBody, QueryParameter
 
 from sa_core.errors import ThreadTerminatedError
 from sa_core.server.context import ThreadDep
 from sa_core.server.errors import ApiError, errors, to_api_error
 from sa_core.server.schemas import MessageOut, MessagesOut, PostMessageIn, QueuedOut, convert
+from sa_core.server.strict import strict_body
 from sa_core.spec import AttachmentRef, ToolAttachment
 
 
@@ -56,12 +57,16 @@ class MessagesController(Controller):
         )
 
     @post("/", status_code=202, responses=errors(404, 409, 413), summary="Post a message")
-    async def post_message(self, thread: ThreadDep, data: JSONBody[PostMessageIn]) -> QueuedOut:
+    async def post_message(
+        self, thread: ThreadDep, data: JSONBody[PostMessageIn], request: Request[Any, Any, Any]
+    ) -> QueuedOut:
         """Store (or queue, while a turn runs) a message; the turn runs in the background.
 
         ``user`` messages make side A act next, ``assistant`` messages side B. Watch the
-        stream or poll the messages for the answer.
+        stream or poll the messages for the answer. Fields must have the schema's types
+        exactly (``"silent": 0`` is a 400, not ``false``).
         """
+        data = await strict_body(request, PostMessageIn)
         attachments = _attachments(data)
         try:
             message = await thread.send_message(

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from litestar import Controller, delete, get, post
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 
-from sa_core.errors import ConfigurationError, MissingVariablesError
+from sa_core.errors import ConfigurationError, MissingVariablesError, ThreadTerminatedError
 from sa_core.registry import PackScope
 from sa_core.runtime import Runtime
 from sa_core.server.context import PackDep, RuntimeDep, ThreadDep, thread_row
@@ -143,9 +143,14 @@ class ThreadsController(Controller):
         """Hard-delete the thread and its descendants (in-flight turns are cancelled)."""
         return DeletedOut(deleted=await runtime.delete_thread(thread.thread_id))
 
-    @post("/{thread_id:str}/stop", status_code=200, responses=errors(404), summary="Stop")
+    @post("/{thread_id:str}/stop", status_code=200, responses=errors(404, 409), summary="Stop")
     async def stop(self, thread: ThreadDep) -> ThreadStatusOut:
-        """Abort the in-flight turn; the next message continues the thread."""
+        """Abort the in-flight turn; the next message continues the thread.
+
+        A terminated thread has nothing to stop and never continues: 409 ``thread_terminated``.
+        """
+        if thread.terminated is not None:
+            raise to_api_error(ThreadTerminatedError(thread.thread_id, thread.terminated))
         await thread.stop()
         return ThreadStatusOut(id=thread.thread_id, status="stopped")
 

@@ -1,0 +1,120 @@
+"""What ``sa serve`` says at start-up, and the listening socket it binds before saying it.
+
+Binding first means a taken port is reported (and the command exits 1) before any "Serving"
+line, instead of uvicorn failing after the banner. The banner says where the API, the docs and
+(when the app has a route at ``/``) the console are, gives a curl line to paste, and warns
+about every pack model that cannot be called for want of its provider or key.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from litestar import Litestar
+
+    from sa_core.runtime import Runtime
+
+
+class BindError(OSError):
+    """The address could not be bound; the message names it and what to do."""
+
+
+def _bind_advice(exc: OSError) -> str:
+    """Why binding failed, and what to do about it."""
+    if isinstance(exc, socket.gaierror) or exc.errno is None:
+        return f"{exc.strerror or exc}. Check --host (an address such as 127.0.0.1 or 0.0.0.0)."
+    reason = os.strerror(exc.errno)
+    if exc.errno == errno.EADDRINUSE:
+        return (
+            f"{reason}. Another program is using the port: pick another with --port (or stop "
+            f"the other server)."
+        )
+    if exc.errno == errno.EACCES:
+        return f"{reason}. Ports below 1024 need privileges: pick another with --port."
+    return f"{reason}. Check --host and --port."
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """Open the listening socket ``sa serve`` hands to uvicorn.
+
+    Args:
+        host: the interface (an IPv4 or IPv6 address, or a name).
+        port: the port; 0 picks a free one.
+
+    Returns:
+        A bound, listening socket.
+
+    Raises:
+        BindError: the port is taken, the host is unknown, or binding is not allowed.
+    """
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        sock = socket.create_server((host, port), family=family, backlog=2048)
+    except OSError as exc:
+        raise BindError(f"cannot listen on {host}:{port}: {_bind_advice(exc)}") from exc
+    sock.set_inheritable(True)
+    return sock
+
+
+def display_host(host: str) -> str:
+    """The host to put in URLs: a wildcard address becomes ``127.0.0.1``."""
+    if host in ("", "0.0.0.0", "::"):
+        return "127.0.0.1"
+    return f"[{host}]" if ":" in host else host
+
+
+def has_console(app: Litestar) -> bool:
+    """Whether the app serves something at ``/`` (the web console, once installed)."""
+    return any(route.path == "/" for route in app.routes)
+
+
+def missing_key_warnings(runtime: Runtime) -> list[str]:
+    """One warning per pack model that a turn could not call: no provider, or no key.
+
+    Keys are looked up as a model call would without a thread: the runtime's env, then the
+    process environment.
+    """
+    from sa_core.provider_check import describe_missing, model_keys
+
+    def lookup(name: str) -> str | None:
+        return runtime.env.get(name) or os.environ.get(name)
+
+    packs = [scope.pack for scope in runtime.registry.scopes.values()]
+    entries = model_keys(packs, runtime.providers, lookup)
+    return [describe_missing(entry) for entry in entries if entry.missing]
+
+
+def banner(
+    app: Litestar, runtime: Runtime, host: str, port: int, token: str | None = None
+) -> list[str]:
+    """The start-up lines: where everything is and a curl to paste.
+
+    Args:
+        app: the app being served.
+        runtime: its runtime (for the package names).
+        host: the bound host.
+        port: the bound port.
+        token: the API key created at this start, if any (it goes into the curl line).
+
+    Returns:
+        The lines to print; the first starts with ``Serving packages``.
+    """
+    base = f"http://{display_host(host)}:{port}"
+    names = ", ".join(runtime.registry.scopes) or "none"
+    lines = [
+        f"Serving packages {names} at {base}/api/packages",
+        f"  API:     {base}/api/packages",
+        f"  Docs:    {base}/schema",
+    ]
+    if has_console(app):
+        lines.append(f"  Console: {base}/")
+    key = token or "$SA_API_KEY"
+    lines.append("Try it:")
+    lines.append(f'  curl -H "Authorization: Bearer {key}" {base}/api/packages')
+    if token is None:
+        lines.append("  (set SA_API_KEY to one of your keys; 'sa keys create' makes a new one)")
+    return lines

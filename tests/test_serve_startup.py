@@ -1,0 +1,187 @@
+"""What ``sa serve`` says at start-up: where things are, a curl to paste, missing keys, and a
+taken port reported before any "Serving" line."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from litestar import Litestar, get
+
+from sa_core.cli.serve_banner import BindError, banner, bind, display_host, has_console
+
+PACK_FILE = """
+from sa_core import Pack, define_agent, define_model, define_prompt
+
+pack = Pack(
+    name="banner_demo",
+    agents=[define_agent(name="helper", side_a={"prompt": "main"})],
+    prompts=[define_prompt(name="main", model="m", prompt="Hi")],
+    models=[define_model(name="m", provider="openai", model="gpt-4o-mini")],
+)
+"""
+
+
+def serve(tmp_path: Path, port: int, *extra: str) -> subprocess.Popen[str]:
+    (tmp_path / "banner_pack.py").write_text(PACK_FILE)
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sa_core.cli",
+            "serve",
+            "--port",
+            str(port),
+            "--db",
+            f"sqlite:///{tmp_path / 'sa.db'}",
+            "--pack",
+            str(tmp_path / "banner_pack.py"),
+            "--log-level",
+            "warning",
+            *extra,
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def read_until(proc: subprocess.Popen[str], text: str, timeout: float = 30.0) -> list[str]:
+    assert proc.stdout is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line.rstrip("\n"))
+        if text in line:
+            return lines
+    raise AssertionError(f"{text!r} not printed:\n" + "\n".join(lines))
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=5)
+        assert proc.stdout is not None
+        proc.stdout.close()
+
+
+def test_serve_says_where_everything_is_warns_about_missing_keys_and_prints_a_working_curl(
+    tmp_path: Path,
+) -> None:
+    listener = bind("127.0.0.1", 0)
+    port = listener.getsockname()[1]
+    listener.close()
+    proc = serve(tmp_path, port)
+    try:
+        lines = read_until(proc, "curl -H")
+        text = "\n".join(lines)
+        base = f"http://127.0.0.1:{port}"
+        serving = next(i for i, line in enumerate(lines) if line.startswith("Serving packages"))
+        warning = (
+            "warning: model banner_demo/m (openai gpt-4o-mini): OPENAI_API_KEY is not set, so "
+            "its turns will fail; set the key, or serve with --test-provider."
+        )
+        assert warning in lines[:serving]
+        assert f"  API:     {base}/api/packages" in lines
+        assert f"  Docs:    {base}/schema" in lines
+        assert not any(line.startswith("  Console:") for line in lines)
+        token = next(w for w in text.split() if w.startswith("sa_"))
+        curl = lines[-1].strip()
+        assert curl == f'curl -H "Authorization: Bearer {token}" {base}/api/packages'
+        argv = shlex.split(curl)
+        header, url = argv[2], argv[3]
+        name, _, value = header.partition(": ")
+        for _ in range(200):
+            try:
+                answer = httpx.get(url, headers={name: value}, timeout=5)
+                break
+            except httpx.TransportError:
+                time.sleep(0.05)
+        assert answer.status_code == 200
+        assert "banner_demo" in {p["name"] for p in answer.json()["packages"]}
+    finally:
+        stop(proc)
+
+
+def test_a_taken_port_is_an_error_before_any_serving_line(tmp_path: Path) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = serve(tmp_path, port)
+        try:
+            output, _ = proc.communicate(timeout=60)
+        finally:
+            stop(proc)
+    assert proc.returncode == 1
+    assert f"error: cannot listen on 127.0.0.1:{port}: " in output
+    advice = "Address already in use. Another program is using the port: pick another with --port"
+    assert advice in output
+    assert "Serving" not in output and "Created API key" not in output
+
+
+class FakeRuntime:
+    class registry:  # noqa: N801 - mimics runtime.registry
+        scopes = {"alpha": None, "beta": None}
+
+
+def test_banner_lists_the_console_only_when_the_app_has_a_root_route() -> None:
+    @get("/")
+    async def console() -> str:
+        return "console"
+
+    @get("/other")
+    async def other() -> str:
+        return "other"
+
+    with_console = Litestar([console, other])
+    without = Litestar([other])
+    assert has_console(with_console) and not has_console(without)
+    lines = banner(with_console, FakeRuntime(), "0.0.0.0", 9000, None)  # type: ignore[arg-type]
+    assert lines[0] == "Serving packages alpha, beta at http://127.0.0.1:9000/api/packages"
+    assert "  Console: http://127.0.0.1:9000/" in lines
+    assert '  curl -H "Authorization: Bearer $SA_API_KEY" http://127.0.0.1:9000/api/packages' in (
+        lines
+    )
+    assert not any("Console" in line for line in banner(without, FakeRuntime(), "h", 1, "t"))  # type: ignore[arg-type]
+    assert display_host("::1") == "[::1]"
+
+
+def test_an_unknown_host_says_to_check_the_host() -> None:
+    with pytest.raises(BindError) as caught:
+        bind("no-such-host.invalid", 0)
+    assert str(caught.value).startswith("cannot listen on no-such-host.invalid:0: ")
+    assert str(caught.value).endswith("Check --host (an address such as 127.0.0.1 or 0.0.0.0).")
+
+
+def test_make_setup_reports_each_step_and_lets_pip_show_progress(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[1]
+    plan = subprocess.run(
+        ["make", "-n", "setup", f"VENV={tmp_path / 'venv'}"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    steps = [line for line in plan.splitlines() if line.startswith('echo "==> ')]
+    assert len(steps) == 4, plan
+    install = next(line for line in plan.splitlines() if '-e ".[test]"' in line)
+    assert "--quiet" not in install
