@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from sa_core.engine.context import PromptTemplate
     from sa_core.engine.events import EventBus
     from sa_core.engine.flow import Flow
+    from sa_core.engine.mcp import McpManager
     from sa_core.engine.tools import OfferedTool, ToolTable
     from sa_core.plugins import PluginHost
     from sa_core.providers import Provider, ProviderMessage, ProviderResponse, ReasoningConfig
@@ -110,6 +111,7 @@ class Runtime:
         self._live: weakref.WeakValueDictionary[str, SharedThread] = weakref.WeakValueDictionary()
         self._open = False
         self.closing = False
+        self._mcp: McpManager | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -200,11 +202,22 @@ class Runtime:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        if self._mcp is not None:
+            await self._mcp.close()
         for provider in self.providers.values():
             closer = getattr(provider, "aclose", None)
             if closer is not None:
                 await closer()
         await self.store.close()
+
+    @property
+    def mcp(self) -> McpManager:
+        """The runtime's MCP servers (started lazily, stopped by :meth:`close`)."""
+        if self._mcp is None:
+            from sa_core.engine.mcp import McpManager
+
+            self._mcp = McpManager(self)
+        return self._mcp
 
     async def wait_idle(self, timeout: float | None = None) -> None:
         """Wait until no thread has work and no effect is running or due."""

@@ -63,6 +63,10 @@ async def run_offered(
         from sa_core.engine.subagents import run_lifecycle_tool
 
         return await run_lifecycle_tool(state, flow, tool.name, arguments, tool_message_id)
+    if tool.kind == "mcp":
+        assert tool.mcp is not None
+        scope = state.runtime.registry.scope(tool.mcp.package)
+        return await state.runtime.mcp.call(scope, tool.mcp, arguments)
     if tool.kind == "native":
         assert tool.native is not None
         previous = state._tool_env

@@ -377,6 +377,10 @@ class Flow:
         scope = self.scope
         model = scope.model(prompt.model)
         offered = runtime.offered_tools(state, scope, prompt, side)
+        if scope.mcp_servers:
+            from sa_core.engine.mcp import offered_mcp_tools
+
+            offered.update(await offered_mcp_tools(state, scope, prompt))
         secret = runtime.secret_names(scope, state._row)
         system_text = runtime.template(scope, prompt).render(
             lambda name: None if name in secret else state.env_or_none(name)
