@@ -41,6 +41,7 @@ from sa_core.spec import (
 
 if TYPE_CHECKING:
     from sa_core.engine.flow import Flow
+    from sa_core.engine.usage import ThreadUsage
     from sa_core.registry import PackScope
     from sa_core.runtime import Runtime
     from sa_core.store import ThreadRow
@@ -304,6 +305,19 @@ class ThreadState:
             self.thread_id, limit=limit, offset=offset, order=order
         )
         return logs
+
+    async def usage(self, include_descendants: bool = True) -> ThreadUsage:
+        """Tokens, cost and model calls of this thread and (by default) its subagent tree.
+
+        Returns:
+            A :class:`~sa_core.engine.usage.ThreadUsage`: ``thread`` for this thread's own
+            model calls, ``tree`` for it plus every descendant, each broken down by model.
+        """
+        from sa_core.engine.usage import thread_usage
+
+        return await thread_usage(
+            self._runtime.store, self.thread_id, include_descendants=include_descendants
+        )
 
     # -- resources --------------------------------------------------------------------------
 

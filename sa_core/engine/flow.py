@@ -78,6 +78,7 @@ StopReason = Literal[
     "repeated_error",
     "one_step",
     "state_stop_session",
+    "budget_exceeded",
 ]
 SESSION_END_REASONS = frozenset(
     {"session_stop", "session_fail", "max_session_turns", "state_stop_session"}
@@ -267,6 +268,10 @@ class Flow:
                 return "max_side_steps"
             if self.step_count >= self._step_ceiling():
                 return "max_total_steps"
+            from sa_core.engine.usage import stop_for_budget
+
+            if await stop_for_budget(self, side):
+                return "budget_exceeded"
             self.side_steps[side] += 1
             self.step_count += 1
             step = await self._step(side, side_config)

@@ -28,6 +28,7 @@ from sa_core.server.routes.custom import endpoint_handlers
 from sa_core.server.routes.files import FilesController
 from sa_core.server.routes.messages import MessagesController
 from sa_core.server.routes.threads import ThreadsController
+from sa_core.server.routes.usage import UsageController
 from sa_core.server.streaming import StreamController, StreamHub
 
 API_DESCRIPTION = """\
@@ -93,6 +94,7 @@ class StandardAgentsPlugin(InitPluginProtocol):
             route_handlers=[
                 CatalogController,
                 ThreadsController,
+                UsageController,
                 MessagesController,
                 FilesController,
                 StreamController,
