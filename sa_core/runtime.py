@@ -810,8 +810,11 @@ class Runtime:
         succeeded: list[Log] = []
 
         async def on_attempt(record: Any) -> None:
+            from sa_core.telemetry import model_attempt
+
             data = _attempt_data(record)
             data["message_id"] = message_id
+            model_attempt(state, data)
             if log_ids:
                 data["retry_of_log_id"] = log_ids[-1]
             if record.error is None:

@@ -223,9 +223,11 @@ class Flow:
 
     async def run(self) -> StopReason:
         """Run steps until the flow settles; returns why it stopped."""
+        from sa_core.telemetry import turn
+
         reason: StopReason
         try:
-            reason = await self._loop()
+            reason = await turn(self, self._loop)
         except asyncio.CancelledError:
             await asyncio.shield(self._cleanup_after_abort())
             raise
@@ -529,12 +531,15 @@ class Flow:
         allow_any: bool = False,
     ) -> Message | None:
         from sa_core.engine.dispatch import execute_call
+        from sa_core.telemetry import tool_call
 
         runtime = self.runtime
         state = self.state
         tool_message_id = str(uuid.uuid4())
         state.emit("tool_call_started", {"id": call.id, "name": call.name})
-        result = await execute_call(self, call, offered, tool_message_id, allow_any=allow_any)
+        result = await tool_call(
+            state, call, execute_call(self, call, offered, tool_message_id, allow_any=allow_any)
+        )
         state.emit("tool_call_done", {"id": call.id, "name": call.name, "status": result.status})
         hook = (
             "after_tool_call_success" if result.status == "success" else "after_tool_call_failure"
