@@ -547,7 +547,7 @@ class Runtime:
             last_stop_reason=reason,
             status="awaiting_human"
             if reason in ("awaiting_human", "stop_on_response", "stop_tool")
-            else "idle",
+            else ("awaiting_approval" if reason == "awaiting_approval" else "idle"),
         )
         state._row.execution = execution
         await self.store.update_thread(state.thread_id, execution=execution)

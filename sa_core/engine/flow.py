@@ -79,6 +79,7 @@ StopReason = Literal[
     "one_step",
     "state_stop_session",
     "budget_exceeded",
+    "awaiting_approval",
 ]
 SESSION_END_REASONS = frozenset(
     {"session_stop", "session_fail", "max_session_turns", "state_stop_session"}
@@ -270,8 +271,11 @@ class Flow:
                 return "max_side_steps"
             if self.step_count >= self._step_ceiling():
                 return "max_total_steps"
+            from sa_core.engine.approvals import settle
             from sa_core.engine.usage import stop_for_budget
 
+            if await settle(self, side, side_config):
+                return "awaiting_approval"
             if await stop_for_budget(self, side):
                 return "budget_exceeded"
             self.side_steps[side] += 1
@@ -530,9 +534,13 @@ class Flow:
         *,
         allow_any: bool = False,
     ) -> Message | None:
+        from sa_core.engine.approvals import gate
         from sa_core.engine.dispatch import execute_call
         from sa_core.telemetry import tool_call
 
+        held = await gate(self, call, offered, config)
+        if held is not False:
+            return held  # parked for approval (None), or refused inside a subprompt
         runtime = self.runtime
         state = self.state
         tool_message_id = str(uuid.uuid4())

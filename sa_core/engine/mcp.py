@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sa_core.errors import ConfigurationError
-from sa_core.spec import ToolAttachment, ToolResult, tool_entry_name
+from sa_core.spec import PromptToolConfig, ToolAttachment, ToolResult, tool_entry_name
 from sa_core.spec.mcp import MCPServerDefinition, split_mcp_name, substitute
 
 if TYPE_CHECKING:
@@ -263,6 +263,8 @@ class McpManager:
                     parameters=dict(tool.input_schema or {"type": "object", "properties": {}}),
                     optional=None if isinstance(entry, str) else entry.optional,
                     mcp=McpToolRef(scope.package, server, name),
+                    requires_approval=isinstance(entry, PromptToolConfig)
+                    and entry.requires_approval,
                 )
         self._offered[key] = offered
         return offered

@@ -56,6 +56,7 @@ class OfferedTool:
     agent_scope: PackScope | None = None
     subagent: SubagentToolConfig | None = None
     mcp: McpToolRef | None = None
+    requires_approval: bool = False
 
 
 @dataclass(slots=True)
@@ -143,6 +144,8 @@ def resolve_entry(scope: PackScope, entry: ToolEntry) -> OfferedTool | None:
                 optional=optional,
                 env=dict(entry.env) if isinstance(entry, PromptToolConfig) else {},
                 native=native,
+                requires_approval=native.requires_approval
+                or (isinstance(entry, PromptToolConfig) and entry.requires_approval),
             )
         if name in scope.prompts:
             target = scope.prompts[name]

@@ -23,6 +23,7 @@ from sa_core.runtime import Runtime
 from sa_core.server.auth import COMPONENTS, SECURITY, api_key_guard
 from sa_core.server.context import package_dependencies, runtime_dependency
 from sa_core.server.errors import EXCEPTION_HANDLERS
+from sa_core.server.routes.approvals import ApprovalsController
 from sa_core.server.routes.catalog import CatalogController, list_packages
 from sa_core.server.routes.custom import endpoint_handlers
 from sa_core.server.routes.files import FilesController
@@ -95,6 +96,7 @@ class StandardAgentsPlugin(InitPluginProtocol):
                 CatalogController,
                 ThreadsController,
                 UsageController,
+                ApprovalsController,
                 MessagesController,
                 FilesController,
                 StreamController,
