@@ -345,3 +345,31 @@ def test_approvals_over_http(sa_database_url):
         ("t2", "error", "Failed to execute tool: A human denied this tool call: fraud"),
     ]
     assert after["approvals"] == []
+
+
+@pytest.mark.asyncio
+async def test_sa_run_asks_yes_or_no_for_each_pending_call(sa_runtime_factory):
+    import io
+
+    from sa_core.cli.run import chat
+
+    executed: list[Any] = []
+    calls = [
+        {"name": "transfer", "arguments": {"to": "bob", "amount": 5}, "id": "t1"},
+        {"name": "transfer", "arguments": {"to": "eve", "amount": 9}, "id": "t2"},
+    ]
+    async with sa_runtime_factory(
+        packs=[bank_pack(executed)], providers={"test": bank_model(calls)}
+    ) as rt:
+        thread = await rt.create_thread("teller")
+        stdout = io.StringIO()
+        await chat(rt, thread, io.StringIO("pay them\ny\nn\n"), stdout)
+        page = await thread.get_messages()
+    out = stdout.getvalue()
+    assert 'approve transfer({"to": "bob", "amount": 5})? [y/N]' in out
+    assert 'approve transfer({"to": "eve", "amount": 9})? [y/N]' in out
+    assert executed == [("bob", 5)]
+    assert page.messages[-1].content == (
+        "Result: ['Sent 5 to bob', 'Failed to execute tool: A human denied this tool call: "
+        "Denied at the terminal by the user.']"
+    )

@@ -281,3 +281,21 @@ def test_mcp_tools_over_the_http_api(sa_database_url, http_server):
     tool = [m for m in listed if m["role"] == "tool"][0]
     assert (tool["name"], tool["content"], tool["tool_status"]) == ("testing_add", "42", "success")
     assert listed[-1]["content"] == "done: 42"
+
+
+@pytest.mark.asyncio
+async def test_prompt_config_puts_an_mcp_tool_behind_approval(sa_runtime_factory):
+    provider = calling(("testing_add", {"a": 1, "b": 2}))
+    pack = mcp_pack([{"name": "testing.add", "requires_approval": True}])
+    async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as runtime:
+        thread = await runtime.create_thread("helper")
+        await thread.send_message("go")
+        await runtime.wait_idle(30)
+        pending = await thread.pending_approvals()
+        assert [(p["name"], p["arguments"]) for p in pending] == [("testing_add", {"a": 1, "b": 2})]
+        await thread.approve(pending[0]["tool_call_id"], arguments={"a": 40, "b": 2})
+        await runtime.wait_idle(30)
+        messages = (await thread.get_messages()).messages
+    tool = [m for m in messages if m.role == "tool"][0]
+    assert (tool.content, tool.tool_status) == ("42", "success")
+    assert messages[-1].content == "done: 42"

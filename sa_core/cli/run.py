@@ -1,6 +1,7 @@
 """``sa run AGENT``: an interactive terminal chat with a thread.
 
-Replies stream as they arrive; tool calls show as they start and finish. ``--thread`` resumes a
+Replies stream as they arrive; tool calls show as they start and finish; a tool call that needs
+human approval is asked about with a y/n prompt. ``--thread`` resumes a
 thread; ``--test-provider`` answers every model with the unscripted test provider, for trying a
 pack without API keys.
 """
@@ -106,14 +107,40 @@ async def chat(runtime: Runtime, thread: ThreadState, stdin: TextIO, stdout: Tex
         started = now_us()
         async with runtime.events.subscribe(thread.thread_id) as frames:
             await thread.send_message(text, wait=False)
-            printer = asyncio.create_task(_print_frames(frames, stdout))
-            await runtime._wait_thread(thread.thread_id)
-            await asyncio.sleep(0)
-            printer.cancel()
-            await asyncio.gather(printer, return_exceptions=True)
-        while not frames.empty():
-            _print_frame(frames.get_nowait(), stdout, set())
+            await _follow(runtime, thread, frames, stdout)
+            while await ask_approvals(thread, stdin, stdout):
+                await _follow(runtime, thread, frames, stdout)
         await _report_failures(thread, started, stdout)
+
+
+async def _follow(
+    runtime: Runtime, thread: ThreadState, frames: asyncio.Queue[dict[str, Any]], stdout: TextIO
+) -> None:
+    """Print the thread's frames until its runner is done."""
+    printer = asyncio.create_task(_print_frames(frames, stdout))
+    await runtime._wait_thread(thread.thread_id)
+    await asyncio.sleep(0)
+    printer.cancel()
+    await asyncio.gather(printer, return_exceptions=True)
+    while not frames.empty():
+        _print_frame(frames.get_nowait(), stdout, set())
+
+
+async def ask_approvals(thread: ThreadState, stdin: TextIO, stdout: TextIO) -> bool:
+    """Ask y/n for each tool call awaiting approval; returns whether any was decided."""
+    import json
+
+    pending = [p for p in await thread.pending_approvals() if p["status"] == "pending"]
+    for item in pending:
+        arguments = json.dumps(item["arguments"], ensure_ascii=False)
+        stdout.write(f"\n  approve {item['name']}({arguments})? [y/N] ")
+        stdout.flush()
+        answer = (await asyncio.to_thread(stdin.readline)).strip().lower()
+        if answer in ("y", "yes"):
+            await thread.approve(item["tool_call_id"])
+        else:
+            await thread.deny(item["tool_call_id"], "Denied at the terminal by the user.")
+    return bool(pending)
 
 
 async def _report_failures(thread: ThreadState, since: int, stdout: TextIO) -> None:
