@@ -47,7 +47,12 @@ async def execute_call(
 def _resolve_any(state: ThreadState, name: str) -> OfferedTool | None:
     from sa_core.engine.tools import resolve_entry
 
-    return resolve_entry(state.scope, name)
+    found = resolve_entry(state.scope, name)
+    if found is None and "." in name:
+        from sa_core.engine.mcp import resolve_mcp_name
+
+        found = resolve_mcp_name(state.scope, name)
+    return found
 
 
 async def run_offered(

@@ -362,3 +362,23 @@ async def offered_mcp_tools(
         for name, tool in tools.items()
         if tool.optional is None or flag_enabled(state.env_or_none(tool.optional))
     }
+
+
+def resolve_mcp_name(scope: PackScope, name: str) -> OfferedTool | None:
+    """An MCP tool by its ``"<server>.<tool>"`` name, for ``state.invoke_tool``.
+
+    The server validates the arguments.
+    """
+    from sa_core.engine.tools import OfferedTool
+
+    parts = split_mcp_name(name)
+    if parts is None or parts[0] not in scope.mcp_servers or parts[1] in ("", "*"):
+        return None
+    server, tool = parts
+    return OfferedTool(
+        name=offered_name(server, tool),
+        kind="mcp",
+        description="",
+        parameters={"type": "object", "properties": {}},
+        mcp=McpToolRef(scope.package, server, tool),
+    )
