@@ -39,6 +39,14 @@ KEY = "sa:approvals"
 STATUS = "awaiting_approval"
 _approved: ContextVar[str | None] = ContextVar("sa_approved_call", default=None)
 _events: weakref.WeakKeyDictionary[Runtime, dict[str, asyncio.Event]] = weakref.WeakKeyDictionary()
+_pending_known: weakref.WeakKeyDictionary[Runtime, dict[str, bool]] = weakref.WeakKeyDictionary()
+"""Per runtime, whether a thread has pending approvals: read from the database once per thread,
+then kept up to date here (every approval write goes through this module), so a step of a
+thread without approvals costs no query."""
+
+
+def _mark(runtime: Runtime, thread_id: str, pending: bool) -> None:
+    _pending_known.setdefault(runtime, {})[thread_id] = pending
 
 
 class ApprovalError(SAError):
@@ -100,6 +108,7 @@ async def gate(
         "decision": None,
     }
     await store.set_value(state.thread_id, KEY, pending)
+    _mark(state.runtime, state.thread_id, True)
     flow._unanswered = [c for c in flow._unanswered if c.id != call.id]
     state.emit("tool_call_awaiting_approval", {"id": call.id, "name": call.name})
     return None
@@ -111,7 +120,10 @@ async def settle(flow: Flow, side: str, config: SideConfig) -> bool:
         return False
     state = flow.state
     store = state.runtime.store
+    if _pending_known.get(state.runtime, {}).get(state.thread_id) is False:
+        return False
     pending = await store.get_value(state.thread_id, KEY)
+    _mark(state.runtime, state.thread_id, bool(pending))
     if not pending:
         return False
     calls: dict[str, Any] = pending.get("calls", {})
@@ -157,6 +169,7 @@ async def settle(flow: Flow, side: str, config: SideConfig) -> bool:
                 await store.set_value(state.thread_id, KEY, pending)
             else:
                 await store.delete_value(state.thread_id, KEY)
+                _mark(state.runtime, state.thread_id, False)
     finally:
         state._prompt = previous
     return bool(calls)

@@ -1,9 +1,10 @@
 """Usage over a thread and its subagent tree, and the budgets that cap it.
 
-Usage comes from the ``llm_call`` log rows every model attempt writes (tokens, cost). A summary
-for a thread and all its descendants costs two statements in one read: the recursive query for
-the tree's ids, then one aggregate over their logs grouped by model. Nothing is kept in memory,
-so usage and budgets survive a restart.
+Usage comes from the ``llm_call`` log rows every model attempt writes (tokens, cost). The totals
+of a thread and all its descendants are one prepared statement: a recursive CTE collects the
+tree's thread ids and one aggregate over their logs groups them by model (the budget check runs
+just that; ``thread_usage`` adds one count of descendants). Nothing is kept in memory, so usage
+and budgets survive a restart.
 
 Budgets are variables, resolved like any env value and inherited down the tree: a thread's own
 env (or its user, instance, agent and prompt sources), else the nearest ancestor thread that sets
@@ -76,42 +77,79 @@ class ThreadUsage(BaseModel):
     descendant_count: int | None = None
 
 
-def _aggregate(conn: Connection, ids: list[str], own: str) -> tuple[UsageSummary, UsageSummary]:
-    """One grouped query over the logs of ``ids``: (own thread's summary, everyone's)."""
+_COLUMNS = (
+    "input_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+    "cached_tokens",
+    "cost_usd",
+    "model_calls",
+    "failed_model_calls",
+)
+_STATEMENTS: dict[bool, Any] = {}
+
+
+def _statement(tree: bool) -> Any:
+    """The grouped aggregate over a thread's (or its tree's) ``llm_call`` logs, built once.
+
+    One statement: with ``tree`` a recursive CTE collects the thread and its descendants and the
+    aggregate reads their logs; rows are grouped by (own thread or not, model).
+    """
+    found = _STATEMENTS.get(tree)
+    if found is not None:
+        return found
+    from sqlalchemy import bindparam, literal_column
+
     from sa_core.store import tables as t
+    from sa_core.store.fast import Prepared
 
     logs = t.logs.c
     data = logs.data
+    root = bindparam("root", type_=t.threads.c.id.type)
 
     def number(key: str, kind: Any) -> Any:
         return func.coalesce(func.sum(func.coalesce(data[key].as_float(), 0)), 0).cast(kind)
 
     failed = and_(data["error"].as_string().is_not(None), data["error"].as_string() != "")
-    stmt = (
-        select(
-            case((logs.thread_id == own, 1), else_=0).label("own"),
-            func.coalesce(data["model_name"].as_string(), data["model"].as_string()).label("m"),
-            number("input_tokens", Integer).label("input_tokens"),
-            number("output_tokens", Integer).label("output_tokens"),
-            number("reasoning_tokens", Integer).label("reasoning_tokens"),
-            number("cached_tokens", Integer).label("cached_tokens"),
-            number("cost_total", Float).label("cost_usd"),
-            func.sum(case((failed, 0), else_=1)).label("model_calls"),
-            func.sum(case((failed, 1), else_=0)).label("failed_model_calls"),
+    own = case((logs.thread_id == root, 1), else_=0).label("own")
+    model = func.coalesce(data["model_name"].as_string(), data["model"].as_string()).label("m")
+    columns = [
+        own,
+        model,
+        number("input_tokens", Integer).label("input_tokens"),
+        number("output_tokens", Integer).label("output_tokens"),
+        number("reasoning_tokens", Integer).label("reasoning_tokens"),
+        number("cached_tokens", Integer).label("cached_tokens"),
+        number("cost_total", Float).label("cost_usd"),
+        func.sum(case((failed, 0), else_=1)).label("model_calls"),
+        func.sum(case((failed, 1), else_=0)).label("failed_model_calls"),
+    ]
+    if tree:
+        threads = t.threads.c
+        members = (
+            select(threads.id.label("id")).where(threads.id == root).cte("tree", recursive=True)
         )
-        .where(logs.type == "llm_call", logs.thread_id.in_(ids))
-        .group_by("own", "m")
+        members = members.union_all(select(threads.id).where(threads.parent_id == members.c.id))
+        where: Any = logs.thread_id.in_(select(members.c.id))
+    else:
+        where = logs.thread_id == root
+    stmt = (
+        select(*columns)
+        .where(logs.type == "llm_call", where)
+        .group_by(literal_column("own"), literal_column("m"))
     )
+    found = Prepared(stmt, columns)
+    _STATEMENTS[tree] = found
+    return found
+
+
+def _aggregate(conn: Connection, thread_id: str, tree: bool) -> tuple[UsageSummary, UsageSummary]:
+    """(the thread's own summary, the summary of it and its descendants when ``tree``)."""
     mine, everyone = UsageSummary(), UsageSummary()
-    for row in conn.execute(stmt).mappings():
+    for row in _statement(tree).rows(conn, {"root": thread_id}):
         totals = UsageTotals(
-            input_tokens=int(row["input_tokens"] or 0),
-            output_tokens=int(row["output_tokens"] or 0),
-            reasoning_tokens=int(row["reasoning_tokens"] or 0),
-            cached_tokens=int(row["cached_tokens"] or 0),
+            **{name: (row[name] or 0) for name in _COLUMNS if name != "cost_usd"},
             cost_usd=float(row["cost_usd"] or 0.0),
-            model_calls=int(row["model_calls"] or 0),
-            failed_model_calls=int(row["failed_model_calls"] or 0),
         )
         model = str(row["m"] or "unknown")
         targets = [everyone, mine] if row["own"] else [everyone]
@@ -132,17 +170,18 @@ async def thread_usage(
     from sa_core.store.threads import descendants
 
     def op(conn: Connection) -> ThreadUsage:
-        ids = [thread_id]
-        if include_descendants:
-            ids += descendants(conn, thread_id)
-        mine, everyone = _aggregate(conn, ids, thread_id)
+        mine, everyone = _aggregate(conn, thread_id, include_descendants)
         if not include_descendants:
             return ThreadUsage(thread_id=thread_id, thread=mine)
-        return ThreadUsage(
-            thread_id=thread_id, thread=mine, tree=everyone, descendant_count=len(ids) - 1
-        )
+        count = len(descendants(conn, thread_id))
+        return ThreadUsage(thread_id=thread_id, thread=mine, tree=everyone, descendant_count=count)
 
     return await store._read(op)
+
+
+async def tree_totals(store: Store, root: str) -> UsageSummary:
+    """The rolled-up usage of a root and all its descendants (one prepared statement)."""
+    return await store._read(lambda conn: _aggregate(conn, root, True)[1])
 
 
 async def _ancestry(state: ThreadState) -> list[Any]:
@@ -198,8 +237,7 @@ async def budget_exhausted(state: ThreadState) -> str | None:
     if not limits:
         return None
     root = rows[-1].id
-    usage = await thread_usage(state.runtime.store, root)
-    tree = usage.tree or usage.thread
+    tree = await tree_totals(state.runtime.store, root)
     where = "this thread" if root == state.thread_id else f"its root thread {root}"
     if MAX_COST in limits and tree.cost_usd >= limits[MAX_COST]:
         return (
