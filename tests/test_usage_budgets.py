@@ -214,3 +214,34 @@ def test_usage_over_http(sa_database_url):
     assert body["descendant_count"] == 1
     assert own.status_code == 200 and own.json()["tree"] is None
     assert missing.status_code == 404
+
+
+def test_budget_set_over_http_stops_the_thread(sa_database_url):
+    from litestar.testing import TestClient
+
+    from sa_core.server import create_app
+
+    runtime = Runtime(
+        packs=[tree_pack()],
+        providers={"test": provider()},
+        database_url=sa_database_url,
+        load_entrypoints=False,
+    )
+    with TestClient(create_app(runtime)) as client:
+        key, _ = client.blocking_portal.call(runtime.store.create_api_key, "tests")
+        client.headers["Authorization"] = f"Bearer {key}"
+        base = "/api/packages/budget/threads"
+        created = client.post(base + "/", json={"agent": "lead", "env": {"SA_MAX_TOKENS": "100"}})
+        assert created.status_code == 201, created.text
+        thread_id = created.json()["id"]
+        client.post(f"{base}/{thread_id}/messages", json={"content": "go"})
+        client.blocking_portal.call(runtime.wait_idle, 10)
+        messages = client.get(f"{base}/{thread_id}/messages").json()["messages"]
+        usage = client.get(f"{base}/{thread_id}/usage").json()
+        children = client.get(f"{base}/{thread_id}/children").json()["children"]
+    last = messages[-1]
+    assert last["role"] == "assistant" and last["status"] == "failed"
+    assert last["content"].startswith("Budget exceeded: SA_MAX_TOKENS is 100")
+    # One parent call (2100 tokens) crossed the budget; the child was refused before its model.
+    assert usage["tree"]["model_calls"] == 1
+    assert children[0]["status"] == "failed"
