@@ -299,3 +299,14 @@ async def test_prompt_config_puts_an_mcp_tool_behind_approval(sa_runtime_factory
     tool = [m for m in messages if m.role == "tool"][0]
     assert (tool.content, tool.tool_status) == ("42", "success")
     assert messages[-1].content == "done: 42"
+
+
+def test_an_agents_closure_carries_the_mcp_servers_its_prompts_use():
+    from sa_core.packaging.closure import compute_closure
+
+    pack = mcp_pack(["testing.add"])
+    pack.mcp_servers = [*pack.mcp_servers, define_mcp_server(name="unused", command=["x"])]
+    closure = compute_closure(pack, "helper")
+    assert [s.name for s in closure.mcp_servers] == ["testing"]
+    assert closure.names()["mcp_servers"] == ["testing"]
+    assert any("MCP server 'testing'" in note for note in closure.external)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -117,8 +118,11 @@ class McpConnection:
                 if definition.command is not None:
                     from mcp.client.stdio import StdioServerParameters, stdio_client
 
+                    executable = definition.command[0]
+                    if executable in ("python", "python3"):
+                        executable = sys.executable  # the runtime's interpreter and packages
                     params = StdioServerParameters(
-                        command=definition.command[0],
+                        command=executable,
                         args=list(definition.command[1:]),
                         env=self._resolve(definition.env) or None,
                         cwd=definition.cwd,

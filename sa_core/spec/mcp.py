@@ -38,7 +38,8 @@ class MCPServerDefinition(SpecModel):
     ``env`` (stdio) and ``headers`` (HTTP) values may reference variables as ``${NAME}``; they
     are resolved from the runtime's instance env, then the process environment, when the server
     starts, and their values are scrubbed from tool results. Use this for secrets such as an
-    ``Authorization`` header: the value never reaches a model, a log or an API response.
+    ``Authorization`` header: the value never reaches a model, a log or an API response. A
+    ``command`` starting with ``python`` runs with the runtime's own interpreter.
     """
 
     name: str
@@ -47,7 +48,7 @@ class MCPServerDefinition(SpecModel):
     env: dict[str, str] = Field(default_factory=dict)
     cwd: str | None = None
     url: str | None = None
-    headers: dict[str, str] = Field(default_factory=dict, exclude=True)
+    headers: dict[str, str] = Field(default_factory=dict)
     timeout: float = 60.0
 
     @model_validator(mode="after")

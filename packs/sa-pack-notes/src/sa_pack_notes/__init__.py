@@ -14,7 +14,6 @@ Importing this module does no I/O.
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
@@ -42,7 +41,7 @@ _METADATA: dict[str, Any] = {
 
 notes_server = define_mcp_server(
     name="notes",
-    command=[sys.executable, "-m", "sa_pack_notes.server"],
+    command=["python", "-m", "sa_pack_notes.server"],  # python: the runtime's interpreter
     env={"NOTES_DIR": "${NOTES_DIR}"},
     description="Markdown notes in the NOTES_DIR folder.",
     timeout=30,
