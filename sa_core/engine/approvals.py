@@ -264,6 +264,8 @@ async def decide(
     await store.set_value(state.thread_id, KEY, pending)
     side: Literal["a", "b"] = "b" if pending.get("side") == "b" else "a"
     if all(c.get("decision") is not None for c in calls.values()):
+        if state.parent_id is not None:
+            await runtime.update_child(state.parent_id, state.thread_id, status="running")
         runtime._kick(state.thread_id, side)
         event = _events.get(runtime, {}).pop(state.thread_id, None)
         if event is not None:
