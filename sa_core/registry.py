@@ -19,6 +19,7 @@ if TYPE_CHECKING:
         AgentDefinition,
         EffectDefinition,
         HookDefinition,
+        MCPServerDefinition,
         ModelDefinition,
         Pack,
         PromptDefinition,
@@ -41,6 +42,7 @@ class PackScope:
     hooks: dict[str, HookDefinition] = field(default_factory=dict)
     effects: dict[str, EffectDefinition] = field(default_factory=dict)
     endpoints: list[ThreadEndpointDefinition] = field(default_factory=list)
+    mcp_servers: dict[str, MCPServerDefinition] = field(default_factory=dict)
 
     def agent(self, name: str) -> tuple[AgentDefinition, PackScope]:
         """Resolve an agent name (``name`` or ``package/name``) and the scope it lives in."""
@@ -118,6 +120,7 @@ class Registry:
             hooks={h.id: h for h in pack.hooks},
             effects={e.name: e for e in pack.effects},
             endpoints=list(pack.endpoints),
+            mcp_servers={s.name: s for s in pack.mcp_servers},
         )
         self.scopes[pack.name] = scope
         for agent_name in pack.entry_agent_names():

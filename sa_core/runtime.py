@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from sa_core.engine.context import PromptTemplate
     from sa_core.engine.events import EventBus
     from sa_core.engine.flow import Flow
+    from sa_core.engine.mcp import McpManager
     from sa_core.engine.tools import OfferedTool, ToolTable
     from sa_core.offline import OfflineSpec
     from sa_core.plugins import PluginHost
@@ -113,6 +114,7 @@ class Runtime:
         self._live: weakref.WeakValueDictionary[str, SharedThread] = weakref.WeakValueDictionary()
         self._open = False
         self.closing = False
+        self._mcp: McpManager | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -204,11 +206,22 @@ class Runtime:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        if self._mcp is not None:
+            await self._mcp.close()
         for provider in self.providers.values():
             closer = getattr(provider, "aclose", None)
             if closer is not None:
                 await closer()
         await self.store.close()
+
+    @property
+    def mcp(self) -> McpManager:
+        """The runtime's MCP servers (started lazily, stopped by :meth:`close`)."""
+        if self._mcp is None:
+            from sa_core.engine.mcp import McpManager
+
+            self._mcp = McpManager(self)
+        return self._mcp
 
     async def wait_idle(self, timeout: float | None = None) -> None:
         """Wait until no thread has work and no effect is running or due."""
@@ -538,7 +551,7 @@ class Runtime:
             last_stop_reason=reason,
             status="awaiting_human"
             if reason in ("awaiting_human", "stop_on_response", "stop_tool")
-            else "idle",
+            else ("awaiting_approval" if reason == "awaiting_approval" else "idle"),
         )
         state._row.execution = execution
         await self.store.update_thread(state.thread_id, execution=execution)
@@ -809,8 +822,11 @@ class Runtime:
         succeeded: list[Log] = []
 
         async def on_attempt(record: Any) -> None:
+            from sa_core.telemetry import model_attempt
+
             data = _attempt_data(record)
             data["message_id"] = message_id
+            model_attempt(state, data)
             if log_ids:
                 data["retry_of_log_id"] = log_ids[-1]
             if partial is not None and record.error is not None:

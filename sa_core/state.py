@@ -41,6 +41,7 @@ from sa_core.spec import (
 
 if TYPE_CHECKING:
     from sa_core.engine.flow import Flow
+    from sa_core.engine.usage import ThreadUsage
     from sa_core.registry import PackScope
     from sa_core.runtime import Runtime
     from sa_core.store import ThreadRow
@@ -304,6 +305,46 @@ class ThreadState:
             self.thread_id, limit=limit, offset=offset, order=order
         )
         return logs
+
+    async def usage(self, include_descendants: bool = True) -> ThreadUsage:
+        """Tokens, cost and model calls of this thread and (by default) its subagent tree.
+
+        Returns:
+            A :class:`~sa_core.engine.usage.ThreadUsage`: ``thread`` for this thread's own
+            model calls, ``tree`` for it plus every descendant, each broken down by model.
+        """
+        from sa_core.engine.usage import thread_usage
+
+        return await thread_usage(
+            self._runtime.store, self.thread_id, include_descendants=include_descendants
+        )
+
+    async def pending_approvals(self) -> list[dict[str, Any]]:
+        """Tool calls of this thread awaiting human approval, in the order the model made them.
+
+        Each is a dict with ``tool_call_id``, ``name``, ``arguments``, ``requested_at`` and
+        ``status`` (``pending``, or ``approved`` / ``denied`` until the runner acts on it).
+        """
+        from sa_core.engine.approvals import list_pending
+
+        return await list_pending(self)
+
+    async def approve(self, tool_call_id: str, arguments: dict[str, Any] | None = None) -> None:
+        """Approve a pending tool call; it runs (with ``arguments`` if given) and the flow goes on.
+
+        Raises:
+            ApprovalNotFoundError: no such pending call. ApprovalConflictError: already decided.
+            ApprovalArgumentsError: ``arguments`` do not match the tool's args.
+        """
+        from sa_core.engine.approvals import decide
+
+        await decide(self, tool_call_id, approve=True, arguments=arguments)
+
+    async def deny(self, tool_call_id: str, reason: str) -> None:
+        """Deny a pending tool call: the model sees a failed tool result with ``reason``."""
+        from sa_core.engine.approvals import decide
+
+        await decide(self, tool_call_id, approve=False, reason=reason)
 
     # -- resources --------------------------------------------------------------------------
 

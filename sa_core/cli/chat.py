@@ -70,7 +70,11 @@ class PlainReader:
 
     async def read(self) -> str | object:
         """The next line, or :data:`QUIT`."""
-        self.stdout.write("\nyou> ")
+        return await self.ask("\nyou> ")
+
+    async def ask(self, question: str) -> str | object:
+        """Print ``question`` and return the answer line, or :data:`QUIT`."""
+        self.stdout.write(question)
         self.stdout.flush()
         loop = asyncio.get_running_loop()
         line: asyncio.Future[str] = loop.create_future()
@@ -123,8 +127,12 @@ class TerminalReader:
 
     async def read(self) -> str | object:
         """The next line, or :data:`QUIT` on Ctrl-D or Ctrl-C."""
+        return await self.ask("you> ")
+
+    async def ask(self, question: str) -> str | object:
+        """Prompt with ``question``; the answer, or :data:`QUIT` on Ctrl-D or Ctrl-C."""
         try:
-            text = await self.session.prompt_async("you> ")
+            text = await self.session.prompt_async(question)
         except (EOFError, KeyboardInterrupt):
             return QUIT
         return str(text)
@@ -183,7 +191,7 @@ async def chat(
             break
         text = str(line).strip()
         if text:
-            await run_turn(runtime, thread, text, renderer)
+            await run_turn(runtime, thread, text, renderer, reader)
     stdout.write("\n")
     stdout.flush()
     if resume_command:
@@ -191,31 +199,25 @@ async def chat(
 
 
 async def run_turn(
-    runtime: Runtime, thread: ThreadState, text: str, renderer: PlainRenderer
+    runtime: Runtime,
+    thread: ThreadState,
+    text: str,
+    renderer: PlainRenderer,
+    reader: PlainReader | TerminalReader | None = None,
 ) -> None:
-    """Send one message and print the turn; Ctrl-C stops the turn and keeps its text."""
+    """Send one message and print the turn; Ctrl-C stops the turn and keeps its text.
+
+    With a ``reader``, tool calls that await human approval are asked about (y/n) and the turn
+    continues after each round of decisions.
+    """
     from sa_core.store.clock import now_us
 
     started = now_us()
-    interrupted = asyncio.Event()
-    stopped = False
     async with runtime.events.subscribe(thread.thread_id) as frames:
         await thread.send_message(text, wait=False)
-        printer = asyncio.create_task(_print_frames(frames, renderer))
-        with on_sigint(interrupted.set):
-            turn = asyncio.ensure_future(runtime._wait_thread(thread.thread_id))
-            stop = asyncio.ensure_future(interrupted.wait())
-            await asyncio.wait({turn, stop}, return_when=asyncio.FIRST_COMPLETED)
-            stop.cancel()
-            if not turn.done():
-                stopped = True
-                await thread.stop()
-                await turn
-        await asyncio.sleep(0)
-        printer.cancel()
-        await asyncio.gather(printer, return_exceptions=True)
-    while not frames.empty():
-        renderer.frame(frames.get_nowait())
+        stopped = await _follow(runtime, thread, frames, renderer)
+        while not stopped and reader is not None and await ask_approvals(thread, reader, renderer):
+            stopped = await _follow(runtime, thread, frames, renderer)
     renderer.close_answer()
     if stopped:
         renderer.note(
@@ -224,6 +226,53 @@ async def run_turn(
         )
     await report_failures(thread, started, renderer)
     renderer.flush()
+
+
+async def _follow(
+    runtime: Runtime,
+    thread: ThreadState,
+    frames: asyncio.Queue[dict[str, Any]],
+    renderer: PlainRenderer,
+) -> bool:
+    """Print the thread's frames until its runner is done; whether Ctrl-C stopped the turn."""
+    interrupted = asyncio.Event()
+    stopped = False
+    printer = asyncio.create_task(_print_frames(frames, renderer))
+    with on_sigint(interrupted.set):
+        turn = asyncio.ensure_future(runtime._wait_thread(thread.thread_id))
+        stop = asyncio.ensure_future(interrupted.wait())
+        await asyncio.wait({turn, stop}, return_when=asyncio.FIRST_COMPLETED)
+        stop.cancel()
+        if not turn.done():
+            stopped = True
+            await thread.stop()
+            await turn
+    await asyncio.sleep(0)
+    printer.cancel()
+    await asyncio.gather(printer, return_exceptions=True)
+    while not frames.empty():
+        renderer.frame(frames.get_nowait())
+    return stopped
+
+
+async def ask_approvals(
+    thread: ThreadState, reader: PlainReader | TerminalReader, renderer: PlainRenderer
+) -> bool:
+    """Ask y/n for each tool call awaiting approval; returns whether any was decided."""
+    import json
+
+    pending = [p for p in await thread.pending_approvals() if p["status"] == "pending"]
+    if pending:
+        renderer.close_answer()
+        renderer.flush()
+    for item in pending:
+        arguments = json.dumps(item["arguments"], ensure_ascii=False)
+        answer = await reader.ask(f"\n  approve {item['name']}({arguments})? [y/N] ")
+        if isinstance(answer, str) and answer.strip().lower() in ("y", "yes"):
+            await thread.approve(item["tool_call_id"])
+        else:
+            await thread.deny(item["tool_call_id"], "Denied at the terminal by the user.")
+    return bool(pending)
 
 
 async def _print_frames(frames: asyncio.Queue[dict[str, Any]], renderer: PlainRenderer) -> None:

@@ -4,8 +4,8 @@ Replies stream as they arrive; tool calls show with their arguments and results 
 ``--verbose``). ``--thread`` resumes a thread and prints its last messages. ``--test-provider``
 answers every model offline: alone with ``Test response received.``, or
 ``--test-provider=script.yaml`` from a script (see :mod:`sa_core.offline`); in both, a message
-``/tool NAME {json}`` makes the offline model call that tool. The chat loop itself is in
-:mod:`sa_core.cli.chat`.
+``/tool NAME {json}`` makes the offline model call that tool. A tool call that needs human
+approval is asked about with a y/n prompt. The chat loop itself is in :mod:`sa_core.cli.chat`.
 """
 
 from __future__ import annotations

@@ -47,7 +47,12 @@ async def execute_call(
 def _resolve_any(state: ThreadState, name: str) -> OfferedTool | None:
     from sa_core.engine.tools import resolve_entry
 
-    return resolve_entry(state.scope, name)
+    found = resolve_entry(state.scope, name)
+    if found is None and "." in name:
+        from sa_core.engine.mcp import resolve_mcp_name
+
+        found = resolve_mcp_name(state.scope, name)
+    return found
 
 
 async def run_offered(
@@ -63,6 +68,10 @@ async def run_offered(
         from sa_core.engine.subagents import run_lifecycle_tool
 
         return await run_lifecycle_tool(state, flow, tool.name, arguments, tool_message_id)
+    if tool.kind == "mcp":
+        assert tool.mcp is not None
+        scope = state.runtime.registry.scope(tool.mcp.package)
+        return await state.runtime.mcp.call(scope, tool.mcp, arguments)
     if tool.kind == "native":
         assert tool.native is not None
         previous = state._tool_env

@@ -78,6 +78,8 @@ StopReason = Literal[
     "repeated_error",
     "one_step",
     "state_stop_session",
+    "budget_exceeded",
+    "awaiting_approval",
 ]
 SESSION_END_REASONS = frozenset(
     {"session_stop", "session_fail", "max_session_turns", "state_stop_session"}
@@ -224,9 +226,11 @@ class Flow:
 
     async def run(self) -> StopReason:
         """Run steps until the flow settles; returns why it stopped."""
+        from sa_core.telemetry import turn
+
         reason: StopReason
         try:
-            reason = await self._loop()
+            reason = await turn(self, self._loop)
         except asyncio.CancelledError:
             await asyncio.shield(self._cleanup_after_abort())
             raise
@@ -269,6 +273,13 @@ class Flow:
                 return "max_side_steps"
             if self.step_count >= self._step_ceiling():
                 return "max_total_steps"
+            from sa_core.engine.approvals import settle
+            from sa_core.engine.usage import stop_for_budget
+
+            if await settle(self, side, side_config):
+                return "awaiting_approval"
+            if await stop_for_budget(self, side):
+                return "budget_exceeded"
             self.side_steps[side] += 1
             self.step_count += 1
             step = await self._step(side, side_config)
@@ -387,6 +398,10 @@ class Flow:
         scope = self.scope
         model = scope.model(prompt.model)
         offered = runtime.offered_tools(state, scope, prompt, side)
+        if scope.mcp_servers:
+            from sa_core.engine.mcp import offered_mcp_tools
+
+            offered.update(await offered_mcp_tools(state, scope, prompt))
         secret = runtime.secret_names(scope, state._row)
         system_text = runtime.template(scope, prompt).render(
             lambda name: None if name in secret else state.env_or_none(name)
@@ -532,13 +547,20 @@ class Flow:
         *,
         allow_any: bool = False,
     ) -> Message | None:
+        from sa_core.engine.approvals import gate
         from sa_core.engine.dispatch import execute_call
+        from sa_core.telemetry import tool_call
 
+        held = await gate(self, call, offered, config)
+        if held is not False:
+            return held  # parked for approval (None), or refused inside a subprompt
         runtime = self.runtime
         state = self.state
         tool_message_id = str(uuid.uuid4())
         state.emit("tool_call_started", {"id": call.id, "name": call.name})
-        result = await execute_call(self, call, offered, tool_message_id, allow_any=allow_any)
+        result = await tool_call(
+            state, call, execute_call(self, call, offered, tool_message_id, allow_any=allow_any)
+        )
         state.emit("tool_call_done", {"id": call.id, "name": call.name, "status": result.status})
         hook = (
             "after_tool_call_success" if result.status == "success" else "after_tool_call_failure"

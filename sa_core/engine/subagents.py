@@ -395,6 +395,9 @@ async def _deliver(
                 {"role": role, "content": message, "attachments": attachments}
             )
             await runtime._wait_thread(child.thread_id)
+            from sa_core.engine.approvals import wait_through_approvals
+
+            await wait_through_approvals(runtime, child.thread_id)
         finally:
             runtime._blocking_waits.discard(child.thread_id)
         return await _blocking_result(state, child.thread_id)
@@ -823,6 +826,9 @@ async def on_flow_end(state: ThreadState, flow: Flow, reason: str) -> None:
     execution["last_stop_reason"] = reason
     state._row.execution = execution
     await runtime.store.update_thread(state.thread_id, execution=execution)
+    if reason == "awaiting_approval":  # parked, not finished: the parent keeps waiting
+        await runtime.update_child(state.parent_id, state.thread_id, status=reason)
+        return
     if state.thread_id in runtime._blocking_waits:
         return
     entries = await runtime.store.list_children(state.parent_id)

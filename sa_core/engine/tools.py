@@ -28,9 +28,10 @@ from sa_core.spec import (
 from sa_core.spec.schemas import EMPTY_OBJECT_SCHEMA, json_schema_of, validate_args
 
 if TYPE_CHECKING:
+    from sa_core.engine.mcp import McpToolRef
     from sa_core.registry import PackScope
 
-ToolKind = Literal["native", "prompt", "handoff", "subagent", "lifecycle"]
+ToolKind = Literal["native", "prompt", "handoff", "subagent", "lifecycle", "mcp"]
 LIFECYCLE_TOOLS = ("subagent_create", "subagent_message", "subagents")
 NOT_AVAILABLE = (
     'Tool "{name}" is not available for this prompt. You can only use tools that were '
@@ -54,6 +55,8 @@ class OfferedTool:
     agent: AgentDefinition | None = None
     agent_scope: PackScope | None = None
     subagent: SubagentToolConfig | None = None
+    mcp: McpToolRef | None = None
+    requires_approval: bool = False
 
 
 @dataclass(slots=True)
@@ -108,12 +111,22 @@ def build_tool_table(scope: PackScope, prompt: PromptDefinition) -> ToolTable:
     tools: dict[str, OfferedTool] = {}
     unresolved: list[str] = []
     for entry in prompt.tools:
+        if is_mcp_entry(scope, entry):
+            continue  # expanded from the server's tools/list when a step first needs it
         offered = resolve_entry(scope, entry)
         if offered is None:
             unresolved.append(tool_entry_name(entry))
         else:
             tools[offered.name] = offered
     return ToolTable(tools, unresolved)
+
+
+def is_mcp_entry(scope: PackScope, entry: ToolEntry) -> bool:
+    """Whether a tools entry is ``"<server>.<tool>"`` for an MCP server of the package."""
+    from sa_core.spec.mcp import split_mcp_name
+
+    parts = split_mcp_name(tool_entry_name(entry))
+    return parts is not None and parts[0] in scope.mcp_servers
 
 
 def resolve_entry(scope: PackScope, entry: ToolEntry) -> OfferedTool | None:
@@ -131,6 +144,8 @@ def resolve_entry(scope: PackScope, entry: ToolEntry) -> OfferedTool | None:
                 optional=optional,
                 env=dict(entry.env) if isinstance(entry, PromptToolConfig) else {},
                 native=native,
+                requires_approval=native.requires_approval
+                or (isinstance(entry, PromptToolConfig) and entry.requires_approval),
             )
         if name in scope.prompts:
             target = scope.prompts[name]

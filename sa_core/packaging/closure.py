@@ -33,6 +33,7 @@ from sa_core.spec import (
     EffectDefinition,
     HookDefinition,
     IncludePart,
+    MCPServerDefinition,
     ModelDefinition,
     Pack,
     PromptDefinition,
@@ -52,6 +53,7 @@ KINDS: tuple[str, ...] = (
     "hooks",
     "effects",
     "endpoints",
+    "mcp_servers",
 )
 """The definition kinds of a pack, in the order they are listed."""
 
@@ -85,6 +87,7 @@ class Closure:
     hooks: list[HookDefinition] = field(default_factory=list)
     effects: list[EffectDefinition] = field(default_factory=list)
     endpoints: list[ThreadEndpointDefinition] = field(default_factory=list)
+    mcp_servers: list[MCPServerDefinition] = field(default_factory=list)
     roles: dict[str, str] = field(default_factory=dict)
     external: list[str] = field(default_factory=list)
 
@@ -193,6 +196,16 @@ class _Walker:
     def target(self, name: str, *, subagent: bool = False) -> None:
         """Resolve a ``tools`` entry (or a tool's ``uses``) like the runtime does."""
         if name.startswith(_PROVIDER_PREFIX):
+            return
+        server = name.partition(".")[0] if "." in name and "/" not in name else None
+        if server is not None and server in self.index["mcp_servers"]:
+            definition = self.take("mcp_servers", server)
+            if definition is not None and definition.command is not None:
+                command = " ".join(definition.command)
+                self.note(
+                    f"MCP server '{server}' (runs `{command}`; the installing environment must "
+                    f"provide that command)"
+                )
             return
         if "/" in name:
             package, _, agent_name = name.rpartition("/")

@@ -34,6 +34,7 @@ _CLASSES: dict[str, str] = {
     "hooks": "HookDefinition",
     "effects": "EffectDefinition",
     "endpoints": "ThreadEndpointDefinition",
+    "mcp_servers": "MCPServerDefinition",
 }
 _OBJECT_FIELDS: dict[str, tuple[str, ...]] = {
     "prompts": ("required_schema",),

@@ -24,11 +24,13 @@ from sa_core.server.auth import COMPONENTS, SECURITY, api_key_guard
 from sa_core.server.context import package_dependencies, runtime_dependency
 from sa_core.server.corners import allow_header_middleware, unknown_package_websocket
 from sa_core.server.errors import EXCEPTION_HANDLERS
+from sa_core.server.routes.approvals import ApprovalsController
 from sa_core.server.routes.catalog import CatalogController, list_packages
 from sa_core.server.routes.custom import endpoint_handlers
 from sa_core.server.routes.files import FilesController
 from sa_core.server.routes.messages import MessagesController
 from sa_core.server.routes.threads import ThreadsController
+from sa_core.server.routes.usage import UsageController
 from sa_core.server.streaming import StreamController, StreamHub
 
 API_DESCRIPTION = """\
@@ -99,6 +101,8 @@ class StandardAgentsPlugin(InitPluginProtocol):
             route_handlers=[
                 CatalogController,
                 ThreadsController,
+                UsageController,
+                ApprovalsController,
                 MessagesController,
                 FilesController,
                 StreamController,

@@ -4,6 +4,7 @@ from sa_core.spec.agents import AgentDefinition, SessionToolBinding, SideConfig,
 from sa_core.spec.effects import EffectDefinition, define_effect
 from sa_core.spec.endpoints import ThreadEndpointDefinition, define_thread_endpoint
 from sa_core.spec.hooks import HookDefinition, HookName, define_hook
+from sa_core.spec.mcp import MCPServerDefinition, define_mcp_server
 from sa_core.spec.models import ModelCapabilities, ModelDefinition, define_model
 from sa_core.spec.packs import Pack
 from sa_core.spec.prompts import (
@@ -55,6 +56,7 @@ __all__ = [
     "IncludePart",
     "InjectMessageInput",
     "Log",
+    "MCPServerDefinition",
     "Message",
     "MessagesResult",
     "ModelCapabilities",
@@ -83,6 +85,7 @@ __all__ = [
     "define_agent",
     "define_effect",
     "define_hook",
+    "define_mcp_server",
     "define_model",
     "define_prompt",
     "define_thread_endpoint",

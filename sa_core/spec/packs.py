@@ -9,6 +9,7 @@ from sa_core.spec.agents import AgentDefinition
 from sa_core.spec.effects import EffectDefinition
 from sa_core.spec.endpoints import ThreadEndpointDefinition
 from sa_core.spec.hooks import HookDefinition
+from sa_core.spec.mcp import MCPServerDefinition
 from sa_core.spec.models import ModelDefinition
 from sa_core.spec.prompts import PromptDefinition
 from sa_core.spec.tools import ToolDefinition
@@ -36,6 +37,7 @@ class Pack:
     hooks: Sequence[HookDefinition] = field(default_factory=list)
     effects: Sequence[EffectDefinition] = field(default_factory=list)
     endpoints: Sequence[ThreadEndpointDefinition] = field(default_factory=list)
+    mcp_servers: Sequence[MCPServerDefinition] = field(default_factory=list)
     entry_agents: Sequence[str] | None = None
     version: str | None = None
     author: str | None = None

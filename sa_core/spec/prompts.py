@@ -78,6 +78,7 @@ class PromptToolConfig(SpecModel):
     env: dict[str, str] = Field(default_factory=dict)
     options: dict[str, Any] = Field(default_factory=dict)
     optional: str | None = None
+    requires_approval: bool = False
 
 
 class ImmediateConfig(SpecModel):
@@ -140,7 +141,7 @@ ToolEntry = str | SubpromptConfig | PromptToolConfig | SubagentToolConfig
 _SUBAGENT_KEYS = frozenset(
     {"blocking", "resumable", "immediate", "initAgentNameProperty", "init_agent_name_property"}
 )
-_TOOL_CONFIG_KEYS = frozenset({"env", "options", "tenvs"})
+_TOOL_CONFIG_KEYS = frozenset({"env", "options", "tenvs", "requires_approval", "requiresApproval"})
 
 
 def parse_tool_entry(entry: Any) -> ToolEntry:

@@ -35,6 +35,7 @@ class ToolDefinition(SpecModel):
     execution_provider: str | None = None
     uses: list[str] | None = None
     progress_argument: str | None = None
+    requires_approval: bool = False
 
     _check = field_validator("args")(_check_args)
 
@@ -50,6 +51,7 @@ def define_tool(
     args: ArgsSpec = None,
     execute: Callable[..., Any],
     variables: list[VariableDefinition] | list[dict[str, Any]] | None = None,
+    requires_approval: bool = False,
     **fields: Any,
 ) -> ToolDefinition:
     """Define a tool.
@@ -61,6 +63,9 @@ def define_tool(
 
         weather = define_tool(name="weather", description="Current weather.", args=Args,
                               execute=lambda state, args: f"Sunny in {args.city}")
+
+    With ``requires_approval=True`` a call parks the thread until a human approves or denies
+    it (``thread.approve`` / ``thread.deny``, or ``POST threads/{id}/approvals/{call_id}``).
     """
     return ToolDefinition(
         name=name,
@@ -68,5 +73,6 @@ def define_tool(
         args=args,
         execute=execute,
         variables=variables or [],
+        requires_approval=requires_approval,
         **fields,
     )

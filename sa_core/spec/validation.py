@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from sa_core.spec.agents import AgentDefinition, SessionToolBinding, SideConfig
+from sa_core.spec.mcp import mcp_entry_problems, mcp_server_problems, split_mcp_name
 from sa_core.spec.prompts import (
     EnvPart,
     ImmediateConfig,
@@ -156,6 +157,7 @@ class _Validator:
         self.check_duplicates()
         self.check_models()
         self.check_tools()
+        self.problems += mcp_server_problems(self.pack)
         for prompt in self.pack.prompts:
             self.check_prompt(prompt)
         self.check_includes()
@@ -283,6 +285,9 @@ class _Validator:
                 f"lifecycle tools by itself when the prompt lists a resumable subagent, so remove "
                 f"the entry."
             )
+            return
+        if split_mcp_name(name) is not None:
+            self.problems += mcp_entry_problems(self.pack, where, name)
             return
         target = self.resolve(prompt, entry)
         if target is None:

@@ -1,0 +1,285 @@
+"""Usage over a thread and its subagent tree, and the budgets that cap it.
+
+Usage comes from the ``llm_call`` log rows every model attempt writes (tokens, cost). The totals
+of a thread and all its descendants are one prepared statement: a recursive CTE collects the
+tree's thread ids and one aggregate over their logs groups them by model (the budget check runs
+just that; ``thread_usage`` adds one count of descendants). Nothing is kept in memory, so usage
+and budgets survive a restart.
+
+Budgets are variables, resolved like any env value and inherited down the tree: a thread's own
+env (or its user, instance, agent and prompt sources), else the nearest ancestor thread that sets
+it on its env or its agent.
+
+- ``SA_MAX_COST_USD``: the most the whole tree (from its root) may spend, in USD.
+- ``SA_MAX_TOKENS``: the most input + output tokens the whole tree may use.
+
+Before each model call the flow checks the root's rolled-up usage; an exhausted budget stops the
+turn with reason ``budget_exceeded``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, Field
+from sqlalchemy import Float, Integer, and_, case, func, select
+from sqlalchemy.engine import Connection
+
+if TYPE_CHECKING:
+    from sa_core.engine.flow import Flow
+    from sa_core.state import ThreadState
+    from sa_core.store import Store
+
+MAX_COST = "SA_MAX_COST_USD"
+MAX_TOKENS = "SA_MAX_TOKENS"
+BUDGET_VARIABLES = (MAX_COST, MAX_TOKENS)
+
+
+class UsageTotals(BaseModel):
+    """Token counts, cost and model calls."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+    cached_tokens: int = 0
+    cost_usd: float = 0.0
+    model_calls: int = Field(0, description="Successful model calls.")
+    failed_model_calls: int = Field(0, description="Model attempts that failed.")
+
+    @property
+    def total_tokens(self) -> int:
+        """Input plus output tokens."""
+        return self.input_tokens + self.output_tokens
+
+    def add(self, other: UsageTotals) -> None:
+        """Add another total into this one."""
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        self.reasoning_tokens += other.reasoning_tokens
+        self.cached_tokens += other.cached_tokens
+        self.cost_usd += other.cost_usd
+        self.model_calls += other.model_calls
+        self.failed_model_calls += other.failed_model_calls
+
+
+class UsageSummary(UsageTotals):
+    """Totals, and the same broken down by model definition name."""
+
+    by_model: dict[str, UsageTotals] = Field(default_factory=dict)
+
+
+class ThreadUsage(BaseModel):
+    """A thread's own usage and, when asked, its usage with every descendant."""
+
+    thread_id: str
+    thread: UsageSummary
+    tree: UsageSummary | None = None
+    descendant_count: int | None = None
+
+
+_COLUMNS = (
+    "input_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+    "cached_tokens",
+    "cost_usd",
+    "model_calls",
+    "failed_model_calls",
+)
+_STATEMENTS: dict[bool, Any] = {}
+
+
+def _statement(tree: bool) -> Any:
+    """The grouped aggregate over a thread's (or its tree's) ``llm_call`` logs, built once.
+
+    One statement: with ``tree`` a recursive CTE collects the thread and its descendants and the
+    aggregate reads their logs; rows are grouped by (own thread or not, model).
+    """
+    found = _STATEMENTS.get(tree)
+    if found is not None:
+        return found
+    from sqlalchemy import bindparam, literal_column
+
+    from sa_core.store import tables as t
+    from sa_core.store.fast import Prepared
+
+    logs = t.logs.c
+    data = logs.data
+    root = bindparam("root", type_=t.threads.c.id.type)
+
+    def number(key: str, kind: Any) -> Any:
+        return func.coalesce(func.sum(func.coalesce(data[key].as_float(), 0)), 0).cast(kind)
+
+    failed = and_(data["error"].as_string().is_not(None), data["error"].as_string() != "")
+    own = case((logs.thread_id == root, 1), else_=0).label("own")
+    model = func.coalesce(data["model_name"].as_string(), data["model"].as_string()).label("m")
+    columns = [
+        own,
+        model,
+        number("input_tokens", Integer).label("input_tokens"),
+        number("output_tokens", Integer).label("output_tokens"),
+        number("reasoning_tokens", Integer).label("reasoning_tokens"),
+        number("cached_tokens", Integer).label("cached_tokens"),
+        number("cost_total", Float).label("cost_usd"),
+        func.sum(case((failed, 0), else_=1)).label("model_calls"),
+        func.sum(case((failed, 1), else_=0)).label("failed_model_calls"),
+    ]
+    if tree:
+        threads = t.threads.c
+        members = (
+            select(threads.id.label("id")).where(threads.id == root).cte("tree", recursive=True)
+        )
+        members = members.union_all(select(threads.id).where(threads.parent_id == members.c.id))
+        where: Any = logs.thread_id.in_(select(members.c.id))
+    else:
+        where = logs.thread_id == root
+    stmt = (
+        select(*columns)
+        .where(logs.type == "llm_call", where)
+        .group_by(literal_column("own"), literal_column("m"))
+    )
+    found = Prepared(stmt, columns)
+    _STATEMENTS[tree] = found
+    return found
+
+
+def _aggregate(conn: Connection, thread_id: str, tree: bool) -> tuple[UsageSummary, UsageSummary]:
+    """(the thread's own summary, the summary of it and its descendants when ``tree``)."""
+    mine, everyone = UsageSummary(), UsageSummary()
+    for row in _statement(tree).rows(conn, {"root": thread_id}):
+        totals = UsageTotals(
+            **{name: (row[name] or 0) for name in _COLUMNS if name != "cost_usd"},
+            cost_usd=float(row["cost_usd"] or 0.0),
+        )
+        model = str(row["m"] or "unknown")
+        targets = [everyone, mine] if row["own"] else [everyone]
+        for summary in targets:
+            summary.add(totals)
+            summary.by_model.setdefault(model, UsageTotals()).add(totals)
+    for summary in (mine, everyone):
+        summary.cost_usd = round(summary.cost_usd, 10)
+        for totals in summary.by_model.values():
+            totals.cost_usd = round(totals.cost_usd, 10)
+    return mine, everyone
+
+
+async def thread_usage(
+    store: Store, thread_id: str, *, include_descendants: bool = True
+) -> ThreadUsage:
+    """Usage of a thread and (by default) of it plus every descendant, by model."""
+    from sa_core.store.threads import descendants
+
+    def op(conn: Connection) -> ThreadUsage:
+        mine, everyone = _aggregate(conn, thread_id, include_descendants)
+        if not include_descendants:
+            return ThreadUsage(thread_id=thread_id, thread=mine)
+        count = len(descendants(conn, thread_id))
+        return ThreadUsage(thread_id=thread_id, thread=mine, tree=everyone, descendant_count=count)
+
+    return await store._read(op)
+
+
+async def tree_totals(store: Store, root: str) -> UsageSummary:
+    """The rolled-up usage of a root and all its descendants (one prepared statement)."""
+    return await store._read(lambda conn: _aggregate(conn, root, True)[1])
+
+
+async def _ancestry(state: ThreadState) -> list[Any]:
+    """The thread's row, then each ancestor's, up to the root."""
+    rows = [state._row]
+    seen = {state.thread_id}
+    parent = state._row.parent_id
+    while parent is not None and parent not in seen:
+        row = await state.runtime.store.get_thread(parent)
+        if row is None:
+            break
+        seen.add(parent)
+        rows.append(row)
+        parent = row.parent_id
+    return rows
+
+
+def _defined_on(state: ThreadState, row: Any, name: str) -> str | None:
+    """A variable set on an ancestor thread, or on its agent definition."""
+    if name in (row.env or {}):
+        return str(row.env[name])
+    scope = state.runtime.registry.scopes.get(row.package)
+    agent = scope.agents.get(row.agent_id) if scope is not None else None
+    if agent is not None and name in agent.env:
+        return str(agent.env[name])
+    return None
+
+
+def _parse(name: str, value: str) -> float | None:
+    try:
+        limit = float(value)
+    except ValueError:
+        return None
+    return limit if limit >= 0 else None
+
+
+async def budget_exhausted(state: ThreadState) -> str | None:
+    """A sentence naming the exhausted budget, or ``None`` when the tree may call a model."""
+    if state._row.parent_id is None and not any(
+        state.env_or_none(name) for name in BUDGET_VARIABLES
+    ):
+        return None
+    rows = await _ancestry(state)
+    limits: dict[str, float] = {}
+    for name in BUDGET_VARIABLES:
+        value = state.env_or_none(name)
+        for row in rows[1:] if value is None else []:
+            value = _defined_on(state, row, name)
+            if value is not None:
+                break
+        if value is not None and (parsed := _parse(name, str(value))) is not None:
+            limits[name] = parsed
+    if not limits:
+        return None
+    root = rows[-1].id
+    tree = await tree_totals(state.runtime.store, root)
+    where = "this thread" if root == state.thread_id else f"its root thread {root}"
+    if MAX_COST in limits and tree.cost_usd >= limits[MAX_COST]:
+        return (
+            f"Budget exceeded: {MAX_COST} is {limits[MAX_COST]:g} USD and the thread tree of "
+            f"{where} has spent {tree.cost_usd:.6f} USD. Raise {MAX_COST} to continue."
+        )
+    if MAX_TOKENS in limits and tree.total_tokens >= limits[MAX_TOKENS]:
+        return (
+            f"Budget exceeded: {MAX_TOKENS} is {limits[MAX_TOKENS]:g} and the thread tree of "
+            f"{where} has used {tree.total_tokens} tokens. Raise {MAX_TOKENS} to continue."
+        )
+    return None
+
+
+async def stop_for_budget(flow: Flow, side: str) -> bool:
+    """Before a model call: when a budget is exhausted, record it and end the session.
+
+    Stores an assistant row (status ``failed``, so it never enters a later context) whose content
+    names the budget, and ends the session as failed, so a child's parent receives the failure
+    notification with the same text.
+
+    Returns:
+        Whether the flow must stop with reason ``budget_exceeded``.
+    """
+    from sa_core.engine.context import SIDE_ROLE
+    from sa_core.engine.flow import SessionOutcome
+    from sa_core.engine.messages import create_message, new_message
+
+    state = flow.state
+    text = await budget_exhausted(state)
+    if text is None:
+        return False
+    row = new_message(
+        state.thread_id,
+        SIDE_ROLE[side],  # type: ignore[index]
+        text,
+        status="failed",
+        depth=flow.depth,
+        parent_id=flow.parent_message_id,
+        metadata={"error": text, "stop_reason": "budget_exceeded"},
+    )
+    flow.remember(await create_message(state, row))
+    await state.runtime.log(state.thread_id, "budget_exceeded", {"message": text})
+    await flow._end_session(SessionOutcome("budget_exceeded", failed=True, content=text))
+    return True

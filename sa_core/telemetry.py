@@ -1,0 +1,176 @@
+"""OpenTelemetry spans for turns, model calls, tool calls and subagent runs (optional).
+
+Install the extra (``pip install 'standard-agents[otel]'``) and configure a tracer provider the
+usual way (``opentelemetry.trace.set_tracer_provider``), or hand one to the runtime's spans only
+with :func:`set_tracer_provider`. Without the extra nothing is imported and every helper here
+just runs the wrapped work. ``SA_TELEMETRY=off`` disables spans even with the extra.
+
+Spans follow the OpenTelemetry GenAI semantic conventions:
+
+- ``invoke_agent <agent>``: one flow run (a turn) of a thread; ``subagent_run <agent>`` for a
+  subagent thread, started as the root of its own trace and *linked* to the parent's
+  ``execute_tool`` span that created it, so the parent's trace and the child's join up across
+  threads, even when the child runs long after the call returned.
+- ``chat <model>``: each model attempt, with ``gen_ai.operation.name``, ``gen_ai.system``,
+  ``gen_ai.request.model``, ``gen_ai.usage.input_tokens`` / ``output_tokens``, finish reason,
+  cost and error type. Timed from the attempt's measured latency.
+- ``execute_tool <tool>``: each tool call, with ``gen_ai.tool.name`` and ``gen_ai.tool.call.id``.
+
+Every span carries ``sa.thread_id`` and ``sa.package``. Spans hold names, ids, counts and
+statuses only: never prompts, arguments, results or variable values, so no secret reaches them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import time
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from sa_core.engine.flow import Flow
+    from sa_core.spec import ToolCall
+    from sa_core.state import ThreadState
+
+T = TypeVar("T")
+INSTRUMENTATION = "sa_core"
+_available: bool | None = None
+_provider: Any = None
+_tool_span: ContextVar[tuple[str, Any] | None] = ContextVar("sa_tool_span", default=None)
+_origins: dict[str, Any] = {}
+_MAX_ORIGINS = 10_000
+
+
+def active() -> bool:
+    """Whether spans are recorded: the ``otel`` extra is installed and not switched off."""
+    global _available
+    if os.environ.get("SA_TELEMETRY", "").strip().lower() in ("off", "0", "false", "no"):
+        return False
+    if _available is None:
+        # find_spec on a top-level name does not import the package.
+        _available = importlib.util.find_spec("opentelemetry") is not None
+    return _available
+
+
+def set_tracer_provider(provider: Any) -> None:
+    """Use ``provider`` for standard-agents spans (``None``: the global provider)."""
+    global _provider
+    _provider = provider
+
+
+def _tracer() -> Any:
+    from opentelemetry import trace
+
+    provider = _provider if _provider is not None else trace.get_tracer_provider()
+    return provider.get_tracer(INSTRUMENTATION)
+
+
+def _thread_attributes(state: ThreadState) -> dict[str, Any]:
+    attributes: dict[str, Any] = {
+        "sa.thread_id": state.thread_id,
+        "sa.package": state.scope.package,
+    }
+    if state.parent_id is not None:
+        attributes["sa.parent_thread_id"] = state.parent_id
+    return attributes
+
+
+async def turn(flow: Flow, run: Callable[[], Awaitable[T]]) -> T:
+    """Run a flow inside an ``invoke_agent`` (or ``subagent_run``) span."""
+    if not active():
+        return await run()
+    from opentelemetry import context as otel_context
+    from opentelemetry import trace
+
+    state = flow.state
+    agent = state._row.agent_id
+    attributes = {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": agent,
+        "sa.depth": flow.depth,
+        **_thread_attributes(state),
+    }
+    kwargs: dict[str, Any] = {}
+    name = f"invoke_agent {agent}"
+    if state.parent_id is not None and flow.depth == 0:
+        name = f"subagent_run {agent}"
+        origin = _tool_span.get()
+        if origin is not None and origin[0] == state.parent_id:
+            if len(_origins) >= _MAX_ORIGINS:
+                _origins.pop(next(iter(_origins)))
+            _origins[state.thread_id] = origin[1]
+        linked = _origins.get(state.thread_id)
+        kwargs["context"] = otel_context.Context()  # its own trace, linked to the parent's
+        if linked is not None:
+            kwargs["links"] = [trace.Link(linked, {"sa.link": "spawned_by_tool_call"})]
+    with _tracer().start_as_current_span(name, attributes=attributes, **kwargs) as span:
+        result = await run()
+        span.set_attribute("sa.stop_reason", str(flow.stopped_by or result))
+        return result
+
+
+async def tool_call(state: ThreadState, call: ToolCall, work: Awaitable[Any]) -> Any:
+    """Await a tool call inside an ``execute_tool`` span; child threads it starts link to it."""
+    if not active():
+        return await work
+    from opentelemetry.trace import Status, StatusCode
+
+    attributes = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": call.name,
+        "gen_ai.tool.call.id": call.id,
+        **_thread_attributes(state),
+    }
+    with _tracer().start_as_current_span(
+        f"execute_tool {call.name}", attributes=attributes
+    ) as span:
+        token = _tool_span.set((state.thread_id, span.get_span_context()))
+        try:
+            result = await work
+        finally:
+            _tool_span.reset(token)
+        status = getattr(result, "status", None)
+        if status is not None:
+            span.set_attribute("sa.tool_status", str(status))
+        if status == "error":
+            span.set_status(Status(StatusCode.ERROR))
+            code = getattr(result, "error_code", None)
+            span.set_attribute("error.type", str(code or "tool_error"))
+        return result
+
+
+def model_attempt(state: ThreadState, data: dict[str, Any]) -> None:
+    """Record one finished model attempt as a ``chat`` span (timed from its latency)."""
+    if not active():
+        return
+    from opentelemetry.trace import SpanKind, Status, StatusCode
+
+    end = time.time_ns()
+    latency = data.get("latency_ms")
+    start = end - int(float(latency) * 1_000_000) if isinstance(latency, int | float) else end
+    model = str(data.get("model") or "")
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.system": str(data.get("provider") or ""),
+        "gen_ai.provider.name": str(data.get("provider") or ""),
+        "gen_ai.request.model": model,
+        "gen_ai.usage.input_tokens": int(data.get("input_tokens") or 0),
+        "gen_ai.usage.output_tokens": int(data.get("output_tokens") or 0),
+        "sa.usage.reasoning_tokens": int(data.get("reasoning_tokens") or 0),
+        "sa.model_name": str(data.get("model_name") or ""),
+        "sa.attempt": int(data.get("attempt") or 1),
+        **_thread_attributes(state),
+    }
+    if data.get("finish_reason"):
+        attributes["gen_ai.response.finish_reasons"] = [str(data["finish_reason"])]
+    if data.get("cost_total") is not None:
+        attributes["sa.cost_usd"] = float(data["cost_total"])
+    span = _tracer().start_span(
+        f"chat {model}", kind=SpanKind.CLIENT, attributes=attributes, start_time=start
+    )
+    if data.get("error"):
+        span.set_attribute("error.type", str(data.get("error_type") or "model_error"))
+        span.set_status(Status(StatusCode.ERROR))
+    span.end(end_time=end)
