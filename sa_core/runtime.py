@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import uuid
 import weakref
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -47,10 +48,13 @@ if TYPE_CHECKING:
     )
     from sa_core.state import SharedThread, ThreadState
     from sa_core.store import Store, ThreadRow
+    from sa_core.store.executions import ResumePoint
 
 DEFAULT_DATABASE = ".sa/sa.db"
 FLOW_MARKER = "sa:flow"
-"""Thread value set while a flow runs; a thread still marked at start was interrupted."""
+"""Thread value older versions set while a flow ran (read once on start, then removed).
+
+The engine now keeps a typed execution record per thread (``store.get_execution``)."""
 
 
 def default_database_url() -> str:
@@ -101,6 +105,9 @@ class Runtime:
         self._settling: set[str] = set()
         self._queued: set[str] = set()
         self._initial: dict[str, list[Message]] = {}
+        self._resume: dict[str, ResumePoint] = {}
+        self.instance_id = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        """Names this runtime in the execution records it claims."""
         self._background: set[asyncio.Task[Any]] = set()
         self._tables: dict[tuple[str, str], ToolTable] = {}
         self._templates: dict[tuple[str, str], PromptTemplate] = {}
@@ -159,11 +166,18 @@ class Runtime:
                 self._kick(thread_id, "a")
 
     async def _resume_interrupted(self) -> None:
-        """Restart the flows a shutdown or crash interrupted, on the side that was acting."""
+        """Resume every owed or interrupted flow from the last point it committed."""
+        for thread_id, record in (await self.store.owed_executions()).items():
+            row = await self.store.get_thread(thread_id)
+            if row is None or row.terminated is not None or row.stopped or record.resume is None:
+                await self.store.finish_execution(thread_id, record.stop_reason)
+                continue
+            self._resume[thread_id] = record.resume
+            self._kick(thread_id, record.resume.side)
         for thread_id, marker in (await self.store.threads_with_value(FLOW_MARKER)).items():
+            await self.store.delete_value(thread_id, FLOW_MARKER)  # written by older versions
             row = await self.store.get_thread(thread_id)
             if row is None or row.terminated is not None or row.stopped:
-                await self.store.delete_value(thread_id, FLOW_MARKER)
                 continue
             marker = marker if isinstance(marker, dict) else {}
             initial = [
@@ -174,6 +188,21 @@ class Runtime:
             if initial:
                 self._initial[thread_id] = initial
             self._kick(thread_id, "b" if marker.get("side") == "b" else "a")
+
+    async def ensure_running(self, thread_id: str) -> None:
+        """Start a thread's runner if it owes work (a turn or queued entries) and has none."""
+        if thread_id in self._tasks or not self._open:
+            return
+        record = await self.store.get_execution(thread_id)
+        if record is not None and record.status != "idle" and record.resume is not None:
+            self._resume.setdefault(thread_id, record.resume)
+            self._kick(thread_id, record.resume.side)
+            return
+        from sa_core.engine.flow import side_for_role
+
+        queue = await self.store.list_queue(thread_id)
+        if queue:
+            self._kick(thread_id, side_for_role(queue[0].role))
 
     def _installed_packs(self, taken: set[str]) -> list[Pack]:
         from sa_core.packloader import installed_packs
@@ -412,7 +441,7 @@ class Runtime:
         wait: bool,
     ) -> Message:
         from sa_core.engine.flow import side_for_role
-        from sa_core.engine.messages import create_message, new_id, new_message
+        from sa_core.engine.messages import announce_created, new_id, new_message, prepare_message
         from sa_core.spec import QueueMessageInput
 
         refs = await self.attachment_refs(state, attachments)
@@ -440,17 +469,36 @@ class Runtime:
                 thread_id, role, content, id=message_id, silent=silent, attachments=refs or None
             )
         else:
-            message = await create_message(
+            message = await prepare_message(
                 state,
                 new_message(thread_id, role, content, silent=silent, attachments=refs or None),
             )
-            if role == "user" and state.agent.type == "ai_human":
-                await self._count_human_turn(state)
+            # acknowledged only once the message and the turn it is owed commit together
+            async with self.store.transaction() as tx:
+                await self.store.insert_messages([message], tx=tx)
+                if role == "user" and state.agent.type == "ai_human":
+                    await self._count_human_turn(state)
+                await self._owe_turn(state, message, side_for_role(role))
+            await announce_created(state, [message])
             self._initial.setdefault(thread_id, []).append(message)
             self._kick(thread_id, side_for_role(role))
         if wait:
             await self._wait_thread(thread_id)
         return message
+
+    async def _owe_turn(self, state: ThreadState, message: Message, side: Literal["a", "b"]) -> None:
+        """Record that the thread owes a turn starting at ``message`` (joins the open tx)."""
+        from sa_core.store.executions import ExecutionRecord, ResumePoint
+
+        turns = state._row.execution.get("turns") or {}
+        point = ResumePoint(
+            since=message.created_at,
+            side=side,
+            turns={"a": int(turns.get("a", 0)), "b": int(turns.get("b", 0))},
+        )
+        await self.store.save_execution(
+            state.thread_id, ExecutionRecord(status="owed", resume=point)
+        )
 
     async def _count_human_turn(self, state: ThreadState) -> None:
         execution = dict(state._row.execution)
@@ -486,13 +534,16 @@ class Runtime:
             self._kicked.add(thread_id)
 
     def _kick(self, thread_id: str, side: Literal["a", "b"]) -> None:
+        """Start the thread's runner on ``side``, or note more work for the running one."""
         if not self._open:
             return
         if thread_id in self._tasks:
             self._kicked.add(thread_id)
             return
+        from sa_core.store.backend import detached_context
+
         self._tasks[thread_id] = asyncio.create_task(
-            self._drive(thread_id, side), name=f"sa-thread-{thread_id}"
+            self._drive(thread_id, side), name=f"sa-thread-{thread_id}", context=detached_context()
         )
 
     async def _drive(self, thread_id: str, side: Literal["a", "b"]) -> None:
@@ -506,15 +557,18 @@ class Runtime:
                     return
                 state = await self._state_for(row)
                 initial = self._initial.pop(thread_id, [])
-                flow = Flow(self, state, side, initial_messages=initial)
+                resume = self._resume.pop(thread_id, None)
+                flow = Flow(
+                    self, state, side, initial_messages=initial, resume=resume, durable=True
+                )
                 state._flow = flow
                 self._flows[thread_id] = flow
-                marker = {"side": side, "messages": [m.id for m in initial]}
-                await self.store.set_value(thread_id, FLOW_MARKER, marker)
                 reason = await flow.run()
                 self._settling.add(thread_id)
-                await self._settle(state, flow, reason)
-                await self.store.delete_value(thread_id, FLOW_MARKER)
+                # the outcome, the parent's notification and "nothing owed" commit together
+                async with self.store.transaction() as tx:
+                    await self._settle(state, flow, reason)
+                    await self.store.finish_execution(thread_id, reason, tx=tx)
                 queue = await self.store.list_queue(thread_id)
                 if not queue and thread_id not in self._kicked:
                     return
@@ -525,6 +579,7 @@ class Runtime:
             self._flows.pop(thread_id, None)
             self._tasks.pop(thread_id, None)
             self._initial.pop(thread_id, None)
+            self._resume.pop(thread_id, None)
 
     async def _settle(self, state: ThreadState, flow: Flow, reason: str) -> None:
         execution = dict(state._row.execution)
@@ -585,7 +640,8 @@ class Runtime:
                 and thread_id not in self._blocking_waits  # the waiter settles the status
             ):
                 await self.update_child(row.parent_id, thread_id, status="idle")
-        await self.store.delete_value(thread_id, FLOW_MARKER)
+        if thread_id not in self._tasks:  # a message sent meanwhile owes a new turn
+            await self.store.finish_execution(thread_id, "aborted_by_user")
 
     async def _terminate(self, state: ThreadState) -> None:
         from sa_core.store import now_us
@@ -598,7 +654,7 @@ class Runtime:
         await self.store.update_thread(state.thread_id, terminated=terminated, stopped=True)
         if asyncio.current_task() is not self._tasks.get(state.thread_id):
             await self._cancel(state.thread_id)
-        await self.store.delete_value(state.thread_id, FLOW_MARKER)
+        await self.store.finish_execution(state.thread_id, "aborted_by_user")
         if state.parent_id is not None:
             await self.update_child(state.parent_id, state.thread_id, status="terminated")
 
@@ -634,7 +690,9 @@ class Runtime:
             await self.store.update_thread(row.id, env=env, env_types=env_types)
 
     def _spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
-        task = asyncio.create_task(coro, name=name)
+        from sa_core.store.backend import detached_context
+
+        task = asyncio.create_task(coro, name=name, context=detached_context())
         self._background.add(task)
         task.add_done_callback(self._background.discard)
         return task

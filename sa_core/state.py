@@ -73,6 +73,14 @@ class ThreadState:
         self._context: dict[str, Any] = {}
         self._tool_env: Mapping[str, str] = {}
         self._prompt: PromptDefinition | None = None
+        self.tool_call_id: str | None = None
+        """While a tool runs: the id of its tool call, stable across restarts (use it as the
+        idempotency key of anything the tool does outside the thread)."""
+        self.tool_attempt: int = 1
+        """While a tool runs: 1 on the first run of its call, 2 when a restart interrupted the
+        first run and the call runs again (it never runs a third time)."""
+        self.effect_attempt: int | None = None
+        """While an effect runs: 1 on its first run, 2 when a restart interrupted the first."""
 
     def __repr__(self) -> str:
         return f"<ThreadState {self.thread_id} agent={self.agent_id!r}>"

@@ -48,6 +48,8 @@ if TYPE_CHECKING:
     from sa_core.registry import PackScope
     from sa_core.runtime import Runtime
     from sa_core.state import ThreadState
+    from sa_core.store import Transaction
+    from sa_core.store.executions import ResumePoint
 
 GLOBAL_STEP_CEILING = 250
 REPEATED_ERROR_LIMIT = 8
@@ -63,6 +65,14 @@ UNSENT = ("pending", "failed")
 """Statuses of assistant rows that never got a model answer; they stay out of contexts."""
 STOPPED_BY_USER = "Execution stopped by user"
 INTERRUPTED = "Execution interrupted by a runtime shutdown; the turn resumes on restart"
+INTERRUPTED_CALL = (
+    "Interrupted by a restart while the model was answering; the call was made again"
+)
+"""Error of an assistant row whose model call a crash cut off (the row stays ``failed``)."""
+INTERRUPTED_TOOL = "Interrupted by a restart before it finished."
+"""Result of a tool call a restart interrupted that may not run again."""
+MAX_TOOL_ATTEMPTS = 2
+"""Runs a tool call may start: the first, and one more after a restart interrupted it."""
 
 StopReason = Literal[
     "aborted_by_user",
@@ -143,7 +153,11 @@ class Flow:
         parent_message_id: str | None = None,
         prompt_override: PromptDefinition | None = None,
         initial_messages: list[Message] | None = None,
+        resume: ResumePoint | None = None,
+        durable: bool = False,
     ) -> None:
+        from sa_core.store import now_us
+
         self.runtime = runtime
         self.state = state
         self.flow_id = str(uuid.uuid4())
@@ -173,6 +187,13 @@ class Flow:
         execution = dict(state._row.execution)
         turns = execution.get("turns") or {}
         self.turns: dict[Side, int] = {"a": int(turns.get("a", 0)), "b": int(turns.get("b", 0))}
+        self.durable = durable or resume is not None
+        """Whether this flow keeps the thread's execution record (a thread's top-level flow)."""
+        self._resume = resume
+        self.since = resume.since if resume is not None else min(
+            (m.created_at for m in self.messages if m.created_at), default=now_us()
+        )
+        """Creation time of the flow's first message (where a restart reloads it from)."""
 
     # -- ExecutionState ---------------------------------------------------------------------
 
@@ -243,6 +264,15 @@ class Flow:
         return max(limits)
 
     async def _loop(self) -> StopReason:
+        if self._resume is not None:
+            from sa_core.engine.resume import resume_step
+
+            resumed = await resume_step(self, self._resume)
+            self._resume = None
+            if resumed is not None:
+                decision = await self.after_step(*resumed)
+                if decision is not None:
+                    return decision
         while True:
             if self.stopped or self.state.terminated is not None:  # e.g. terminated by a tool
                 return "aborted_by_user"
@@ -272,15 +302,47 @@ class Flow:
             step = await self._step(side, side_config)
             if self.prompt_override is not None:
                 return "one_step"
-            if self.pending_handoff is not None:
-                await self._perform_handoff(self.pending_handoff)
-                self.pending_handoff = None
-                continue
-            if self._repeated_error(step):
-                return "repeated_error"
-            decision = await self._evaluate_stop(side, side_config, step)
+            decision = await self.after_step(side, side_config, step)
             if decision is not None:
                 return decision
+
+    async def after_step(
+        self, side: Side, config: SideConfig, step: StepResult
+    ) -> StopReason | None:
+        """Finish a step whose tool calls all have results: handoff, error streak, stops."""
+        if self.pending_handoff is not None:
+            await self._perform_handoff(self.pending_handoff)
+            self.pending_handoff = None
+            return None
+        if self._repeated_error(step):
+            return "repeated_error"
+        return await self._evaluate_stop(side, config, step)
+
+    # -- the execution record ---------------------------------------------------------------
+
+    def resume_point(self, step_message_id: str | None = None) -> ResumePoint:
+        """The flow's position now, for the thread's execution record."""
+        from sa_core.store.executions import ResumePoint
+
+        return ResumePoint(
+            since=self.since,
+            side=self.current_side,
+            turns=dict(self.turns),
+            step_count=self.step_count,
+            side_steps=dict(self.side_steps),
+            step_message_id=step_message_id,
+        )
+
+    async def save_point(self, point: ResumePoint, *, tx: Transaction | None = None) -> None:
+        """Write the execution record of a durable flow (in ``tx`` when given)."""
+        if not self.durable:
+            return
+        from sa_core.store.executions import ExecutionRecord
+
+        record = ExecutionRecord(
+            status="running", resume=point, claimed_by=self.runtime.instance_id
+        )
+        await self.runtime.store.save_execution(self.state.thread_id, record, tx=tx)
 
     async def _evaluate_stop(
         self, side: Side, config: SideConfig, step: StepResult
@@ -470,12 +532,14 @@ class Flow:
             "response_completed_at": now_us(),
             "log_id": log.id,
         }
-        async with runtime.store.transaction():
-            await runtime.store.insert_log(state.thread_id, log)
+        async with runtime.store.transaction() as tx:
+            await runtime.store.insert_log(state.thread_id, log, tx=tx)
             if watched:
-                updated = await update_message(state, pending.id, updates)
+                updated = await update_message(state, pending.id, updates, tx=tx)
             else:
-                updated = await complete_prepared(state, pending, updates)
+                updated = await complete_prepared(state, pending, updates, tx=tx)
+            if self.durable:  # the resume point commits with the step (tool calls included)
+                await self.save_point(self.resume_point(pending.id), tx=tx)
         message = updated or pending.model_copy(update=updates)
         if (
             isinstance(message.tool_calls, list)
@@ -518,6 +582,7 @@ class Flow:
         config: SideConfig,
         *,
         allow_any: bool = False,
+        attempt: int = 1,
     ) -> Message | None:
         from sa_core.engine.dispatch import execute_call
 
@@ -525,7 +590,15 @@ class Flow:
         state = self.state
         tool_message_id = str(uuid.uuid4())
         state.emit("tool_call_started", {"id": call.id, "name": call.name})
-        result = await execute_call(self, call, offered, tool_message_id, allow_any=allow_any)
+        result = _refused_on_resume(call, offered, attempt)
+        if result is None:
+            state.tool_call_id, state.tool_attempt = call.id, attempt
+            try:
+                result = await execute_call(
+                    self, call, offered, tool_message_id, allow_any=allow_any
+                )
+            finally:
+                state.tool_call_id, state.tool_attempt = None, 1
         state.emit("tool_call_done", {"id": call.id, "name": call.name, "status": result.status})
         hook = (
             "after_tool_call_success" if result.status == "success" else "after_tool_call_failure"
@@ -643,53 +716,59 @@ class Flow:
         if self.step_count and state.thread_id not in runtime._queued:
             return
         runtime._queued.discard(state.thread_id)
-        entries = await runtime.store.drain_queue(state.thread_id)
-        if not entries:
-            return
-        messages = []
-        for entry in entries:
-            metadata = dict(entry.metadata or {})
-            metadata.setdefault("queued", True)
-            message_id = metadata.pop("message_id", None)
-            refs = [AttachmentRef.model_validate(a) for a in entry.attachments]
-            messages.append(
-                new_message(
-                    state.thread_id,
-                    entry.role,
-                    entry.content,
-                    id=message_id,
-                    silent=entry.silent,
-                    metadata=metadata,
-                    attachments=refs or None,
-                    subagent_id=metadata.get("subagent_id"),
+        # consumed exactly once: the entries leave the queue in the transaction that stores
+        # them as messages (ids taken from the entries) and moves the resume point past them
+        async with runtime.store.transaction() as tx:
+            entries = await runtime.store.drain_queue(state.thread_id, tx=tx)
+            if not entries:
+                return
+            messages = []
+            for entry in entries:
+                metadata = dict(entry.metadata or {})
+                metadata.setdefault("queued", True)
+                message_id = metadata.pop("message_id", None) or entry.id
+                refs = [AttachmentRef.model_validate(a) for a in entry.attachments]
+                messages.append(
+                    new_message(
+                        state.thread_id,
+                        entry.role,
+                        entry.content,
+                        id=message_id,
+                        silent=entry.silent,
+                        metadata=metadata,
+                        attachments=refs or None,
+                        subagent_id=metadata.get("subagent_id"),
+                    )
                 )
-            )
-        stored = await create_messages(state, messages)
-        for message in stored:
-            self.remember(message)
-            if self.side_config("b") is None and message.role == "user" and not message.silent:
-                self.turns["b"] += 1
-        self.current_side = side_for_role(entries[0].role)
-        self.stopped = False
+            stored = await create_messages(state, messages, tx=tx)
+            for message in stored:
+                self.remember(message)
+                if self.side_config("b") is None and message.role == "user" and not message.silent:
+                    self.turns["b"] += 1
+            self.current_side = side_for_role(entries[0].role)
+            self.stopped = False
+            await self.save_point(self.resume_point(), tx=tx)
 
     async def _perform_handoff(self, handoff: PendingHandoff) -> None:
         runtime = self.runtime
         state = self.state
-        await runtime.store.update_thread(
-            state.thread_id, agent_id=handoff.agent_name, package=handoff.package
-        )
-        state._row.agent_id = handoff.agent_name
-        state._row.package = handoff.package
-        self.current_side = "a"
-        self.context.update(handoff.arguments)
-        if handoff.init_message is not None or handoff.init_attachments:
-            message = new_message(
-                state.thread_id,
-                "user",
-                handoff.init_message or "",
-                attachments=handoff.init_attachments or None,
+        async with runtime.store.transaction() as tx:
+            await runtime.store.update_thread(
+                state.thread_id, agent_id=handoff.agent_name, package=handoff.package, tx=tx
             )
-            self.remember(await create_message(state, message))
+            state._row.agent_id = handoff.agent_name
+            state._row.package = handoff.package
+            self.current_side = "a"
+            self.context.update(handoff.arguments)
+            if handoff.init_message is not None or handoff.init_attachments:
+                message = new_message(
+                    state.thread_id,
+                    "user",
+                    handoff.init_message or "",
+                    attachments=handoff.init_attachments or None,
+                )
+                self.remember(await create_message(state, message, tx=tx))
+            await self.save_point(self.resume_point(), tx=tx)
         from sa_core.engine.subagents import reset_immediate
 
         reset_immediate(self)
@@ -704,6 +783,9 @@ class Flow:
         state = self.state
         reason = INTERRUPTED if self.runtime.closing else STOPPED_BY_USER
         await self._fail_unanswered_message({"status": "failed", "metadata": {"error": reason}})
+        if self.runtime.closing and self.durable:
+            # a shutdown is a restart like a crash: the calls without results run on resume
+            self._unanswered = []
         for call in list(self._unanswered):
             row = new_message(
                 state.thread_id,
@@ -777,3 +859,22 @@ def _as_result(value: Any, fallback: ToolResult) -> ToolResult:
 
         return normalise_result(value)
     return fallback
+
+
+def _refused_on_resume(
+    call: ToolCall, offered: dict[str, OfferedTool], attempt: int
+) -> ToolResult | None:
+    """The failed result of a call a restart interrupted that may not run again, else None.
+
+    Native tools run again once (``attempt`` 2) unless defined with ``retry_on_resume=False``;
+    subagent calls re-attach to the child they created, so they always proceed.
+    """
+    if attempt <= 1:
+        return None
+    tool = offered.get(call.name)
+    if tool is not None and tool.kind in ("subagent", "lifecycle"):
+        return None
+    native = tool.native if tool is not None else None
+    if attempt > MAX_TOOL_ATTEMPTS or (native is not None and not native.retry_on_resume):
+        return ToolResult(status="error", error=INTERRUPTED_TOOL, error_code="interrupted")
+    return None

@@ -60,10 +60,19 @@ async def create_messages(
     runtime = state.runtime
     prepared = [await _before_create(state, m) for m in messages]
     await runtime.store.insert_messages(prepared, tx=tx)
-    for message in prepared:
+    await announce_created(state, prepared)
+    return prepared
+
+
+async def announce_created(state: ThreadState, messages: Sequence[Message]) -> None:
+    """Run ``after_create_message`` and publish frames for messages already stored.
+
+    The second half of :func:`create_messages`, for callers that store a message (prepared
+    with :func:`prepare_message`) in a transaction of their own.
+    """
+    for message in messages:
         await _observe(state, "after_create_message", message)
         publish_message(state, message)
-    return prepared
 
 
 async def create_message(
@@ -98,7 +107,11 @@ async def prepare_message(state: ThreadState, message: Message) -> Message:
 
 
 async def complete_prepared(
-    state: ThreadState, message: Message, updates: dict[str, Any]
+    state: ThreadState,
+    message: Message,
+    updates: dict[str, Any],
+    *,
+    tx: Transaction | None = None,
 ) -> Message:
     """Store a prepared message with its updates applied, as one insert.
 
@@ -111,7 +124,7 @@ async def complete_prepared(
         "before_update_message", updates, state=state, message_id=message.id
     )
     stored = Message.model_validate({**message.__dict__, **dict(changed)})
-    await runtime.store.insert_messages([stored])
+    await runtime.store.insert_messages([stored], tx=tx)
     await _observe(state, "after_create_message", stored)
     await _observe(state, "after_update_message", stored)
     publish_message(state, stored)

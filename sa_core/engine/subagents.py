@@ -14,6 +14,7 @@ Children are threads with ``parent_id`` set, tracked in the parent's registry
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import re
@@ -327,43 +328,65 @@ async def _create(
         return await _defer_for_variables(
             state, flow, tool, message, paths, name, arguments, [n for n, _ in missing]
         )
+    call_id = state.tool_call_id
+    if call_id is not None and state.tool_attempt > 1:
+        existing = await _child_for_call(state, call_id)
+        if existing is not None:  # a restart interrupted this call: re-attach, create nothing
+            return await _collect(state, existing, config)
     owner = owner_side or (flow.current_side if flow is not None else "a")
     tags = [f"name:{_normalise_name(name)}"] if name else []
-    child = await runtime.create_thread(
-        agent.name,
-        env=env,
-        user_id=state.user_id,
-        tags=tags,
-        package=scope.package,
-        parent_id=state.thread_id,
-        properties={
-            "owner_side": owner,
-            "relationship": tool.name,
-            "prompt": state._prompt.name if state._prompt is not None else None,
-            "arguments": arguments,
-        },
-    )
+    properties = {
+        "owner_side": owner,
+        "relationship": tool.name,
+        "prompt": state._prompt.name if state._prompt is not None else None,
+        "arguments": arguments,
+    }
+    if call_id is not None:
+        properties["tool_call_id"] = call_id
+    from sa_core.engine.files import copy_attachments
     from sa_core.store import now_us
 
-    entry = SubagentRegistryEntry(
-        reference=child.thread_id,
-        name=agent.name,
-        title=agent.title,
-        description=tool.description,
-        resumable=config.is_resumable,
-        blocking=config.blocking,
-        thread_name=name,
-        spawn_group_id=_spawn_group(flow),
-        created_at=now_us(),
-        status="running",
-        parent_communication=config.parent_communication,
-    )
-    await runtime.store.upsert_child(state.thread_id, entry)
-    state._children = [*[e for e in state._children if e.reference != entry.reference], entry]
-    from sa_core.engine.files import copy_attachments
+    # the child, its registry entry and its first message commit together
+    async with runtime.store.transaction():
+        child = await runtime.create_thread(
+            agent.name,
+            env=env,
+            user_id=state.user_id,
+            tags=tags,
+            package=scope.package,
+            parent_id=state.thread_id,
+            properties=properties,
+        )
+        entry = SubagentRegistryEntry(
+            reference=child.thread_id,
+            name=agent.name,
+            title=agent.title,
+            description=tool.description,
+            resumable=config.is_resumable,
+            blocking=config.blocking,
+            thread_name=name,
+            spawn_group_id=_spawn_group(flow),
+            created_at=now_us(),
+            status="running",
+            parent_communication=config.parent_communication,
+        )
+        await runtime.store.upsert_child(state.thread_id, entry)
+        state._children = [*[e for e in state._children if e.reference != entry.reference], entry]
+        copied = await copy_attachments(state, refs_in, child) if refs_in else []
+        await _hand_over(state, child, config, message, copied, first=True)
+    return await _collect(state, child.thread_id, config)
 
-    copied = await copy_attachments(state, refs_in, child) if refs_in else []
-    return await _deliver(state, child, entry, config, message, copied, first=True)
+
+async def _child_for_call(state: ThreadState, call_id: str) -> str | None:
+    """The child a tool call created or waits on (recorded durably with the child)."""
+    for entry in state._children:
+        row = await state.runtime.store.get_thread(entry.reference)
+        if row is not None and (
+            row.properties.get("tool_call_id") == call_id
+            or call_id in (row.execution.get("waiter"), row.execution.get("answered"))
+        ):
+            return row.id
+    return None
 
 
 async def _deliver(
@@ -376,50 +399,96 @@ async def _deliver(
     *,
     first: bool,
 ) -> ToolResult:
-    runtime = state.runtime
+    call_id = state.tool_call_id
+    waiting = {child._row.execution.get("waiter"), child._row.execution.get("answered")}
+    if config.blocking and call_id is not None and state.tool_attempt > 1 and call_id in waiting:
+        return await _collect(state, child.thread_id, config)  # delivered before a restart
+    await _hand_over(state, child, config, message, attachments, first=first)
+    return await _collect(state, child.thread_id, config)
+
+
+async def _hand_over(
+    state: ThreadState,
+    child: ThreadState,
+    config: SubagentToolConfig,
+    message: str,
+    attachments: list[AttachmentRef],
+    *,
+    first: bool,
+) -> None:
+    """Queue the message on the child; a blocking call also records itself as the waiter.
+
+    One transaction: after a restart the parent finds the child it waits on by its tool call id.
+    """
     role = _child_role(config)
-    if first and attachments:
-        for ref in attachments:
-            await child.inject_message(
-                {
-                    "role": "user",
-                    "content": f"Initial asset attachment path: {ref.path}",
-                    "silent": True,
-                }
-            )
-    if config.blocking:
-        await _forget_outcome(child)
-        runtime._blocking_waits.add(child.thread_id)
-        try:
-            await child.queue_message(
-                {"role": role, "content": message, "attachments": attachments}
-            )
-            await runtime._wait_thread(child.thread_id)
-        finally:
-            runtime._blocking_waits.discard(child.thread_id)
-        return await _blocking_result(state, child.thread_id)
-    await child.queue_message({"role": role, "content": message, "attachments": attachments})
-    return ToolResult(
-        status="success",
-        result=INITIATED_TEXT.format(ref=child.thread_id),
-        subagent_id=child.thread_id,
-    )
+    async with state.runtime.store.transaction():
+        if first and attachments:
+            for ref in attachments:
+                await child.inject_message(
+                    {
+                        "role": "user",
+                        "content": f"Initial asset attachment path: {ref.path}",
+                        "silent": True,
+                    }
+                )
+        if config.blocking:
+            await _await_child(child, state.tool_call_id or "")
+        await child.queue_message({"role": role, "content": message, "attachments": attachments})
 
 
-async def _forget_outcome(child: ThreadState) -> None:
-    """Drop a resumable child's previous session outcome before waiting on a new invocation.
+async def _collect(state: ThreadState, child_id: str, config: SubagentToolConfig) -> ToolResult:
+    """The tool result of a delivered call: wait for a blocking child, else "initiated"."""
+    if not config.blocking:
+        return ToolResult(
+            status="success", result=INITIATED_TEXT.format(ref=child_id), subagent_id=child_id
+        )
+    runtime = state.runtime
+    runtime._blocking_waits.add(child_id)
+    finished = False
+    try:
+        await runtime.ensure_running(child_id)
+        await runtime._wait_thread(child_id)
+        finished = True
+    finally:
+        runtime._blocking_waits.discard(child_id)
+        if not finished and not runtime.closing:  # stopped: the child reports as usual later
+            await asyncio.shield(_release_child(runtime, child_id))
+    return await _blocking_result(state, child_id)
+
+
+async def _await_child(child: ThreadState, call_id: str) -> None:
+    """Record the waiting call on a child and drop its previous session outcome.
 
     A run that is cancelled (stop, terminate) records no outcome; the waiter must then report
-    that, not the result of the invocation before.
+    that, not the result of the invocation before. While a waiter is recorded the child's
+    outcome goes to that call only, never also as a notification (across restarts too).
     """
-    execution = child._row.execution
-    if "last_outcome" not in execution and "last_stop_reason" not in execution:
-        return
     execution = {
-        k: v for k, v in execution.items() if k not in ("last_outcome", "last_stop_reason")
+        k: v
+        for k, v in child._row.execution.items()
+        if k not in ("last_outcome", "last_stop_reason", "answered")
     }
+    if call_id:
+        execution["waiter"] = call_id
     child._row.execution = execution
     await child.runtime.store.update_thread(child.thread_id, execution=execution)
+
+
+async def _release_child(runtime: Runtime, child_id: str, answered: bool = False) -> None:
+    """Clear a child's recorded waiter: the wait ended, or (``answered``) its call got the result.
+
+    An answered call stays recorded as ``answered`` so that the call, run again after a
+    restart before its result was stored, re-attaches instead of messaging the child again.
+    """
+    shared = runtime._live.get(child_id)
+    row = shared.row if shared is not None else await runtime.store.get_thread(child_id)
+    if row is None or "waiter" not in row.execution:
+        return
+    execution = {k: v for k, v in row.execution.items() if k != "waiter"}
+    if answered:
+        execution["answered"] = row.execution["waiter"]
+    row.execution = execution
+    await runtime.store.update_thread(child_id, execution=execution)
 
 
 def _spawn_group(flow: Flow | None) -> str | None:
@@ -455,6 +524,7 @@ async def _blocking_result(state: ThreadState, child_id: str) -> ToolResult:
     if row is not None and row.terminated is not None:
         status = "terminated"
     await _set_entry_status(state.runtime, state.thread_id, child_id, status, state)
+    await _release_child(runtime, child_id, answered=True)
     suffix = f"\n\nReference: {child_id}"
     if copied:
         suffix = ATTACHMENTS_TEXT.format(paths="\n".join(r.path for r in copied)) + suffix
@@ -818,8 +888,8 @@ async def on_flow_end(state: ThreadState, flow: Flow, reason: str) -> None:
     execution["last_stop_reason"] = reason
     state._row.execution = execution
     await runtime.store.update_thread(state.thread_id, execution=execution)
-    if state.thread_id in runtime._blocking_waits:
-        return
+    if state.thread_id in runtime._blocking_waits or execution.get("waiter"):
+        return  # a blocking call receives the outcome as its result
     entries = await runtime.store.list_children(state.parent_id)
     entry = next((e for e in entries if e.reference == state.thread_id), None)
     if entry is None:
