@@ -486,7 +486,9 @@ class Runtime:
             await self._wait_thread(thread_id)
         return message
 
-    async def _owe_turn(self, state: ThreadState, message: Message, side: Literal["a", "b"]) -> None:
+    async def _owe_turn(
+        self, state: ThreadState, message: Message, side: Literal["a", "b"]
+    ) -> None:
         """Record that the thread owes a turn starting at ``message`` (joins the open tx)."""
         from sa_core.store.executions import ExecutionRecord, ResumePoint
 

@@ -4,6 +4,8 @@ Run as ``python tests/durable_worker.py MODE DATABASE LEDGER``: it creates a thr
 ``lead`` agent, sends the message of MODE without waiting, and prints ``THREAD <id>``. When the
 run reaches MODE's point it prints ``POINT`` and blocks forever, so that the test can kill the
 process with SIGKILL exactly there (``ack`` kills itself right after the acknowledgement).
+``again:MODE`` only starts a runtime on the database (resuming what it owes) and blocks at
+MODE's point once more, to crash a restart too.
 
 The test then reopens the database in-process with :func:`build_pack` and :func:`provider`
 (nothing blocks there) and checks what the restart did. Every tool and effect run appends one
@@ -22,7 +24,15 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from sa_core import Pack, Runtime, define_agent, define_effect, define_model, define_prompt, define_tool
+from sa_core import (
+    Pack,
+    Runtime,
+    define_agent,
+    define_effect,
+    define_model,
+    define_prompt,
+    define_tool,
+)
 from sa_core.providers import ProviderRequest
 from sa_core.testing import FunctionProvider
 
@@ -191,6 +201,8 @@ def use_ledger(path: Path | None) -> None:
 
 
 async def main(mode: str, database: str, ledger: str) -> None:
+    again = mode.startswith("again:")  # restart on an existing database; block again
+    mode = mode.removeprefix("again:")
     _block["mode"] = mode
     use_ledger(Path(ledger))
     runtime = Runtime(
@@ -200,6 +212,9 @@ async def main(mode: str, database: str, ledger: str) -> None:
         load_entrypoints=False,
     )
     await runtime.start()
+    if again:
+        print("THREAD resumed", flush=True)
+        await asyncio.Event().wait()
     thread = await runtime.create_thread("lead")
     print(f"THREAD {thread.thread_id}", flush=True)
     if mode == "stream":

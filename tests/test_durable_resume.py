@@ -15,8 +15,10 @@ import importlib.util
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -57,7 +59,8 @@ def kill_at_point(mode: str, tmp_path: Path) -> tuple[Path, Path, str]:
             if line.strip() in ("POINT", "ACK"):
                 break
         else:
-            raise AssertionError(f"worker ended early: {process.stderr.read() if process.stderr else ''}")
+            error = process.stderr.read() if process.stderr else ""
+            raise AssertionError(f"worker ended early: {error}")
         if process.poll() is None:
             os.kill(process.pid, signal.SIGKILL)
         process.wait(timeout=30)
@@ -70,6 +73,13 @@ def kill_at_point(mode: str, tmp_path: Path) -> tuple[Path, Path, str]:
                 stream.close()
     assert process.returncode == -signal.SIGKILL
     assert thread_id
+    return database, ledger, thread_id
+
+
+def kill_twice(mode: str, tmp_path: Path) -> tuple[Path, Path, str]:
+    """Kill at ``mode``'s point, restart, and kill the restart at the same point again."""
+    database, ledger, thread_id = kill_at_point(mode, tmp_path)
+    kill_at_point(f"again:{mode}", tmp_path)
     return database, ledger, thread_id
 
 
@@ -146,7 +156,9 @@ async def test_tool_with_retry_on_resume_false_gets_the_interrupted_result(tmp_p
     assert [r["attempt"] for r in ledger_lines(ledger)] == [1]
     tool_row = messages[2]
     assert tool_row.role == "tool" and tool_row.tool_status == "error"
-    assert tool_row.content == "Failed to execute tool: Interrupted by a restart before it finished."
+    assert tool_row.content == (
+        "Failed to execute tool: Interrupted by a restart before it finished."
+    )
     assert messages[-1].role == "assistant" and messages[-1].content.startswith("done: ")
 
 
@@ -225,3 +237,31 @@ async def test_effect_running_at_the_kill_runs_again_once_with_attempt_two(tmp_p
     assert runs[0]["call_id"] == runs[1]["call_id"]
     assert pending == []
     assert len([m for m in messages if m.role == "tool"]) == 1
+
+
+@pytest.mark.asyncio
+async def test_tool_interrupted_by_two_restarts_never_runs_a_third_time(tmp_path):
+    database, ledger, thread_id = kill_twice("tool", tmp_path)
+    runtime, provider = reopen(database, ledger)
+    async with runtime:
+        messages = await settled_messages(runtime, thread_id)
+    assert [r["attempt"] for r in ledger_lines(ledger)] == [1, 2]
+    assert [m.role for m in messages] == ["user", "assistant", "tool", "assistant"]
+    assert messages[2].tool_status == "error"
+    assert messages[2].content == (
+        "Failed to execute tool: Interrupted by a restart before it finished."
+    )
+
+
+@pytest.mark.asyncio
+async def test_effect_interrupted_by_two_restarts_is_failed_not_run_a_third_time(tmp_path):
+    database, ledger, thread_id = kill_twice("effect", tmp_path)
+    runtime, provider = reopen(database, ledger)
+    async with runtime:
+        await runtime.wait_idle(timeout=30)
+        effects = await runtime.store.list_effects(thread_id)
+    assert [r["attempt"] for r in ledger_lines(ledger)] == [1, 2]
+    assert effects == []  # not pending any more
+    with closing(sqlite3.connect(database)) as db:
+        rows = db.execute("SELECT status, error, attempts FROM effects").fetchall()
+    assert rows == [("failed", "Interrupted by a restart before it finished.", 2)]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sa_core.spec import SideConfig, ToolCall, ToolResult
+from sa_core.spec import Message, SideConfig, ToolCall, ToolResult
 
 if TYPE_CHECKING:
     from sa_core.engine.context import Side
@@ -55,7 +55,8 @@ async def resume_step(
     flow.current_side = point.side
     flow.turns = {"a": int(point.turns.get("a", 0)), "b": int(point.turns.get("b", 0))}
     flow.step_count = point.step_count
-    flow.side_steps = {"a": int(point.side_steps.get("a", 0)), "b": int(point.side_steps.get("b", 0))}
+    steps = point.side_steps
+    flow.side_steps = {"a": int(steps.get("a", 0)), "b": int(steps.get("b", 0))}
     await mark_interrupted_calls(flow)
     history = await flow.runtime.store.history(state.thread_id, since=point.since - 1)
     flow.messages = [m for m in history if m.parent_id is None]
@@ -74,7 +75,7 @@ async def resume_step(
         for c in message.tool_calls or []
     ]
     answered = {m.tool_call_id: m for m in flow.messages if m.role == "tool" and m.tool_call_id}
-    tool_rows = [answered[c.id] for c in calls if c.id in answered]
+    tool_rows: list[Message] = [answered[c.id] for c in calls if c.id in answered]
     unanswered = [c for c in calls if c.id not in answered]
     flow._unanswered = list(unanswered)
     for index, call in enumerate(unanswered):
@@ -83,6 +84,7 @@ async def resume_step(
         attempt = started + 1 if started else 1
         point.attempts[call.id] = attempt
         await flow.save_point(point)  # the start commits before the call runs
+        row: Message | None
         if call.name == "invalid_assistant_response" and not (message.content or "").strip():
             row = await flow._store_tool_row(
                 call, ToolResult(status="error", error=EMPTY_RESPONSE), config, raw=True

@@ -1,0 +1,171 @@
+"""Durable execution in-process: the execution record, the acknowledgement transaction, the
+queue consumed exactly once, a clean shutdown resumed like a crash, and the store functions."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from pydantic import BaseModel
+
+from sa_core import Pack, define_agent, define_model, define_prompt, define_tool
+from sa_core.store import Store, ThreadRow, open_store
+from sa_core.store.executions import ExecutionRecord, ResumePoint
+from sa_core.testing import FunctionProvider
+
+_ASYNC_MARKS = (
+    [] if importlib.util.find_spec("greenlet") else [pytest.mark.skip(reason="needs greenlet")]
+)
+
+
+@pytest_asyncio.fixture(params=["sqlite", pytest.param("sqlite+aiosqlite", marks=_ASYNC_MARKS)])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    opened = await open_store(f"{request.param}:///{tmp_path / 'sa.db'}")
+    await opened.create_thread(ThreadRow(id="t1", package="p", agent_id="a"))
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+class Note(BaseModel):
+    note: str
+
+
+def gated_pack(runs: list[tuple[str | None, int]], gate: asyncio.Event) -> Pack:
+    async def slow(state: Any, args: Note) -> str:
+        runs.append((state.tool_call_id, state.tool_attempt))
+        await gate.wait()
+        return f"noted {args.note}"
+
+    def answer(request: Any) -> Any:
+        last = request.messages[-1]
+        if last.role == "tool":
+            return f"done: {last.content}"
+        return {"tool_calls": [{"name": "slow", "arguments": {"note": last.content}}]}
+
+    prompt = define_prompt(name="main", model="m", prompt="Hi.", include_chat=True, tools=["slow"])
+    pack = Pack(
+        name="gated",
+        agents=[define_agent(name="helper", side_a={"prompt": "main"})],
+        prompts=[prompt],
+        models=[define_model(name="m", provider="test", model="x")],
+        tools=[define_tool(name="slow", description="Slow.", args=Note, execute=slow)],
+    )
+    pack.answer = answer  # type: ignore[attr-defined]
+    return pack
+
+
+# -- the store ---------------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_execution_record_round_trips_and_owed_ones_are_listed(store: Store) -> None:
+    assert await store.get_execution("t1") is None
+    point = ResumePoint(since=5, side="b", turns={"a": 1, "b": 2}, step_message_id="m1")
+    await store.save_execution("t1", ExecutionRecord(status="running", resume=point))
+    record = await store.get_execution("t1")
+    assert record is not None and record.status == "running" and record.resume == point
+    assert list(await store.owed_executions()) == ["t1"]
+    await store.finish_execution("t1", "stop_on_response")
+    record = await store.get_execution("t1")
+    assert record == ExecutionRecord(status="idle", stop_reason="stop_on_response")
+    assert await store.owed_executions() == {}
+
+
+@pytest.mark.asyncio
+async def test_execution_record_is_deleted_with_its_thread(store: Store) -> None:
+    await store.save_execution("t1", ExecutionRecord(status="owed", resume=ResumePoint(since=1)))
+    await store.delete_thread("t1")
+    assert await store.get_execution("t1") is None
+
+
+@pytest.mark.asyncio
+async def test_claimed_effects_count_attempts_and_a_second_interruption_fails_them(
+    store: Store,
+) -> None:
+    effect = await store.schedule_effect("t1", "tick", {}, 0)
+    (run,) = await store.claim_due_effects(10**18)
+    assert run.id == effect.id and run.attempt == 1
+    assert await store.reset_processing_effects(max_attempts=2) == 1  # crash during run 1
+    (run,) = await store.claim_due_effects(10**18)
+    assert run.attempt == 2
+    assert await store.reset_processing_effects(max_attempts=2) == 0  # crash during run 2
+    assert await store.claim_due_effects(10**18) == []
+    assert await store.list_effects("t1") == []
+
+
+# -- the engine --------------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_send_without_wait_commits_the_message_and_the_owed_turn_before_returning(
+    sa_runtime_factory: Any,
+) -> None:
+    runs: list[tuple[str | None, int]] = []
+    gate = asyncio.Event()
+    pack = gated_pack(runs, gate)
+    provider = FunctionProvider(pack.answer)  # type: ignore[attr-defined]
+    async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as runtime:
+        thread = await runtime.create_thread("helper")
+        message = await thread.send_message("a", wait=False)
+        # nothing ran yet: the runner task has not been scheduled
+        record = await runtime.store.get_execution(thread.thread_id)
+        assert record is not None and record.status == "owed"
+        assert record.resume is not None and record.resume.since == message.created_at
+        assert (await thread.get_message(message.id)) is not None
+        gate.set()
+        await runtime.wait_idle(timeout=10)
+        record = await runtime.store.get_execution(thread.thread_id)
+    assert record is not None and record.status == "idle" and record.resume is None
+    assert record.stop_reason == "stop_on_response"
+
+
+@pytest.mark.asyncio
+async def test_shutdown_mid_tool_resumes_the_call_on_restart_with_attempt_two(
+    sa_runtime_factory: Any,
+) -> None:
+    runs: list[tuple[str | None, int]] = []
+    gate = asyncio.Event()
+    pack = gated_pack(runs, gate)
+    provider = FunctionProvider(pack.answer)  # type: ignore[attr-defined]
+    async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as runtime:
+        thread = await runtime.create_thread("helper")
+        await thread.send_message("a", wait=False)
+        while not runs:
+            await asyncio.sleep(0.001)
+    gate.set()
+    async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as runtime:
+        await runtime.wait_idle(timeout=10)
+        page = await (await runtime.get_thread(thread.thread_id)).get_messages()
+    call_id = page.messages[1].tool_calls[0].id
+    assert runs == [(call_id, 1), (call_id, 2)]
+    assert [(m.role, m.content) for m in page.messages] == [
+        ("user", "a"),
+        ("assistant", None),
+        ("tool", "noted a"),
+        ("assistant", "done: noted a"),
+    ]
+    assert len(provider.requests) == 2  # the tool-call response was not requested again
+
+
+@pytest.mark.asyncio
+async def test_queued_entries_become_messages_with_their_queue_ids_exactly_once(
+    sa_runtime_factory: Any,
+) -> None:
+    runs: list[tuple[str | None, int]] = []
+    gate = asyncio.Event()
+    pack = gated_pack(runs, gate)
+    provider = FunctionProvider(pack.answer)  # type: ignore[attr-defined]
+    async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as runtime:
+        thread = await runtime.create_thread("helper")
+        queue_id = await thread.queue_message({"content": "q", "silent": True})
+        gate.set()
+        await runtime.wait_idle(timeout=10)
+        stored = await thread.get_message(queue_id)
+        assert await runtime.store.list_queue(thread.thread_id) == []
+    assert stored is not None and stored.content == "q" and stored.metadata == {"queued": True}
