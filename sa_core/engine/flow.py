@@ -183,6 +183,12 @@ class Flow:
         self._pending: Message | None = None
         self._prepared: Message | None = None
         self._converter = IncrementalConverter()
+        self._sent: tuple[list[Message], int, list[Message], list[Message]] = (
+            self.messages,
+            0,
+            [],
+            [],
+        )
         self._unanswered: list[ToolCall] = []
         execution = dict(state._row.execution)
         turns = execution.get("turns") or {}
@@ -335,14 +341,29 @@ class Flow:
 
     async def save_point(self, point: ResumePoint, *, tx: Transaction | None = None) -> None:
         """Write the execution record of a durable flow (in ``tx`` when given)."""
-        if not self.durable:
-            return
-        from sa_core.store.executions import ExecutionRecord
+        if self.durable:
+            await self.runtime.store.save_running_point(
+                self.state.thread_id,
+                point.model_dump(mode="json"),
+                self.runtime.instance_id,
+                tx=tx,
+            )
 
-        record = ExecutionRecord(
-            status="running", resume=point, claimed_by=self.runtime.instance_id
+    async def save_step_point(self, step_message_id: str, *, tx: Transaction) -> None:
+        """Record the step just committed as the resume point (no model built: hot path)."""
+        point = {
+            "since": self.since,
+            "side": self.current_side,
+            "turns": dict(self.turns),
+            "step_count": self.step_count,
+            "side_steps": dict(self.side_steps),
+            "step_message_id": step_message_id,
+            "attempts": {},
+        }
+        store = self.runtime.store
+        await store.save_running_point(
+            self.state.thread_id, point, self.runtime.instance_id, tx=tx
         )
-        await self.runtime.store.save_execution(self.state.thread_id, record, tx=tx)
 
     async def _evaluate_stop(
         self, side: Side, config: SideConfig, step: StepResult
@@ -417,9 +438,9 @@ class Flow:
         flow (loaded and filtered once per flow; earlier turns' tool traffic dropped unless
         ``include_past_tools``) followed by this flow's messages.
         """
-        current = [m for m in self.messages if m.status not in UNSENT]
+        sent, top = self._sent_messages()
         if not (prompt.include_chat and self.depth == 0):
-            return current
+            return list(sent)
         if self._before is None:
             history = await self.runtime.store.history(self.state.thread_id)
             in_flow = {m.id for m in self.messages}
@@ -428,7 +449,25 @@ class Flow:
         if before is None:
             before = self._before if prompt.include_past_tools else without_past_tools(self._before)
             self._before_filtered[prompt.include_past_tools] = before
-        return before + [m for m in current if m.depth == 0 and m.parent_id is None]
+        return before + top
+
+    def _sent_messages(self) -> tuple[list[Message], list[Message]]:
+        """The messages of this flow that reached a model (all, and the top-level ones).
+
+        Kept incrementally: each step filters only the messages remembered since the last one,
+        so the per-step cost does not grow with the length of the flow.
+        """
+        messages = self.messages
+        if self._sent[0] is not messages or self._sent[1] > len(messages):
+            self._sent = (messages, 0, [], [])
+        _, seen, sent, top = self._sent
+        for message in messages[seen:]:
+            if message.status not in UNSENT:
+                sent.append(message)
+                if message.depth == 0 and message.parent_id is None:
+                    top.append(message)
+        self._sent = (messages, len(messages), sent, top)
+        return sent, top
 
     async def _step(self, side: Side, config: SideConfig) -> StepResult:
         runtime = self.runtime
@@ -539,7 +578,7 @@ class Flow:
             else:
                 updated = await complete_prepared(state, pending, updates, tx=tx)
             if self.durable:  # the resume point commits with the step (tool calls included)
-                await self.save_point(self.resume_point(pending.id), tx=tx)
+                await self.save_step_point(pending.id, tx=tx)
         message = updated or pending.model_copy(update=updates)
         if (
             isinstance(message.tool_calls, list)

@@ -108,12 +108,18 @@ def _record(row: dict[str, Any]) -> ExecutionRecord:
 
 def _save(conn: Connection, thread_id: str, record: ExecutionRecord) -> None:
     body = record.model_dump(mode="json", exclude={"status", "claimed_by", "claimed_until"})
+    _write(conn, thread_id, record.status, body, record.claimed_by)
+
+
+def _write(
+    conn: Connection, thread_id: str, status: str, body: dict[str, Any], claimed_by: str | None
+) -> None:
     params = {
         "b_tid": thread_id,
         "v_tid": thread_id,
-        "v_status": record.status,
+        "v_status": status,
         "v_record": body,
-        "v_claimed_by": record.claimed_by,
+        "v_claimed_by": claimed_by,
         "v_updated_at": now_us(),
     }
     if _UPDATE.run(conn, params) == 0:
@@ -128,6 +134,25 @@ class ExecutionsMixin(StoreBase):
     ) -> None:
         """Create or replace a thread's execution record."""
         await self._write(lambda conn: _save(conn, thread_id, record), tx)
+
+    async def save_running_point(
+        self,
+        thread_id: str,
+        point: dict[str, Any],
+        claimed_by: str | None,
+        *,
+        tx: Transaction | None = None,
+    ) -> None:
+        """Record a running flow's resume point (the per-step fast path of ``save_execution``).
+
+        Args:
+            thread_id: The thread.
+            point: A :class:`ResumePoint` as a JSON dict (validated when read back).
+            claimed_by: The runtime instance running the flow.
+            tx: An open transaction to write in.
+        """
+        body = {"resume": point, "stop_reason": None}
+        await self._write(lambda conn: _write(conn, thread_id, "running", body, claimed_by), tx)
 
     async def get_execution(
         self, thread_id: str, *, tx: Transaction | None = None
