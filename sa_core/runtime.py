@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from sa_core.engine.context import PromptTemplate
     from sa_core.engine.events import EventBus
     from sa_core.engine.flow import Flow
+    from sa_core.engine.scheduler import Scheduler
     from sa_core.engine.tools import OfferedTool, ToolTable
     from sa_core.plugins import PluginHost
     from sa_core.providers import Provider, ProviderMessage, ProviderResponse, ReasoningConfig
@@ -99,21 +100,11 @@ class Runtime:
         self.offline = offline
         self.pack_errors: list[PackLoadError] = []
         self.pack_sources: dict[str, Any] = {}
-        self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._flows: dict[str, Flow] = {}
-        self._kicked: set[str] = set()
-        self._settling: set[str] = set()
-        self._queued: set[str] = set()
-        self._initial: dict[str, list[Message]] = {}
-        self._resume: dict[str, ResumePoint] = {}
         self.instance_id = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
         """Names this runtime in the execution records it claims."""
-        self._background: set[asyncio.Task[Any]] = set()
         self._tables: dict[tuple[str, str], ToolTable] = {}
         self._templates: dict[tuple[str, str], PromptTemplate] = {}
         self._secrets: dict[str, frozenset[str]] = {}
-        self._parents: dict[str, str | None] = {}
-        self._blocking_waits: set[str] = set()
         self._live: weakref.WeakValueDictionary[str, SharedThread] = weakref.WeakValueDictionary()
         self._open = False
         self.closing = False
@@ -131,6 +122,7 @@ class Runtime:
         """Load plugins and packs, open the store, and resume pending work."""
         from sa_core.engine.effects import EffectScheduler
         from sa_core.engine.events import EventBus
+        from sa_core.engine.scheduler import Scheduler
         from sa_core.plugins import create_plugin_host
         from sa_core.registry import Registry
         from sa_core.store import open_store
@@ -155,15 +147,27 @@ class Runtime:
             self.providers.update({name: TestProvider(name=name) for name in names})
         self.store: Store = await open_store(self.database_url)
         self.events: EventBus = EventBus()
-        self.events.parent_of = self._parents.get
+        self.events.parent_of = self._parent_of
+        self.scheduler: Scheduler = Scheduler(
+            self.store,
+            self.instance_id,
+            self._run_flow,
+            self._settle_flow,
+            accepting=lambda: self._open,
+        )
         self.effects = EffectScheduler(self)
         self._open = True
+        await self.store.release_claims()  # the processes that held them are gone
         await self.effects.start()
         await self._resume_interrupted()
         for thread_id in await self.store.threads_with_queue():
             row = await self.store.get_thread(thread_id)
             if row is not None and row.terminated is None:
-                self._kick(thread_id, "a")
+                self.scheduler.kick(thread_id, "a")
+
+    def _parent_of(self, thread_id: str) -> str | None:
+        shared = self._live.get(thread_id)
+        return shared.row.parent_id if shared is not None else None
 
     async def _resume_interrupted(self) -> None:
         """Resume every owed or interrupted flow from the last point it committed."""
@@ -172,37 +176,33 @@ class Runtime:
             if row is None or row.terminated is not None or row.stopped or record.resume is None:
                 await self.store.finish_execution(thread_id, record.stop_reason)
                 continue
-            self._resume[thread_id] = record.resume
-            self._kick(thread_id, record.resume.side)
+            self.scheduler.kick(thread_id, record.resume.side, resume=record.resume)
         for thread_id, marker in (await self.store.threads_with_value(FLOW_MARKER)).items():
             await self.store.delete_value(thread_id, FLOW_MARKER)  # written by older versions
             row = await self.store.get_thread(thread_id)
             if row is None or row.terminated is not None or row.stopped:
                 continue
             marker = marker if isinstance(marker, dict) else {}
-            initial = [
-                message
-                for message_id in marker.get("messages", [])
-                if (message := await self.store.get_message(thread_id, message_id)) is not None
-            ]
-            if initial:
-                self._initial[thread_id] = initial
-            self._kick(thread_id, "b" if marker.get("side") == "b" else "a")
+            side: Literal["a", "b"] = "b" if marker.get("side") == "b" else "a"
+            for message_id in marker.get("messages", []):
+                message = await self.store.get_message(thread_id, message_id)
+                if message is not None:
+                    self.scheduler.kick(thread_id, side, initial=message)
+            self.scheduler.kick(thread_id, side)
 
     async def ensure_running(self, thread_id: str) -> None:
         """Start a thread's runner if it owes work (a turn or queued entries) and has none."""
-        if thread_id in self._tasks or not self._open:
+        if self.scheduler.is_running(thread_id) or not self._open:
             return
         record = await self.store.get_execution(thread_id)
         if record is not None and record.status != "idle" and record.resume is not None:
-            self._resume.setdefault(thread_id, record.resume)
-            self._kick(thread_id, record.resume.side)
+            self.scheduler.kick(thread_id, record.resume.side, resume=record.resume)
             return
         from sa_core.engine.flow import side_for_role
 
         queue = await self.store.list_queue(thread_id)
         if queue:
-            self._kick(thread_id, side_for_role(queue[0].role))
+            self.scheduler.kick(thread_id, side_for_role(queue[0].role))
 
     def _installed_packs(self, taken: set[str]) -> list[Pack]:
         from sa_core.packloader import installed_packs
@@ -225,10 +225,7 @@ class Runtime:
         self._open = False
         self.closing = True
         await self.effects.stop()
-        tasks = list(self._tasks.values()) + list(self._background)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await self.scheduler.close()
         for provider in self.providers.values():
             closer = getattr(provider, "aclose", None)
             if closer is not None:
@@ -240,7 +237,7 @@ class Runtime:
 
         async def settle() -> None:
             while True:
-                pending = [*self._tasks.values(), *self._background, *self.effects.running]
+                pending = [*self.scheduler.pending(), *self.effects.running]
                 if pending:
                     await asyncio.gather(*pending, return_exceptions=True)
                     continue
@@ -248,7 +245,7 @@ class Runtime:
                     await asyncio.sleep(0.005)
                     continue
                 await asyncio.sleep(0)
-                if not (self._tasks or self._background or self.effects.running):
+                if not (self.scheduler.busy or self.effects.running):
                     return
 
         await asyncio.wait_for(settle(), timeout)
@@ -291,8 +288,7 @@ class Runtime:
             properties=dict(properties or {}),
         )
         await self.store.create_thread(row)
-        self._parents[row.id] = parent_id
-        state = await self._state_for(row)
+        state = await self.state_for(row)
         from sa_core.engine.subagents import boot_immediate
 
         await boot_immediate(state)
@@ -368,12 +364,12 @@ class Runtime:
         row = await self.store.get_thread(thread_id)
         if row is None:
             raise ThreadNotFoundError(thread_id)
-        return await self._state_for(row)
+        return await self.state_for(row)
 
-    async def _state_for(self, row: ThreadRow, flow: Flow | None = None) -> ThreadState:
+    async def state_for(self, row: ThreadRow, flow: Flow | None = None) -> ThreadState:
+        """A ThreadState over a stored thread row (sharing live handles of the same thread)."""
         from sa_core.state import SharedThread, ThreadState
 
-        self._parents.setdefault(row.id, row.parent_id)
         children = await self.store.list_children(row.id)
         shared = self._live.get(row.id)
         if shared is None:
@@ -399,7 +395,7 @@ class Runtime:
     async def delete_thread(self, thread_id: str) -> list[str]:
         """Hard-delete a thread and its descendants; returns the deleted ids."""
         for descendant in [thread_id, *await self.store.descendant_ids(thread_id)]:
-            await self._cancel(descendant)
+            await self.scheduler.cancel(descendant)
         return await self.store.delete_thread(thread_id)
 
     @property
@@ -409,7 +405,7 @@ class Runtime:
 
     def is_running(self, thread_id: str) -> bool:
         """Whether the thread has a turn in flight or queued."""
-        return thread_id in self._tasks
+        return self.scheduler.is_running(thread_id)
 
     # -- messages, queue, execution ---------------------------------------------------------
 
@@ -431,7 +427,7 @@ class Runtime:
                 refs.append(AttachmentRef.model_validate(item))
         return refs
 
-    async def _send(
+    async def send(
         self,
         state: ThreadState,
         content: str,
@@ -440,6 +436,11 @@ class Runtime:
         silent: bool,
         wait: bool,
     ) -> Message:
+        """Send a message on a thread (``state.send_message``).
+
+        Returns once the message and the turn it is owed are committed (one transaction), or
+        its queue entry is, while a turn runs; with ``wait``, once the thread is idle again.
+        """
         from sa_core.engine.flow import side_for_role
         from sa_core.engine.messages import announce_created, new_id, new_message, prepare_message
         from sa_core.spec import QueueMessageInput
@@ -449,11 +450,9 @@ class Runtime:
         if state._row.stopped:
             state._row.stopped = False
             await self.store.update_thread(thread_id, stopped=False)
-        task = self._tasks.get(thread_id)
-        if task is not None and task.cancelling() and task is not asyncio.current_task():
-            # a stopped turn is still unwinding: it drains nothing more, so start after it
-            await asyncio.wait([task])
-        if thread_id in self._tasks:
+        # a stopped turn still unwinding drains nothing more, so start after it
+        await self.scheduler.unwinding(thread_id)
+        if self.scheduler.is_running(thread_id):
             message_id = new_id()
             entry = QueueMessageInput(
                 role=role,
@@ -463,8 +462,7 @@ class Runtime:
                 metadata={"message_id": message_id},
             )
             await self.store.enqueue(thread_id, entry)
-            self._queued.add(thread_id)
-            self._note_queued(thread_id)
+            self.scheduler.note_queued(thread_id)
             message = new_message(
                 thread_id, role, content, id=message_id, silent=silent, attachments=refs or None
             )
@@ -480,10 +478,9 @@ class Runtime:
                     await self._count_human_turn(state)
                 await self._owe_turn(state, message, side_for_role(role))
             await announce_created(state, [message])
-            self._initial.setdefault(thread_id, []).append(message)
-            self._kick(thread_id, side_for_role(role))
+            self.scheduler.kick(thread_id, side_for_role(role), initial=message)
         if wait:
-            await self._wait_thread(thread_id)
+            await self.scheduler.wait(thread_id)
         return message
 
     async def _owe_turn(
@@ -510,78 +507,49 @@ class Runtime:
         state._row.execution = execution
         await self.store.update_thread(state.thread_id, execution=execution)
 
-    async def _queue(self, state: ThreadState, data: QueueMessageInput) -> str:
+    async def queue(self, state: ThreadState, data: QueueMessageInput) -> str:
+        """Queue a message on a thread and wake it (``state.queue_message``)."""
         from sa_core.engine.flow import side_for_role
 
         refs = await self.attachment_refs(state, data.attachments)
         entry = data.model_copy(update={"attachments": refs})
         queue_id = await self.store.enqueue(state.thread_id, entry)
-        self._queued.add(state.thread_id)
         self.events.publish(
             state.thread_id,
             {"type": "queued", "queue_id": queue_id, "role": data.role, "silent": data.silent},
         )
-        if state.thread_id in self._tasks:
-            self._note_queued(state.thread_id)
+        if self.scheduler.is_running(state.thread_id):
+            self.scheduler.note_queued(state.thread_id)
         else:
-            self._kick(state.thread_id, side_for_role(data.role))
+            self.scheduler.kick(state.thread_id, side_for_role(data.role))
         return queue_id
 
-    def _note_queued(self, thread_id: str) -> None:
-        """Note new queue entries for a thread whose flow already took its last step.
+    async def _run_flow(
+        self,
+        thread_id: str,
+        side: Literal["a", "b"],
+        initial: list[Message],
+        resume: ResumePoint | None,
+    ) -> Flow | None:
+        """Run one flow of a thread (the scheduler's runner calls this)."""
+        from sa_core.engine.flow import Flow
 
-        A running flow drains the queue before each step by itself.
-        """
-        if thread_id in self._settling:
-            self._kicked.add(thread_id)
+        row = await self.store.get_thread(thread_id)
+        if row is None or row.terminated is not None:
+            return None
+        state = await self.state_for(row)
+        flow = Flow(self, state, side, initial_messages=initial, resume=resume, durable=True)
+        state._flow = flow
+        self.scheduler.attach(thread_id, flow)
+        flow.end_reason = await flow.run()
+        return flow
 
-    def _kick(self, thread_id: str, side: Literal["a", "b"]) -> None:
-        """Start the thread's runner on ``side``, or note more work for the running one."""
-        if not self._open:
-            return
-        if thread_id in self._tasks:
-            self._kicked.add(thread_id)
-            return
-        from sa_core.store.backend import detached_context
-
-        self._tasks[thread_id] = asyncio.create_task(
-            self._drive(thread_id, side), name=f"sa-thread-{thread_id}", context=detached_context()
-        )
-
-    async def _drive(self, thread_id: str, side: Literal["a", "b"]) -> None:
-        from sa_core.engine.flow import Flow, side_for_role
-
-        try:
-            while True:
-                self._kicked.discard(thread_id)
-                row = await self.store.get_thread(thread_id)
-                if row is None or row.terminated is not None:
-                    return
-                state = await self._state_for(row)
-                initial = self._initial.pop(thread_id, [])
-                resume = self._resume.pop(thread_id, None)
-                flow = Flow(
-                    self, state, side, initial_messages=initial, resume=resume, durable=True
-                )
-                state._flow = flow
-                self._flows[thread_id] = flow
-                reason = await flow.run()
-                self._settling.add(thread_id)
-                # the outcome, the parent's notification and "nothing owed" commit together
-                async with self.store.transaction() as tx:
-                    await self._settle(state, flow, reason)
-                    await self.store.finish_execution(thread_id, reason, tx=tx)
-                queue = await self.store.list_queue(thread_id)
-                if not queue and thread_id not in self._kicked:
-                    return
-                self._settling.discard(thread_id)
-                side = side_for_role(queue[0].role) if queue else flow.current_side
-        finally:
-            self._settling.discard(thread_id)
-            self._flows.pop(thread_id, None)
-            self._tasks.pop(thread_id, None)
-            self._initial.pop(thread_id, None)
-            self._resume.pop(thread_id, None)
+    async def _settle_flow(self, flow: Flow) -> None:
+        """Record a finished flow: the outcome, a parent's report and "nothing owed", at once."""
+        reason = flow.end_reason or "idle"
+        async with self.store.transaction() as tx:
+            await self._settle(flow.state, flow, reason)
+            await self.store.finish_execution(flow.state.thread_id, reason, tx=tx)
 
     async def _settle(self, state: ThreadState, flow: Flow, reason: str) -> None:
         execution = dict(state._row.execution)
@@ -599,33 +567,24 @@ class Runtime:
 
         await on_flow_end(state, flow, reason)
 
-    async def _wait_thread(self, thread_id: str) -> None:
-        while thread_id in self._tasks:
-            task = self._tasks[thread_id]
-            try:
-                await asyncio.shield(task)
-            except asyncio.CancelledError:
-                if task.cancelled():
-                    continue
-                raise
+    async def wait_thread(self, thread_id: str) -> None:
+        """Wait until the thread has no turn in flight."""
+        await self.scheduler.wait(thread_id)
 
-    async def _cancel(self, thread_id: str) -> None:
-        task = self._tasks.get(thread_id)
-        if task is not None and task is not asyncio.current_task():
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+    _wait_thread = wait_thread  # the name older callers use
 
-    async def _stop(self, thread_id: str) -> None:
+    async def stop_thread(self, thread_id: str) -> None:
+        """Stop the thread's turn (``state.stop``); the thread stays usable."""
         # flag and cancel before the first await, so that a message sent meanwhile sees the
         # stop (and clears it) and waits for the aborted turn instead of queueing behind it
         shared = self._live.get(thread_id)
         if shared is not None:
             shared.row.stopped = True
-        task = self._tasks.get(thread_id)
+        task = self.scheduler.runner(thread_id)
         if task is not None and task is asyncio.current_task():
             # called from the thread's own turn (a tool, a hook): it cannot wait for itself to
             # be cancelled, so the turn ends after the current step instead
-            flow = self._flows.get(thread_id)
+            flow = self.scheduler.flow(thread_id)
             if flow is not None:
                 flow.stop("aborted_by_user")
             task = None
@@ -639,13 +598,14 @@ class Runtime:
                 row is not None
                 and row.parent_id is not None
                 and row.terminated is None
-                and thread_id not in self._blocking_waits  # the waiter settles the status
+                and thread_id not in self.scheduler.awaited  # the waiter settles the status
             ):
                 await self.update_child(row.parent_id, thread_id, status="idle")
-        if thread_id not in self._tasks:  # a message sent meanwhile owes a new turn
+        if not self.scheduler.is_running(thread_id):  # a message sent meanwhile owes a turn
             await self.store.finish_execution(thread_id, "aborted_by_user")
 
-    async def _terminate(self, state: ThreadState) -> None:
+    async def terminate(self, state: ThreadState) -> None:
+        """Terminate a thread for good (``state.terminate``)."""
         from sa_core.store import now_us
 
         if state._row.terminated is not None:
@@ -654,13 +614,14 @@ class Runtime:
         state._row.terminated = terminated
         state._row.stopped = True
         await self.store.update_thread(state.thread_id, terminated=terminated, stopped=True)
-        if asyncio.current_task() is not self._tasks.get(state.thread_id):
-            await self._cancel(state.thread_id)
+        await self.scheduler.cancel(state.thread_id)  # never the caller's own runner
         await self.store.finish_execution(state.thread_id, "aborted_by_user")
         if state.parent_id is not None:
             await self.update_child(state.parent_id, state.thread_id, status="terminated")
 
-    async def _set_env(self, state: ThreadState, name: str, value: str, type_: str | None) -> None:
+    async def set_thread_env(
+        self, state: ThreadState, name: str, value: str, type_: str | None
+    ) -> None:
         """Set a variable on a thread and the descendants that inherit it.
 
         A descendant whose agent graph declares ``name`` scoped does not inherit it (nor do its
@@ -691,13 +652,9 @@ class Runtime:
             row.env, row.env_types = env, env_types
             await self.store.update_thread(row.id, env=env, env_types=env_types)
 
-    def _spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
-        from sa_core.store.backend import detached_context
-
-        task = asyncio.create_task(coro, name=name, context=detached_context())
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-        return task
+    def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
+        """Run a background task (awaited by :meth:`wait_idle`, cancelled on close)."""
+        return self.scheduler.spawn(coro, name)
 
     # -- per-prompt caches ------------------------------------------------------------------
 

@@ -223,7 +223,7 @@ class ThreadState:
             The stored message.
         """
         self._check_active()
-        return await self._runtime._send(self, content, role, attachments or [], silent, wait)
+        return await self._runtime.send(self, content, role, attachments or [], silent, wait)
 
     async def get_messages(
         self,
@@ -284,7 +284,7 @@ class ThreadState:
         """
         self._check_active()
         data = QueueMessageInput.model_validate(message)
-        return await self._runtime._queue(self, data)
+        return await self._runtime.queue(self, data)
 
     async def update_message(self, message_id: str, updates: Mapping[str, Any]) -> Message | None:
         """Update fields of a stored message (runs the update hooks)."""
@@ -394,7 +394,7 @@ class ThreadState:
         self, name: str, value: str, *, type: Literal["text", "secret"] | None = None
     ) -> None:
         """Set a thread variable; active descendants receive it too."""
-        await self._runtime._set_env(self, name, value, type)
+        await self._runtime.set_thread_env(self, name, value, type)
 
     # -- tools ------------------------------------------------------------------------------
 
@@ -403,7 +403,7 @@ class ThreadState:
         if self._flow is not None:
             self._flow.queued_tools.append((name, dict(args or {})))
             return
-        self._runtime._spawn(self.invoke_tool(name, args), f"queue_tool:{name}")
+        self._runtime.spawn(self.invoke_tool(name, args), f"queue_tool:{name}")
 
     async def invoke_tool(self, name: str, args: Mapping[str, Any] | None = None) -> ToolResult:
         """Run a tool now and return its result; no tool message is stored."""
@@ -534,14 +534,14 @@ class ThreadState:
         row = await self._runtime.store.get_thread(reference)
         if row is None or row.parent_id != self.thread_id:
             return None
-        return await self._runtime._state_for(row)
+        return await self._runtime.state_for(row)
 
     async def get_parent_thread(self) -> ThreadState | None:
         """The parent thread, or None for top-level threads."""
         if self._row.parent_id is None:
             return None
         row = await self._runtime.store.get_thread(self._row.parent_id)
-        return None if row is None else await self._runtime._state_for(row)
+        return None if row is None else await self._runtime.state_for(row)
 
     async def notify_parent(self, content: str) -> None:
         """Queue a silent message on the parent, tagged with this thread's subagent id."""
@@ -557,8 +557,8 @@ class ThreadState:
 
     async def stop(self) -> None:
         """Abort the in-flight turn; the next message continues the thread."""
-        await self._runtime._stop(self.thread_id)
+        await self._runtime.stop_thread(self.thread_id)
 
     async def terminate(self) -> None:
         """Soft-terminate: abort in-flight work and reject new messages and queue entries."""
-        await self._runtime._terminate(self)
+        await self._runtime.terminate(self)

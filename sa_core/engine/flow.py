@@ -173,6 +173,8 @@ class Flow:
         self.queued_tools: list[tuple[str, dict[str, Any]]] = []
         self.pending_handoff: PendingHandoff | None = None
         self.outcome: SessionOutcome | None = None
+        self.end_reason: StopReason | None = None
+        """Why the flow stopped, once :meth:`run` returned."""
         self.messages: list[Message] = list(initial_messages or [])
         self.last_text = ""
         self.prompt_path: list[str] = []
@@ -752,9 +754,8 @@ class Flow:
         """
         runtime = self.runtime
         state = self.state
-        if self.step_count and state.thread_id not in runtime._queued:
+        if not runtime.scheduler.take_queued(state.thread_id) and self.step_count:
             return
-        runtime._queued.discard(state.thread_id)
         # consumed exactly once: the entries leave the queue in the transaction that stores
         # them as messages (ids taken from the entries) and moves the resume point past them
         async with runtime.store.transaction() as tx:

@@ -443,14 +443,14 @@ async def _collect(state: ThreadState, child_id: str, config: SubagentToolConfig
             status="success", result=INITIATED_TEXT.format(ref=child_id), subagent_id=child_id
         )
     runtime = state.runtime
-    runtime._blocking_waits.add(child_id)
+    runtime.scheduler.awaited.add(child_id)
     finished = False
     try:
         await runtime.ensure_running(child_id)
-        await runtime._wait_thread(child_id)
+        await runtime.wait_thread(child_id)
         finished = True
     finally:
-        runtime._blocking_waits.discard(child_id)
+        runtime.scheduler.awaited.discard(child_id)
         if not finished and not runtime.closing:  # stopped: the child reports as usual later
             await asyncio.shield(_release_child(runtime, child_id))
     return await _blocking_result(state, child_id)
@@ -513,7 +513,7 @@ async def _blocking_result(state: ThreadState, child_id: str) -> ToolResult:
     reason = (row.execution.get("last_stop_reason") if row else None) or (
         "aborted_by_user" if row is not None and row.stopped else "unknown"
     )
-    child = await runtime._state_for(row) if row else None
+    child = await runtime.state_for(row) if row else None
     refs = [AttachmentRef.model_validate(a) for a in outcome.get("attachments", [])]
     copied = await copy_attachments(child, refs, state) if (child and refs) else []
     failed = outcome.get("failed", True) if outcome else True
@@ -565,7 +565,7 @@ async def _message_instance(
             status="error",
             error="Provided attachment path(s) not found in this thread: " + ", ".join(missing),
         )
-    child = await runtime._state_for(row)
+    child = await runtime.state_for(row)
     copied = await copy_attachments(state, refs, child) if refs else []
     config = _config_for(state, row)
     await _set_entry_status(runtime, state.thread_id, reference, "running", state)
@@ -888,7 +888,7 @@ async def on_flow_end(state: ThreadState, flow: Flow, reason: str) -> None:
     execution["last_stop_reason"] = reason
     state._row.execution = execution
     await runtime.store.update_thread(state.thread_id, execution=execution)
-    if state.thread_id in runtime._blocking_waits or execution.get("waiter"):
+    if state.thread_id in runtime.scheduler.awaited or execution.get("waiter"):
         return  # a blocking call receives the outcome as its result
     entries = await runtime.store.list_children(state.parent_id)
     entry = next((e for e in entries if e.reference == state.thread_id), None)

@@ -39,7 +39,7 @@ async def run_subprompt(
     runtime = state.runtime
     depth = (parent.depth if parent is not None else 0) + 1
     try:
-        sub_state = await runtime._state_for(state._row)
+        sub_state = await runtime.state_for(state._row)
         initial: list[Message] = []
         if prompt.include_chat:
             initial = list(await runtime.store.history(state.thread_id))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
-from sqlalchemy import bindparam, delete, insert, select, update
+from sqlalchemy import and_, bindparam, delete, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
 from sa_core.store import tables as t
@@ -80,7 +80,17 @@ _UPDATE = Prepared(
     .values(
         status=bindparam("v_status"),
         record=bindparam("v_record"),
-        claimed_by=bindparam("v_claimed_by"),
+        updated_at=bindparam("v_updated_at"),
+    )
+)
+_UPDATE_RELEASE = Prepared(
+    update(t.executions)
+    .where(_X.thread_id == bindparam("b_tid"))
+    .values(
+        status=bindparam("v_status"),
+        record=bindparam("v_record"),
+        claimed_by=None,
+        claimed_until=None,
         updated_at=bindparam("v_updated_at"),
     )
 )
@@ -106,14 +116,23 @@ def _record(row: dict[str, Any]) -> ExecutionRecord:
     return ExecutionRecord.model_validate(data)
 
 
-def _save(conn: Connection, thread_id: str, record: ExecutionRecord) -> None:
+def _save(
+    conn: Connection, thread_id: str, record: ExecutionRecord, *, release: bool = False
+) -> None:
     body = record.model_dump(mode="json", exclude={"status", "claimed_by", "claimed_until"})
-    _write(conn, thread_id, record.status, body, record.claimed_by)
+    _write(conn, thread_id, record.status, body, None, release=release)
 
 
 def _write(
-    conn: Connection, thread_id: str, status: str, body: dict[str, Any], claimed_by: str | None
+    conn: Connection,
+    thread_id: str,
+    status: str,
+    body: dict[str, Any],
+    claimed_by: str | None,
+    *,
+    release: bool = False,
 ) -> None:
+    """Update the record (the claim stays unless ``release``), or insert it with ``claimed_by``."""
     params = {
         "b_tid": thread_id,
         "v_tid": thread_id,
@@ -122,7 +141,7 @@ def _write(
         "v_claimed_by": claimed_by,
         "v_updated_at": now_us(),
     }
-    if _UPDATE.run(conn, params) == 0:
+    if (_UPDATE_RELEASE if release else _UPDATE).run(conn, params) == 0:
         _INSERT.run(conn, params)
 
 
@@ -132,7 +151,7 @@ class ExecutionsMixin(StoreBase):
     async def save_execution(
         self, thread_id: str, record: ExecutionRecord, *, tx: Transaction | None = None
     ) -> None:
-        """Create or replace a thread's execution record."""
+        """Create or replace a thread's execution record (its claim is left as it is)."""
         await self._write(lambda conn: _save(conn, thread_id, record), tx)
 
     async def save_running_point(
@@ -182,7 +201,7 @@ class ExecutionsMixin(StoreBase):
     ) -> None:
         """Mark a thread's execution idle: nothing owed, no resume point, no claim."""
         record = ExecutionRecord(status="idle", stop_reason=stop_reason)
-        await self._write(lambda conn: _save(conn, thread_id, record), tx)
+        await self._write(lambda conn: _save(conn, thread_id, record, release=True), tx)
 
     async def pending_message_ids(
         self, thread_id: str, *, tx: Transaction | None = None
@@ -195,6 +214,58 @@ class ExecutionsMixin(StoreBase):
             .order_by(_M.created_at, _M.seq)
         )
         return await self._read(lambda conn: list(conn.execute(stmt).scalars()), tx)
+
+    async def claim_execution(
+        self, thread_id: str, owner: str, *, tx: Transaction | None = None
+    ) -> bool:
+        """Claim a thread's execution for ``owner``; False when another owner holds it.
+
+        A claim is free when unset, already ``owner``'s, or past its ``claimed_until``. A thread
+        without a record gets an idle one, claimed.
+        """
+        now = now_us()
+        stmt = (
+            update(t.executions)
+            .where(
+                _X.thread_id == thread_id,
+                or_(
+                    _X.claimed_by.is_(None),
+                    _X.claimed_by == owner,
+                    and_(_X.claimed_until.is_not(None), _X.claimed_until < now),
+                ),
+            )
+            .values(claimed_by=owner, claimed_until=None)
+        )
+
+        def op(conn: Connection) -> bool:
+            if conn.execute(stmt).rowcount:
+                return True
+            if _GET.first(conn, {"b_tid": thread_id}) is not None:
+                return False
+            _write(conn, thread_id, "idle", {}, owner)
+            return True
+
+        return await self._write(op, tx)
+
+    async def release_execution(
+        self, thread_id: str, owner: str, *, tx: Transaction | None = None
+    ) -> None:
+        """Drop ``owner``'s claim on a thread's execution (the record stays as it is)."""
+        stmt = (
+            update(t.executions)
+            .where(_X.thread_id == thread_id, _X.claimed_by == owner)
+            .values(claimed_by=None, claimed_until=None)
+        )
+        await self._write(lambda conn: conn.execute(stmt), tx)
+
+    async def release_claims(self, *, tx: Transaction | None = None) -> int:
+        """Drop every claim (a runtime starting alone on a database); returns how many."""
+        stmt = (
+            update(t.executions)
+            .where(_X.claimed_by.is_not(None))
+            .values(claimed_by=None, claimed_until=None)
+        )
+        return await self._write(lambda conn: int(conn.execute(stmt).rowcount), tx)
 
     async def delete_execution(self, thread_id: str, *, tx: Transaction | None = None) -> None:
         """Forget a thread's execution record."""
