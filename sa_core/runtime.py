@@ -30,7 +30,7 @@ from sa_core.errors import (
 
 if TYPE_CHECKING:
     from sa_core.engine.context import PromptTemplate
-    from sa_core.engine.events import EventBus
+    from sa_core.engine.events import ChunkFrame, EventBus, QueuedFrame
     from sa_core.engine.flow import Flow
     from sa_core.engine.scheduler import Scheduler
     from sa_core.engine.tools import OfferedTool, ToolTable
@@ -514,10 +514,13 @@ class Runtime:
         refs = await self.attachment_refs(state, data.attachments)
         entry = data.model_copy(update={"attachments": refs})
         queue_id = await self.store.enqueue(state.thread_id, entry)
-        self.events.publish(
-            state.thread_id,
-            {"type": "queued", "queue_id": queue_id, "role": data.role, "silent": data.silent},
-        )
+        frame: QueuedFrame = {
+            "type": "queued",
+            "queue_id": queue_id,
+            "role": data.role,
+            "silent": data.silent,
+        }
+        self.events.publish(state.thread_id, frame)
         if self.scheduler.is_running(state.thread_id):
             self.scheduler.note_queued(state.thread_id)
         else:
@@ -800,16 +803,20 @@ class Runtime:
         def on_chunk(chunk: StreamChunk) -> None:
             if not events.has_listeners or chunk.delta is None:
                 return
+            kind: Literal["message_chunk", "reasoning_chunk"]
             if chunk.type == "content-delta":
                 kind = "message_chunk"
             elif chunk.type == "reasoning-delta":
                 kind = "reasoning_chunk"
             else:
                 return
-            events.publish(
-                thread_id,
-                {"type": kind, "message_id": message_id, "depth": depth, "chunk": chunk.delta},
-            )
+            frame: ChunkFrame = {
+                "type": kind,
+                "message_id": message_id,
+                "depth": depth,
+                "chunk": chunk.delta,
+            }
+            events.publish(thread_id, frame)
 
         succeeded: list[Log] = []
 

@@ -436,12 +436,16 @@ class ThreadState:
 
     def emit(self, event: str, data: Any = None) -> None:
         """Send a custom event to the thread's live subscribers."""
+        from sa_core.engine.events import EventFrame
         from sa_core.store import now_us
 
-        self._runtime.events.publish(
-            self.thread_id,
-            {"type": "event", "eventType": event, "data": data, "timestamp": now_us()},
-        )
+        frame: EventFrame = {
+            "type": "event",
+            "eventType": event,
+            "data": data,
+            "timestamp": now_us(),
+        }
+        self._runtime.events.publish(self.thread_id, frame)
 
     # -- files ------------------------------------------------------------------------------
 

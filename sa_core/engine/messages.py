@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from sa_core.spec import Message
 
 if TYPE_CHECKING:
+    from sa_core.engine.events import MessageDataFrame
     from sa_core.state import ThreadState
     from sa_core.store import Transaction
 
@@ -135,12 +136,10 @@ def publish_message(state: ThreadState, message: Message) -> None:
     """Send a ``message_data`` frame for a stored message."""
     events = state.runtime.events
     if events.has_listeners:
-        events.publish(
-            state.thread_id,
-            {
-                "type": "message_data",
-                "message_id": message.id,
-                "depth": message.depth,
-                "data": message.model_dump(mode="json", exclude_none=True),
-            },
-        )
+        frame: MessageDataFrame = {
+            "type": "message_data",
+            "message_id": message.id,
+            "depth": message.depth,
+            "data": message.model_dump(mode="json", exclude_none=True),
+        }
+        events.publish(state.thread_id, frame)
