@@ -30,12 +30,12 @@ from sa_core.errors import (
 
 if TYPE_CHECKING:
     from sa_core.engine.context import PromptTemplate
-    from sa_core.engine.events import ChunkFrame, EventBus, QueuedFrame
+    from sa_core.engine.events import EventBus, QueuedFrame
     from sa_core.engine.flow import Flow
     from sa_core.engine.scheduler import Scheduler
     from sa_core.engine.tools import OfferedTool, ToolTable
     from sa_core.plugins import PluginHost
-    from sa_core.providers import Provider, ProviderMessage, ProviderResponse, ReasoningConfig
+    from sa_core.providers import Provider, ProviderMessage, ProviderResponse
     from sa_core.registry import PackScope, Registry
     from sa_core.spec import (
         AttachmentRef,
@@ -102,9 +102,6 @@ class Runtime:
         self.pack_sources: dict[str, Any] = {}
         self.instance_id = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
         """Names this runtime in the execution records it claims."""
-        self._tables: dict[tuple[str, str], ToolTable] = {}
-        self._templates: dict[tuple[str, str], PromptTemplate] = {}
-        self._secrets: dict[str, frozenset[str]] = {}
         self._live: weakref.WeakValueDictionary[str, SharedThread] = weakref.WeakValueDictionary()
         self._open = False
         self.closing = False
@@ -120,9 +117,13 @@ class Runtime:
 
     async def start(self) -> None:
         """Load plugins and packs, open the store, and resume pending work."""
+        from sa_core.engine.caches import PromptCaches
         from sa_core.engine.effects import EffectScheduler
         from sa_core.engine.events import EventBus
+        from sa_core.engine.modelcall import ModelCaller
         from sa_core.engine.scheduler import Scheduler
+        from sa_core.engine.secrets import SecretRedactor
+        from sa_core.engine.services import EngineContext
         from sa_core.plugins import create_plugin_host
         from sa_core.registry import Registry
         from sa_core.store import open_store
@@ -154,6 +155,21 @@ class Runtime:
             self._run_flow,
             self._settle_flow,
             accepting=lambda: self._open,
+        )
+        self.caches = PromptCaches()
+        self.secrets = SecretRedactor(self.registry)
+        self.models = ModelCaller(self.providers, self.store, self.events)
+        self.engine: EngineContext = EngineContext(
+            store=self.store,
+            registry=self.registry,
+            host=self.host,
+            events=self.events,
+            scheduler=self.scheduler,
+            caches=self.caches,
+            secrets=self.secrets,
+            models=self.models,
+            instance_id=self.instance_id,
+            is_closing=lambda: self.closing,
         )
         self.effects = EffectScheduler(self)
         self._open = True
@@ -541,7 +557,9 @@ class Runtime:
         if row is None or row.terminated is not None:
             return None
         state = await self.state_for(row)
-        flow = Flow(self, state, side, initial_messages=initial, resume=resume, durable=True)
+        flow = Flow(
+            self.engine, state, side, initial_messages=initial, resume=resume, durable=True
+        )
         state._flow = flow
         self.scheduler.attach(thread_id, flow)
         flow.end_reason = await flow.run()
@@ -659,89 +677,35 @@ class Runtime:
         """Run a background task (awaited by :meth:`wait_idle`, cancelled on close)."""
         return self.scheduler.spawn(coro, name)
 
-    # -- per-prompt caches ------------------------------------------------------------------
+    # -- per-prompt caches and secrets (sa_core.engine.caches / .secrets) ---------------------
 
     def template(self, scope: PackScope, prompt: PromptDefinition) -> PromptTemplate:
         """The compiled system prompt of a prompt (includes resolved once)."""
-        key = (scope.package, prompt.name)
-        cached = self._templates.get(key)
-        if cached is None or prompt is not scope.prompts.get(prompt.name, prompt):
-            from sa_core.engine.context import compile_prompt
-
-            cached = compile_prompt(prompt, scope.prompts.get)
-            self._templates[key] = cached
-        return cached
+        return self.caches.template(scope, prompt)
 
     def tool_table(self, scope: PackScope, prompt: PromptDefinition) -> ToolTable:
         """The resolved tools of a prompt (schemas computed once)."""
-        key = (scope.package, prompt.name)
-        cached = self._tables.get(key)
-        if cached is None:
-            from sa_core.engine.tools import build_tool_table
-
-            cached = build_tool_table(scope, prompt)
-            self._tables[key] = cached
-        return cached
+        return self.caches.tool_table(scope, prompt)
 
     def offered_tools(
         self, state: ThreadState, scope: PackScope, prompt: PromptDefinition, side: str
     ) -> dict[str, OfferedTool]:
         """The tools a step offers: the table, gated by optional flags, plus lifecycle tools."""
-        from sa_core.engine.subagents import lifecycle_tools
-        from sa_core.engine.tools import flag_enabled
-
-        table = self.tool_table(scope, prompt)
-        offered = {
-            name: tool
-            for name, tool in table.tools.items()
-            if (tool.optional is None or flag_enabled(state.env_or_none(tool.optional)))
-            and not (tool.subagent is not None and tool.subagent.is_resumable)
-        }
-        offered.update(lifecycle_tools(state, table))
-        return offered
+        return self.caches.offered_tools(state, scope, prompt, side)
 
     def secret_names(self, scope: PackScope, row: ThreadRow) -> frozenset[str]:
         """Variables declared secret in the package or by plugin tools, plus secret-typed env."""
-        declared = self._secrets.get(scope.package)
-        if declared is None:
-            names = {
-                v.name for a in scope.agents.values() for v in a.variables if v.type == "secret"
-            }
-            names |= {
-                v.name for p in scope.prompts.values() for v in p.variables if v.type == "secret"
-            }
-            tools = [*scope.tools.values(), *self.registry.global_tools.values()]
-            names |= {v.name for t in tools for v in t.variables if v.type == "secret"}
-            declared = frozenset(names)
-            self._secrets[scope.package] = declared
-        if not row.env_types:
-            return declared
-        return declared | {k for k, v in row.env_types.items() if v == "secret"}
+        return self.secrets.secret_names(scope, row)
 
     def redact_secrets(self, state: ThreadState, text: str) -> str:
-        """Replace the values of the thread's secret variables in ``text`` with ``[redacted]``.
+        """Replace the values of the thread's secret variables in ``text`` with ``[redacted]``."""
+        return self.secrets.redact_secrets(state, text)
 
-        Tools may read secrets; whatever they return is scrubbed before it is stored, so a
-        secret never reaches a model, a log or an API response.
-        """
-        for name in self.secret_names(state.scope, state._row):
-            value = state.env_or_none(name)
-            if value and len(value) >= 4 and value in text:
-                text = text.replace(value, "[redacted]")
-        return text
-
-    # -- model calls and logs ---------------------------------------------------------------
+    # -- model calls and logs (sa_core.engine.modelcall) --------------------------------------
 
     def provider(self, name: str) -> Provider:
         """A provider by name."""
-        try:
-            return self.providers[name]
-        except KeyError:
-            raise DefinitionNotFoundError(
-                "provider (install its plugin or pass providers={...} to Runtime)",
-                name,
-                self.providers,
-            ) from None
+        return self.models.provider(name)
 
     async def call_model(
         self,
@@ -749,107 +713,14 @@ class Runtime:
         model: ModelDefinition,
         messages: list[ProviderMessage],
         tools: Sequence[OfferedTool],
-        *,
-        tool_choice: Any = "auto",
-        parallel_tool_calls: bool | None = None,
-        reasoning: ReasoningConfig | None = None,
-        message_id: str | None = None,
-        depth: int = 0,
+        **options: Any,
     ) -> tuple[ProviderResponse, Log]:
-        """Call a model with retries and fallbacks; stream deltas to subscribers; log attempts.
-
-        Failed attempts are logged at once. The successful attempt's log row is returned
-        unsaved, so the caller can store it in the same transaction as the message it produced.
-
-        Returns:
-            The response and the successful attempt's (unsaved) log row.
-        """
-        from sa_core.engine.retry import ModelAttempt, call_model
-        from sa_core.providers import ProviderRequest, ProviderTool, StreamChunk
-
-        provider_tools = [ProviderTool(t.name, t.description, t.parameters) for t in tools]
-
-        def lookup(name: str) -> str | None:
-            return state.env_or_none(name) or os.environ.get(name)
-
-        chain = []
-        for definition in [model, *(state.scope.model(n) for n in model.fallbacks)]:
-            request = ProviderRequest(
-                model=definition.model,
-                messages=messages,
-                tools=provider_tools,
-                tool_choice=tool_choice,
-                parallel_tool_calls=parallel_tool_calls,
-                reasoning=reasoning,
-                provider_options=dict(definition.provider_options),
-                max_tokens=definition.max_tokens,
-                user=state.thread_id,
-                env=lookup,
-            )
-            chain.append(
-                ModelAttempt(
-                    model_name=definition.name,
-                    provider=self.provider(definition.provider),
-                    request=request,
-                    input_price=definition.input_price,
-                    output_price=definition.output_price,
-                    cached_price=definition.cached_price,
-                )
-            )
-        events = self.events
-        thread_id = state.thread_id
-        log_ids: list[str] = []
-
-        def on_chunk(chunk: StreamChunk) -> None:
-            if not events.has_listeners or chunk.delta is None:
-                return
-            kind: Literal["message_chunk", "reasoning_chunk"]
-            if chunk.type == "content-delta":
-                kind = "message_chunk"
-            elif chunk.type == "reasoning-delta":
-                kind = "reasoning_chunk"
-            else:
-                return
-            frame: ChunkFrame = {
-                "type": kind,
-                "message_id": message_id,
-                "depth": depth,
-                "chunk": chunk.delta,
-            }
-            events.publish(thread_id, frame)
-
-        succeeded: list[Log] = []
-
-        async def on_attempt(record: Any) -> None:
-            data = _attempt_data(record)
-            data["message_id"] = message_id
-            if log_ids:
-                data["retry_of_log_id"] = log_ids[-1]
-            if record.error is None:
-                log = new_log("llm_call", data)
-                log_ids.append(log.id)
-                succeeded.append(log)
-            else:
-                log_ids.append(await self.log(thread_id, "llm_call", data))
-
-        first = (
-            float(os.environ.get("STANDARD_AGENTS_STREAM_FIRST_CHUNK_TIMEOUT_MS", 120000)) / 1000
-        )
-        stall = float(os.environ.get("STANDARD_AGENTS_STREAM_STALL_TIMEOUT_MS", 45000)) / 1000
-        response, _ = await call_model(
-            chain,
-            on_chunk=on_chunk,
-            on_attempt=on_attempt,
-            first_chunk_timeout=first,
-            stall_timeout=stall,
-        )
-        return response, succeeded[-1]
+        """Call a model with retries and fallbacks (see :meth:`ModelCaller.call_model`)."""
+        return await self.models.call_model(state, model, messages, tools, **options)
 
     async def log(self, thread_id: str, kind: str, data: dict[str, Any]) -> str:
         """Append a log row to a thread; returns its id."""
-        log = new_log(kind, data)
-        await self.store.insert_log(thread_id, log)
-        return log.id
+        return await self.models.log(thread_id, kind, data)
 
     # -- composition entry points -------------------------------------------------------------
 
@@ -864,35 +735,6 @@ class Runtime:
         from sa_core.engine.subagents import provide_variables
 
         return await provide_variables(self, parent_thread_id, request_id, dict(env))
-
-
-def new_log(kind: str, data: dict[str, Any]) -> Log:
-    """A log row with a fresh id and time (not yet stored)."""
-    from sa_core.engine.messages import new_id
-    from sa_core.spec import Log
-    from sa_core.store import now_us
-
-    return Log(id=new_id(), type=kind, data=data, created_at=now_us())
-
-
-def _attempt_data(record: Any) -> dict[str, Any]:
-    usage = getattr(record, "usage", None)
-    return {
-        "provider": getattr(record, "provider", None),
-        "model": getattr(record, "model", None),
-        "model_name": getattr(record, "model_name", None),
-        "attempt": getattr(record, "attempt", None),
-        "input_tokens": getattr(usage, "prompt_tokens", 0) if usage else 0,
-        "output_tokens": getattr(usage, "completion_tokens", 0) if usage else 0,
-        "reasoning_tokens": getattr(usage, "reasoning_tokens", 0) if usage else 0,
-        "cached_tokens": getattr(usage, "cached_tokens", 0) if usage else 0,
-        "cost_total": getattr(record, "cost", None),
-        "latency_ms": getattr(record, "latency_ms", None),
-        "time_to_first_token_ms": getattr(record, "time_to_first_token_ms", None),
-        "finish_reason": getattr(record, "finish_reason", None),
-        "error": getattr(record, "error", None),
-        "error_type": getattr(record, "error_code", None),
-    }
 
 
 __all__ = ["PackValidationError", "Runtime", "ThreadTerminatedError", "default_database_url"]

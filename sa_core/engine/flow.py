@@ -44,9 +44,9 @@ from sa_core.spec import (
 )
 
 if TYPE_CHECKING:
+    from sa_core.engine.services import EngineContext
     from sa_core.engine.tools import OfferedTool
     from sa_core.registry import PackScope
-    from sa_core.runtime import Runtime
     from sa_core.state import ThreadState
     from sa_core.store import Transaction
     from sa_core.store.executions import ResumePoint
@@ -145,7 +145,7 @@ class Flow:
 
     def __init__(
         self,
-        runtime: Runtime,
+        engine: EngineContext,
         state: ThreadState,
         side: Side,
         *,
@@ -158,7 +158,7 @@ class Flow:
     ) -> None:
         from sa_core.store import now_us
 
-        self.runtime = runtime
+        self.engine = engine
         self.state = state
         self.flow_id = str(uuid.uuid4())
         self.current_side: Side = side
@@ -344,10 +344,10 @@ class Flow:
     async def save_point(self, point: ResumePoint, *, tx: Transaction | None = None) -> None:
         """Write the execution record of a durable flow (in ``tx`` when given)."""
         if self.durable:
-            await self.runtime.store.save_running_point(
+            await self.engine.store.save_running_point(
                 self.state.thread_id,
                 point.model_dump(mode="json"),
-                self.runtime.instance_id,
+                self.engine.instance_id,
                 tx=tx,
             )
 
@@ -362,9 +362,9 @@ class Flow:
             "step_message_id": step_message_id,
             "attempts": {},
         }
-        store = self.runtime.store
+        store = self.engine.store
         await store.save_running_point(
-            self.state.thread_id, point, self.runtime.instance_id, tx=tx
+            self.state.thread_id, point, self.engine.instance_id, tx=tx
         )
 
     async def _evaluate_stop(
@@ -444,7 +444,7 @@ class Flow:
         if not (prompt.include_chat and self.depth == 0):
             return list(sent)
         if self._before is None:
-            history = await self.runtime.store.history(self.state.thread_id)
+            history = await self.engine.store.history(self.state.thread_id)
             in_flow = {m.id for m in self.messages}
             self._before = [m for m in history if m.id not in in_flow and m.status not in UNSENT]
         before = self._before_filtered.get(prompt.include_past_tools)
@@ -472,21 +472,21 @@ class Flow:
         return sent, top
 
     async def _step(self, side: Side, config: SideConfig) -> StepResult:
-        runtime = self.runtime
+        engine = self.engine
         state = self.state
         prompt = self._prompt(config)
         state._prompt = prompt
         self.prompt_path = [prompt.name]
         scope = self.scope
         model = scope.model(prompt.model)
-        offered = runtime.offered_tools(state, scope, prompt, side)
-        secret = runtime.secret_names(scope, state._row)
-        system_text = runtime.template(scope, prompt).render(
+        offered = engine.caches.offered_tools(state, scope, prompt, side)
+        secret = engine.secrets.secret_names(scope, state._row)
+        system_text = engine.caches.template(scope, prompt).render(
             lambda name: None if name in secret else state.env_or_none(name)
         )
         history = await self._context_messages(prompt)
-        if runtime.host.has_impls("filter_messages"):
-            history = await runtime.host.chain("filter_messages", list(history), state=state)
+        if engine.host.has_impls("filter_messages"):
+            history = await engine.host.chain("filter_messages", list(history), state=state)
         provider_messages = [ProviderMessage("system", system_text)]
         if self.depth == 0 and state._children:
             listing = registry_system_message(state._children)
@@ -497,9 +497,9 @@ class Flow:
             acting=side,
             images_allowed=model.capabilities.supports_images,
             recent_image_threshold=prompt.recent_image_threshold,
-            read_file=lambda path: runtime.store.read_file(state.thread_id, path),
+            read_file=lambda path: engine.store.read_file(state.thread_id, path),
         )
-        provider_messages = await runtime.host.chain(
+        provider_messages = await engine.host.chain(
             "prefilter_llm_history", provider_messages, state=state
         )
         from sa_core.store import now_us
@@ -514,7 +514,7 @@ class Flow:
             prompt=prompt.name,
             request_sent_at=now_us(),
         )
-        watched = runtime.events.has_listeners
+        watched = engine.events.has_listeners
         if watched:
             pending = await create_message(state, pending)
             self._pending = pending
@@ -527,7 +527,7 @@ class Flow:
             reasoning = ReasoningConfig(
                 prompt.reasoning.effort, prompt.reasoning.max_tokens, prompt.reasoning.exclude
             )
-        response, log = await runtime.call_model(
+        response, log = await engine.models.call_model(
             state,
             model,
             provider_messages,
@@ -573,8 +573,8 @@ class Flow:
             "response_completed_at": now_us(),
             "log_id": log.id,
         }
-        async with runtime.store.transaction() as tx:
-            await runtime.store.insert_log(state.thread_id, log, tx=tx)
+        async with engine.store.transaction() as tx:
+            await engine.store.insert_log(state.thread_id, log, tx=tx)
             if watched:
                 updated = await update_message(state, pending.id, updates, tx=tx)
             else:
@@ -627,7 +627,7 @@ class Flow:
     ) -> Message | None:
         from sa_core.engine.dispatch import execute_call
 
-        runtime = self.runtime
+        engine = self.engine
         state = self.state
         tool_message_id = str(uuid.uuid4())
         state.emit("tool_call_started", {"id": call.id, "name": call.name})
@@ -644,7 +644,7 @@ class Flow:
         hook = (
             "after_tool_call_success" if result.status == "success" else "after_tool_call_failure"
         )
-        replaced = await runtime.host.chain(hook, result, state=state, tool_call=call)
+        replaced = await engine.host.chain(hook, result, state=state, tool_call=call)
         result = _as_result(replaced, result)
         if config.session_status is not None and call.name == config.session_status.name:
             from sa_core.engine.subagents import forward_status
@@ -669,7 +669,7 @@ class Flow:
 
         state = self.state
         if not raw:
-            stored = await self.runtime.host.chain(
+            stored = await self.engine.host.chain(
                 "before_store_tool_result", result, state=state, tool_call=call
             )
             result = _as_result(stored, result)
@@ -710,7 +710,7 @@ class Flow:
                     mapped = None
                 else:
                     refs += found
-        content = self.runtime.redact_secrets(state, result_text(result, mapped))
+        content = self.engine.secrets.redact_secrets(state, result_text(result, mapped))
         terminal = {b.name for b in (config.session_stop, config.session_fail) if b is not None}
         listed_by_result = result.subagent_id is not None  # subagent results list their files
         if (
@@ -752,14 +752,14 @@ class Flow:
         Every queue write in this process flags the thread, so after the flow's first drain an
         unflagged thread is known to be empty.
         """
-        runtime = self.runtime
+        engine = self.engine
         state = self.state
-        if not runtime.scheduler.take_queued(state.thread_id) and self.step_count:
+        if not engine.scheduler.take_queued(state.thread_id) and self.step_count:
             return
         # consumed exactly once: the entries leave the queue in the transaction that stores
         # them as messages (ids taken from the entries) and moves the resume point past them
-        async with runtime.store.transaction() as tx:
-            entries = await runtime.store.drain_queue(state.thread_id, tx=tx)
+        async with engine.store.transaction() as tx:
+            entries = await engine.store.drain_queue(state.thread_id, tx=tx)
             if not entries:
                 return
             messages = []
@@ -790,10 +790,10 @@ class Flow:
             await self.save_point(self.resume_point(), tx=tx)
 
     async def _perform_handoff(self, handoff: PendingHandoff) -> None:
-        runtime = self.runtime
+        engine = self.engine
         state = self.state
-        async with runtime.store.transaction() as tx:
-            await runtime.store.update_thread(
+        async with engine.store.transaction() as tx:
+            await engine.store.update_thread(
                 state.thread_id, agent_id=handoff.agent_name, package=handoff.package, tx=tx
             )
             state._row.agent_id = handoff.agent_name
@@ -821,9 +821,9 @@ class Flow:
 
     async def _cleanup_after_abort(self) -> None:
         state = self.state
-        reason = INTERRUPTED if self.runtime.closing else STOPPED_BY_USER
+        reason = INTERRUPTED if self.engine.closing else STOPPED_BY_USER
         await self._fail_unanswered_message({"status": "failed", "metadata": {"error": reason}})
-        if self.runtime.closing and self.durable:
+        if self.engine.closing and self.durable:
             # a shutdown is a restart like a crash: the calls without results run on resume
             self._unanswered = []
         for call in list(self._unanswered):
@@ -866,7 +866,7 @@ class Flow:
                 )
         except Exception as again:  # e.g. the hook that failed the step fails these writes too
             data["recording_error"] = f"{type(again).__name__}: {again}"
-        await self.runtime.log(state.thread_id, "step_error", data)
+        await self.engine.log(state.thread_id, "step_error", data)
         self.stopped_by = "step_error"
 
 

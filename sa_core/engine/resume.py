@@ -32,7 +32,7 @@ async def mark_interrupted_calls(flow: Flow) -> None:
     from sa_core.engine.messages import update_message
 
     state = flow.state
-    for message_id in await flow.runtime.store.pending_message_ids(state.thread_id):
+    for message_id in await flow.engine.store.pending_message_ids(state.thread_id):
         await update_message(
             state,
             message_id,
@@ -58,7 +58,7 @@ async def resume_step(
     steps = point.side_steps
     flow.side_steps = {"a": int(steps.get("a", 0)), "b": int(steps.get("b", 0))}
     await mark_interrupted_calls(flow)
-    history = await flow.runtime.store.history(state.thread_id, since=point.since - 1)
+    history = await flow.engine.store.history(state.thread_id, since=point.since - 1)
     flow.messages = [m for m in history if m.parent_id is None]
     if point.step_message_id is None:
         return None
@@ -69,7 +69,7 @@ async def resume_step(
     prompt = flow._prompt(config)
     state._prompt = prompt
     flow.prompt_path = [prompt.name]
-    offered = flow.runtime.offered_tools(state, flow.scope, prompt, point.side)
+    offered = flow.engine.caches.offered_tools(state, flow.scope, prompt, point.side)
     calls = [
         c if isinstance(c, ToolCall) else ToolCall.model_validate(c)
         for c in message.tool_calls or []
