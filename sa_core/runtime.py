@@ -463,8 +463,8 @@ class Runtime:
 
         refs = await self.attachment_refs(state, attachments)
         thread_id = state.thread_id
-        if state._row.stopped:
-            state._row.stopped = False
+        if state.row.stopped:
+            state.row.stopped = False
             await self.store.update_thread(thread_id, stopped=False)
         # a stopped turn still unwinding drains nothing more, so start after it
         await self.scheduler.unwinding(thread_id)
@@ -505,7 +505,7 @@ class Runtime:
         """Record that the thread owes a turn starting at ``message`` (joins the open tx)."""
         from sa_core.store.executions import ExecutionRecord, ResumePoint
 
-        turns = state._row.execution.get("turns") or {}
+        turns = state.row.execution.get("turns") or {}
         point = ResumePoint(
             since=message.created_at,
             side=side,
@@ -516,11 +516,11 @@ class Runtime:
         )
 
     async def _count_human_turn(self, state: ThreadState) -> None:
-        execution = dict(state._row.execution)
+        execution = dict(state.row.execution)
         turns = dict(execution.get("turns") or {})
         turns["b"] = int(turns.get("b", 0)) + 1
         execution["turns"] = turns
-        state._row.execution = execution
+        state.row.execution = execution
         await self.store.update_thread(state.thread_id, execution=execution)
 
     async def queue(self, state: ThreadState, data: QueueMessageInput) -> str:
@@ -560,7 +560,7 @@ class Runtime:
         flow = Flow(
             self.engine, state, side, initial_messages=initial, resume=resume, durable=True
         )
-        state._flow = flow
+        state.execution = flow
         self.scheduler.attach(thread_id, flow)
         flow.end_reason = await flow.run()
         return flow
@@ -573,7 +573,7 @@ class Runtime:
             await self.store.finish_execution(flow.state.thread_id, reason, tx=tx)
 
     async def _settle(self, state: ThreadState, flow: Flow, reason: str) -> None:
-        execution = dict(state._row.execution)
+        execution = dict(state.row.execution)
         execution.update(
             turns=dict(flow.turns),
             side=flow.current_side,
@@ -582,7 +582,7 @@ class Runtime:
             if reason in ("awaiting_human", "stop_on_response", "stop_tool")
             else "idle",
         )
-        state._row.execution = execution
+        state.row.execution = execution
         await self.store.update_thread(state.thread_id, execution=execution)
         from sa_core.engine.subagents import on_flow_end
 
@@ -629,11 +629,11 @@ class Runtime:
         """Terminate a thread for good (``state.terminate``)."""
         from sa_core.store import now_us
 
-        if state._row.terminated is not None:
+        if state.row.terminated is not None:
             return
         terminated = now_us()
-        state._row.terminated = terminated
-        state._row.stopped = True
+        state.row.terminated = terminated
+        state.row.stopped = True
         await self.store.update_thread(state.thread_id, terminated=terminated, stopped=True)
         await self.scheduler.cancel(state.thread_id)  # never the caller's own runner
         await self.store.finish_execution(state.thread_id, "aborted_by_user")
@@ -650,7 +650,7 @@ class Runtime:
         """
         from sa_core.engine.subagents import scoped_names
 
-        rows = [state._row]
+        rows = [state.row]
         for thread_id in await self.store.descendant_ids(state.thread_id):
             shared = self._live.get(thread_id)
             row = shared.row if shared is not None else await self.store.get_thread(thread_id)
@@ -658,7 +658,7 @@ class Runtime:
                 rows.append(row)
         cut: set[str] = set()
         for row in rows:
-            if row is not state._row:
+            if row is not state.row:
                 scope = self.registry.scopes.get(row.package)
                 agent = scope.agents.get(row.agent_id) if scope is not None else None
                 if row.parent_id in cut or (

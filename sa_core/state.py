@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import mimetypes
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from sa_core.errors import (
@@ -153,10 +154,39 @@ class ThreadState:
         """The registry of subagent instances this thread spawned."""
         return list(self._children)
 
+    @children.setter
+    def children(self, entries: list[SubagentRegistryEntry]) -> None:
+        """Replace the registry as every live handle of the thread sees it (engine use)."""
+        self._children = list(entries)
+
     @property
     def execution(self) -> Flow | None:
         """The running flow (step counts, current side, stop()), or None outside a turn."""
         return self._flow
+
+    @execution.setter
+    def execution(self, flow: Flow | None) -> None:
+        """Attach the flow this handle runs in (engine use)."""
+        self._flow = flow
+
+    @property
+    def active_prompt(self) -> PromptDefinition | None:
+        """The prompt in effect: the one the current step runs (its hooks, env and tools)."""
+        return self._prompt
+
+    @active_prompt.setter
+    def active_prompt(self, prompt: PromptDefinition | None) -> None:
+        self._prompt = prompt
+
+    @contextlib.contextmanager
+    def tool_env(self, env: Mapping[str, str]) -> Iterator[None]:
+        """Within the block, ``env`` (a prompt's tool config) resolves first (engine use)."""
+        previous = self._tool_env
+        self._tool_env = env
+        try:
+            yield
+        finally:
+            self._tool_env = previous
 
     @property
     def context(self) -> dict[str, Any]:

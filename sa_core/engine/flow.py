@@ -192,7 +192,7 @@ class Flow:
             [],
         )
         self._unanswered: list[ToolCall] = []
-        execution = dict(state._row.execution)
+        execution = dict(state.row.execution)
         turns = execution.get("turns") or {}
         self.turns: dict[Side, int] = {"a": int(turns.get("a", 0)), "b": int(turns.get("b", 0))}
         self.durable = durable or resume is not None
@@ -475,12 +475,12 @@ class Flow:
         engine = self.engine
         state = self.state
         prompt = self._prompt(config)
-        state._prompt = prompt
+        state.active_prompt = prompt
         self.prompt_path = [prompt.name]
         scope = self.scope
         model = scope.model(prompt.model)
         offered = engine.caches.offered_tools(state, scope, prompt, side)
-        secret = engine.secrets.secret_names(scope, state._row)
+        secret = engine.secrets.secret_names(scope, state.row)
         system_text = engine.caches.template(scope, prompt).render(
             lambda name: None if name in secret else state.env_or_none(name)
         )
@@ -488,8 +488,8 @@ class Flow:
         if engine.host.has_impls("filter_messages"):
             history = await engine.host.chain("filter_messages", list(history), state=state)
         provider_messages = [ProviderMessage("system", system_text)]
-        if self.depth == 0 and state._children:
-            listing = registry_system_message(state._children)
+        if self.depth == 0 and state.children:
+            listing = registry_system_message(state.children)
             if listing:
                 provider_messages.append(ProviderMessage("system", listing))
         provider_messages += await self._converter.convert(
@@ -613,7 +613,7 @@ class Flow:
             if row is not None:
                 tool_rows.append(row)
         self._unanswered = []
-        state._prompt = prompt
+        state.active_prompt = prompt
         return StepResult(message, calls, tool_rows, content)
 
     async def _run_call(
@@ -796,8 +796,8 @@ class Flow:
             await engine.store.update_thread(
                 state.thread_id, agent_id=handoff.agent_name, package=handoff.package, tx=tx
             )
-            state._row.agent_id = handoff.agent_name
-            state._row.package = handoff.package
+            state.row.agent_id = handoff.agent_name
+            state.row.package = handoff.package
             self.current_side = "a"
             self.context.update(handoff.arguments)
             if handoff.init_message is not None or handoff.init_attachments:

@@ -67,7 +67,7 @@ async def resume_step(
     if message is None or message.status != "completed" or config is None:
         return None
     prompt = flow._prompt(config)
-    state._prompt = prompt
+    state.active_prompt = prompt
     flow.prompt_path = [prompt.name]
     offered = flow.engine.caches.offered_tools(state, flow.scope, prompt, point.side)
     calls = [

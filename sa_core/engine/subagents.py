@@ -70,7 +70,7 @@ def subagent_tools(state: ThreadState, table: ToolTable) -> dict[str, OfferedToo
 
 
 def _current_table(state: ThreadState) -> ToolTable | None:
-    prompt = state._prompt
+    prompt = state.active_prompt
     if prompt is None:
         return None
     return state.runtime.tool_table(state.scope, prompt)
@@ -83,7 +83,7 @@ def lifecycle_tools(state: ThreadState, table: ToolTable) -> dict[str, OfferedTo
         for t in subagent_tools(state, table).values()
         if t.subagent is not None and t.subagent.is_resumable
     ]
-    if not resumable and not state._children:
+    if not resumable and not state.children:
         return {}
     offered: dict[str, OfferedTool] = {}
     if resumable:
@@ -115,7 +115,7 @@ def lifecycle_tools(state: ThreadState, table: ToolTable) -> dict[str, OfferedTo
                 "required": ["agent", "name", "message", "attachments"],
             },
         )
-    if any(e.status != "terminated" for e in state._children) or resumable:
+    if any(e.status != "terminated" for e in state.children) or resumable:
         offered["subagent_message"] = OfferedTool(
             name="subagent_message",
             kind="lifecycle",
@@ -272,7 +272,7 @@ def scoped_names(scope: PackScope, agent: AgentDefinition) -> set[str]:
 def child_env(parent: ThreadState, scope: PackScope, agent: AgentDefinition) -> dict[str, str]:
     """The parent's env minus the child graph's scoped variables."""
     scoped = scoped_names(scope, agent)
-    return {k: v for k, v in parent._row.env.items() if k not in scoped}
+    return {k: v for k, v in parent.row.env.items() if k not in scoped}
 
 
 async def _create(
@@ -295,7 +295,7 @@ async def _create(
     config = tool.subagent
     runtime = state.runtime
     agent, scope = tool.agent, tool.agent_scope
-    live = [e for e in state._children if e.name == agent.name and e.status != "terminated"]
+    live = [e for e in state.children if e.name == agent.name and e.status != "terminated"]
     cap = config.resumable.max_instances if isinstance(config.resumable, ResumableConfig) else None
     if cap is not None and len(live) >= cap:
         if config.blocking and cap == 1 and len(live) == 1:
@@ -338,7 +338,7 @@ async def _create(
     properties = {
         "owner_side": owner,
         "relationship": tool.name,
-        "prompt": state._prompt.name if state._prompt is not None else None,
+        "prompt": state.active_prompt.name if state.active_prompt is not None else None,
         "arguments": arguments,
     }
     if call_id is not None:
@@ -371,7 +371,7 @@ async def _create(
             parent_communication=config.parent_communication,
         )
         await runtime.store.upsert_child(state.thread_id, entry)
-        state._children = [*[e for e in state._children if e.reference != entry.reference], entry]
+        state.children = [*[e for e in state.children if e.reference != entry.reference], entry]
         copied = await copy_attachments(state, refs_in, child) if refs_in else []
         await _hand_over(state, child, config, message, copied, first=True)
     return await _collect(state, child.thread_id, config)
@@ -379,7 +379,7 @@ async def _create(
 
 async def _child_for_call(state: ThreadState, call_id: str) -> str | None:
     """The child a tool call created or waits on (recorded durably with the child)."""
-    for entry in state._children:
+    for entry in state.children:
         row = await state.runtime.store.get_thread(entry.reference)
         if row is not None and (
             row.properties.get("tool_call_id") == call_id
@@ -400,7 +400,7 @@ async def _deliver(
     first: bool,
 ) -> ToolResult:
     call_id = state.tool_call_id
-    waiting = {child._row.execution.get("waiter"), child._row.execution.get("answered")}
+    waiting = {child.row.execution.get("waiter"), child.row.execution.get("answered")}
     if config.blocking and call_id is not None and state.tool_attempt > 1 and call_id in waiting:
         return await _collect(state, child.thread_id, config)  # delivered before a restart
     await _hand_over(state, child, config, message, attachments, first=first)
@@ -465,12 +465,12 @@ async def _await_child(child: ThreadState, call_id: str) -> None:
     """
     execution = {
         k: v
-        for k, v in child._row.execution.items()
+        for k, v in child.row.execution.items()
         if k not in ("last_outcome", "last_stop_reason", "answered")
     }
     if call_id:
         execution["waiter"] = call_id
-    child._row.execution = execution
+    child.row.execution = execution
     await child.runtime.store.update_thread(child.thread_id, execution=execution)
 
 
@@ -554,7 +554,7 @@ async def _message_instance(
         return ToolResult(
             status="error", error="subagent_message requires referenceId and message."
         )
-    entry = next((e for e in state._children if e.reference == reference), None)
+    entry = next((e for e in state.children if e.reference == reference), None)
     runtime = state.runtime
     row = await runtime.store.get_thread(reference) if entry else None
     if entry is None or row is None or row.terminated is not None or entry.status == "terminated":
@@ -588,7 +588,7 @@ def _config_for(state: ThreadState, child_row: Any) -> SubagentToolConfig | None
     name = child_row.properties.get("relationship") or child_row.agent_id
     scope = state.scope
     recorded = scope.prompts.get(child_row.properties.get("prompt") or "")
-    candidates = [p for p in (recorded, state._prompt) if p is not None]
+    candidates = [p for p in (recorded, state.active_prompt) if p is not None]
     for prompt in [*candidates, *scope.prompts.values()]:
         tool = state.runtime.tool_table(scope, prompt).tools.get(name)
         if tool is not None and tool.subagent is not None:
@@ -597,10 +597,10 @@ def _config_for(state: ThreadState, child_row: Any) -> SubagentToolConfig | None
 
 
 def _list_instances(state: ThreadState) -> ToolResult:
-    if not state._children:
+    if not state.children:
         return ToolResult(status="success", result="No active subagent instances.")
     lines = ["Active subagent instances:"]
-    for entry in state._children:
+    for entry in state.children:
         label = entry.thread_name or entry.name
         lines.append(f"- {entry.reference}: {label} — {entry.status} ({entry.description})")
     lines.append("Message one with subagent_message(referenceId, message).")
@@ -640,7 +640,7 @@ async def _defer_for_variables(
         "required": required,
         "missing": missing,
         "owner_side": flow.current_side if flow is not None else "a",
-        "prompt": state._prompt.name if state._prompt is not None else None,
+        "prompt": state.active_prompt.name if state.active_prompt is not None else None,
     }
     request_id = await state.runtime.store.create_env_request(state.thread_id, payload)
     endpoint = f"/api/packages/{state.package}/threads/{state.thread_id}/variables/{request_id}"
@@ -713,7 +713,7 @@ async def provide_variables(
     assert tool is not None and tool.subagent is not None
     nonblocking = tool.subagent.model_copy(update={"blocking": False})
     tool = dataclasses.replace(tool, subagent=nonblocking)
-    parent._prompt = prompt
+    parent.active_prompt = prompt
     result = await _create(
         parent,
         None,
@@ -743,7 +743,7 @@ async def boot_immediate(state: ThreadState) -> None:
     prompt = scope.prompts.get(state.agent.side_a.prompt)
     if prompt is None:
         return
-    state._prompt = prompt
+    state.active_prompt = prompt
     table = state.runtime.tool_table(scope, prompt)
     for tool in subagent_tools(state, table).values():
         config = tool.subagent
@@ -787,11 +787,11 @@ def _immediate_instances(
         env = {
             key: value
             for key in spec.scoped_env
-            if (value := state._row.env.get(key + suffix)) is not None
+            if (value := state.row.env.get(key + suffix)) is not None
         }
-        name = state._row.env.get(spec.name_env + suffix) if spec.name_env else None
+        name = state.row.env.get(spec.name_env + suffix) if spec.name_env else None
         description = (
-            state._row.env.get(spec.description_env + suffix) if spec.description_env else None
+            state.row.env.get(spec.description_env + suffix) if spec.description_env else None
         )
         if index > 1 and not env and name is None and description is None:
             break
@@ -854,7 +854,7 @@ async def notify_parent(state: ThreadState, content: str) -> None:
     parent = await state.get_parent_thread()
     if parent is None or parent.terminated is not None:
         return
-    role = "assistant" if state._row.properties.get("owner_side") == "b" else "user"
+    role = "assistant" if state.row.properties.get("owner_side") == "b" else "user"
     await parent.queue_message(
         {
             "role": role,
@@ -875,7 +875,7 @@ async def on_flow_end(state: ThreadState, flow: Flow, reason: str) -> None:
         )
     if state.parent_id is None:
         return
-    execution = dict(state._row.execution)
+    execution = dict(state.row.execution)
     if outcome is not None:
         execution["last_outcome"] = {
             "reason": outcome.reason,
@@ -886,7 +886,7 @@ async def on_flow_end(state: ThreadState, flow: Flow, reason: str) -> None:
     else:
         execution.pop("last_outcome", None)
     execution["last_stop_reason"] = reason
-    state._row.execution = execution
+    state.row.execution = execution
     await runtime.store.update_thread(state.thread_id, execution=execution)
     if state.thread_id in runtime.scheduler.awaited or execution.get("waiter"):
         return  # a blocking call receives the outcome as its result
@@ -924,7 +924,7 @@ async def on_flow_end(state: ThreadState, flow: Flow, reason: str) -> None:
     text = template.format(ref=state.thread_id, result=outcome_text)
     if copied:
         text += ATTACHMENTS_TEXT.format(paths="\n".join(r.path for r in copied))
-    role = "assistant" if state._row.properties.get("owner_side") == "b" else "user"
+    role = "assistant" if state.row.properties.get("owner_side") == "b" else "user"
     await parent.queue_message(
         {
             "role": role,
