@@ -169,3 +169,36 @@ async def test_queued_entries_become_messages_with_their_queue_ids_exactly_once(
         stored = await thread.get_message(queue_id)
         assert await runtime.store.list_queue(thread.thread_id) == []
     assert stored is not None and stored.content == "q" and stored.metadata == {"queued": True}
+
+
+@pytest.mark.asyncio
+async def test_pending_row_left_by_a_crash_is_marked_interrupted_and_kept_out_of_context(
+    sa_runtime_factory: Any,
+) -> None:
+    from sa_core.spec import Message
+
+    runs: list[tuple[str | None, int]] = []
+    gate = asyncio.Event()
+    gate.set()
+    pack = gated_pack(runs, gate)
+    provider = FunctionProvider(lambda request: "answered")
+    async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
+        thread = await rt.create_thread("helper")
+        rt._open = False  # the process dies mid-stream: the turn is owed, its row pending
+        await thread.send_message("a", wait=False)
+        rt._open = True
+        partial = Message(
+            id="partial", thread_id=thread.thread_id, role="assistant", content="Once up",
+            status="pending",
+        )
+        await rt.store.insert_messages([partial])
+    async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
+        await rt.wait_idle(timeout=10)
+        thread = await rt.get_thread(thread.thread_id)
+        page = await thread.get_messages()
+        cut = await thread.get_message("partial")
+    assert cut is not None and cut.status == "failed" and cut.metadata is not None
+    assert cut.metadata["interrupted"] is True
+    assert "Interrupted by a restart" in cut.metadata["error"]
+    assert [(m.role, m.content) for m in page.messages][-1] == ("assistant", "answered")
+    assert [m.content for m in provider.requests[0].messages[1:]] == ["a"]

@@ -29,7 +29,7 @@ from sa_core.engine.messages import (
     create_messages,
     new_message,
     prepare_message,
-    update_message,
+    publish_message,
 )
 from sa_core.providers import ProviderMessage, ReasoningConfig
 from sa_core.spec import (
@@ -182,7 +182,6 @@ class Flow:
         self._before: list[Message] | None = None
         self._before_filtered: dict[bool, list[Message]] = {}
         self._error_streak: tuple[str, int] = ("", 0)
-        self._pending: Message | None = None
         self._prepared: Message | None = None
         self._converter = IncrementalConverter()
         self._sent: tuple[list[Message], int, list[Message], list[Message]] = (
@@ -514,13 +513,11 @@ class Flow:
             prompt=prompt.name,
             request_sent_at=now_us(),
         )
-        watched = engine.events.has_listeners
-        if watched:
-            pending = await create_message(state, pending)
-            self._pending = pending
-        else:
-            pending = await prepare_message(state, pending)
-            self._prepared = pending
+        # written the same way watched or not: one insert once the answer is complete (or has
+        # failed); watchers see the pending row as a frame, the store never holds it
+        pending = await prepare_message(state, pending)
+        self._prepared = pending
+        publish_message(state, pending)
         tools = [t for t in offered.values()] if model.capabilities.supports_tool_calls else []
         reasoning = None
         if prompt.reasoning is not None:
@@ -575,10 +572,7 @@ class Flow:
         }
         async with engine.store.transaction() as tx:
             await engine.store.insert_log(state.thread_id, log, tx=tx)
-            if watched:
-                updated = await update_message(state, pending.id, updates, tx=tx)
-            else:
-                updated = await complete_prepared(state, pending, updates, tx=tx)
+            updated = await complete_prepared(state, pending, updates, tx=tx)
             if self.durable:  # the resume point commits with the step (tool calls included)
                 await self.save_step_point(pending.id, tx=tx)
         message = updated or pending.model_copy(update=updates)
@@ -588,7 +582,7 @@ class Flow:
             and not isinstance(message.tool_calls[0], ToolCall)
         ):
             message = message.model_copy(update={"tool_calls": calls})
-        self._pending = self._prepared = None
+        self._prepared = None
         self.remember(message)
         self._unanswered = list(calls)
         tool_rows: list[Message] = []
@@ -844,14 +838,11 @@ class Flow:
     async def _fail_unanswered_message(self, updates: dict[str, Any]) -> None:
         """Store the message of a model call that never completed as ``failed``.
 
-        Watched or not, a failed call leaves the same row: an update of the pending row, or
-        the prepared (not yet stored) message written once with the failure applied.
+        Watched or not, a failed call leaves the same row: the prepared (not yet stored)
+        message written once with the failure applied.
         """
-        pending, self._pending = self._pending, None
         prepared, self._prepared = self._prepared, None
-        if pending is not None:
-            await update_message(self.state, pending.id, updates)
-        elif prepared is not None:
+        if prepared is not None:
             self.remember(await complete_prepared(self.state, prepared, updates))
 
     async def _record_step_error(self, exc: Exception) -> None:
