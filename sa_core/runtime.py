@@ -181,6 +181,11 @@ class Runtime:
             if row is not None and row.terminated is None:
                 self.scheduler.kick(thread_id, "a")
 
+    def live_row(self, thread_id: str) -> ThreadRow | None:
+        """The row live handles of a thread share (their view of it), or None when none is open."""
+        shared = self._live.get(thread_id)
+        return shared.row if shared is not None else None
+
     def _parent_of(self, thread_id: str) -> str | None:
         shared = self._live.get(thread_id)
         return shared.row.parent_id if shared is not None else None

@@ -480,8 +480,7 @@ async def _release_child(runtime: Runtime, child_id: str, answered: bool = False
     An answered call stays recorded as ``answered`` so that the call, run again after a
     restart before its result was stored, re-attaches instead of messaging the child again.
     """
-    shared = runtime._live.get(child_id)
-    row = shared.row if shared is not None else await runtime.store.get_thread(child_id)
+    row = runtime.live_row(child_id) or await runtime.store.get_thread(child_id)
     if row is None or "waiter" not in row.execution:
         return
     execution = {k: v for k, v in row.execution.items() if k != "waiter"}
