@@ -202,3 +202,48 @@ async def test_pending_row_left_by_a_crash_is_marked_interrupted_and_kept_out_of
     assert "Interrupted by a restart" in cut.metadata["error"]
     assert [(m.role, m.content) for m in page.messages][-1] == ("assistant", "answered")
     assert [m.content for m in provider.requests[0].messages[1:]] == ["a"]
+
+
+@pytest.mark.asyncio
+async def test_subagent_call_run_again_after_a_restart_reuses_the_child_it_created(
+    sa_runtime_factory: Any,
+) -> None:
+    lead = define_prompt(name="lead", model="m", prompt="Lead.", tools=["helper"])
+    work = define_prompt(name="work", model="m", prompt="Work.")
+    pack = Pack(
+        name="team",
+        agents=[
+            define_agent(name="lead", side_a={"prompt": "lead"}),
+            define_agent(
+                name="helper",
+                type="dual_ai",
+                expose_as_tool=True,
+                tool_description="Helps.",
+                max_session_turns=1,
+                side_a={"prompt": "work"},
+                side_b={"prompt": "work"},
+            ),
+        ],
+        prompts=[lead, work],
+        models=[define_model(name="m", provider="test", model="x")],
+    )
+    provider = FunctionProvider(lambda request: "working")
+    async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
+        thread = await rt.create_thread("lead")
+        thread.active_prompt = lead
+        thread.tool_call_id, thread.tool_attempt = "call_1", 1
+        first = await thread.invoke_tool("helper", {"message": "t"})
+        requests = len(provider.requests)
+        thread.tool_attempt = 2  # the same call, run again after a restart cut it off
+        again = await thread.invoke_tool("helper", {"message": "t"})
+        await rt.wait_idle(timeout=10)
+        await thread.refresh()
+        children = thread.children
+    assert first.subagent_id is not None
+    assert (again.status, again.subagent_id, again.error) == (
+        first.status,
+        first.subagent_id,
+        first.error,
+    )
+    assert [c.reference for c in children] == [first.subagent_id]
+    assert len(provider.requests) == requests  # the child did not run again
