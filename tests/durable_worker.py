@@ -35,6 +35,7 @@ from sa_core import (
 )
 from sa_core.providers import ProviderRequest
 from sa_core.testing import FunctionProvider
+from sa_hooks import hookimpl
 
 MESSAGES = {
     "ack": "hello",
@@ -44,6 +45,7 @@ MESSAGES = {
     "child": "ask child",
     "stream": "tell a story",
     "effect": "schedule effect",
+    "handoff": "hand off",
 }
 """The message each mode sends; the same text drives the provider after the restart."""
 
@@ -132,7 +134,12 @@ def build_pack() -> Pack:
             "once",
             "schedule",
             {"name": "helper", "blocking": True, "initUserMessageProperty": "task"},
+            "desk",
         ],
+    )
+    desk_prompt = define_prompt(name="front", model="m", prompt="Desk.", include_chat=True)
+    desk = define_agent(
+        name="desk", expose_as_tool=True, tool_description="The desk.", side_a={"prompt": "front"}
     )
     work = define_prompt(name="work", model="w", prompt="Work.", include_chat=True)
     review = define_prompt(
@@ -154,8 +161,8 @@ def build_pack() -> Pack:
     tick = define_effect(name="tick", description="Tick.", execute=run_tick)
     return Pack(
         name="durable",
-        agents=[agent, helper],
-        prompts=[lead, work, review],
+        agents=[agent, helper, desk],
+        prompts=[lead, work, review, desk_prompt],
         models=[model, worker_model, reviewer_model],
         tools=tools,
         effects=[tick],
@@ -165,6 +172,8 @@ def build_pack() -> Pack:
 async def answer(request: ProviderRequest) -> Any:
     """Deterministic answers from the conversation so far (the same in every process)."""
     last = request.messages[-1]
+    if request.messages[0].content == "Desk.":
+        return "desk here"
     if request.model == "worker":
         if _block["mode"] == "child":
             await hang()
@@ -184,9 +193,20 @@ async def answer(request: ProviderRequest) -> Any:
         return {"tool_calls": [{"name": "helper", "arguments": {"task": "t1"}}]}
     if text == "schedule effect":
         return {"tool_calls": [{"name": "schedule", "arguments": {"note": "e1"}}]}
+    if text == "hand off":
+        return {"tool_calls": [{"name": "desk", "arguments": {}}]}
     if text == "tell a story":
         return STORY
     return f"echo: {text}"
+
+
+class HandoffStall:
+    """A plugin that stalls once the handoff's tool result is stored (``handoff`` mode)."""
+
+    @hookimpl
+    async def sa_after_create_message(self, state: Any, message: Any) -> None:
+        if _block["mode"] == "handoff" and message.role == "tool" and message.name == "desk":
+            await hang()
 
 
 def provider(mode: str | None = None) -> FunctionProvider:
@@ -210,6 +230,7 @@ async def main(mode: str, database: str, ledger: str) -> None:
         providers={"test": provider(mode)},
         database_url=f"sqlite:///{database}",
         load_entrypoints=False,
+        plugins=[HandoffStall()],
     )
     await runtime.start()
     if again:

@@ -260,3 +260,22 @@ async def test_effect_interrupted_by_two_restarts_is_failed_not_run_a_third_time
     with closing(sqlite3.connect(database)) as db:
         rows = db.execute("SELECT status, error, attempts FROM effects").fetchall()
     assert rows == [("failed", "Interrupted by a restart before it finished.", 2)]
+
+
+@pytest.mark.asyncio
+async def test_handoff_whose_result_was_stored_before_the_kill_is_performed_after_restart(
+    tmp_path,
+):
+    database, ledger, thread_id = kill_at_point("handoff", tmp_path)
+    runtime, provider = reopen(database, ledger)
+    async with runtime:
+        messages = await settled_messages(runtime, thread_id)
+        thread = await runtime.get_thread(thread_id)
+    assert thread.agent_id == "desk"
+    assert [(m.role, m.content) for m in messages] == [
+        ("user", "hand off"),
+        ("assistant", None),
+        ("tool", "Handoff complete"),
+        ("assistant", "desk here"),
+    ]
+    assert len(provider.requests) == 1

@@ -11,6 +11,7 @@ result is stored:
   crash runs again at most once (``state.tool_attempt == 2``), or gets the failed result
   ``Interrupted by a restart before it finished.`` when its tool says ``retry_on_resume=False``;
   a blocking subagent call re-attaches to the child it created;
+* a handoff whose tool call succeeded but that was not performed yet is performed;
 * then the step's stop conditions are evaluated as if it had just finished.
 """
 
@@ -77,6 +78,14 @@ async def resume_step(
     answered = {m.tool_call_id: m for m in flow.messages if m.role == "tool" and m.tool_call_id}
     tool_rows: list[Message] = [answered[c.id] for c in calls if c.id in answered]
     unanswered = [c for c in calls if c.id not in answered]
+    for call in calls:
+        tool = offered.get(call.name)
+        done = answered.get(call.id)
+        if tool is not None and tool.kind == "handoff" and done and done.tool_status == "success":
+            # the handoff itself commits with a new resume point: it is still to be performed
+            from sa_core.engine.dispatch import run_offered
+
+            await run_offered(state, flow, tool, call.arguments, call, None)
     flow._unanswered = list(unanswered)
     for index, call in enumerate(unanswered):
         # the first call without a result may have been running; later ones never started
