@@ -46,6 +46,7 @@ MESSAGES = {
     "stream": "tell a story",
     "effect": "schedule effect",
     "handoff": "hand off",
+    "notify": "send scout",
 }
 """The message each mode sends; the same text drives the provider after the restart."""
 
@@ -135,6 +136,7 @@ def build_pack() -> Pack:
             "schedule",
             {"name": "helper", "blocking": True, "initUserMessageProperty": "task"},
             "desk",
+            {"name": "scout", "blocking": False, "initUserMessageProperty": "task"},
         ],
     )
     desk_prompt = define_prompt(name="front", model="m", prompt="Desk.", include_chat=True)
@@ -157,11 +159,12 @@ def build_pack() -> Pack:
             "session_stop": {"name": "finish", "message_property": "summary"},
         },
     )
+    scout = helper.model_copy(update={"name": "scout", "tool_description": "Scouts."})
     agent = define_agent(name="lead", side_a={"prompt": "lead"})
     tick = define_effect(name="tick", description="Tick.", execute=run_tick)
     return Pack(
         name="durable",
-        agents=[agent, helper, desk],
+        agents=[agent, helper, desk, scout],
         prompts=[lead, work, review, desk_prompt],
         models=[model, worker_model, reviewer_model],
         tools=tools,
@@ -193,6 +196,8 @@ async def answer(request: ProviderRequest) -> Any:
         return {"tool_calls": [{"name": "helper", "arguments": {"task": "t1"}}]}
     if text == "schedule effect":
         return {"tool_calls": [{"name": "schedule", "arguments": {"note": "e1"}}]}
+    if text == "send scout":
+        return {"tool_calls": [{"name": "scout", "arguments": {"task": "s1"}}]}
     if text == "hand off":
         return {"tool_calls": [{"name": "desk", "arguments": {}}]}
     if text == "tell a story":
@@ -200,12 +205,18 @@ async def answer(request: ProviderRequest) -> Any:
     return f"echo: {text}"
 
 
-class HandoffStall:
-    """A plugin that stalls once the handoff's tool result is stored (``handoff`` mode)."""
+class Stalls:
+    """Stalls right after a message is written: the handoff's tool result (``handoff``), or a
+    child's note that it reported to its parent, inside the transaction that settles the
+    child's flow (``notify``)."""
 
     @hookimpl
     async def sa_after_create_message(self, state: Any, message: Any) -> None:
-        if _block["mode"] == "handoff" and message.role == "tool" and message.name == "desk":
+        mode = _block["mode"]
+        if mode == "handoff" and message.role == "tool" and message.name == "desk":
+            await hang()
+        kind = (message.metadata or {}).get("status_kind")
+        if mode == "notify" and kind == "subagent_event":
             await hang()
 
 
@@ -230,7 +241,7 @@ async def main(mode: str, database: str, ledger: str) -> None:
         providers={"test": provider(mode)},
         database_url=f"sqlite:///{database}",
         load_entrypoints=False,
-        plugins=[HandoffStall()],
+        plugins=[Stalls()],
     )
     await runtime.start()
     if again:

@@ -279,3 +279,21 @@ async def test_handoff_whose_result_was_stored_before_the_kill_is_performed_afte
         ("assistant", "desk here"),
     ]
     assert len(provider.requests) == 1
+
+
+@pytest.mark.asyncio
+async def test_child_killed_while_reporting_to_its_parent_reports_exactly_once(tmp_path):
+    database, ledger, thread_id = kill_at_point("notify", tmp_path)
+    runtime, provider = reopen(database, ledger)
+    async with runtime:
+        messages = await settled_messages(runtime, thread_id)
+        parent = await runtime.get_thread(thread_id)
+        (entry,) = parent.children
+        child = await runtime.get_thread(entry.reference)
+        child_messages = (await child.get_messages(limit=1000, include_silent=True)).messages
+    reports = [m for m in messages if (m.metadata or {}).get("subagent_event") == "result"]
+    assert len(reports) == 1 and reports[0].subagent_id == child.thread_id
+    assert "all good" in (reports[0].content or "")
+    forwarded = [m for m in child_messages if (m.metadata or {}).get("status_kind")]
+    assert len(forwarded) == 1
+    assert entry.status == "idle"
