@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import uuid
 import weakref
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -29,13 +30,14 @@ from sa_core.errors import (
 
 if TYPE_CHECKING:
     from sa_core.engine.context import PromptTemplate
-    from sa_core.engine.events import EventBus
+    from sa_core.engine.events import EventBus, QueuedFrame
     from sa_core.engine.flow import Flow
     from sa_core.engine.mcp import McpManager
+    from sa_core.engine.scheduler import Scheduler
     from sa_core.engine.tools import OfferedTool, ToolTable
     from sa_core.offline import OfflineSpec
     from sa_core.plugins import PluginHost
-    from sa_core.providers import Provider, ProviderMessage, ProviderResponse, ReasoningConfig
+    from sa_core.providers import Provider, ProviderMessage, ProviderResponse
     from sa_core.registry import PackScope, Registry
     from sa_core.spec import (
         AttachmentRef,
@@ -49,10 +51,13 @@ if TYPE_CHECKING:
     )
     from sa_core.state import SharedThread, ThreadState
     from sa_core.store import Store, ThreadRow
+    from sa_core.store.executions import ResumePoint
 
 DEFAULT_DATABASE = ".sa/sa.db"
 FLOW_MARKER = "sa:flow"
-"""Thread value set while a flow runs; a thread still marked at start was interrupted."""
+"""Thread value older versions set while a flow ran (read once on start, then removed).
+
+The engine now keeps a typed execution record per thread (``store.get_execution``)."""
 
 
 def default_database_url() -> str:
@@ -99,18 +104,8 @@ class Runtime:
         self.offline = offline
         self.pack_errors: list[PackLoadError] = []
         self.pack_sources: dict[str, Any] = {}
-        self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._flows: dict[str, Flow] = {}
-        self._kicked: set[str] = set()
-        self._settling: set[str] = set()
-        self._queued: set[str] = set()
-        self._initial: dict[str, list[Message]] = {}
-        self._background: set[asyncio.Task[Any]] = set()
-        self._tables: dict[tuple[str, str], ToolTable] = {}
-        self._templates: dict[tuple[str, str], PromptTemplate] = {}
-        self._secrets: dict[str, frozenset[str]] = {}
-        self._parents: dict[str, str | None] = {}
-        self._blocking_waits: set[str] = set()
+        self.instance_id = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        """Names this runtime in the execution records it claims."""
         self._live: weakref.WeakValueDictionary[str, SharedThread] = weakref.WeakValueDictionary()
         self._open = False
         self.closing = False
@@ -127,8 +122,13 @@ class Runtime:
 
     async def start(self) -> None:
         """Load plugins and packs, open the store, and resume pending work."""
+        from sa_core.engine.caches import PromptCaches
         from sa_core.engine.effects import EffectScheduler
         from sa_core.engine.events import EventBus
+        from sa_core.engine.modelcall import ModelCaller
+        from sa_core.engine.scheduler import Scheduler
+        from sa_core.engine.secrets import SecretRedactor
+        from sa_core.engine.services import EngineContext
         from sa_core.plugins import create_plugin_host
         from sa_core.registry import Registry
         from sa_core.store import open_store
@@ -154,32 +154,84 @@ class Runtime:
             self.providers.update({name: offline for name in names})
         self.store: Store = await open_store(self.database_url)
         self.events: EventBus = EventBus()
-        self.events.parent_of = self._parents.get
+        self.events.parent_of = self._parent_of
+        self.scheduler: Scheduler = Scheduler(
+            self.store,
+            self.instance_id,
+            self._run_flow,
+            self._settle_flow,
+            accepting=lambda: self._open,
+        )
+        self.caches = PromptCaches()
+        self.secrets = SecretRedactor(self.registry)
+        self.models = ModelCaller(
+            self.providers, self.store, self.events, offline=self.offline is not False
+        )
+        self.engine: EngineContext = EngineContext(
+            store=self.store,
+            registry=self.registry,
+            host=self.host,
+            events=self.events,
+            scheduler=self.scheduler,
+            caches=self.caches,
+            secrets=self.secrets,
+            models=self.models,
+            instance_id=self.instance_id,
+            is_closing=lambda: self.closing,
+        )
         self.effects = EffectScheduler(self)
         self._open = True
+        await self.store.release_claims()  # the processes that held them are gone
         await self.effects.start()
         await self._resume_interrupted()
         for thread_id in await self.store.threads_with_queue():
             row = await self.store.get_thread(thread_id)
             if row is not None and row.terminated is None:
-                self._kick(thread_id, "a")
+                self.scheduler.kick(thread_id, "a")
+
+    def live_row(self, thread_id: str) -> ThreadRow | None:
+        """The row live handles of a thread share (their view of it), or None when none is open."""
+        shared = self._live.get(thread_id)
+        return shared.row if shared is not None else None
+
+    def _parent_of(self, thread_id: str) -> str | None:
+        shared = self._live.get(thread_id)
+        return shared.row.parent_id if shared is not None else None
 
     async def _resume_interrupted(self) -> None:
-        """Restart the flows a shutdown or crash interrupted, on the side that was acting."""
+        """Resume every owed or interrupted flow from the last point it committed."""
+        for thread_id, record in (await self.store.owed_executions()).items():
+            row = await self.store.get_thread(thread_id)
+            if row is None or row.terminated is not None or row.stopped or record.resume is None:
+                await self.store.finish_execution(thread_id, record.stop_reason)
+                continue
+            self.scheduler.kick(thread_id, record.resume.side, resume=record.resume)
         for thread_id, marker in (await self.store.threads_with_value(FLOW_MARKER)).items():
+            await self.store.delete_value(thread_id, FLOW_MARKER)  # written by older versions
             row = await self.store.get_thread(thread_id)
             if row is None or row.terminated is not None or row.stopped:
-                await self.store.delete_value(thread_id, FLOW_MARKER)
                 continue
             marker = marker if isinstance(marker, dict) else {}
-            initial = [
-                message
-                for message_id in marker.get("messages", [])
-                if (message := await self.store.get_message(thread_id, message_id)) is not None
-            ]
-            if initial:
-                self._initial[thread_id] = initial
-            self._kick(thread_id, "b" if marker.get("side") == "b" else "a")
+            side: Literal["a", "b"] = "b" if marker.get("side") == "b" else "a"
+            for message_id in marker.get("messages", []):
+                message = await self.store.get_message(thread_id, message_id)
+                if message is not None:
+                    self.scheduler.kick(thread_id, side, initial=message)
+            self.scheduler.kick(thread_id, side)
+
+    async def ensure_running(self, thread_id: str) -> None:
+        """Start a thread's runner if it owes work (a turn or queued entries) and has none."""
+        if self.scheduler.is_running(thread_id) or not self._open:
+            return
+        record = await self.store.get_execution(thread_id)
+        if record is not None and record.status != "idle" and record.resume is not None:
+            self.scheduler.kick(thread_id, record.resume.side, resume=record.resume)
+            return
+        from sa_core.engine.flow import side_for_role
+
+        queue = await self.store.list_queue(thread_id)
+        if queue:
+            self.scheduler.kick(thread_id, side_for_role(queue[0].role))
 
     def _installed_packs(self, taken: set[str]) -> list[Pack]:
         from sa_core.packloader import installed_packs
@@ -202,10 +254,7 @@ class Runtime:
         self._open = False
         self.closing = True
         await self.effects.stop()
-        tasks = list(self._tasks.values()) + list(self._background)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await self.scheduler.close()
         if self._mcp is not None:
             await self._mcp.close()
         for provider in self.providers.values():
@@ -228,7 +277,7 @@ class Runtime:
 
         async def settle() -> None:
             while True:
-                pending = [*self._tasks.values(), *self._background, *self.effects.running]
+                pending = [*self.scheduler.pending(), *self.effects.running]
                 if pending:
                     await asyncio.gather(*pending, return_exceptions=True)
                     continue
@@ -236,7 +285,7 @@ class Runtime:
                     await asyncio.sleep(0.005)
                     continue
                 await asyncio.sleep(0)
-                if not (self._tasks or self._background or self.effects.running):
+                if not (self.scheduler.busy or self.effects.running):
                     return
 
         await asyncio.wait_for(settle(), timeout)
@@ -279,8 +328,7 @@ class Runtime:
             properties=dict(properties or {}),
         )
         await self.store.create_thread(row)
-        self._parents[row.id] = parent_id
-        state = await self._state_for(row)
+        state = await self.state_for(row)
         from sa_core.engine.subagents import boot_immediate
 
         await boot_immediate(state)
@@ -356,12 +404,12 @@ class Runtime:
         row = await self.store.get_thread(thread_id)
         if row is None:
             raise ThreadNotFoundError(thread_id)
-        return await self._state_for(row)
+        return await self.state_for(row)
 
-    async def _state_for(self, row: ThreadRow, flow: Flow | None = None) -> ThreadState:
+    async def state_for(self, row: ThreadRow, flow: Flow | None = None) -> ThreadState:
+        """A ThreadState over a stored thread row (sharing live handles of the same thread)."""
         from sa_core.state import SharedThread, ThreadState
 
-        self._parents.setdefault(row.id, row.parent_id)
         children = await self.store.list_children(row.id)
         shared = self._live.get(row.id)
         if shared is None:
@@ -387,7 +435,7 @@ class Runtime:
     async def delete_thread(self, thread_id: str) -> list[str]:
         """Hard-delete a thread and its descendants; returns the deleted ids."""
         for descendant in [thread_id, *await self.store.descendant_ids(thread_id)]:
-            await self._cancel(descendant)
+            await self.scheduler.cancel(descendant)
         return await self.store.delete_thread(thread_id)
 
     @property
@@ -397,7 +445,7 @@ class Runtime:
 
     def is_running(self, thread_id: str) -> bool:
         """Whether the thread has a turn in flight or queued."""
-        return thread_id in self._tasks
+        return self.scheduler.is_running(thread_id)
 
     # -- messages, queue, execution ---------------------------------------------------------
 
@@ -419,7 +467,7 @@ class Runtime:
                 refs.append(AttachmentRef.model_validate(item))
         return refs
 
-    async def _send(
+    async def send(
         self,
         state: ThreadState,
         content: str,
@@ -428,20 +476,23 @@ class Runtime:
         silent: bool,
         wait: bool,
     ) -> Message:
+        """Send a message on a thread (``state.send_message``).
+
+        Returns once the message and the turn it is owed are committed (one transaction), or
+        its queue entry is, while a turn runs; with ``wait``, once the thread is idle again.
+        """
         from sa_core.engine.flow import side_for_role
-        from sa_core.engine.messages import create_message, new_id, new_message
+        from sa_core.engine.messages import announce_created, new_id, new_message, prepare_message
         from sa_core.spec import QueueMessageInput
 
         refs = await self.attachment_refs(state, attachments)
         thread_id = state.thread_id
-        if state._row.stopped:
-            state._row.stopped = False
+        if state.row.stopped:
+            state.row.stopped = False
             await self.store.update_thread(thread_id, stopped=False)
-        task = self._tasks.get(thread_id)
-        if task is not None and task.cancelling() and task is not asyncio.current_task():
-            # a stopped turn is still unwinding: it drains nothing more, so start after it
-            await asyncio.wait([task])
-        if thread_id in self._tasks:
+        # a stopped turn still unwinding drains nothing more, so start after it
+        await self.scheduler.unwinding(thread_id)
+        if self.scheduler.is_running(thread_id):
             message_id = new_id()
             entry = QueueMessageInput(
                 role=role,
@@ -451,100 +502,102 @@ class Runtime:
                 metadata={"message_id": message_id},
             )
             await self.store.enqueue(thread_id, entry)
-            self._queued.add(thread_id)
-            self._note_queued(thread_id)
+            self.scheduler.note_queued(thread_id)
             message = new_message(
                 thread_id, role, content, id=message_id, silent=silent, attachments=refs or None
             )
         else:
-            message = await create_message(
+            message = await prepare_message(
                 state,
                 new_message(thread_id, role, content, silent=silent, attachments=refs or None),
             )
-            if role == "user" and state.agent.type == "ai_human":
-                await self._count_human_turn(state)
-            self._initial.setdefault(thread_id, []).append(message)
-            self._kick(thread_id, side_for_role(role))
+            # acknowledged only once the message and the turn it is owed commit together
+            async with self.store.transaction() as tx:
+                await self.store.insert_messages([message], tx=tx)
+                if role == "user" and state.agent.type == "ai_human":
+                    await self._count_human_turn(state)
+                await self._owe_turn(state, message, side_for_role(role))
+            await announce_created(state, [message])
+            self.scheduler.kick(thread_id, side_for_role(role), initial=message)
         if wait:
-            await self._wait_thread(thread_id)
+            await self.scheduler.wait(thread_id)
         return message
 
+    async def _owe_turn(
+        self, state: ThreadState, message: Message, side: Literal["a", "b"]
+    ) -> None:
+        """Record that the thread owes a turn starting at ``message`` (joins the open tx)."""
+        from sa_core.store.executions import ExecutionRecord, ResumePoint
+
+        turns = state.row.execution.get("turns") or {}
+        point = ResumePoint(
+            since=message.created_at,
+            side=side,
+            turns={"a": int(turns.get("a", 0)), "b": int(turns.get("b", 0))},
+        )
+        await self.store.save_execution(
+            state.thread_id, ExecutionRecord(status="owed", resume=point)
+        )
+
     async def _count_human_turn(self, state: ThreadState) -> None:
-        execution = dict(state._row.execution)
+        execution = dict(state.row.execution)
         turns = dict(execution.get("turns") or {})
         turns["b"] = int(turns.get("b", 0)) + 1
         execution["turns"] = turns
-        state._row.execution = execution
+        state.row.execution = execution
         await self.store.update_thread(state.thread_id, execution=execution)
 
-    async def _queue(self, state: ThreadState, data: QueueMessageInput) -> str:
+    async def queue(self, state: ThreadState, data: QueueMessageInput) -> str:
+        """Queue a message on a thread and wake it (``state.queue_message``)."""
         from sa_core.engine.flow import side_for_role
 
         refs = await self.attachment_refs(state, data.attachments)
         entry = data.model_copy(update={"attachments": refs})
         queue_id = await self.store.enqueue(state.thread_id, entry)
-        self._queued.add(state.thread_id)
-        self.events.publish(
-            state.thread_id,
-            {"type": "queued", "queue_id": queue_id, "role": data.role, "silent": data.silent},
-        )
-        if state.thread_id in self._tasks:
-            self._note_queued(state.thread_id)
+        frame: QueuedFrame = {
+            "type": "queued",
+            "queue_id": queue_id,
+            "role": data.role,
+            "silent": data.silent,
+        }
+        self.events.publish(state.thread_id, frame)
+        if self.scheduler.is_running(state.thread_id):
+            self.scheduler.note_queued(state.thread_id)
         else:
-            self._kick(state.thread_id, side_for_role(data.role))
+            self.scheduler.kick(state.thread_id, side_for_role(data.role))
         return queue_id
 
-    def _note_queued(self, thread_id: str) -> None:
-        """Note new queue entries for a thread whose flow already took its last step.
+    async def _run_flow(
+        self,
+        thread_id: str,
+        side: Literal["a", "b"],
+        initial: list[Message],
+        resume: ResumePoint | None,
+    ) -> Flow | None:
+        """Run one flow of a thread (the scheduler's runner calls this)."""
+        from sa_core.engine.flow import Flow
 
-        A running flow drains the queue before each step by itself.
-        """
-        if thread_id in self._settling:
-            self._kicked.add(thread_id)
-
-    def _kick(self, thread_id: str, side: Literal["a", "b"]) -> None:
-        if not self._open:
-            return
-        if thread_id in self._tasks:
-            self._kicked.add(thread_id)
-            return
-        self._tasks[thread_id] = asyncio.create_task(
-            self._drive(thread_id, side), name=f"sa-thread-{thread_id}"
+        row = await self.store.get_thread(thread_id)
+        if row is None or row.terminated is not None:
+            return None
+        state = await self.state_for(row)
+        flow = Flow(
+            self.engine, state, side, initial_messages=initial, resume=resume, durable=True
         )
+        state.execution = flow
+        self.scheduler.attach(thread_id, flow)
+        flow.end_reason = await flow.run()
+        return flow
 
-    async def _drive(self, thread_id: str, side: Literal["a", "b"]) -> None:
-        from sa_core.engine.flow import Flow, side_for_role
-
-        try:
-            while True:
-                self._kicked.discard(thread_id)
-                row = await self.store.get_thread(thread_id)
-                if row is None or row.terminated is not None:
-                    return
-                state = await self._state_for(row)
-                initial = self._initial.pop(thread_id, [])
-                flow = Flow(self, state, side, initial_messages=initial)
-                state._flow = flow
-                self._flows[thread_id] = flow
-                marker = {"side": side, "messages": [m.id for m in initial]}
-                await self.store.set_value(thread_id, FLOW_MARKER, marker)
-                reason = await flow.run()
-                self._settling.add(thread_id)
-                await self._settle(state, flow, reason)
-                await self.store.delete_value(thread_id, FLOW_MARKER)
-                queue = await self.store.list_queue(thread_id)
-                if not queue and thread_id not in self._kicked:
-                    return
-                self._settling.discard(thread_id)
-                side = side_for_role(queue[0].role) if queue else flow.current_side
-        finally:
-            self._settling.discard(thread_id)
-            self._flows.pop(thread_id, None)
-            self._tasks.pop(thread_id, None)
-            self._initial.pop(thread_id, None)
+    async def _settle_flow(self, flow: Flow) -> None:
+        """Record a finished flow: the outcome, a parent's report and "nothing owed", at once."""
+        reason = flow.end_reason or "idle"
+        async with self.store.transaction() as tx:
+            await self._settle(flow.state, flow, reason)
+            await self.store.finish_execution(flow.state.thread_id, reason, tx=tx)
 
     async def _settle(self, state: ThreadState, flow: Flow, reason: str) -> None:
-        execution = dict(state._row.execution)
+        execution = dict(state.row.execution)
         execution.update(
             turns=dict(flow.turns),
             side=flow.current_side,
@@ -553,39 +606,30 @@ class Runtime:
             if reason in ("awaiting_human", "stop_on_response", "stop_tool")
             else ("awaiting_approval" if reason == "awaiting_approval" else "idle"),
         )
-        state._row.execution = execution
+        state.row.execution = execution
         await self.store.update_thread(state.thread_id, execution=execution)
         from sa_core.engine.subagents import on_flow_end
 
         await on_flow_end(state, flow, reason)
 
-    async def _wait_thread(self, thread_id: str) -> None:
-        while thread_id in self._tasks:
-            task = self._tasks[thread_id]
-            try:
-                await asyncio.shield(task)
-            except asyncio.CancelledError:
-                if task.cancelled():
-                    continue
-                raise
+    async def wait_thread(self, thread_id: str) -> None:
+        """Wait until the thread has no turn in flight."""
+        await self.scheduler.wait(thread_id)
 
-    async def _cancel(self, thread_id: str) -> None:
-        task = self._tasks.get(thread_id)
-        if task is not None and task is not asyncio.current_task():
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+    _wait_thread = wait_thread  # the name older callers use
 
-    async def _stop(self, thread_id: str) -> None:
+    async def stop_thread(self, thread_id: str) -> None:
+        """Stop the thread's turn (``state.stop``); the thread stays usable."""
         # flag and cancel before the first await, so that a message sent meanwhile sees the
         # stop (and clears it) and waits for the aborted turn instead of queueing behind it
         shared = self._live.get(thread_id)
         if shared is not None:
             shared.row.stopped = True
-        task = self._tasks.get(thread_id)
+        task = self.scheduler.runner(thread_id)
         if task is not None and task is asyncio.current_task():
             # called from the thread's own turn (a tool, a hook): it cannot wait for itself to
             # be cancelled, so the turn ends after the current step instead
-            flow = self._flows.get(thread_id)
+            flow = self.scheduler.flow(thread_id)
             if flow is not None:
                 flow.stop("aborted_by_user")
             task = None
@@ -599,27 +643,30 @@ class Runtime:
                 row is not None
                 and row.parent_id is not None
                 and row.terminated is None
-                and thread_id not in self._blocking_waits  # the waiter settles the status
+                and thread_id not in self.scheduler.awaited  # the waiter settles the status
             ):
                 await self.update_child(row.parent_id, thread_id, status="idle")
-        await self.store.delete_value(thread_id, FLOW_MARKER)
+        if not self.scheduler.is_running(thread_id):  # a message sent meanwhile owes a turn
+            await self.store.finish_execution(thread_id, "aborted_by_user")
 
-    async def _terminate(self, state: ThreadState) -> None:
+    async def terminate(self, state: ThreadState) -> None:
+        """Terminate a thread for good (``state.terminate``)."""
         from sa_core.store import now_us
 
-        if state._row.terminated is not None:
+        if state.row.terminated is not None:
             return
         terminated = now_us()
-        state._row.terminated = terminated
-        state._row.stopped = True
+        state.row.terminated = terminated
+        state.row.stopped = True
         await self.store.update_thread(state.thread_id, terminated=terminated, stopped=True)
-        if asyncio.current_task() is not self._tasks.get(state.thread_id):
-            await self._cancel(state.thread_id)
-        await self.store.delete_value(state.thread_id, FLOW_MARKER)
+        await self.scheduler.cancel(state.thread_id)  # never the caller's own runner
+        await self.store.finish_execution(state.thread_id, "aborted_by_user")
         if state.parent_id is not None:
             await self.update_child(state.parent_id, state.thread_id, status="terminated")
 
-    async def _set_env(self, state: ThreadState, name: str, value: str, type_: str | None) -> None:
+    async def set_thread_env(
+        self, state: ThreadState, name: str, value: str, type_: str | None
+    ) -> None:
         """Set a variable on a thread and the descendants that inherit it.
 
         A descendant whose agent graph declares ``name`` scoped does not inherit it (nor do its
@@ -627,7 +674,7 @@ class Runtime:
         """
         from sa_core.engine.subagents import scoped_names
 
-        rows = [state._row]
+        rows = [state.row]
         for thread_id in await self.store.descendant_ids(state.thread_id):
             shared = self._live.get(thread_id)
             row = shared.row if shared is not None else await self.store.get_thread(thread_id)
@@ -635,7 +682,7 @@ class Runtime:
                 rows.append(row)
         cut: set[str] = set()
         for row in rows:
-            if row is not state._row:
+            if row is not state.row:
                 scope = self.registry.scopes.get(row.package)
                 agent = scope.agents.get(row.agent_id) if scope is not None else None
                 if row.parent_id in cut or (
@@ -650,95 +697,39 @@ class Runtime:
             row.env, row.env_types = env, env_types
             await self.store.update_thread(row.id, env=env, env_types=env_types)
 
-    def _spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
-        task = asyncio.create_task(coro, name=name)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-        return task
+    def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
+        """Run a background task (awaited by :meth:`wait_idle`, cancelled on close)."""
+        return self.scheduler.spawn(coro, name)
 
-    # -- per-prompt caches ------------------------------------------------------------------
+    # -- per-prompt caches and secrets (sa_core.engine.caches / .secrets) ---------------------
 
     def template(self, scope: PackScope, prompt: PromptDefinition) -> PromptTemplate:
         """The compiled system prompt of a prompt (includes resolved once)."""
-        key = (scope.package, prompt.name)
-        cached = self._templates.get(key)
-        if cached is None or prompt is not scope.prompts.get(prompt.name, prompt):
-            from sa_core.engine.context import compile_prompt
-
-            cached = compile_prompt(prompt, scope.prompts.get)
-            self._templates[key] = cached
-        return cached
+        return self.caches.template(scope, prompt)
 
     def tool_table(self, scope: PackScope, prompt: PromptDefinition) -> ToolTable:
         """The resolved tools of a prompt (schemas computed once)."""
-        key = (scope.package, prompt.name)
-        cached = self._tables.get(key)
-        if cached is None:
-            from sa_core.engine.tools import build_tool_table
-
-            cached = build_tool_table(scope, prompt)
-            self._tables[key] = cached
-        return cached
+        return self.caches.tool_table(scope, prompt)
 
     def offered_tools(
         self, state: ThreadState, scope: PackScope, prompt: PromptDefinition, side: str
     ) -> dict[str, OfferedTool]:
         """The tools a step offers: the table, gated by optional flags, plus lifecycle tools."""
-        from sa_core.engine.subagents import lifecycle_tools
-        from sa_core.engine.tools import flag_enabled
-
-        table = self.tool_table(scope, prompt)
-        offered = {
-            name: tool
-            for name, tool in table.tools.items()
-            if (tool.optional is None or flag_enabled(state.env_or_none(tool.optional)))
-            and not (tool.subagent is not None and tool.subagent.is_resumable)
-        }
-        offered.update(lifecycle_tools(state, table))
-        return offered
+        return self.caches.offered_tools(state, scope, prompt, side)
 
     def secret_names(self, scope: PackScope, row: ThreadRow) -> frozenset[str]:
         """Variables declared secret in the package or by plugin tools, plus secret-typed env."""
-        declared = self._secrets.get(scope.package)
-        if declared is None:
-            names = {
-                v.name for a in scope.agents.values() for v in a.variables if v.type == "secret"
-            }
-            names |= {
-                v.name for p in scope.prompts.values() for v in p.variables if v.type == "secret"
-            }
-            tools = [*scope.tools.values(), *self.registry.global_tools.values()]
-            names |= {v.name for t in tools for v in t.variables if v.type == "secret"}
-            declared = frozenset(names)
-            self._secrets[scope.package] = declared
-        if not row.env_types:
-            return declared
-        return declared | {k for k, v in row.env_types.items() if v == "secret"}
+        return self.secrets.secret_names(scope, row)
 
     def redact_secrets(self, state: ThreadState, text: str) -> str:
-        """Replace the values of the thread's secret variables in ``text`` with ``[redacted]``.
+        """Replace the values of the thread's secret variables in ``text`` with ``[redacted]``."""
+        return self.secrets.redact_secrets(state, text)
 
-        Tools may read secrets; whatever they return is scrubbed before it is stored, so a
-        secret never reaches a model, a log or an API response.
-        """
-        for name in self.secret_names(state.scope, state._row):
-            value = state.env_or_none(name)
-            if value and len(value) >= 4 and value in text:
-                text = text.replace(value, "[redacted]")
-        return text
-
-    # -- model calls and logs ---------------------------------------------------------------
+    # -- model calls and logs (sa_core.engine.modelcall) --------------------------------------
 
     def provider(self, name: str) -> Provider:
         """A provider by name."""
-        try:
-            return self.providers[name]
-        except KeyError:
-            from sa_core.provider_check import unknown_provider_hint
-
-            raise DefinitionNotFoundError(
-                "provider", name, self.providers, hint=unknown_provider_hint(name, self.providers)
-            ) from None
+        return self.models.provider(name)
 
     async def call_model(
         self,
@@ -746,116 +737,14 @@ class Runtime:
         model: ModelDefinition,
         messages: list[ProviderMessage],
         tools: Sequence[OfferedTool],
-        *,
-        tool_choice: Any = "auto",
-        parallel_tool_calls: bool | None = None,
-        reasoning: ReasoningConfig | None = None,
-        message_id: str | None = None,
-        depth: int = 0,
-        partial: list[str] | None = None,
+        **options: Any,
     ) -> tuple[ProviderResponse, Log]:
-        """Call a model with retries and fallbacks; stream deltas to subscribers; log attempts.
-
-        Failed attempts are logged at once. The successful attempt's log row is returned
-        unsaved, so the caller can store it in the same transaction as the message it produced.
-        ``partial``, when given, collects the text streamed by the current attempt (a failed
-        attempt's text is dropped), so a stopped turn can keep what was said.
-
-        Returns:
-            The response and the successful attempt's (unsaved) log row.
-        """
-        from sa_core.engine.retry import ModelAttempt, call_model
-        from sa_core.providers import ProviderRequest, ProviderTool, StreamChunk
-
-        provider_tools = [ProviderTool(t.name, t.description, t.parameters) for t in tools]
-
-        def lookup(name: str) -> str | None:
-            return state.env_or_none(name) or os.environ.get(name)
-
-        chain = []
-        offline = self.offline is not False
-        if offline:
-            from sa_core.offline import offline_model
-        for definition in [model, *(state.scope.model(n) for n in model.fallbacks)]:
-            request = ProviderRequest(
-                model=offline_model(definition.model) if offline else definition.model,
-                messages=messages,
-                tools=provider_tools,
-                tool_choice=tool_choice,
-                parallel_tool_calls=parallel_tool_calls,
-                reasoning=reasoning,
-                provider_options=dict(definition.provider_options),
-                max_tokens=definition.max_tokens,
-                user=state.thread_id,
-                env=lookup,
-            )
-            chain.append(
-                ModelAttempt(
-                    model_name=definition.name,
-                    provider=self.provider(definition.provider),
-                    request=request,
-                    input_price=None if offline else definition.input_price,
-                    output_price=None if offline else definition.output_price,
-                    cached_price=None if offline else definition.cached_price,
-                )
-            )
-        events = self.events
-        thread_id = state.thread_id
-        log_ids: list[str] = []
-
-        def on_chunk(chunk: StreamChunk) -> None:
-            if partial is not None and chunk.type == "content-delta" and chunk.delta:
-                partial.append(chunk.delta)
-            if not events.has_listeners or chunk.delta is None:
-                return
-            if chunk.type == "content-delta":
-                kind = "message_chunk"
-            elif chunk.type == "reasoning-delta":
-                kind = "reasoning_chunk"
-            else:
-                return
-            events.publish(
-                thread_id,
-                {"type": kind, "message_id": message_id, "depth": depth, "chunk": chunk.delta},
-            )
-
-        succeeded: list[Log] = []
-
-        async def on_attempt(record: Any) -> None:
-            from sa_core.telemetry import model_attempt
-
-            data = _attempt_data(record)
-            data["message_id"] = message_id
-            model_attempt(state, data)
-            if log_ids:
-                data["retry_of_log_id"] = log_ids[-1]
-            if partial is not None and record.error is not None:
-                partial.clear()
-            if record.error is None:
-                log = new_log("llm_call", data)
-                log_ids.append(log.id)
-                succeeded.append(log)
-            else:
-                log_ids.append(await self.log(thread_id, "llm_call", data))
-
-        first = (
-            float(os.environ.get("STANDARD_AGENTS_STREAM_FIRST_CHUNK_TIMEOUT_MS", 120000)) / 1000
-        )
-        stall = float(os.environ.get("STANDARD_AGENTS_STREAM_STALL_TIMEOUT_MS", 45000)) / 1000
-        response, _ = await call_model(
-            chain,
-            on_chunk=on_chunk,
-            on_attempt=on_attempt,
-            first_chunk_timeout=first,
-            stall_timeout=stall,
-        )
-        return response, succeeded[-1]
+        """Call a model with retries and fallbacks (see :meth:`ModelCaller.call_model`)."""
+        return await self.models.call_model(state, model, messages, tools, **options)
 
     async def log(self, thread_id: str, kind: str, data: dict[str, Any]) -> str:
         """Append a log row to a thread; returns its id."""
-        log = new_log(kind, data)
-        await self.store.insert_log(thread_id, log)
-        return log.id
+        return await self.models.log(thread_id, kind, data)
 
     # -- composition entry points -------------------------------------------------------------
 
@@ -870,35 +759,6 @@ class Runtime:
         from sa_core.engine.subagents import provide_variables
 
         return await provide_variables(self, parent_thread_id, request_id, dict(env))
-
-
-def new_log(kind: str, data: dict[str, Any]) -> Log:
-    """A log row with a fresh id and time (not yet stored)."""
-    from sa_core.engine.messages import new_id
-    from sa_core.spec import Log
-    from sa_core.store import now_us
-
-    return Log(id=new_id(), type=kind, data=data, created_at=now_us())
-
-
-def _attempt_data(record: Any) -> dict[str, Any]:
-    usage = getattr(record, "usage", None)
-    return {
-        "provider": getattr(record, "provider", None),
-        "model": getattr(record, "model", None),
-        "model_name": getattr(record, "model_name", None),
-        "attempt": getattr(record, "attempt", None),
-        "input_tokens": getattr(usage, "prompt_tokens", 0) if usage else 0,
-        "output_tokens": getattr(usage, "completion_tokens", 0) if usage else 0,
-        "reasoning_tokens": getattr(usage, "reasoning_tokens", 0) if usage else 0,
-        "cached_tokens": getattr(usage, "cached_tokens", 0) if usage else 0,
-        "cost_total": getattr(record, "cost", None),
-        "latency_ms": getattr(record, "latency_ms", None),
-        "time_to_first_token_ms": getattr(record, "time_to_first_token_ms", None),
-        "finish_reason": getattr(record, "finish_reason", None),
-        "error": getattr(record, "error", None),
-        "error_type": getattr(record, "error_code", None),
-    }
 
 
 __all__ = ["PackValidationError", "Runtime", "ThreadTerminatedError", "default_database_url"]

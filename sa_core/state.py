@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import mimetypes
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from sa_core.errors import (
@@ -74,6 +75,14 @@ class ThreadState:
         self._context: dict[str, Any] = {}
         self._tool_env: Mapping[str, str] = {}
         self._prompt: PromptDefinition | None = None
+        self.tool_call_id: str | None = None
+        """While a tool runs: the id of its tool call, stable across restarts (use it as the
+        idempotency key of anything the tool does outside the thread)."""
+        self.tool_attempt: int = 1
+        """While a tool runs: 1 on the first run of its call, 2 when a restart interrupted the
+        first run and the call runs again (it never runs a third time)."""
+        self.effect_attempt: int | None = None
+        """While an effect runs: 1 on its first run, 2 when a restart interrupted the first."""
 
     def __repr__(self) -> str:
         return f"<ThreadState {self.thread_id} agent={self.agent_id!r}>"
@@ -146,10 +155,39 @@ class ThreadState:
         """The registry of subagent instances this thread spawned."""
         return list(self._children)
 
+    @children.setter
+    def children(self, entries: list[SubagentRegistryEntry]) -> None:
+        """Replace the registry as every live handle of the thread sees it (engine use)."""
+        self._children = list(entries)
+
     @property
     def execution(self) -> Flow | None:
         """The running flow (step counts, current side, stop()), or None outside a turn."""
         return self._flow
+
+    @execution.setter
+    def execution(self, flow: Flow | None) -> None:
+        """Attach the flow this handle runs in (engine use)."""
+        self._flow = flow
+
+    @property
+    def active_prompt(self) -> PromptDefinition | None:
+        """The prompt in effect: the one the current step runs (its hooks, env and tools)."""
+        return self._prompt
+
+    @active_prompt.setter
+    def active_prompt(self, prompt: PromptDefinition | None) -> None:
+        self._prompt = prompt
+
+    @contextlib.contextmanager
+    def tool_env(self, env: Mapping[str, str]) -> Iterator[None]:
+        """Within the block, ``env`` (a prompt's tool config) resolves first (engine use)."""
+        previous = self._tool_env
+        self._tool_env = env
+        try:
+            yield
+        finally:
+            self._tool_env = previous
 
     @property
     def context(self) -> dict[str, Any]:
@@ -216,7 +254,7 @@ class ThreadState:
             The stored message.
         """
         self._check_active()
-        return await self._runtime._send(self, content, role, attachments or [], silent, wait)
+        return await self._runtime.send(self, content, role, attachments or [], silent, wait)
 
     async def get_messages(
         self,
@@ -277,7 +315,7 @@ class ThreadState:
         """
         self._check_active()
         data = QueueMessageInput.model_validate(message)
-        return await self._runtime._queue(self, data)
+        return await self._runtime.queue(self, data)
 
     async def update_message(self, message_id: str, updates: Mapping[str, Any]) -> Message | None:
         """Update fields of a stored message (runs the update hooks)."""
@@ -427,7 +465,7 @@ class ThreadState:
         self, name: str, value: str, *, type: Literal["text", "secret"] | None = None
     ) -> None:
         """Set a thread variable; active descendants receive it too."""
-        await self._runtime._set_env(self, name, value, type)
+        await self._runtime.set_thread_env(self, name, value, type)
 
     # -- tools ------------------------------------------------------------------------------
 
@@ -436,7 +474,7 @@ class ThreadState:
         if self._flow is not None:
             self._flow.queued_tools.append((name, dict(args or {})))
             return
-        self._runtime._spawn(self.invoke_tool(name, args), f"queue_tool:{name}")
+        self._runtime.spawn(self.invoke_tool(name, args), f"queue_tool:{name}")
 
     async def invoke_tool(self, name: str, args: Mapping[str, Any] | None = None) -> ToolResult:
         """Run a tool now and return its result; no tool message is stored."""
@@ -469,12 +507,16 @@ class ThreadState:
 
     def emit(self, event: str, data: Any = None) -> None:
         """Send a custom event to the thread's live subscribers."""
+        from sa_core.engine.events import EventFrame
         from sa_core.store import now_us
 
-        self._runtime.events.publish(
-            self.thread_id,
-            {"type": "event", "eventType": event, "data": data, "timestamp": now_us()},
-        )
+        frame: EventFrame = {
+            "type": "event",
+            "eventType": event,
+            "data": data,
+            "timestamp": now_us(),
+        }
+        self._runtime.events.publish(self.thread_id, frame)
 
     # -- files ------------------------------------------------------------------------------
 
@@ -567,14 +609,14 @@ class ThreadState:
         row = await self._runtime.store.get_thread(reference)
         if row is None or row.parent_id != self.thread_id:
             return None
-        return await self._runtime._state_for(row)
+        return await self._runtime.state_for(row)
 
     async def get_parent_thread(self) -> ThreadState | None:
         """The parent thread, or None for top-level threads."""
         if self._row.parent_id is None:
             return None
         row = await self._runtime.store.get_thread(self._row.parent_id)
-        return None if row is None else await self._runtime._state_for(row)
+        return None if row is None else await self._runtime.state_for(row)
 
     async def notify_parent(self, content: str) -> None:
         """Queue a silent message on the parent, tagged with this thread's subagent id.
@@ -598,8 +640,8 @@ class ThreadState:
 
     async def stop(self) -> None:
         """Abort the in-flight turn; the next message continues the thread."""
-        await self._runtime._stop(self.thread_id)
+        await self._runtime.stop_thread(self.thread_id)
 
     async def terminate(self) -> None:
         """Soft-terminate: abort in-flight work and reject new messages and queue entries."""
-        await self._runtime._terminate(self)
+        await self._runtime.terminate(self)

@@ -85,7 +85,7 @@ async def turn(flow: Flow, run: Callable[[], Awaitable[T]]) -> T:
     from opentelemetry import trace
 
     state = flow.state
-    agent = state._row.agent_id
+    agent = state.row.agent_id
     attributes = {
         "gen_ai.operation.name": "invoke_agent",
         "gen_ai.agent.name": agent,

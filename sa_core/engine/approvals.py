@@ -94,7 +94,7 @@ async def gate(
     state = flow.state
     store = state.runtime.store
     pending = await store.get_value(state.thread_id, KEY) or {}
-    prompt = state._prompt.name if state._prompt is not None else config.prompt
+    prompt = state.active_prompt.name if state.active_prompt is not None else config.prompt
     pending.setdefault("side", flow.current_side)
     pending.setdefault("prompt", prompt)
     if flow.messages:  # the turn so far; a later flow that runs the decisions resumes it
@@ -137,8 +137,8 @@ async def settle(flow: Flow, side: str, config: SideConfig) -> bool:
     await _resume_turn(flow, pending.get("turn_start"))
     scope = state.scope
     prompt = scope.prompt(pending.get("prompt") or config.prompt)
-    previous = state._prompt
-    state._prompt = prompt
+    previous = state.active_prompt
+    state.active_prompt = prompt
     try:
         offered = await _offered(state, prompt, side)
         for entry in decided:
@@ -171,7 +171,7 @@ async def settle(flow: Flow, side: str, config: SideConfig) -> bool:
                 await store.delete_value(state.thread_id, KEY)
                 _mark(state.runtime, state.thread_id, False)
     finally:
-        state._prompt = previous
+        state.active_prompt = previous
     return bool(calls)
 
 
@@ -179,7 +179,7 @@ async def _resume_turn(flow: Flow, first: str | None) -> None:
     """In a new flow, put the parked turn's messages back in front of the flow's own."""
     if first is None or any(m.id == first for m in flow.messages):
         return
-    history = await flow.runtime.store.history(flow.state.thread_id)
+    history = await flow.engine.store.history(flow.state.thread_id)
     ids = [m.id for m in history]
     if first not in ids:
         return
@@ -266,7 +266,7 @@ async def decide(
     if all(c.get("decision") is not None for c in calls.values()):
         if state.parent_id is not None:
             await runtime.update_child(state.parent_id, state.thread_id, status="running")
-        runtime._kick(state.thread_id, side)
+        runtime.scheduler.kick(state.thread_id, side)
         event = _events.get(runtime, {}).pop(state.thread_id, None)
         if event is not None:
             event.set()
@@ -293,7 +293,7 @@ async def _check_arguments(
 async def wait_through_approvals(runtime: Runtime, thread_id: str) -> None:
     """For a blocking parent: after the child's runner ends, wait while it awaits approval."""
     while True:
-        await runtime._wait_thread(thread_id)
+        await runtime.wait_thread(thread_id)
         row = await runtime.store.get_thread(thread_id)
         if row is None or row.terminated is not None or row.stopped:
             return

@@ -74,12 +74,8 @@ async def run_offered(
         return await state.runtime.mcp.call(scope, tool.mcp, arguments)
     if tool.kind == "native":
         assert tool.native is not None
-        previous = state._tool_env
-        state._tool_env = tool.env
-        try:
+        with state.tool_env(tool.env):
             return await run_native(tool.native, state, arguments)
-        finally:
-            state._tool_env = previous
     _, problems = validate_args(
         tool.parameters if tool.parameters.get("properties") else None, arguments
     )

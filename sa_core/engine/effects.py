@@ -4,6 +4,10 @@
 earliest one is due, claims due rows atomically, and runs each with a fresh ThreadState (no
 execution). Rows claimed by a process that died are reset to pending on start, so an effect
 still pending when the process stops runs when a runtime starts on the same database.
+
+Each claim counts an attempt. An effect a restart interrupted runs again at most once: its
+second run sees ``state.effect_attempt == 2``; one interrupted twice is marked ``failed`` with
+``Interrupted by a restart before it finished.``
 """
 
 from __future__ import annotations
@@ -20,6 +24,10 @@ if TYPE_CHECKING:
     from sa_core.store import EffectRun
 
 
+MAX_EFFECT_ATTEMPTS = 2
+"""Runs an effect may start: the first, and one more after a restart interrupted it."""
+
+
 class EffectScheduler:
     """Runs scheduled effects when they are due."""
 
@@ -31,7 +39,7 @@ class EffectScheduler:
 
     async def start(self) -> None:
         """Reset interrupted runs and start the loop."""
-        await self.runtime.store.reset_processing_effects()
+        await self.runtime.store.reset_processing_effects(max_attempts=MAX_EFFECT_ATTEMPTS)
         self._task = asyncio.create_task(self._loop(), name="sa-effects")
 
     async def stop(self) -> None:
@@ -90,7 +98,12 @@ class EffectScheduler:
             value, problems = validate_args(effect.args, dict(run.args))
             if problems:
                 raise ValueError(f"Effect '{run.name}' arguments invalid: " + "; ".join(problems))
-            state.context["scheduled_effect"] = {"id": run.id, "name": run.name}
+            state.effect_attempt = run.attempt
+            state.context["scheduled_effect"] = {
+                "id": run.id,
+                "name": run.name,
+                "attempt": run.attempt,
+            }
             result = effect.execute(state, value)
             if inspect.isawaitable(result):
                 await result

@@ -1,9 +1,11 @@
 """The event bus: live frames for a thread's subscribers (SSE, WebSocket, tests).
 
-Frames are plain dicts with a ``type``: ``message_data`` (a stored message, created or updated),
-``message_chunk`` / ``reasoning_chunk`` (streamed deltas), ``event`` (``state.emit``,
-``tool_call_started``, ``tool_call_done``). A child thread's frames are also delivered to its
-ancestors with ``subagent_id`` set. Publishing with no subscribers costs one dict lookup.
+A frame is one of the typed dicts below (:data:`Frame`), told apart by ``type``:
+``message_data`` (a stored message, created or updated), ``message_chunk`` /
+``reasoning_chunk`` (streamed deltas), ``event`` (``state.emit``, ``tool_call_started``,
+``tool_call_done``) and ``queued`` (a queue entry). A child thread's frames are also delivered
+to its ancestors with ``subagent_id`` set. Publishing with no subscribers costs one dict lookup.
+Subscribers receive them as plain dicts (:data:`FrameDict`), ready to encode.
 """
 
 from __future__ import annotations
@@ -11,16 +13,61 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Literal, TypedDict, cast
 
-Frame = dict[str, Any]
+
+class _Relayed(TypedDict, total=False):
+    subagent_id: str
+    """Set on the copies an ancestor's subscribers receive: the thread it came from."""
+
+
+class MessageDataFrame(_Relayed):
+    """A message as stored (created or updated)."""
+
+    type: Literal["message_data"]
+    message_id: str
+    depth: int
+    data: dict[str, Any]
+
+
+class ChunkFrame(_Relayed):
+    """A streamed delta of a model answer (content or reasoning)."""
+
+    type: Literal["message_chunk", "reasoning_chunk"]
+    message_id: str | None
+    depth: int
+    chunk: str
+
+
+class EventFrame(_Relayed):
+    """A custom or tool event (``state.emit``, ``tool_call_started``, ``tool_call_done``)."""
+
+    type: Literal["event"]
+    eventType: str
+    data: Any
+    timestamp: int
+
+
+class QueuedFrame(_Relayed):
+    """A message queued for the thread's next step."""
+
+    type: Literal["queued"]
+    queue_id: str
+    role: str
+    silent: bool
+
+
+Frame = MessageDataFrame | ChunkFrame | EventFrame | QueuedFrame
+"""Every frame the engine publishes."""
+FrameDict = dict[str, Any]
+"""A frame as subscribers receive it."""
 
 
 class EventBus:
     """Fan-out of frames to per-thread subscriber queues."""
 
     def __init__(self) -> None:
-        self._subscribers: dict[str, set[asyncio.Queue[Frame]]] = {}
+        self._subscribers: dict[str, set[asyncio.Queue[FrameDict]]] = {}
         self.parent_of: Callable[[str], str | None] = lambda _thread_id: None
 
     @property
@@ -28,8 +75,9 @@ class EventBus:
         """Whether anyone is subscribed at all (lets publishers skip building frames)."""
         return bool(self._subscribers)
 
-    def publish(self, thread_id: str, frame: Frame) -> None:
+    def publish(self, thread_id: str, typed: Frame) -> None:
         """Deliver a frame to the thread's subscribers, and its ancestors' (tagged)."""
+        frame = cast(FrameDict, typed)
         queues = self._subscribers.get(thread_id)
         if queues:
             for queue in queues:
@@ -49,9 +97,9 @@ class EventBus:
             hops += 1
 
     @asynccontextmanager
-    async def subscribe(self, thread_id: str) -> AsyncIterator[asyncio.Queue[Frame]]:
+    async def subscribe(self, thread_id: str) -> AsyncIterator[asyncio.Queue[FrameDict]]:
         """Receive the thread's frames while the context is open."""
-        queue: asyncio.Queue[Frame] = asyncio.Queue()
+        queue: asyncio.Queue[FrameDict] = asyncio.Queue()
         self._subscribers.setdefault(thread_id, set()).add(queue)
         try:
             yield queue

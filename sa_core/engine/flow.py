@@ -29,7 +29,7 @@ from sa_core.engine.messages import (
     create_messages,
     new_message,
     prepare_message,
-    update_message,
+    publish_message,
 )
 from sa_core.providers import ProviderMessage, ReasoningConfig
 from sa_core.spec import (
@@ -44,10 +44,12 @@ from sa_core.spec import (
 )
 
 if TYPE_CHECKING:
+    from sa_core.engine.services import EngineContext
     from sa_core.engine.tools import OfferedTool
     from sa_core.registry import PackScope
-    from sa_core.runtime import Runtime
     from sa_core.state import ThreadState
+    from sa_core.store import Transaction
+    from sa_core.store.executions import ResumePoint
 
 GLOBAL_STEP_CEILING = 250
 REPEATED_ERROR_LIMIT = 8
@@ -63,6 +65,14 @@ UNSENT = ("pending", "failed")
 """Statuses of assistant rows that never got a model answer; they stay out of contexts."""
 STOPPED_BY_USER = "Execution stopped by user"
 INTERRUPTED = "Execution interrupted by a runtime shutdown; the turn resumes on restart"
+INTERRUPTED_CALL = (
+    "Interrupted by a restart while the model was answering; the call was made again"
+)
+"""Error of an assistant row whose model call a crash cut off (the row stays ``failed``)."""
+INTERRUPTED_TOOL = "Interrupted by a restart before it finished."
+"""Result of a tool call a restart interrupted that may not run again."""
+MAX_TOOL_ATTEMPTS = 2
+"""Runs a tool call may start: the first, and one more after a restart interrupted it."""
 
 StopReason = Literal[
     "aborted_by_user",
@@ -137,7 +147,7 @@ class Flow:
 
     def __init__(
         self,
-        runtime: Runtime,
+        engine: EngineContext,
         state: ThreadState,
         side: Side,
         *,
@@ -145,8 +155,12 @@ class Flow:
         parent_message_id: str | None = None,
         prompt_override: PromptDefinition | None = None,
         initial_messages: list[Message] | None = None,
+        resume: ResumePoint | None = None,
+        durable: bool = False,
     ) -> None:
-        self.runtime = runtime
+        from sa_core.store import now_us
+
+        self.engine = engine
         self.state = state
         self.flow_id = str(uuid.uuid4())
         self.current_side: Side = side
@@ -161,6 +175,8 @@ class Flow:
         self.queued_tools: list[tuple[str, dict[str, Any]]] = []
         self.pending_handoff: PendingHandoff | None = None
         self.outcome: SessionOutcome | None = None
+        self.end_reason: StopReason | None = None
+        """Why the flow stopped, once :meth:`run` returned."""
         self.messages: list[Message] = list(initial_messages or [])
         self.last_text = ""
         self.prompt_path: list[str] = []
@@ -169,14 +185,26 @@ class Flow:
         self._before_filtered: dict[bool, list[Message]] = {}
         self._error_streak: tuple[str, int] = ("", 0)
         self._last_error = ""
-        self._pending: Message | None = None
         self._prepared: Message | None = None
         self._partial: list[str] = []  # text streamed by the model call in flight
         self._converter = IncrementalConverter()
+        self._sent: tuple[list[Message], int, list[Message], list[Message]] = (
+            self.messages,
+            0,
+            [],
+            [],
+        )
         self._unanswered: list[ToolCall] = []
-        execution = dict(state._row.execution)
+        execution = dict(state.row.execution)
         turns = execution.get("turns") or {}
         self.turns: dict[Side, int] = {"a": int(turns.get("a", 0)), "b": int(turns.get("b", 0))}
+        self.durable = durable or resume is not None
+        """Whether this flow keeps the thread's execution record (a thread's top-level flow)."""
+        self._resume = resume
+        self.since = resume.since if resume is not None else min(
+            (m.created_at for m in self.messages if m.created_at), default=now_us()
+        )
+        """Creation time of the flow's first message (where a restart reloads it from)."""
 
     # -- ExecutionState ---------------------------------------------------------------------
 
@@ -249,6 +277,15 @@ class Flow:
         return max(limits)
 
     async def _loop(self) -> StopReason:
+        if self._resume is not None:
+            from sa_core.engine.resume import resume_step
+
+            resumed = await resume_step(self, self._resume)
+            self._resume = None
+            if resumed is not None:
+                decision = await self.after_step(*resumed)
+                if decision is not None:
+                    return decision
         while True:
             if self.stopped or self.state.terminated is not None:  # e.g. terminated by a tool
                 return "aborted_by_user"
@@ -285,16 +322,63 @@ class Flow:
             step = await self._step(side, side_config)
             if self.prompt_override is not None:
                 return "one_step"
-            if self.pending_handoff is not None:
-                await self._perform_handoff(self.pending_handoff)
-                self.pending_handoff = None
-                continue
-            if self._repeated_error(step):
-                await self._post_repeated_error()
-                return "repeated_error"
-            decision = await self._evaluate_stop(side, side_config, step)
+            decision = await self.after_step(side, side_config, step)
             if decision is not None:
                 return decision
+
+    async def after_step(
+        self, side: Side, config: SideConfig, step: StepResult
+    ) -> StopReason | None:
+        """Finish a step whose tool calls all have results: handoff, error streak, stops."""
+        if self.pending_handoff is not None:
+            await self._perform_handoff(self.pending_handoff)
+            self.pending_handoff = None
+            return None
+        if self._repeated_error(step):
+            await self._post_repeated_error()
+            return "repeated_error"
+        return await self._evaluate_stop(side, config, step)
+
+    # -- the execution record ---------------------------------------------------------------
+
+    def resume_point(self, step_message_id: str | None = None) -> ResumePoint:
+        """The flow's position now, for the thread's execution record."""
+        from sa_core.store.executions import ResumePoint
+
+        return ResumePoint(
+            since=self.since,
+            side=self.current_side,
+            turns=dict(self.turns),
+            step_count=self.step_count,
+            side_steps=dict(self.side_steps),
+            step_message_id=step_message_id,
+        )
+
+    async def save_point(self, point: ResumePoint, *, tx: Transaction | None = None) -> None:
+        """Write the execution record of a durable flow (in ``tx`` when given)."""
+        if self.durable:
+            await self.engine.store.save_running_point(
+                self.state.thread_id,
+                point.model_dump(mode="json"),
+                self.engine.instance_id,
+                tx=tx,
+            )
+
+    async def save_step_point(self, step_message_id: str, *, tx: Transaction) -> None:
+        """Record the step just committed as the resume point (no model built: hot path)."""
+        point = {
+            "since": self.since,
+            "side": self.current_side,
+            "turns": dict(self.turns),
+            "step_count": self.step_count,
+            "side_steps": dict(self.side_steps),
+            "step_message_id": step_message_id,
+            "attempts": {},
+        }
+        store = self.engine.store
+        await store.save_running_point(
+            self.state.thread_id, point, self.engine.instance_id, tx=tx
+        )
 
     async def _evaluate_stop(
         self, side: Side, config: SideConfig, step: StepResult
@@ -376,42 +460,60 @@ class Flow:
         flow (loaded and filtered once per flow; earlier turns' tool traffic dropped unless
         ``include_past_tools``) followed by this flow's messages.
         """
-        current = [m for m in self.messages if m.status not in UNSENT]
+        sent, top = self._sent_messages()
         if not (prompt.include_chat and self.depth == 0):
-            return current
+            return list(sent)
         if self._before is None:
-            history = await self.runtime.store.history(self.state.thread_id)
+            history = await self.engine.store.history(self.state.thread_id)
             in_flow = {m.id for m in self.messages}
             self._before = [m for m in history if m.id not in in_flow and m.status not in UNSENT]
         before = self._before_filtered.get(prompt.include_past_tools)
         if before is None:
             before = self._before if prompt.include_past_tools else without_past_tools(self._before)
             self._before_filtered[prompt.include_past_tools] = before
-        return before + [m for m in current if m.depth == 0 and m.parent_id is None]
+        return before + top
+
+    def _sent_messages(self) -> tuple[list[Message], list[Message]]:
+        """The messages of this flow that reached a model (all, and the top-level ones).
+
+        Kept incrementally: each step filters only the messages remembered since the last one,
+        so the per-step cost does not grow with the length of the flow.
+        """
+        messages = self.messages
+        if self._sent[0] is not messages or self._sent[1] > len(messages):
+            self._sent = (messages, 0, [], [])
+        _, seen, sent, top = self._sent
+        for message in messages[seen:]:
+            if message.status not in UNSENT:
+                sent.append(message)
+                if message.depth == 0 and message.parent_id is None:
+                    top.append(message)
+        self._sent = (messages, len(messages), sent, top)
+        return sent, top
 
     async def _step(self, side: Side, config: SideConfig) -> StepResult:
-        runtime = self.runtime
+        engine = self.engine
         state = self.state
         prompt = self._prompt(config)
-        state._prompt = prompt
+        state.active_prompt = prompt
         self.prompt_path = [prompt.name]
         scope = self.scope
         model = scope.model(prompt.model)
-        offered = runtime.offered_tools(state, scope, prompt, side)
+        offered = engine.caches.offered_tools(state, scope, prompt, side)
         if scope.mcp_servers:
             from sa_core.engine.mcp import offered_mcp_tools
 
             offered.update(await offered_mcp_tools(state, scope, prompt))
-        secret = runtime.secret_names(scope, state._row)
-        system_text = runtime.template(scope, prompt).render(
+        secret = engine.secrets.secret_names(scope, state.row)
+        system_text = engine.caches.template(scope, prompt).render(
             lambda name: None if name in secret else state.env_or_none(name)
         )
         history = await self._context_messages(prompt)
-        if runtime.host.has_impls("filter_messages"):
-            history = await runtime.host.chain("filter_messages", list(history), state=state)
+        if engine.host.has_impls("filter_messages"):
+            history = await engine.host.chain("filter_messages", list(history), state=state)
         provider_messages = [ProviderMessage("system", system_text)]
-        if self.depth == 0 and state._children:
-            listing = registry_system_message(state._children)
+        if self.depth == 0 and state.children:
+            listing = registry_system_message(state.children)
             if listing:
                 provider_messages.append(ProviderMessage("system", listing))
         provider_messages += await self._converter.convert(
@@ -419,9 +521,9 @@ class Flow:
             acting=side,
             images_allowed=model.capabilities.supports_images,
             recent_image_threshold=prompt.recent_image_threshold,
-            read_file=lambda path: runtime.store.read_file(state.thread_id, path),
+            read_file=lambda path: engine.store.read_file(state.thread_id, path),
         )
-        provider_messages = await runtime.host.chain(
+        provider_messages = await engine.host.chain(
             "prefilter_llm_history", provider_messages, state=state
         )
         from sa_core.store import now_us
@@ -436,13 +538,11 @@ class Flow:
             prompt=prompt.name,
             request_sent_at=now_us(),
         )
-        watched = runtime.events.has_listeners
-        if watched:
-            pending = await create_message(state, pending)
-            self._pending = pending
-        else:
-            pending = await prepare_message(state, pending)
-            self._prepared = pending
+        # written the same way watched or not: one insert once the answer is complete (or has
+        # failed); watchers see the pending row as a frame, the store never holds it
+        pending = await prepare_message(state, pending)
+        self._prepared = pending
+        publish_message(state, pending)
         tools = [t for t in offered.values()] if model.capabilities.supports_tool_calls else []
         reasoning = None
         if prompt.reasoning is not None:
@@ -450,7 +550,7 @@ class Flow:
                 prompt.reasoning.effort, prompt.reasoning.max_tokens, prompt.reasoning.exclude
             )
         self._partial.clear()
-        response, log = await runtime.call_model(
+        response, log = await engine.models.call_model(
             state,
             model,
             provider_messages,
@@ -497,12 +597,11 @@ class Flow:
             "response_completed_at": now_us(),
             "log_id": log.id,
         }
-        async with runtime.store.transaction():
-            await runtime.store.insert_log(state.thread_id, log)
-            if watched:
-                updated = await update_message(state, pending.id, updates)
-            else:
-                updated = await complete_prepared(state, pending, updates)
+        async with engine.store.transaction() as tx:
+            await engine.store.insert_log(state.thread_id, log, tx=tx)
+            updated = await complete_prepared(state, pending, updates, tx=tx)
+            if self.durable:  # the resume point commits with the step (tool calls included)
+                await self.save_step_point(pending.id, tx=tx)
         message = updated or pending.model_copy(update=updates)
         if (
             isinstance(message.tool_calls, list)
@@ -510,7 +609,7 @@ class Flow:
             and not isinstance(message.tool_calls[0], ToolCall)
         ):
             message = message.model_copy(update={"tool_calls": calls})
-        self._pending = self._prepared = None
+        self._prepared = None
         self._partial.clear()
         self.remember(message)
         self._unanswered = list(calls)
@@ -536,7 +635,7 @@ class Flow:
             if row is not None:
                 tool_rows.append(row)
         self._unanswered = []
-        state._prompt = prompt
+        state.active_prompt = prompt
         return StepResult(message, calls, tool_rows, content)
 
     async def _run_call(
@@ -546,6 +645,7 @@ class Flow:
         config: SideConfig,
         *,
         allow_any: bool = False,
+        attempt: int = 1,
     ) -> Message | None:
         from sa_core.engine.approvals import gate
         from sa_core.engine.dispatch import execute_call
@@ -554,18 +654,26 @@ class Flow:
         held = await gate(self, call, offered, config)
         if held is not False:
             return held  # parked for approval (None), or refused inside a subprompt
-        runtime = self.runtime
+        engine = self.engine
         state = self.state
         tool_message_id = str(uuid.uuid4())
         state.emit("tool_call_started", {"id": call.id, "name": call.name})
-        result = await tool_call(
-            state, call, execute_call(self, call, offered, tool_message_id, allow_any=allow_any)
-        )
+        result = _refused_on_resume(call, offered, attempt)
+        if result is None:
+            state.tool_call_id, state.tool_attempt = call.id, attempt
+            try:
+                result = await tool_call(
+                    state,
+                    call,
+                    execute_call(self, call, offered, tool_message_id, allow_any=allow_any),
+                )
+            finally:
+                state.tool_call_id, state.tool_attempt = None, 1
         state.emit("tool_call_done", {"id": call.id, "name": call.name, "status": result.status})
         hook = (
             "after_tool_call_success" if result.status == "success" else "after_tool_call_failure"
         )
-        replaced = await runtime.host.chain(hook, result, state=state, tool_call=call)
+        replaced = await engine.host.chain(hook, result, state=state, tool_call=call)
         result = _as_result(replaced, result)
         if config.session_status is not None and call.name == config.session_status.name:
             from sa_core.engine.subagents import forward_status
@@ -590,7 +698,7 @@ class Flow:
 
         state = self.state
         if not raw:
-            stored = await self.runtime.host.chain(
+            stored = await self.engine.host.chain(
                 "before_store_tool_result", result, state=state, tool_call=call
             )
             result = _as_result(stored, result)
@@ -631,7 +739,7 @@ class Flow:
                     mapped = None
                 else:
                     refs += found
-        content = self.runtime.redact_secrets(state, result_text(result, mapped))
+        content = self.engine.secrets.redact_secrets(state, result_text(result, mapped))
         terminal = {b.name for b in (config.session_stop, config.session_fail) if b is not None}
         listed_by_result = result.subagent_id is not None  # subagent results list their files
         if (
@@ -673,58 +781,63 @@ class Flow:
         Every queue write in this process flags the thread, so after the flow's first drain an
         unflagged thread is known to be empty.
         """
-        runtime = self.runtime
+        engine = self.engine
         state = self.state
-        if self.step_count and state.thread_id not in runtime._queued:
+        if not engine.scheduler.take_queued(state.thread_id) and self.step_count:
             return
-        runtime._queued.discard(state.thread_id)
-        entries = await runtime.store.drain_queue(state.thread_id)
-        if not entries:
-            return
-        messages = []
-        for entry in entries:
-            metadata = dict(entry.metadata or {})
-            metadata.setdefault("queued", True)
-            message_id = metadata.pop("message_id", None)
-            refs = [AttachmentRef.model_validate(a) for a in entry.attachments]
-            messages.append(
-                new_message(
-                    state.thread_id,
-                    entry.role,
-                    entry.content,
-                    id=message_id,
-                    silent=entry.silent,
-                    metadata=metadata,
-                    attachments=refs or None,
-                    subagent_id=metadata.get("subagent_id"),
+        # consumed exactly once: the entries leave the queue in the transaction that stores
+        # them as messages (ids taken from the entries) and moves the resume point past them
+        async with engine.store.transaction() as tx:
+            entries = await engine.store.drain_queue(state.thread_id, tx=tx)
+            if not entries:
+                return
+            messages = []
+            for entry in entries:
+                metadata = dict(entry.metadata or {})
+                metadata.setdefault("queued", True)
+                message_id = metadata.pop("message_id", None) or entry.id
+                refs = [AttachmentRef.model_validate(a) for a in entry.attachments]
+                messages.append(
+                    new_message(
+                        state.thread_id,
+                        entry.role,
+                        entry.content,
+                        id=message_id,
+                        silent=entry.silent,
+                        metadata=metadata,
+                        attachments=refs or None,
+                        subagent_id=metadata.get("subagent_id"),
+                    )
                 )
-            )
-        stored = await create_messages(state, messages)
-        for message in stored:
-            self.remember(message)
-            if self.side_config("b") is None and message.role == "user" and not message.silent:
-                self.turns["b"] += 1
-        self.current_side = side_for_role(entries[0].role)
-        self.stopped = False
+            stored = await create_messages(state, messages, tx=tx)
+            for message in stored:
+                self.remember(message)
+                if self.side_config("b") is None and message.role == "user" and not message.silent:
+                    self.turns["b"] += 1
+            self.current_side = side_for_role(entries[0].role)
+            self.stopped = False
+            await self.save_point(self.resume_point(), tx=tx)
 
     async def _perform_handoff(self, handoff: PendingHandoff) -> None:
-        runtime = self.runtime
+        engine = self.engine
         state = self.state
-        await runtime.store.update_thread(
-            state.thread_id, agent_id=handoff.agent_name, package=handoff.package
-        )
-        state._row.agent_id = handoff.agent_name
-        state._row.package = handoff.package
-        self.current_side = "a"
-        self.context.update(handoff.arguments)
-        if handoff.init_message is not None or handoff.init_attachments:
-            message = new_message(
-                state.thread_id,
-                "user",
-                handoff.init_message or "",
-                attachments=handoff.init_attachments or None,
+        async with engine.store.transaction() as tx:
+            await engine.store.update_thread(
+                state.thread_id, agent_id=handoff.agent_name, package=handoff.package, tx=tx
             )
-            self.remember(await create_message(state, message))
+            state.row.agent_id = handoff.agent_name
+            state.row.package = handoff.package
+            self.current_side = "a"
+            self.context.update(handoff.arguments)
+            if handoff.init_message is not None or handoff.init_attachments:
+                message = new_message(
+                    state.thread_id,
+                    "user",
+                    handoff.init_message or "",
+                    attachments=handoff.init_attachments or None,
+                )
+                self.remember(await create_message(state, message, tx=tx))
+            await self.save_point(self.resume_point(), tx=tx)
         from sa_core.engine.subagents import reset_immediate
 
         reset_immediate(self)
@@ -737,15 +850,19 @@ class Flow:
 
     async def _cleanup_after_abort(self) -> None:
         state = self.state
-        reason = INTERRUPTED if self.runtime.closing else STOPPED_BY_USER
+        closing = self.engine.closing
+        reason = INTERRUPTED if closing else STOPPED_BY_USER
         said = "".join(self._partial)
         self._partial.clear()
-        if said.strip() and not self.runtime.closing:
+        if said.strip() and not closing:
             # A user stop keeps what the model already said: completed, marked as stopped.
             kept = {"status": "completed", "content": said, "metadata": {"stopped": reason}}
             await self._fail_unanswered_message(kept)
         else:
             await self._fail_unanswered_message({"status": "failed", "metadata": {"error": reason}})
+        if closing and self.durable:
+            # a shutdown is a restart like a crash: the calls without results run on resume
+            self._unanswered = []
         for call in list(self._unanswered):
             row = new_message(
                 state.thread_id,
@@ -764,14 +881,11 @@ class Flow:
     async def _fail_unanswered_message(self, updates: dict[str, Any]) -> None:
         """Store the message of a model call that never completed as ``failed``.
 
-        Watched or not, a failed call leaves the same row: an update of the pending row, or
-        the prepared (not yet stored) message written once with the failure applied.
+        Watched or not, a failed call leaves the same row: the prepared (not yet stored)
+        message written once with the failure applied.
         """
-        pending, self._pending = self._pending, None
         prepared, self._prepared = self._prepared, None
-        if pending is not None:
-            await update_message(self.state, pending.id, updates)
-        elif prepared is not None:
+        if prepared is not None:
             self.remember(await complete_prepared(self.state, prepared, updates))
 
     async def _record_step_error(self, exc: Exception) -> None:
@@ -786,7 +900,7 @@ class Flow:
                 )
         except Exception as again:  # e.g. the hook that failed the step fails these writes too
             data["recording_error"] = f"{type(again).__name__}: {again}"
-        await self.runtime.log(state.thread_id, "step_error", data)
+        await self.engine.log(state.thread_id, "step_error", data)
         self.stopped_by = "step_error"
 
 
@@ -819,3 +933,22 @@ def _as_result(value: Any, fallback: ToolResult) -> ToolResult:
 
         return normalise_result(value)
     return fallback
+
+
+def _refused_on_resume(
+    call: ToolCall, offered: dict[str, OfferedTool], attempt: int
+) -> ToolResult | None:
+    """The failed result of a call a restart interrupted that may not run again, else None.
+
+    Native tools run again once (``attempt`` 2) unless defined with ``retry_on_resume=False``;
+    subagent calls re-attach to the child they created, so they always proceed.
+    """
+    if attempt <= 1:
+        return None
+    tool = offered.get(call.name)
+    if tool is not None and tool.kind in ("subagent", "lifecycle"):
+        return None
+    native = tool.native if tool is not None else None
+    if attempt > MAX_TOOL_ATTEMPTS or (native is not None and not native.retry_on_resume):
+        return ToolResult(status="error", error=INTERRUPTED_TOOL, error_code="interrupted")
+    return None

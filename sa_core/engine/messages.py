@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from sa_core.spec import Message
 
 if TYPE_CHECKING:
+    from sa_core.engine.events import MessageDataFrame
     from sa_core.state import ThreadState
     from sa_core.store import Transaction
 
@@ -60,10 +61,19 @@ async def create_messages(
     runtime = state.runtime
     prepared = [await _before_create(state, m) for m in messages]
     await runtime.store.insert_messages(prepared, tx=tx)
-    for message in prepared:
+    await announce_created(state, prepared)
+    return prepared
+
+
+async def announce_created(state: ThreadState, messages: Sequence[Message]) -> None:
+    """Run ``after_create_message`` and publish frames for messages already stored.
+
+    The second half of :func:`create_messages`, for callers that store a message (prepared
+    with :func:`prepare_message`) in a transaction of their own.
+    """
+    for message in messages:
         await _observe(state, "after_create_message", message)
         publish_message(state, message)
-    return prepared
 
 
 async def create_message(
@@ -98,7 +108,11 @@ async def prepare_message(state: ThreadState, message: Message) -> Message:
 
 
 async def complete_prepared(
-    state: ThreadState, message: Message, updates: dict[str, Any]
+    state: ThreadState,
+    message: Message,
+    updates: dict[str, Any],
+    *,
+    tx: Transaction | None = None,
 ) -> Message:
     """Store a prepared message with its updates applied, as one insert.
 
@@ -111,7 +125,7 @@ async def complete_prepared(
         "before_update_message", updates, state=state, message_id=message.id
     )
     stored = Message.model_validate({**message.__dict__, **dict(changed)})
-    await runtime.store.insert_messages([stored])
+    await runtime.store.insert_messages([stored], tx=tx)
     await _observe(state, "after_create_message", stored)
     await _observe(state, "after_update_message", stored)
     publish_message(state, stored)
@@ -122,12 +136,10 @@ def publish_message(state: ThreadState, message: Message) -> None:
     """Send a ``message_data`` frame for a stored message."""
     events = state.runtime.events
     if events.has_listeners:
-        events.publish(
-            state.thread_id,
-            {
-                "type": "message_data",
-                "message_id": message.id,
-                "depth": message.depth,
-                "data": message.model_dump(mode="json", exclude_none=True),
-            },
-        )
+        frame: MessageDataFrame = {
+            "type": "message_data",
+            "message_id": message.id,
+            "depth": message.depth,
+            "data": message.model_dump(mode="json", exclude_none=True),
+        }
+        events.publish(state.thread_id, frame)

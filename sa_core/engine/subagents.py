@@ -14,6 +14,7 @@ Children are threads with ``parent_id`` set, tracked in the parent's registry
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import re
@@ -69,7 +70,7 @@ def subagent_tools(state: ThreadState, table: ToolTable) -> dict[str, OfferedToo
 
 
 def _current_table(state: ThreadState) -> ToolTable | None:
-    prompt = state._prompt
+    prompt = state.active_prompt
     if prompt is None:
         return None
     return state.runtime.tool_table(state.scope, prompt)
@@ -82,7 +83,7 @@ def lifecycle_tools(state: ThreadState, table: ToolTable) -> dict[str, OfferedTo
         for t in subagent_tools(state, table).values()
         if t.subagent is not None and t.subagent.is_resumable
     ]
-    if not resumable and not state._children:
+    if not resumable and not state.children:
         return {}
     offered: dict[str, OfferedTool] = {}
     if resumable:
@@ -114,7 +115,7 @@ def lifecycle_tools(state: ThreadState, table: ToolTable) -> dict[str, OfferedTo
                 "required": ["agent", "name", "message", "attachments"],
             },
         )
-    if any(e.status != "terminated" for e in state._children) or resumable:
+    if any(e.status != "terminated" for e in state.children) or resumable:
         offered["subagent_message"] = OfferedTool(
             name="subagent_message",
             kind="lifecycle",
@@ -271,7 +272,7 @@ def scoped_names(scope: PackScope, agent: AgentDefinition) -> set[str]:
 def child_env(parent: ThreadState, scope: PackScope, agent: AgentDefinition) -> dict[str, str]:
     """The parent's env minus the child graph's scoped variables."""
     scoped = scoped_names(scope, agent)
-    return {k: v for k, v in parent._row.env.items() if k not in scoped}
+    return {k: v for k, v in parent.row.env.items() if k not in scoped}
 
 
 async def _create(
@@ -294,7 +295,7 @@ async def _create(
     config = tool.subagent
     runtime = state.runtime
     agent, scope = tool.agent, tool.agent_scope
-    live = [e for e in state._children if e.name == agent.name and e.status != "terminated"]
+    live = [e for e in state.children if e.name == agent.name and e.status != "terminated"]
     cap = config.resumable.max_instances if isinstance(config.resumable, ResumableConfig) else None
     if cap is not None and len(live) >= cap:
         if config.blocking and cap == 1 and len(live) == 1:
@@ -327,43 +328,65 @@ async def _create(
         return await _defer_for_variables(
             state, flow, tool, message, paths, name, arguments, [n for n, _ in missing]
         )
+    call_id = state.tool_call_id
+    if call_id is not None and state.tool_attempt > 1:
+        existing = await _child_for_call(state, call_id)
+        if existing is not None:  # a restart interrupted this call: re-attach, create nothing
+            return await _collect(state, existing, config)
     owner = owner_side or (flow.current_side if flow is not None else "a")
     tags = [f"name:{_normalise_name(name)}"] if name else []
-    child = await runtime.create_thread(
-        agent.name,
-        env=env,
-        user_id=state.user_id,
-        tags=tags,
-        package=scope.package,
-        parent_id=state.thread_id,
-        properties={
-            "owner_side": owner,
-            "relationship": tool.name,
-            "prompt": state._prompt.name if state._prompt is not None else None,
-            "arguments": arguments,
-        },
-    )
+    properties = {
+        "owner_side": owner,
+        "relationship": tool.name,
+        "prompt": state.active_prompt.name if state.active_prompt is not None else None,
+        "arguments": arguments,
+    }
+    if call_id is not None:
+        properties["tool_call_id"] = call_id
+    from sa_core.engine.files import copy_attachments
     from sa_core.store import now_us
 
-    entry = SubagentRegistryEntry(
-        reference=child.thread_id,
-        name=agent.name,
-        title=agent.title,
-        description=tool.description,
-        resumable=config.is_resumable,
-        blocking=config.blocking,
-        thread_name=name,
-        spawn_group_id=_spawn_group(flow),
-        created_at=now_us(),
-        status="running",
-        parent_communication=config.parent_communication,
-    )
-    await runtime.store.upsert_child(state.thread_id, entry)
-    state._children = [*[e for e in state._children if e.reference != entry.reference], entry]
-    from sa_core.engine.files import copy_attachments
+    # the child, its registry entry and its first message commit together
+    async with runtime.store.transaction():
+        child = await runtime.create_thread(
+            agent.name,
+            env=env,
+            user_id=state.user_id,
+            tags=tags,
+            package=scope.package,
+            parent_id=state.thread_id,
+            properties=properties,
+        )
+        entry = SubagentRegistryEntry(
+            reference=child.thread_id,
+            name=agent.name,
+            title=agent.title,
+            description=tool.description,
+            resumable=config.is_resumable,
+            blocking=config.blocking,
+            thread_name=name,
+            spawn_group_id=_spawn_group(flow),
+            created_at=now_us(),
+            status="running",
+            parent_communication=config.parent_communication,
+        )
+        await runtime.store.upsert_child(state.thread_id, entry)
+        state.children = [*[e for e in state.children if e.reference != entry.reference], entry]
+        copied = await copy_attachments(state, refs_in, child) if refs_in else []
+        await _hand_over(state, child, config, message, copied, first=True)
+    return await _collect(state, child.thread_id, config)
 
-    copied = await copy_attachments(state, refs_in, child) if refs_in else []
-    return await _deliver(state, child, entry, config, message, copied, first=True)
+
+async def _child_for_call(state: ThreadState, call_id: str) -> str | None:
+    """The child a tool call created or waits on (recorded durably with the child)."""
+    for entry in state.children:
+        row = await state.runtime.store.get_thread(entry.reference)
+        if row is not None and (
+            row.properties.get("tool_call_id") == call_id
+            or call_id in (row.execution.get("waiter"), row.execution.get("answered"))
+        ):
+            return row.id
+    return None
 
 
 async def _deliver(
@@ -376,53 +399,98 @@ async def _deliver(
     *,
     first: bool,
 ) -> ToolResult:
-    runtime = state.runtime
+    call_id = state.tool_call_id
+    waiting = {child.row.execution.get("waiter"), child.row.execution.get("answered")}
+    if config.blocking and call_id is not None and state.tool_attempt > 1 and call_id in waiting:
+        return await _collect(state, child.thread_id, config)  # delivered before a restart
+    await _hand_over(state, child, config, message, attachments, first=first)
+    return await _collect(state, child.thread_id, config)
+
+
+async def _hand_over(
+    state: ThreadState,
+    child: ThreadState,
+    config: SubagentToolConfig,
+    message: str,
+    attachments: list[AttachmentRef],
+    *,
+    first: bool,
+) -> None:
+    """Queue the message on the child; a blocking call also records itself as the waiter.
+
+    One transaction: after a restart the parent finds the child it waits on by its tool call id.
+    """
     role = _child_role(config)
-    if first and attachments:
-        for ref in attachments:
-            await child.inject_message(
-                {
-                    "role": "user",
-                    "content": f"Initial asset attachment path: {ref.path}",
-                    "silent": True,
-                }
-            )
-    if config.blocking:
-        await _forget_outcome(child)
-        runtime._blocking_waits.add(child.thread_id)
-        try:
-            await child.queue_message(
-                {"role": role, "content": message, "attachments": attachments}
-            )
-            await runtime._wait_thread(child.thread_id)
-            from sa_core.engine.approvals import wait_through_approvals
-
-            await wait_through_approvals(runtime, child.thread_id)
-        finally:
-            runtime._blocking_waits.discard(child.thread_id)
-        return await _blocking_result(state, child.thread_id)
-    await child.queue_message({"role": role, "content": message, "attachments": attachments})
-    return ToolResult(
-        status="success",
-        result=INITIATED_TEXT.format(ref=child.thread_id),
-        subagent_id=child.thread_id,
-    )
+    async with state.runtime.store.transaction():
+        if first and attachments:
+            for ref in attachments:
+                await child.inject_message(
+                    {
+                        "role": "user",
+                        "content": f"Initial asset attachment path: {ref.path}",
+                        "silent": True,
+                    }
+                )
+        if config.blocking:
+            await _await_child(child, state.tool_call_id or "")
+        await child.queue_message({"role": role, "content": message, "attachments": attachments})
 
 
-async def _forget_outcome(child: ThreadState) -> None:
-    """Drop a resumable child's previous session outcome before waiting on a new invocation.
+async def _collect(state: ThreadState, child_id: str, config: SubagentToolConfig) -> ToolResult:
+    """The tool result of a delivered call: wait for a blocking child, else "initiated"."""
+    if not config.blocking:
+        return ToolResult(
+            status="success", result=INITIATED_TEXT.format(ref=child_id), subagent_id=child_id
+        )
+    runtime = state.runtime
+    runtime.scheduler.awaited.add(child_id)
+    finished = False
+    try:
+        await runtime.ensure_running(child_id)
+        await runtime.wait_thread(child_id)
+        from sa_core.engine.approvals import wait_through_approvals
+
+        await wait_through_approvals(runtime, child_id)
+        finished = True
+    finally:
+        runtime.scheduler.awaited.discard(child_id)
+        if not finished and not runtime.closing:  # stopped: the child reports as usual later
+            await asyncio.shield(_release_child(runtime, child_id))
+    return await _blocking_result(state, child_id)
+
+
+async def _await_child(child: ThreadState, call_id: str) -> None:
+    """Record the waiting call on a child and drop its previous session outcome.
 
     A run that is cancelled (stop, terminate) records no outcome; the waiter must then report
-    that, not the result of the invocation before.
+    that, not the result of the invocation before. While a waiter is recorded the child's
+    outcome goes to that call only, never also as a notification (across restarts too).
     """
-    execution = child._row.execution
-    if "last_outcome" not in execution and "last_stop_reason" not in execution:
-        return
     execution = {
-        k: v for k, v in execution.items() if k not in ("last_outcome", "last_stop_reason")
+        k: v
+        for k, v in child.row.execution.items()
+        if k not in ("last_outcome", "last_stop_reason", "answered")
     }
-    child._row.execution = execution
+    if call_id:
+        execution["waiter"] = call_id
+    child.row.execution = execution
     await child.runtime.store.update_thread(child.thread_id, execution=execution)
+
+
+async def _release_child(runtime: Runtime, child_id: str, answered: bool = False) -> None:
+    """Clear a child's recorded waiter: the wait ended, or (``answered``) its call got the result.
+
+    An answered call stays recorded as ``answered`` so that the call, run again after a
+    restart before its result was stored, re-attaches instead of messaging the child again.
+    """
+    row = runtime.live_row(child_id) or await runtime.store.get_thread(child_id)
+    if row is None or "waiter" not in row.execution:
+        return
+    execution = {k: v for k, v in row.execution.items() if k != "waiter"}
+    if answered:
+        execution["answered"] = row.execution["waiter"]
+    row.execution = execution
+    await runtime.store.update_thread(child_id, execution=execution)
 
 
 def _spawn_group(flow: Flow | None) -> str | None:
@@ -447,7 +515,7 @@ async def _blocking_result(state: ThreadState, child_id: str) -> ToolResult:
     reason = (row.execution.get("last_stop_reason") if row else None) or (
         "aborted_by_user" if row is not None and row.stopped else "unknown"
     )
-    child = await runtime._state_for(row) if row else None
+    child = await runtime.state_for(row) if row else None
     refs = [AttachmentRef.model_validate(a) for a in outcome.get("attachments", [])]
     copied = await copy_attachments(child, refs, state) if (child and refs) else []
     failed = outcome.get("failed", True) if outcome else True
@@ -458,6 +526,7 @@ async def _blocking_result(state: ThreadState, child_id: str) -> ToolResult:
     if row is not None and row.terminated is not None:
         status = "terminated"
     await _set_entry_status(state.runtime, state.thread_id, child_id, status, state)
+    await _release_child(runtime, child_id, answered=True)
     suffix = f"\n\nReference: {child_id}"
     if copied:
         suffix = ATTACHMENTS_TEXT.format(paths="\n".join(r.path for r in copied)) + suffix
@@ -487,7 +556,7 @@ async def _message_instance(
         return ToolResult(
             status="error", error="subagent_message requires referenceId and message."
         )
-    entry = next((e for e in state._children if e.reference == reference), None)
+    entry = next((e for e in state.children if e.reference == reference), None)
     runtime = state.runtime
     row = await runtime.store.get_thread(reference) if entry else None
     if entry is None or row is None or row.terminated is not None or entry.status == "terminated":
@@ -498,7 +567,7 @@ async def _message_instance(
             status="error",
             error="Provided attachment path(s) not found in this thread: " + ", ".join(missing),
         )
-    child = await runtime._state_for(row)
+    child = await runtime.state_for(row)
     copied = await copy_attachments(state, refs, child) if refs else []
     config = _config_for(state, row)
     await _set_entry_status(runtime, state.thread_id, reference, "running", state)
@@ -521,7 +590,7 @@ def _config_for(state: ThreadState, child_row: Any) -> SubagentToolConfig | None
     name = child_row.properties.get("relationship") or child_row.agent_id
     scope = state.scope
     recorded = scope.prompts.get(child_row.properties.get("prompt") or "")
-    candidates = [p for p in (recorded, state._prompt) if p is not None]
+    candidates = [p for p in (recorded, state.active_prompt) if p is not None]
     for prompt in [*candidates, *scope.prompts.values()]:
         tool = state.runtime.tool_table(scope, prompt).tools.get(name)
         if tool is not None and tool.subagent is not None:
@@ -530,10 +599,10 @@ def _config_for(state: ThreadState, child_row: Any) -> SubagentToolConfig | None
 
 
 def _list_instances(state: ThreadState) -> ToolResult:
-    if not state._children:
+    if not state.children:
         return ToolResult(status="success", result="No active subagent instances.")
     lines = ["Active subagent instances:"]
-    for entry in state._children:  # the relationship (agent) name, never the instance name
+    for entry in state.children:  # the relationship (agent) name, never the instance name
         lines.append(f"- {entry.reference}: {entry.name} — {entry.status} ({entry.description})")
     lines.append("Message one with subagent_message(referenceId, message).")
     return ToolResult(status="success", result="\n".join(lines))
@@ -572,7 +641,7 @@ async def _defer_for_variables(
         "required": required,
         "missing": missing,
         "owner_side": flow.current_side if flow is not None else "a",
-        "prompt": state._prompt.name if state._prompt is not None else None,
+        "prompt": state.active_prompt.name if state.active_prompt is not None else None,
     }
     request_id = await state.runtime.store.create_env_request(state.thread_id, payload)
     endpoint = f"/api/packages/{state.package}/threads/{state.thread_id}/variables/{request_id}"
@@ -645,7 +714,7 @@ async def provide_variables(
     assert tool is not None and tool.subagent is not None
     nonblocking = tool.subagent.model_copy(update={"blocking": False})
     tool = dataclasses.replace(tool, subagent=nonblocking)
-    parent._prompt = prompt
+    parent.active_prompt = prompt
     result = await _create(
         parent,
         None,
@@ -675,7 +744,7 @@ async def boot_immediate(state: ThreadState) -> None:
     prompt = scope.prompts.get(state.agent.side_a.prompt)
     if prompt is None:
         return
-    state._prompt = prompt
+    state.active_prompt = prompt
     table = state.runtime.tool_table(scope, prompt)
     for tool in subagent_tools(state, table).values():
         config = tool.subagent
@@ -719,11 +788,11 @@ def _immediate_instances(
         env = {
             key: value
             for key in spec.scoped_env
-            if (value := state._row.env.get(key + suffix)) is not None
+            if (value := state.row.env.get(key + suffix)) is not None
         }
-        name = state._row.env.get(spec.name_env + suffix) if spec.name_env else None
+        name = state.row.env.get(spec.name_env + suffix) if spec.name_env else None
         description = (
-            state._row.env.get(spec.description_env + suffix) if spec.description_env else None
+            state.row.env.get(spec.description_env + suffix) if spec.description_env else None
         )
         if index > 1 and not env and name is None and description is None:
             break
@@ -792,7 +861,7 @@ async def notify_parent(state: ThreadState, content: str) -> None:
     parent = await state.get_parent_thread()
     if parent is None or parent.terminated is not None:
         return
-    role = "assistant" if state._row.properties.get("owner_side") == "b" else "user"
+    role = "assistant" if state.row.properties.get("owner_side") == "b" else "user"
     await parent.queue_message(
         {
             "role": role,
@@ -813,7 +882,7 @@ async def on_flow_end(state: ThreadState, flow: Flow, reason: str) -> None:
         )
     if state.parent_id is None:
         return
-    execution = dict(state._row.execution)
+    execution = dict(state.row.execution)
     if outcome is not None:
         execution["last_outcome"] = {
             "reason": outcome.reason,
@@ -824,13 +893,13 @@ async def on_flow_end(state: ThreadState, flow: Flow, reason: str) -> None:
     else:
         execution.pop("last_outcome", None)
     execution["last_stop_reason"] = reason
-    state._row.execution = execution
+    state.row.execution = execution
     await runtime.store.update_thread(state.thread_id, execution=execution)
     if reason == "awaiting_approval":  # parked, not finished: the parent keeps waiting
         await runtime.update_child(state.parent_id, state.thread_id, status=reason)
         return
-    if state.thread_id in runtime._blocking_waits:
-        return
+    if state.thread_id in runtime.scheduler.awaited or execution.get("waiter"):
+        return  # a blocking call receives the outcome as its result
     entries = await runtime.store.list_children(state.parent_id)
     entry = next((e for e in entries if e.reference == state.thread_id), None)
     if entry is None:
@@ -865,7 +934,7 @@ async def on_flow_end(state: ThreadState, flow: Flow, reason: str) -> None:
     text = template.format(ref=state.thread_id, result=outcome_text)
     if copied:
         text += ATTACHMENTS_TEXT.format(paths="\n".join(r.path for r in copied))
-    role = "assistant" if state._row.properties.get("owner_side") == "b" else "user"
+    role = "assistant" if state.row.properties.get("owner_side") == "b" else "user"
     await parent.queue_message(
         {
             "role": role,

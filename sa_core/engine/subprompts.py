@@ -39,14 +39,14 @@ async def run_subprompt(
     runtime = state.runtime
     depth = (parent.depth if parent is not None else 0) + 1
     try:
-        sub_state = await runtime._state_for(state._row)
+        sub_state = await runtime.state_for(state.row)
         initial: list[Message] = []
         if prompt.include_chat:
             initial = list(await runtime.store.history(state.thread_id))
             if not prompt.include_past_tools:
                 initial = without_past_tools(initial)
         flow = Flow(
-            runtime,
+            runtime.engine,
             sub_state,
             "a",
             depth=depth,
@@ -54,7 +54,7 @@ async def run_subprompt(
             prompt_override=prompt,
             initial_messages=initial,
         )
-        sub_state._flow = flow
+        sub_state.execution = flow
         text: str | None = None
         if config.init_user_message_property:
             value = arguments.get(config.init_user_message_property)

@@ -186,9 +186,9 @@ async def tree_totals(store: Store, root: str) -> UsageSummary:
 
 async def _ancestry(state: ThreadState) -> list[Any]:
     """The thread's row, then each ancestor's, up to the root."""
-    rows = [state._row]
+    rows = [state.row]
     seen = {state.thread_id}
-    parent = state._row.parent_id
+    parent = state.row.parent_id
     while parent is not None and parent not in seen:
         row = await state.runtime.store.get_thread(parent)
         if row is None:
@@ -220,7 +220,7 @@ def _parse(name: str, value: str) -> float | None:
 
 async def budget_exhausted(state: ThreadState) -> str | None:
     """A sentence naming the exhausted budget, or ``None`` when the tree may call a model."""
-    if state._row.parent_id is None and not any(
+    if state.row.parent_id is None and not any(
         state.env_or_none(name) for name in BUDGET_VARIABLES
     ):
         return None

@@ -36,6 +36,9 @@ class ToolDefinition(SpecModel):
     uses: list[str] | None = None
     progress_argument: str | None = None
     requires_approval: bool = False
+    retry_on_resume: bool = True
+    """Whether a call a restart interrupted mid-run runs again (once). ``False``: the call gets
+    the failed result ``Interrupted by a restart before it finished.`` instead."""
 
     _check = field_validator("args")(_check_args)
 

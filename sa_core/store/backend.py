@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from contextvars import ContextVar
+from contextvars import Context, ContextVar, copy_context
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -271,6 +271,18 @@ class _TransactionContext:
             tx.active = False
             _current_tx.reset(self._token)
             self._store._lock.release()
+
+
+def detached_context() -> Context:
+    """A copy of the current context without an open store transaction.
+
+    Start tasks in it (``asyncio.create_task(coro, context=detached_context())``) when the
+    caller may be inside a transaction block: a task started there would otherwise join the
+    caller's transaction.
+    """
+    context = copy_context()
+    context.run(_current_tx.set, None)
+    return context
 
 
 class StoreBase:

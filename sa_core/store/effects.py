@@ -15,11 +15,13 @@ from sa_core.store.backend import StoreBase, Transaction
 from sa_core.store.clock import now_us
 from sa_core.store.rows import EffectRun
 
+INTERRUPTED_EFFECT = "Interrupted by a restart before it finished."
+"""Error of an effect a restart interrupted after its last allowed attempt."""
 _E = t.effects.c
 _INSERT = insert(t.effects)
 _NEXT = select(func.min(_E.scheduled_at)).where(_E.status == "pending")
 _DUE = (
-    select(_E.id, _E.thread_id, _E.name, _E.args, _E.scheduled_at, _E.created_at)
+    select(_E.id, _E.thread_id, _E.name, _E.args, _E.scheduled_at, _E.created_at, _E.attempts)
     .where(_E.status == "pending", _E.scheduled_at <= bindparam("b_now"))
     .order_by(_E.scheduled_at, _E.created_at)
 )
@@ -37,6 +39,7 @@ def _claim(conn: Connection, now: int) -> list[EffectRun]:
             args=dict(row.args or {}),
             scheduled_at=row.scheduled_at,
             created_at=row.created_at,
+            attempt=int(row.attempts or 0) + 1,
         )
         for row in conn.execute(_DUE, {"b_now": now})
     ]
@@ -44,7 +47,7 @@ def _claim(conn: Connection, now: int) -> list[EffectRun]:
         conn.execute(
             update(t.effects)
             .where(_E.id.in_([run.id for run in runs]), _E.status == "pending")
-            .values(status="processing", started_at=now_us())
+            .values(status="processing", started_at=now_us(), attempts=_E.attempts + 1)
         )
     return runs
 
@@ -77,6 +80,7 @@ class EffectsMixin(StoreBase):
             "scheduled_at": effect.scheduled_at,
             "created_at": effect.created_at,
             "status": "pending",
+            "attempts": 0,
         }
         await self._write(lambda conn: conn.execute(_INSERT, row), tx)
         return effect
@@ -146,11 +150,27 @@ class EffectsMixin(StoreBase):
         )
         return await self._write(lambda conn: conn.execute(stmt).rowcount > 0, tx)
 
-    async def reset_processing_effects(self, *, tx: Transaction | None = None) -> int:
-        """Return effects left ``processing`` by a crash to ``pending``; returns how many."""
-        stmt = (
-            update(t.effects)
-            .where(_E.status == "processing")
-            .values(status="pending", started_at=None)
-        )
-        return await self._write(lambda conn: conn.execute(stmt).rowcount, tx)
+    async def reset_processing_effects(
+        self, *, max_attempts: int | None = None, tx: Transaction | None = None
+    ) -> int:
+        """Return effects left ``processing`` by a crash to ``pending``; returns how many.
+
+        Args:
+            max_attempts: Effects that already started this many runs are not run again: they
+                are marked ``failed`` with ``INTERRUPTED_EFFECT`` instead.
+            tx: An open transaction to write in.
+        """
+        reset = update(t.effects).where(_E.status == "processing")
+        give_up = None
+        if max_attempts is not None:
+            give_up = reset.where(_E.attempts >= max_attempts).values(
+                status="failed", error=INTERRUPTED_EFFECT, finished_at=now_us()
+            )
+        stmt = reset.values(status="pending", started_at=None)
+
+        def op(conn: Connection) -> int:
+            if give_up is not None:
+                conn.execute(give_up)
+            return int(conn.execute(stmt).rowcount)
+
+        return await self._write(op, tx)

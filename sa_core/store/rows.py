@@ -82,6 +82,8 @@ class EffectRun:
     args: dict[str, Any]
     scheduled_at: int
     created_at: int
+    attempt: int = 1
+    """Which run this is: 2 when a restart interrupted the first one."""
 
 
 @dataclass(slots=True)

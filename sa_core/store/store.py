@@ -8,6 +8,7 @@ from sa_core.store.apikeys import ApiKeysMixin
 from sa_core.store.backend import AsyncBackend, Backend, SQLiteBackend
 from sa_core.store.connect import resolve_database_url
 from sa_core.store.effects import EffectsMixin
+from sa_core.store.executions import ExecutionsMixin
 from sa_core.store.files import FilesMixin
 from sa_core.store.messages import MessagesMixin
 from sa_core.store.queue import QueueMixin
@@ -23,6 +24,7 @@ class Store(
     EffectsMixin,
     RegistryMixin,
     ApiKeysMixin,
+    ExecutionsMixin,
 ):
     """Durable state of threads, messages, logs, files, queues, effects, registries and keys.
 

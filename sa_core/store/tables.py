@@ -200,6 +200,8 @@ class EffectTable(SQLModel, table=True):
     error: str | None = Field(default=None, sa_column=_c(String))
     started_at: int | None = Field(default=None, sa_column=_c(BigInteger))
     finished_at: int | None = Field(default=None, sa_column=_c(BigInteger))
+    attempts: int = Field(default=0, sa_column=_c(Integer, nullable=False, default=0))
+    """How many times a run was claimed (the current run's attempt number)."""
 
 
 class ChildTable(SQLModel, table=True):
@@ -242,6 +244,25 @@ class ValueTable(SQLModel, table=True):
     updated_at: int = Field(sa_column=_c(BigInteger, nullable=False))
 
 
+class ExecutionTable(SQLModel, table=True):
+    """A thread's execution record: the turn it owes and the point a restart resumes from.
+
+    ``record`` is an :class:`sa_core.engine.record.ExecutionRecord` as JSON; ``status`` copies
+    its status so owed work is found by index. ``claimed_by`` / ``claimed_until`` name the
+    process running the thread (the claim the scale-out work turns into a lease).
+    """
+
+    __tablename__ = "executions"
+    __table_args__ = (Index("ix_executions_status", "status"),)
+
+    thread_id: str = Field(sa_column=_c(String, _thread_fk(), primary_key=True))
+    status: str = Field(sa_column=_c(String, nullable=False))
+    record: dict[str, Any] | None = Field(default=None, sa_column=_c(_json()))
+    claimed_by: str | None = Field(default=None, sa_column=_c(String))
+    claimed_until: int | None = Field(default=None, sa_column=_c(BigInteger))
+    updated_at: int = Field(sa_column=_c(BigInteger, nullable=False))
+
+
 class ApiKeyTable(SQLModel, table=True):
     """An API key: its sha256 hash and a display prefix; the plaintext is never stored."""
 
@@ -271,6 +292,7 @@ children = _table("children")
 env_requests = _table("env_requests")
 thread_values = _table("thread_values")
 api_keys = _table("api_keys")
+executions = _table("executions")
 
 PER_THREAD_TABLES: tuple[tuple[Table, str], ...] = (
     (thread_tags, "thread_id"),
@@ -282,5 +304,6 @@ PER_THREAD_TABLES: tuple[tuple[Table, str], ...] = (
     (children, "parent_id"),
     (env_requests, "parent_id"),
     (thread_values, "thread_id"),
+    (executions, "thread_id"),
 )
 """Every table holding rows of a thread, with the column naming the thread."""

@@ -60,7 +60,7 @@ class ApprovalsController(Controller):
         listed = await thread.pending_approvals()
         return ApprovalsOut(
             approvals=[convert(item, ApprovalOut) for item in listed],
-            thread_status=thread._row.execution.get("status"),
+            thread_status=thread.row.execution.get("status"),
         )
 
     @post(

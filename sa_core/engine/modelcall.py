@@ -1,0 +1,203 @@
+"""Model calling: the fallback chain of a model, retries, live deltas and ``llm_call`` logs."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+from sa_core.errors import DefinitionNotFoundError
+
+if TYPE_CHECKING:
+    from sa_core.engine.events import ChunkFrame, EventBus
+    from sa_core.engine.tools import OfferedTool
+    from sa_core.providers import Provider, ProviderMessage, ProviderResponse, ReasoningConfig
+    from sa_core.spec import Log, ModelDefinition
+    from sa_core.state import ThreadState
+    from sa_core.store import Store
+
+
+class ModelCaller:
+    """Calls models for threads and records each attempt.
+
+    Args:
+        providers: Provider objects by name.
+        store: Where failed attempts are logged.
+        events: Where streamed deltas are published.
+        offline: Every model is answered by the offline test provider: requests name
+            ``offline:<model>`` and no prices apply, so logs never claim the pack's real model.
+    """
+
+    def __init__(
+        self,
+        providers: Mapping[str, Provider],
+        store: Store,
+        events: EventBus,
+        *,
+        offline: bool = False,
+    ) -> None:
+        self.providers = providers
+        self.store = store
+        self.events = events
+        self.offline = offline
+
+    def provider(self, name: str) -> Provider:
+        """A provider by name."""
+        try:
+            return self.providers[name]
+        except KeyError:
+            from sa_core.provider_check import unknown_provider_hint
+
+            raise DefinitionNotFoundError(
+                "provider", name, self.providers, hint=unknown_provider_hint(name, self.providers)
+            ) from None
+
+    async def call_model(
+        self,
+        state: ThreadState,
+        model: ModelDefinition,
+        messages: list[ProviderMessage],
+        tools: Sequence[OfferedTool],
+        *,
+        tool_choice: Any = "auto",
+        parallel_tool_calls: bool | None = None,
+        reasoning: ReasoningConfig | None = None,
+        message_id: str | None = None,
+        depth: int = 0,
+        partial: list[str] | None = None,
+    ) -> tuple[ProviderResponse, Log]:
+        """Call a model with retries and fallbacks; stream deltas to subscribers; log attempts.
+
+        Failed attempts are logged at once. The successful attempt's log row is returned
+        unsaved, so the caller can store it in the same transaction as the message it produced.
+        ``partial``, when given, collects the text streamed by the current attempt (a failed
+        attempt's text is dropped), so a stopped turn can keep what was said.
+
+        Returns:
+            The response and the successful attempt's (unsaved) log row.
+        """
+        from sa_core.engine.retry import ModelAttempt, call_model
+        from sa_core.providers import ProviderRequest, ProviderTool, StreamChunk
+
+        provider_tools = [ProviderTool(t.name, t.description, t.parameters) for t in tools]
+
+        def lookup(name: str) -> str | None:
+            return state.env_or_none(name) or os.environ.get(name)
+
+        chain = []
+        offline = self.offline
+        if offline:
+            from sa_core.offline import offline_model
+        for definition in [model, *(state.scope.model(n) for n in model.fallbacks)]:
+            request = ProviderRequest(
+                model=offline_model(definition.model) if offline else definition.model,
+                messages=messages,
+                tools=provider_tools,
+                tool_choice=tool_choice,
+                parallel_tool_calls=parallel_tool_calls,
+                reasoning=reasoning,
+                provider_options=dict(definition.provider_options),
+                max_tokens=definition.max_tokens,
+                user=state.thread_id,
+                env=lookup,
+            )
+            chain.append(
+                ModelAttempt(
+                    model_name=definition.name,
+                    provider=self.provider(definition.provider),
+                    request=request,
+                    input_price=None if offline else definition.input_price,
+                    output_price=None if offline else definition.output_price,
+                    cached_price=None if offline else definition.cached_price,
+                )
+            )
+        events = self.events
+        thread_id = state.thread_id
+        log_ids: list[str] = []
+
+        def on_chunk(chunk: StreamChunk) -> None:
+            if partial is not None and chunk.type == "content-delta" and chunk.delta:
+                partial.append(chunk.delta)
+            if not events.has_listeners or chunk.delta is None:
+                return
+            kind: Literal["message_chunk", "reasoning_chunk"]
+            if chunk.type == "content-delta":
+                kind = "message_chunk"
+            elif chunk.type == "reasoning-delta":
+                kind = "reasoning_chunk"
+            else:
+                return
+            frame: ChunkFrame = {
+                "type": kind,
+                "message_id": message_id,
+                "depth": depth,
+                "chunk": chunk.delta,
+            }
+            events.publish(thread_id, frame)
+
+        succeeded: list[Log] = []
+
+        async def on_attempt(record: Any) -> None:
+            from sa_core.telemetry import model_attempt
+
+            data = _attempt_data(record)
+            data["message_id"] = message_id
+            model_attempt(state, data)
+            if log_ids:
+                data["retry_of_log_id"] = log_ids[-1]
+            if partial is not None and record.error is not None:
+                partial.clear()
+            if record.error is None:
+                log = new_log("llm_call", data)
+                log_ids.append(log.id)
+                succeeded.append(log)
+            else:
+                log_ids.append(await self.log(thread_id, "llm_call", data))
+
+        first = (
+            float(os.environ.get("STANDARD_AGENTS_STREAM_FIRST_CHUNK_TIMEOUT_MS", 120000)) / 1000
+        )
+        stall = float(os.environ.get("STANDARD_AGENTS_STREAM_STALL_TIMEOUT_MS", 45000)) / 1000
+        response, _ = await call_model(
+            chain,
+            on_chunk=on_chunk,
+            on_attempt=on_attempt,
+            first_chunk_timeout=first,
+            stall_timeout=stall,
+        )
+        return response, succeeded[-1]
+
+    async def log(self, thread_id: str, kind: str, data: dict[str, Any]) -> str:
+        """Append a log row to a thread; returns its id."""
+        log = new_log(kind, data)
+        await self.store.insert_log(thread_id, log)
+        return log.id
+
+
+def new_log(kind: str, data: dict[str, Any]) -> Log:
+    """A log row with a fresh id and time (not yet stored)."""
+    from sa_core.engine.messages import new_id
+    from sa_core.spec import Log
+    from sa_core.store import now_us
+
+    return Log(id=new_id(), type=kind, data=data, created_at=now_us())
+
+
+def _attempt_data(record: Any) -> dict[str, Any]:
+    usage = getattr(record, "usage", None)
+    return {
+        "provider": getattr(record, "provider", None),
+        "model": getattr(record, "model", None),
+        "model_name": getattr(record, "model_name", None),
+        "attempt": getattr(record, "attempt", None),
+        "input_tokens": getattr(usage, "prompt_tokens", 0) if usage else 0,
+        "output_tokens": getattr(usage, "completion_tokens", 0) if usage else 0,
+        "reasoning_tokens": getattr(usage, "reasoning_tokens", 0) if usage else 0,
+        "cached_tokens": getattr(usage, "cached_tokens", 0) if usage else 0,
+        "cost_total": getattr(record, "cost", None),
+        "latency_ms": getattr(record, "latency_ms", None),
+        "time_to_first_token_ms": getattr(record, "time_to_first_token_ms", None),
+        "finish_reason": getattr(record, "finish_reason", None),
+        "error": getattr(record, "error", None),
+        "error_type": getattr(record, "error_code", None),
+    }

@@ -1,0 +1,107 @@
+"""Resuming a flow a crash or shutdown interrupted, from its last committed point.
+
+The thread's execution record (:class:`sa_core.store.executions.ResumePoint`) says where the
+flow stood: which side acts, the turn and step counters, and the model step committed last.
+Resuming never asks the model for a response already stored and never runs a tool call whose
+result is stored:
+
+* model calls that were streaming (``pending`` rows) are marked ``failed`` with
+  :data:`~sa_core.engine.flow.INTERRUPTED_CALL` and made again;
+* the last step's calls without a result run now, in order; the call that was running at the
+  crash runs again at most once (``state.tool_attempt == 2``), or gets the failed result
+  ``Interrupted by a restart before it finished.`` when its tool says ``retry_on_resume=False``;
+  a blocking subagent call re-attaches to the child it created;
+* a handoff whose tool call succeeded but that was not performed yet is performed;
+* then the step's stop conditions are evaluated as if it had just finished.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sa_core.spec import Message, SideConfig, ToolCall, ToolResult
+
+if TYPE_CHECKING:
+    from sa_core.engine.context import Side
+    from sa_core.engine.flow import Flow, StepResult
+    from sa_core.store.executions import ResumePoint
+
+
+async def mark_interrupted_calls(flow: Flow) -> None:
+    """Mark the thread's ``pending`` assistant rows failed: their model call never finished."""
+    from sa_core.engine.flow import INTERRUPTED_CALL
+    from sa_core.engine.messages import update_message
+
+    state = flow.state
+    for message_id in await flow.engine.store.pending_message_ids(state.thread_id):
+        await update_message(
+            state,
+            message_id,
+            {"status": "failed", "metadata": {"error": INTERRUPTED_CALL, "interrupted": True}},
+        )
+
+
+async def resume_step(
+    flow: Flow, point: ResumePoint
+) -> tuple[Side, SideConfig, StepResult] | None:
+    """Restore a flow at ``point``; finish the committed step whose calls lack results.
+
+    Returns:
+        ``(side, side config, step)`` when a committed step was finished (its stops still to
+        be evaluated), else ``None`` (the flow continues with a fresh step on ``point.side``).
+    """
+    from sa_core.engine.flow import EMPTY_RESPONSE, StepResult
+
+    state = flow.state
+    flow.current_side = point.side
+    flow.turns = {"a": int(point.turns.get("a", 0)), "b": int(point.turns.get("b", 0))}
+    flow.step_count = point.step_count
+    steps = point.side_steps
+    flow.side_steps = {"a": int(steps.get("a", 0)), "b": int(steps.get("b", 0))}
+    await mark_interrupted_calls(flow)
+    history = await flow.engine.store.history(state.thread_id, since=point.since - 1)
+    flow.messages = [m for m in history if m.parent_id is None]
+    if point.step_message_id is None:
+        return None
+    message = next((m for m in flow.messages if m.id == point.step_message_id), None)
+    config = flow.side_config(point.side)
+    if message is None or message.status != "completed" or config is None:
+        return None
+    prompt = flow._prompt(config)
+    state.active_prompt = prompt
+    flow.prompt_path = [prompt.name]
+    offered = flow.engine.caches.offered_tools(state, flow.scope, prompt, point.side)
+    calls = [
+        c if isinstance(c, ToolCall) else ToolCall.model_validate(c)
+        for c in message.tool_calls or []
+    ]
+    answered = {m.tool_call_id: m for m in flow.messages if m.role == "tool" and m.tool_call_id}
+    tool_rows: list[Message] = [answered[c.id] for c in calls if c.id in answered]
+    unanswered = [c for c in calls if c.id not in answered]
+    for call in calls:
+        tool = offered.get(call.name)
+        done = answered.get(call.id)
+        if tool is not None and tool.kind == "handoff" and done and done.tool_status == "success":
+            # the handoff itself commits with a new resume point: it is still to be performed
+            from sa_core.engine.dispatch import run_offered
+
+            await run_offered(state, flow, tool, call.arguments, call, None)
+    flow._unanswered = list(unanswered)
+    for index, call in enumerate(unanswered):
+        # the first call without a result may have been running; later ones never started
+        started = point.attempts.get(call.id, 1 if index == 0 else 0)
+        attempt = started + 1 if started else 1
+        point.attempts[call.id] = attempt
+        await flow.save_point(point)  # the start commits before the call runs
+        row: Message | None
+        if call.name == "invalid_assistant_response" and not (message.content or "").strip():
+            row = await flow._store_tool_row(
+                call, ToolResult(status="error", error=EMPTY_RESPONSE), config, raw=True
+            )
+        else:
+            row = await flow._run_call(call, offered, config, attempt=attempt)
+        if row is not None:
+            tool_rows.append(row)
+    flow._unanswered = []
+    flow.last_text = message.content or ""
+    return point.side, config, StepResult(message, calls, tool_rows, message.content or "")

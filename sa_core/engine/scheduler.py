@@ -1,0 +1,229 @@
+"""The scheduler: which thread runs, one runner task per thread, waiting, stopping, cancelling.
+
+A thread has at most one runner task in a process. The runner claims the thread's execution
+row in the store (``claimed_by``) before each flow, so that the store, not this process's
+memory, says who runs a thread: a thread claimed by another live runtime is left to it (the
+claim is what the scale-out work turns into a lease). The claim is released when the flow
+settles (``finish_execution``), and a runtime starting on a database releases the claims of
+the processes that ran before it.
+
+Per-thread entries exist only while the thread has work: when its runner exits, every entry of
+the thread is dropped, so the scheduler keeps nothing per thread ever seen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from sa_core.engine.flow import Flow
+    from sa_core.spec import Message
+    from sa_core.store import Store
+    from sa_core.store.executions import ResumePoint
+
+Side = Literal["a", "b"]
+RunFlow = Callable[[str, Side, list["Message"], "ResumePoint | None"], Awaitable["Flow | None"]]
+"""Runs one flow of a thread to its end (``None`` when the thread cannot run)."""
+SettleFlow = Callable[["Flow"], Awaitable[None]]
+"""Records how a flow ended (outcome, parent report, nothing owed)."""
+
+
+class Scheduler:
+    """Runner tasks per thread, and the background tasks of a runtime.
+
+    Args:
+        store: The store holding execution records (the only shared state).
+        instance_id: The name this runtime claims threads under.
+        run_flow: Runs one flow of a thread.
+        settle_flow: Settles a finished flow.
+        accepting: Whether new work may start (the runtime is open); default always.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        instance_id: str,
+        run_flow: RunFlow,
+        settle_flow: SettleFlow,
+        accepting: Callable[[], bool] = lambda: True,
+    ) -> None:
+        self.store = store
+        self.instance_id = instance_id
+        self._run_flow = run_flow
+        self._settle_flow = settle_flow
+        self._accepting = accepting
+        self._closed = False
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._flows: dict[str, Flow] = {}
+        self._kicked: set[str] = set()
+        self._settling: set[str] = set()
+        self._queued: set[str] = set()
+        self._initial: dict[str, list[Message]] = {}
+        self._resume: dict[str, ResumePoint] = {}
+        self._background: set[asyncio.Task[Any]] = set()
+        self.awaited: set[str] = set()
+        """Threads a blocking subagent call in this process waits on."""
+
+    # -- starting work ------------------------------------------------------------------------
+
+    def kick(
+        self,
+        thread_id: str,
+        side: Side,
+        *,
+        initial: Message | None = None,
+        resume: ResumePoint | None = None,
+    ) -> None:
+        """Run the thread on ``side`` (with a first message or from a resume point).
+
+        A thread that already has a runner is noted to check for more work when its flow ends.
+        """
+        if self._closed or not self._accepting():
+            return
+        if initial is not None:
+            self._initial.setdefault(thread_id, []).append(initial)
+        if resume is not None:
+            self._resume.setdefault(thread_id, resume)
+        if thread_id in self._tasks:
+            self._kicked.add(thread_id)
+            return
+        from sa_core.store.backend import detached_context
+
+        self._tasks[thread_id] = asyncio.create_task(
+            self._drive(thread_id, side), name=f"sa-thread-{thread_id}", context=detached_context()
+        )
+
+    def note_queued(self, thread_id: str) -> None:
+        """Note a new queue entry: a running flow drains it before its next step."""
+        if thread_id in self._tasks:
+            self._queued.add(thread_id)
+            if thread_id in self._settling:  # the flow took its last step: run once more
+                self._kicked.add(thread_id)
+
+    def take_queued(self, thread_id: str) -> bool:
+        """Whether entries were queued for the thread since the last call (clears the note)."""
+        if thread_id in self._queued:
+            self._queued.discard(thread_id)
+            return True
+        return False
+
+    def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
+        """Run a background task of the runtime (awaited by ``wait_idle``, cancelled on close)."""
+        from sa_core.store.backend import detached_context
+
+        task = asyncio.create_task(coro, name=name, context=detached_context())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return task
+
+    # -- observing ----------------------------------------------------------------------------
+
+    def is_running(self, thread_id: str) -> bool:
+        """Whether the thread has a runner (a turn in flight or about to start)."""
+        return thread_id in self._tasks
+
+    def runner(self, thread_id: str) -> asyncio.Task[None] | None:
+        """The thread's runner task, if any."""
+        return self._tasks.get(thread_id)
+
+    def flow(self, thread_id: str) -> Flow | None:
+        """The flow the thread's runner is running, if any."""
+        return self._flows.get(thread_id)
+
+    def in_own_runner(self, thread_id: str) -> bool:
+        """Whether the caller runs inside the thread's own runner (a tool, a hook)."""
+        task = self._tasks.get(thread_id)
+        return task is not None and task is asyncio.current_task()
+
+    def pending(self) -> list[asyncio.Task[Any]]:
+        """Every runner and background task."""
+        return [*self._tasks.values(), *self._background]
+
+    @property
+    def busy(self) -> bool:
+        """Whether any runner or background task exists."""
+        return bool(self._tasks or self._background)
+
+    def entries(self) -> int:
+        """How many per-thread entries the scheduler holds (0 when every thread is idle)."""
+        return sum(
+            len(c)
+            for c in (
+                self._tasks,
+                self._flows,
+                self._kicked,
+                self._settling,
+                self._queued,
+                self._initial,
+                self._resume,
+            )
+        )
+
+    # -- waiting and stopping -----------------------------------------------------------------
+
+    async def wait(self, thread_id: str) -> None:
+        """Wait until the thread has no runner (its work, and work kicked meanwhile, is done)."""
+        while thread_id in self._tasks:
+            task = self._tasks[thread_id]
+            try:
+                await asyncio.shield(task)
+            except asyncio.CancelledError:
+                if task.cancelled():
+                    continue
+                raise
+
+    async def cancel(self, thread_id: str) -> None:
+        """Cancel the thread's runner (not the caller's own) and wait until it unwound."""
+        task = self._tasks.get(thread_id)
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def unwinding(self, thread_id: str) -> None:
+        """Wait for a runner that is being cancelled (a stopped turn) to finish unwinding."""
+        task = self._tasks.get(thread_id)
+        if task is not None and task.cancelling() and task is not asyncio.current_task():
+            await asyncio.wait([task])
+
+    async def close(self) -> None:
+        """Cancel every runner and background task; runners owe their work to the next start."""
+        self._closed = True
+        tasks = self.pending()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    # -- the runner ---------------------------------------------------------------------------
+
+    async def _drive(self, thread_id: str, side: Side) -> None:
+        from sa_core.engine.flow import side_for_role
+
+        try:
+            while True:
+                self._kicked.discard(thread_id)
+                if not await self.store.claim_execution(thread_id, self.instance_id):
+                    return  # another runtime runs this thread
+                initial = self._initial.pop(thread_id, [])
+                resume = self._resume.pop(thread_id, None)
+                flow = await self._run_flow(thread_id, side, initial, resume)
+                if flow is None:
+                    await self.store.release_execution(thread_id, self.instance_id)
+                    return
+                self._settling.add(thread_id)
+                await self._settle_flow(flow)
+                queue = await self.store.list_queue(thread_id)
+                if not queue and thread_id not in self._kicked:
+                    return
+                self._settling.discard(thread_id)
+                side = side_for_role(queue[0].role) if queue else flow.current_side
+        finally:
+            for entries in (self._settling, self._kicked, self._queued):
+                entries.discard(thread_id)
+            for mapping in (self._flows, self._tasks, self._initial, self._resume):
+                mapping.pop(thread_id, None)
+
+    def attach(self, thread_id: str, flow: Flow) -> None:
+        """Record the flow a runner runs (``state.execution``; stop from inside a tool)."""
+        self._flows[thread_id] = flow

@@ -1,0 +1,52 @@
+"""Secret redaction: which variables are secret, and scrubbing their values out of text.
+
+Tools may read secrets; whatever they return is scrubbed before it is stored, so a secret never
+reaches a model, a log or an API response.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sa_core.registry import PackScope, Registry
+    from sa_core.state import ThreadState
+    from sa_core.store import ThreadRow
+
+
+class SecretRedactor:
+    """Secret variable names per package (computed once) and redaction of their values."""
+
+    def __init__(self, registry: Registry) -> None:
+        self.registry = registry
+        self._secrets: dict[str, frozenset[str]] = {}
+
+    def secret_names(self, scope: PackScope, row: ThreadRow) -> frozenset[str]:
+        """Variables declared secret in the package or by plugin tools, plus secret-typed env."""
+        declared = self._secrets.get(scope.package)
+        if declared is None:
+            names = {
+                v.name for a in scope.agents.values() for v in a.variables if v.type == "secret"
+            }
+            names |= {
+                v.name for p in scope.prompts.values() for v in p.variables if v.type == "secret"
+            }
+            tools = [*scope.tools.values(), *self.registry.global_tools.values()]
+            names |= {v.name for t in tools for v in t.variables if v.type == "secret"}
+            declared = frozenset(names)
+            self._secrets[scope.package] = declared
+        if not row.env_types:
+            return declared
+        return declared | {k for k, v in row.env_types.items() if v == "secret"}
+
+    def redact_secrets(self, state: ThreadState, text: str) -> str:
+        """Replace the values of the thread's secret variables in ``text`` with ``[redacted]``.
+
+        Tools may read secrets; whatever they return is scrubbed before it is stored, so a
+        secret never reaches a model, a log or an API response.
+        """
+        for name in self.secret_names(state.scope, state.row):
+            value = state.env_or_none(name)
+            if value and len(value) >= 4 and value in text:
+                text = text.replace(value, "[redacted]")
+        return text

@@ -1,0 +1,273 @@
+"""Execution records: the turn a thread owes and the point a restart resumes it from.
+
+One row per thread in ``executions``. The engine writes it in the same transaction as the
+writes that move a flow forward (the acknowledged message, each model step, each queue drain),
+so after a crash the record and the messages always agree. A thread whose record is ``owed`` or
+``running`` when a runtime starts has work to finish.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+from sqlalchemy import and_, bindparam, delete, insert, or_, select, update
+from sqlalchemy.engine import Connection
+
+from sa_core.store import tables as t
+from sa_core.store.backend import StoreBase, Transaction
+from sa_core.store.clock import now_us
+from sa_core.store.fast import Prepared
+
+Side = Literal["a", "b"]
+ExecutionStatus = Literal["owed", "running", "idle"]
+
+
+class ResumePoint(BaseModel):
+    """Where a flow stands, as of its last committed write.
+
+    Attributes:
+        since: Creation time (µs) of the flow's first message; the flow's messages are the
+            top-level messages created at or after it.
+        side: The side that acts at this point.
+        turns: Completed turns per side.
+        step_count: Steps the flow has taken.
+        side_steps: Steps per side.
+        step_message_id: The model step committed last whose tool calls and stop checks may be
+            unfinished; ``None`` when the next thing to do is a fresh step on ``side``.
+        attempts: Tool call id to the number of runs started (written only when a restart
+            runs a call again, so "at most once more" holds across repeated crashes).
+    """
+
+    since: int
+    side: Side = "a"
+    turns: dict[str, int] = Field(default_factory=lambda: {"a": 0, "b": 0})
+    step_count: int = 0
+    side_steps: dict[str, int] = Field(default_factory=lambda: {"a": 0, "b": 0})
+    step_message_id: str | None = None
+    attempts: dict[str, int] = Field(default_factory=dict)
+
+
+class ExecutionRecord(BaseModel):
+    """A thread's execution: what it owes and where a restart picks it up.
+
+    Attributes:
+        status: ``owed`` (a turn was acknowledged and has not started), ``running`` (a flow
+            runs) or ``idle`` (nothing owed).
+        resume: The resume point while ``owed`` or ``running``.
+        stop_reason: Why the last flow stopped.
+        claimed_by: The runtime instance running the thread (see ``claim_execution``).
+        claimed_until: When the claim lapses (µs); ``None`` while the claimant runs.
+    """
+
+    status: ExecutionStatus = "idle"
+    resume: ResumePoint | None = None
+    stop_reason: str | None = None
+    claimed_by: str | None = None
+    claimed_until: int | None = None
+
+
+_X = t.executions.c
+_GET = Prepared(
+    select(_X.status, _X.record, _X.claimed_by, _X.claimed_until).where(
+        _X.thread_id == bindparam("b_tid")
+    ),
+    [_X.status, _X.record, _X.claimed_by, _X.claimed_until],
+)
+_UPDATE = Prepared(
+    update(t.executions)
+    .where(_X.thread_id == bindparam("b_tid"))
+    .values(
+        status=bindparam("v_status"),
+        record=bindparam("v_record"),
+        updated_at=bindparam("v_updated_at"),
+    )
+)
+_UPDATE_RELEASE = Prepared(
+    update(t.executions)
+    .where(_X.thread_id == bindparam("b_tid"))
+    .values(
+        status=bindparam("v_status"),
+        record=bindparam("v_record"),
+        claimed_by=None,
+        claimed_until=None,
+        updated_at=bindparam("v_updated_at"),
+    )
+)
+_INSERT = Prepared(
+    insert(t.executions).values(
+        thread_id=bindparam("v_tid"),
+        status=bindparam("v_status"),
+        record=bindparam("v_record"),
+        claimed_by=bindparam("v_claimed_by"),
+        updated_at=bindparam("v_updated_at"),
+    )
+)
+_OWED = select(_X.thread_id, _X.status, _X.record, _X.claimed_by, _X.claimed_until).where(
+    _X.status.in_(("owed", "running"))
+)
+
+
+def _record(row: dict[str, Any]) -> ExecutionRecord:
+    data = dict(row["record"] or {})
+    data.update(
+        status=row["status"], claimed_by=row["claimed_by"], claimed_until=row["claimed_until"]
+    )
+    return ExecutionRecord.model_validate(data)
+
+
+def _save(
+    conn: Connection, thread_id: str, record: ExecutionRecord, *, release: bool = False
+) -> None:
+    body = record.model_dump(mode="json", exclude={"status", "claimed_by", "claimed_until"})
+    _write(conn, thread_id, record.status, body, None, release=release)
+
+
+def _write(
+    conn: Connection,
+    thread_id: str,
+    status: str,
+    body: dict[str, Any],
+    claimed_by: str | None,
+    *,
+    release: bool = False,
+) -> None:
+    """Update the record (the claim stays unless ``release``), or insert it with ``claimed_by``."""
+    params = {
+        "b_tid": thread_id,
+        "v_tid": thread_id,
+        "v_status": status,
+        "v_record": body,
+        "v_claimed_by": claimed_by,
+        "v_updated_at": now_us(),
+    }
+    if (_UPDATE_RELEASE if release else _UPDATE).run(conn, params) == 0:
+        _INSERT.run(conn, params)
+
+
+class ExecutionsMixin(StoreBase):
+    """Execution records (one per thread)."""
+
+    async def save_execution(
+        self, thread_id: str, record: ExecutionRecord, *, tx: Transaction | None = None
+    ) -> None:
+        """Create or replace a thread's execution record (its claim is left as it is)."""
+        await self._write(lambda conn: _save(conn, thread_id, record), tx)
+
+    async def save_running_point(
+        self,
+        thread_id: str,
+        point: dict[str, Any],
+        claimed_by: str | None,
+        *,
+        tx: Transaction | None = None,
+    ) -> None:
+        """Record a running flow's resume point (the per-step fast path of ``save_execution``).
+
+        Args:
+            thread_id: The thread.
+            point: A :class:`ResumePoint` as a JSON dict (validated when read back).
+            claimed_by: The runtime instance running the flow.
+            tx: An open transaction to write in.
+        """
+        body = {"resume": point, "stop_reason": None}
+        await self._write(lambda conn: _write(conn, thread_id, "running", body, claimed_by), tx)
+
+    async def get_execution(
+        self, thread_id: str, *, tx: Transaction | None = None
+    ) -> ExecutionRecord | None:
+        """A thread's execution record, or ``None`` when it never ran."""
+
+        def op(conn: Connection) -> ExecutionRecord | None:
+            row = _GET.first(conn, {"b_tid": thread_id})
+            return _record(row) if row is not None else None
+
+        return await self._read(op, tx)
+
+    async def owed_executions(
+        self, *, tx: Transaction | None = None
+    ) -> dict[str, ExecutionRecord]:
+        """Records of threads with an owed or running turn (to resume after a restart)."""
+
+        def op(conn: Connection) -> dict[str, ExecutionRecord]:
+            return {
+                row.thread_id: _record(dict(row._mapping)) for row in conn.execute(_OWED)
+            }
+
+        return await self._read(op, tx)
+
+    async def finish_execution(
+        self, thread_id: str, stop_reason: str | None, *, tx: Transaction | None = None
+    ) -> None:
+        """Mark a thread's execution idle: nothing owed, no resume point, no claim."""
+        record = ExecutionRecord(status="idle", stop_reason=stop_reason)
+        await self._write(lambda conn: _save(conn, thread_id, record, release=True), tx)
+
+    async def pending_message_ids(
+        self, thread_id: str, *, tx: Transaction | None = None
+    ) -> list[str]:
+        """Ids of a thread's messages still ``pending`` (model calls a crash cut off)."""
+        _M = t.messages.c
+        stmt = (
+            select(_M.id)
+            .where(_M.thread_id == thread_id, _M.status == "pending")
+            .order_by(_M.created_at, _M.seq)
+        )
+        return await self._read(lambda conn: list(conn.execute(stmt).scalars()), tx)
+
+    async def claim_execution(
+        self, thread_id: str, owner: str, *, tx: Transaction | None = None
+    ) -> bool:
+        """Claim a thread's execution for ``owner``; False when another owner holds it.
+
+        A claim is free when unset, already ``owner``'s, or past its ``claimed_until``. A thread
+        without a record gets an idle one, claimed.
+        """
+        now = now_us()
+        stmt = (
+            update(t.executions)
+            .where(
+                _X.thread_id == thread_id,
+                or_(
+                    _X.claimed_by.is_(None),
+                    _X.claimed_by == owner,
+                    and_(_X.claimed_until.is_not(None), _X.claimed_until < now),
+                ),
+            )
+            .values(claimed_by=owner, claimed_until=None)
+        )
+
+        def op(conn: Connection) -> bool:
+            if conn.execute(stmt).rowcount:
+                return True
+            if _GET.first(conn, {"b_tid": thread_id}) is not None:
+                return False
+            _write(conn, thread_id, "idle", {}, owner)
+            return True
+
+        return await self._write(op, tx)
+
+    async def release_execution(
+        self, thread_id: str, owner: str, *, tx: Transaction | None = None
+    ) -> None:
+        """Drop ``owner``'s claim on a thread's execution (the record stays as it is)."""
+        stmt = (
+            update(t.executions)
+            .where(_X.thread_id == thread_id, _X.claimed_by == owner)
+            .values(claimed_by=None, claimed_until=None)
+        )
+        await self._write(lambda conn: conn.execute(stmt), tx)
+
+    async def release_claims(self, *, tx: Transaction | None = None) -> int:
+        """Drop every claim (a runtime starting alone on a database); returns how many."""
+        stmt = (
+            update(t.executions)
+            .where(_X.claimed_by.is_not(None))
+            .values(claimed_by=None, claimed_until=None)
+        )
+        return await self._write(lambda conn: int(conn.execute(stmt).rowcount), tx)
+
+    async def delete_execution(self, thread_id: str, *, tx: Transaction | None = None) -> None:
+        """Forget a thread's execution record."""
+        stmt = delete(t.executions).where(_X.thread_id == thread_id)
+        await self._write(lambda conn: conn.execute(stmt), tx)

@@ -1,0 +1,76 @@
+"""The scheduler: one runner per thread, nothing kept per idle thread, claims in the store."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from sa_core import Pack, define_agent, define_model, define_prompt
+from sa_core.testing import FunctionProvider
+
+
+def echo_pack() -> Pack:
+    prompt = define_prompt(name="main", model="m", prompt="Echo.", include_chat=True)
+    return Pack(
+        name="echo",
+        agents=[define_agent(name="helper", side_a={"prompt": "main"})],
+        prompts=[prompt],
+        models=[define_model(name="m", provider="test", model="x")],
+    )
+
+
+def echo_provider() -> FunctionProvider:
+    return FunctionProvider(lambda request: f"echo: {request.messages[-1].content}")
+
+
+@pytest.mark.asyncio
+async def test_scheduler_keeps_no_entry_for_threads_that_went_idle(sa_runtime_factory: Any) -> None:
+    async with sa_runtime_factory(packs=[echo_pack()], providers={"test": echo_provider()}) as rt:
+        threads = [await rt.create_thread("helper") for _ in range(20)]
+        for thread in threads:
+            await thread.send_message("hi", wait=False)
+            await thread.queue_message({"content": "more"})
+        await rt.wait_idle(timeout=10)
+        assert rt.scheduler.entries() == 0
+        assert not rt.scheduler.busy
+        answers = [(await t.get_messages()).messages[-1].content for t in threads]
+    assert answers == ["echo: more"] * 20
+
+
+@pytest.mark.asyncio
+async def test_thread_claimed_by_another_live_runtime_is_not_run_here(
+    sa_runtime_factory: Any,
+) -> None:
+    provider = echo_provider()
+    async with sa_runtime_factory(packs=[echo_pack()], providers={"test": provider}) as rt:
+        thread = await rt.create_thread("helper")
+        assert await rt.store.claim_execution(thread.thread_id, "another-worker")
+        await thread.send_message("hi")  # waits: the runner finds the claim and leaves
+        assert provider.requests == []
+        record = await rt.store.get_execution(thread.thread_id)
+        assert record is not None and record.status == "owed"  # still owed, to the claimant
+        assert record.claimed_by == "another-worker"
+        await rt.store.release_execution(thread.thread_id, "another-worker")
+        await rt.ensure_running(thread.thread_id)
+        await rt.wait_thread(thread.thread_id)
+        page = await thread.get_messages()
+        record = await rt.store.get_execution(thread.thread_id)
+    assert [m.content for m in page.messages] == ["hi", "echo: hi"]
+    assert record is not None and record.claimed_by is None and record.status == "idle"
+
+
+@pytest.mark.asyncio
+async def test_a_starting_runtime_takes_over_claims_of_dead_processes(
+    sa_runtime_factory: Any,
+) -> None:
+    async with sa_runtime_factory(packs=[echo_pack()], providers={"test": echo_provider()}) as rt:
+        thread = await rt.create_thread("helper")
+        rt._open = False  # the process dies after the acknowledgement, holding a claim
+        await thread.send_message("hi", wait=False)
+        rt._open = True
+        assert await rt.store.claim_execution(thread.thread_id, "dead-process")
+    async with sa_runtime_factory(packs=[echo_pack()], providers={"test": echo_provider()}) as rt:
+        await rt.wait_idle(timeout=10)
+        page = await (await rt.get_thread(thread.thread_id)).get_messages()
+    assert [m.content for m in page.messages] == ["hi", "echo: hi"]
