@@ -12,6 +12,11 @@ same way. A client message ``job <id> <kind>`` makes the parent:
 * ``effect``: call ``remind``, which schedules the effect ``ledger_effect``;
 
 and answer ``done <id>`` once the tool result is back. Tool call ids are ``c-<id>-<step>``.
+
+``note`` and ``remind`` are idempotent the way the engine's guarantees ask tool authors to be:
+keyed by the tool call id, a second execution does not queue or schedule again (short of a kill
+between the action and its ledger row). A rerun therefore shows as a rerun tool, and a doubled
+note or effect points at the queue or the effect scheduler.
 """
 
 from __future__ import annotations
@@ -56,18 +61,22 @@ async def _record(state: Any, args: Op) -> str:
 
 
 async def _note(state: Any, args: Op) -> str:
-    ledger.append("tool_start", "note", args.op, state.thread_id, call_id(args.op))
-    await state.queue_message({"role": "user", "content": f"note {args.op}"})
-    ledger.append("note_queued", "note", args.op, state.thread_id, call_id(args.op))
-    ledger.append("tool_end", "note", args.op, state.thread_id, call_id(args.op))
+    call = call_id(args.op)
+    ledger.append("tool_start", "note", args.op, state.thread_id, call)
+    if not ledger.recorded("note_queued", state.thread_id, call):  # idempotent by call id
+        await state.queue_message({"role": "user", "content": f"note {args.op}"})
+        ledger.append("note_queued", "note", args.op, state.thread_id, call)
+    ledger.append("tool_end", "note", args.op, state.thread_id, call)
     return f"ok {args.op}"
 
 
 async def _remind(state: Any, args: Op) -> str:
-    ledger.append("tool_start", "remind", args.op, state.thread_id, call_id(args.op))
-    effect_id = await state.schedule_effect("ledger_effect", {"op": args.op}, delay=EFFECT_DELAY)
-    ledger.append("effect_scheduled", "ledger_effect", args.op, state.thread_id, effect_id)
-    ledger.append("tool_end", "remind", args.op, state.thread_id, call_id(args.op))
+    call = call_id(args.op)
+    ledger.append("tool_start", "remind", args.op, state.thread_id, call)
+    if not ledger.recorded("effect_scheduled", state.thread_id, call):  # idempotent by call id
+        await state.schedule_effect("ledger_effect", {"op": args.op}, delay=EFFECT_DELAY)
+        ledger.append("effect_scheduled", "ledger_effect", args.op, state.thread_id, call)
+    ledger.append("tool_end", "remind", args.op, state.thread_id, call)
     return f"ok {args.op}"
 
 

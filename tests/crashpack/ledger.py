@@ -72,6 +72,19 @@ def append(event: str, name: str, op: str, thread_id: str, call_id: str | None) 
         connection.close()
 
 
+def recorded(event: str, thread_id: str, call_id: str) -> bool:
+    """Whether ``event`` was already recorded for this tool call (the idempotency check)."""
+    connection = connect()
+    try:
+        row = connection.execute(
+            "SELECT 1 FROM ledger WHERE event = ? AND thread_id = ? AND call_id = ? LIMIT 1",
+            (event, thread_id, call_id),
+        ).fetchone()
+    finally:
+        connection.close()
+    return row is not None
+
+
 def read(path: str) -> list[Entry]:
     """Every row, in append order."""
     connection = connect(path)
