@@ -14,9 +14,10 @@ same way. A client message ``job <id> <kind>`` makes the parent:
 and answer ``done <id>`` once the tool result is back. Tool call ids are ``c-<id>-<step>``.
 
 ``note`` and ``remind`` are idempotent the way the engine's guarantees ask tool authors to be:
-keyed by the tool call id, a second execution does not queue or schedule again (short of a kill
-between the action and its ledger row). A rerun therefore shows as a rerun tool, and a doubled
-note or effect points at the queue or the effect scheduler.
+keyed by the tool call id, a second execution does not queue or schedule again (it checks its
+ledger, and on a rerun also the thread's messages or scheduled effects, which covers a kill between
+the action and its ledger row). A rerun therefore shows as a rerun tool, and a doubled note or
+effect points at the queue or the effect scheduler.
 """
 
 from __future__ import annotations
@@ -60,11 +61,24 @@ async def _record(state: Any, args: Op) -> str:
     return f"ok {args.op}"
 
 
+async def _note_exists(state: Any, text: str) -> bool:
+    page = await state.get_messages(limit=200, order="desc", include_silent=True)
+    return any(m.content == text for m in page.messages)
+
+
+async def _effect_exists(state: Any, op: str) -> bool:
+    if ledger.recorded_op("effect_start", state.thread_id, op):
+        return True
+    return any(e.args.get("op") == op for e in await state.get_scheduled_effects("ledger_effect"))
+
+
 async def _note(state: Any, args: Op) -> str:
     call = call_id(args.op)
-    ledger.append("tool_start", "note", args.op, state.thread_id, call)
-    if not ledger.recorded("note_queued", state.thread_id, call):  # idempotent by call id
-        await state.queue_message({"role": "user", "content": f"note {args.op}"})
+    text = f"note {args.op}"
+    attempt = ledger.append("tool_start", "note", args.op, state.thread_id, call)
+    done = ledger.recorded("note_queued", state.thread_id, call)
+    if not done and not (attempt > 1 and await _note_exists(state, text)):
+        await state.queue_message({"role": "user", "content": text})
         ledger.append("note_queued", "note", args.op, state.thread_id, call)
     ledger.append("tool_end", "note", args.op, state.thread_id, call)
     return f"ok {args.op}"
@@ -72,8 +86,9 @@ async def _note(state: Any, args: Op) -> str:
 
 async def _remind(state: Any, args: Op) -> str:
     call = call_id(args.op)
-    ledger.append("tool_start", "remind", args.op, state.thread_id, call)
-    if not ledger.recorded("effect_scheduled", state.thread_id, call):  # idempotent by call id
+    attempt = ledger.append("tool_start", "remind", args.op, state.thread_id, call)
+    done = ledger.recorded("effect_scheduled", state.thread_id, call)
+    if not done and not (attempt > 1 and await _effect_exists(state, args.op)):
         await state.schedule_effect("ledger_effect", {"op": args.op}, delay=EFFECT_DELAY)
         ledger.append("effect_scheduled", "ledger_effect", args.op, state.thread_id, call)
     ledger.append("tool_end", "remind", args.op, state.thread_id, call)

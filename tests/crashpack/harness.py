@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import random
 import signal
@@ -425,13 +426,24 @@ def _count(server: Server, load: Load, report: Report) -> None:
         ):
             tool_rows[(thread_id, call_id)].append(created)
         children = db.execute(
-            "SELECT id, parent_id FROM threads WHERE parent_id IS NOT NULL"
+            "SELECT id, parent_id, created_at FROM threads WHERE parent_id IS NOT NULL"
         ).fetchall()
         first_user: dict[str, str] = {}
         for thread_id, content in db.execute(
             "SELECT thread_id, content FROM messages WHERE role = 'user' ORDER BY seq"
         ):
             first_user.setdefault(thread_id, content or "")
+        subagent_calls: dict[str, list[tuple[int, str]]] = defaultdict(list)
+        for thread_id, created, calls in db.execute(
+            "SELECT thread_id, created_at, tool_calls FROM messages "
+            "WHERE role = 'assistant' AND tool_calls IS NOT NULL ORDER BY seq"
+        ):
+            for call in json.loads(calls) or []:
+                name = (call.get("function") or {}).get("name") or call.get("name")
+                if name in ("worker", "scout"):
+                    task = "blk" if name == "worker" else "bg"
+                    job = str(call.get("id", ""))[2:].rsplit("-", 1)[0]
+                    subagent_calls[thread_id].append((created, f"{task} {job}"))
         notes = Counter(
             (thread_id, content[len("note ") :])
             for thread_id, content in db.execute(
@@ -472,7 +484,14 @@ def _count(server: Server, load: Load, report: Report) -> None:
     report.info["tool_executions"] = sum(1 for e in entries if e.event == "tool_start")
     report.info["interrupted_tools_rerun"] = interrupted_rerun
 
-    per_task = Counter(first_user.get(child_id, "") for child_id, _ in children)
+    tasks = {}
+    for child_id, parent_id, created in children:
+        task = first_user.get(child_id)
+        if task is None:  # killed before its first message: the parent's latest subagent call
+            earlier = [t for at, t in subagent_calls.get(parent_id, []) if at <= created]
+            task = earlier[-1] if earlier else f"unattributed {child_id}"
+        tasks[child_id] = task
+    per_task = Counter(tasks.values())
     duplicates = {task: n for task, n in per_task.items() if n > 1}
     report.counts["duplicate_children"] = sum(n - 1 for n in duplicates.values())
     report.examples["duplicate_children"] = sorted(duplicates)
@@ -484,8 +503,8 @@ def _count(server: Server, load: Load, report: Report) -> None:
     notes_doubled = [key[1] for key in expected_notes if notes[key] > 1]
     background = [
         (parent_id, child_id)
-        for child_id, parent_id in children
-        if first_user.get(child_id, "").startswith("bg ")
+        for child_id, parent_id, _ in children
+        if tasks[child_id].startswith("bg ") and child_id in first_user
     ]
     results_lost = [child for parent, child in background if results[(parent, child)] == 0]
     results_doubled = [f"{child}" for (_, child), n in results.items() if n > 1]

@@ -85,6 +85,19 @@ def recorded(event: str, thread_id: str, call_id: str) -> bool:
     return row is not None
 
 
+def recorded_op(event: str, thread_id: str, op: str) -> bool:
+    """Whether ``event`` was already recorded for operation ``op`` of this thread."""
+    connection = connect()
+    try:
+        row = connection.execute(
+            "SELECT 1 FROM ledger WHERE event = ? AND thread_id = ? AND op = ? LIMIT 1",
+            (event, thread_id, op),
+        ).fetchone()
+    finally:
+        connection.close()
+    return row is not None
+
+
 def read(path: str) -> list[Entry]:
     """Every row, in append order."""
     connection = connect(path)
