@@ -24,7 +24,7 @@ def test_sigkill_under_load_loses_nothing_and_repeats_nothing(tmp_path: Path) ->
         workdir=tmp_path,
         clients=3,
         min_delay=0.1,
-        max_delay=0.8,
+        max_delay=0.6,
         settle_timeout=45.0,
     )
     report = asyncio.run(run(settings))
