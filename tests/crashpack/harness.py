@@ -17,7 +17,10 @@ Counted (each should be 0):
 * ``queue_lost`` / ``queue_doubled``: queued notes (and subagent results queued to the parent)
   never stored, or stored more than once;
 * ``effects_lost`` / ``effects_doubled``: scheduled effects that never finished, or finished
-  (or were scheduled) more than once.
+  (or were scheduled) more than once. An effect may run again when the kill came between the end
+  of its body and the commit of its completion (at-least-once for an interrupted run): a second
+  run after a kill within :data:`COMMIT_WINDOW_US` of the first run's end is reported as
+  ``effects_rerun_after_finish``, for information.
 """
 
 from __future__ import annotations
@@ -47,6 +50,9 @@ PACK_DIR = Path(__file__).resolve().parent
 SITE_DIR = PACK_DIR / "site"
 KINDS = ("tool", "block", "bg", "note", "effect")
 PACKAGE = "/api/packages/crash"
+
+COMMIT_WINDOW_US = 500_000
+"""How soon after an effect's body ends its completion must be committed (0.5 s)."""
 
 MUST_BE_ZERO = (
     "unanswered",
@@ -253,6 +259,7 @@ class Load:
     acked: list[tuple[str, str]] = field(default_factory=list)
     sent: int = 0
     acked_now: asyncio.Event = field(default_factory=asyncio.Event)
+    kill_times_us: list[int] = field(default_factory=list)
 
 
 async def _client(index: int, load: Load, rng: random.Random) -> None:
@@ -344,6 +351,7 @@ async def run(settings: Settings) -> Report:
                 report.aimed_kills += 1
             else:
                 await asyncio.sleep(rng.uniform(settings.min_delay, settings.max_delay))
+            load.kill_times_us.append(time.time_ns() // 1000)
             server.kill()
             load.epoch += 1
             report.kills += 1
@@ -484,13 +492,13 @@ def _count(server: Server, load: Load, report: Report) -> None:
     report.info["tool_executions"] = sum(1 for e in entries if e.event == "tool_start")
     report.info["interrupted_tools_rerun"] = interrupted_rerun
 
-    tasks = {}
+    tasks: dict[str, str] = {}
     for child_id, parent_id, created in children:
-        task = first_user.get(child_id)
-        if task is None:  # killed before its first message: the parent's latest subagent call
+        first = first_user.get(child_id)
+        if first is None:  # killed before its first message: the parent's latest subagent call
             earlier = [t for at, t in subagent_calls.get(parent_id, []) if at <= created]
-            task = earlier[-1] if earlier else f"unattributed {child_id}"
-        tasks[child_id] = task
+            first = earlier[-1] if earlier else f"unattributed {child_id}"
+        tasks[child_id] = first
     per_task = Counter(tasks.values())
     duplicates = {task: n for task, n in per_task.items() if n > 1}
     report.counts["duplicate_children"] = sum(n - 1 for n in duplicates.values())
@@ -519,12 +527,26 @@ def _count(server: Server, load: Load, report: Report) -> None:
     finished = Counter(e.op for e in entries if e.event == "effect_end")
     starts = Counter(e.op for e in entries if e.event == "effect_start")
     effects_lost = [op for op in scheduled if finished[op] == 0]
-    effects_doubled = [op for op in scheduled if finished[op] > 1 or effect_rows[op] > 1]
+    ends: dict[str, list[int]] = defaultdict(list)
+    for entry in entries:
+        if entry.event == "effect_end":
+            ends[entry.op].append(entry.at_us)
+    effects_doubled, rerun_after_finish = [], 0
+    for op in scheduled:
+        if effect_rows[op] > 1:
+            effects_doubled.append(op)
+        elif finished[op] > 1:
+            first_end = min(ends[op])
+            if any(0 <= k - first_end <= COMMIT_WINDOW_US for k in load.kill_times_us):
+                rerun_after_finish += 1
+            else:
+                effects_doubled.append(op)
     report.counts["effects_lost"] = len(effects_lost)
     report.counts["effects_doubled"] = len(effects_doubled)
     report.examples["effects_lost"] = effects_lost
     report.examples["effects_doubled"] = effects_doubled
     report.info["effects_scheduled"] = len(scheduled)
+    report.info["effects_rerun_after_finish"] = rerun_after_finish
     report.info["effects_interrupted_rerun"] = sum(1 for op in starts if starts[op] > 1)
     report.info["effects_rerun_more_than_once"] = sum(1 for op in starts if starts[op] > 2)
 
