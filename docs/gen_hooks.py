@@ -19,6 +19,11 @@ agent) lists their id, in list order. Transforming hooks are chained: each imple
 the previous one's output; returning `None` keeps the value. Async implementations are awaited one
 after another in pluggy's call order.
 
+The host calls every implementation itself, so pluggy wrappers (`@hookimpl(wrapper=True)` or
+`hookwrapper=True`) are refused when the plugin loads, with an error naming the plugin and the hook.
+A plugin function whose name starts with `sa_` but matches no hook below is refused too (a typo
+would otherwise never be called); the error names it and the closest hook.
+
 A global hook plugin, for example one that redacts stored messages:
 
 ```python

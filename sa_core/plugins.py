@@ -4,13 +4,20 @@ Built by :func:`create_plugin_host` (never at import time). Registration hooks r
 fill the host's tables; name collisions raise :class:`DuplicateNameError` naming both plugins,
 and the host remembers who registered what (``sa plugins`` prints it).
 
-pluggy is synchronous; :meth:`PluginHost.chain` walks ``hook.get_hookimpls()`` in pluggy's call
-order and awaits each awaitable result one after another, feeding each implementation the
-previous one's output.
+Lifecycle hooks are called through :attr:`PluginHost.hooks`, a typed facade
+(:class:`sa_core.hookcalls.Hooks`) whose implementation lists are computed once here. pluggy is
+synchronous; the facade walks the implementations in pluggy's call order and awaits each
+awaitable result one after another, feeding each implementation the previous one's output.
+
+Building a host refuses two plugin mistakes with :class:`PluginLoadError`: a hook implemented as
+a pluggy wrapper (``wrapper=True`` / ``hookwrapper=True``; the host calls implementations itself
+and cannot run one), and a function whose name starts with ``sa_`` but matches no hook spec (a
+typo that would otherwise never be called), named with the closest spec.
 """
 
 from __future__ import annotations
 
+import difflib
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +27,7 @@ import pluggy
 
 import sa_hooks
 from sa_core.errors import DuplicateNameError, PluginLoadError
+from sa_core.hookcalls import Hooks
 from sa_hooks import specs
 
 if TYPE_CHECKING:
@@ -41,6 +49,7 @@ class PluginHost:
     """The loaded plugins and everything they registered."""
 
     manager: pluggy.PluginManager
+    hooks: Hooks
     providers: dict[str, Provider] = field(default_factory=dict)
     tools: dict[str, ToolDefinition] = field(default_factory=dict)
     effects: dict[str, EffectDefinition] = field(default_factory=dict)
@@ -98,28 +107,15 @@ class PluginHost:
 
     def has_impls(self, hook: str) -> bool:
         """Whether any plugin implements lifecycle hook ``hook`` (name without ``sa_``)."""
-        return bool(getattr(self.manager.hook, f"sa_{hook}").get_hookimpls())
+        return self.hooks.has_impls(hook)
 
     async def chain(self, hook: str, subject: Any, /, **kwargs: Any) -> Any:
-        """Call a transforming hook, feeding each implementation the previous output.
+        """Call a transforming lifecycle hook by name (prefer the typed :attr:`hooks`).
 
         ``subject`` is passed under the hook's subject argument name (the last spec argument);
         ``None`` results keep the value. Implementations run in pluggy's call order.
         """
-        caller = getattr(self.manager.hook, f"sa_{hook}")
-        impls = caller.get_hookimpls()
-        if not impls:
-            return subject
-        subject_name = caller.spec.argnames[-1]
-        value = subject
-        for impl in reversed(impls):  # get_hookimpls() is registration order; pluggy calls LIFO
-            args = {**kwargs, subject_name: value}
-            result = impl.function(*[args[name] for name in impl.argnames])
-            if inspect.isawaitable(result):
-                result = await result
-            if result is not None:
-                value = result
-        return value
+        return await self.hooks.chain(hook, subject, **kwargs)
 
     async def notify(
         self,
@@ -129,22 +125,13 @@ class PluginHost:
         on_error: Callable[[str, BaseException], Awaitable[None]] | None = None,
         **kwargs: Any,
     ) -> None:
-        """Call an observational hook; results are ignored.
+        """Call an observational lifecycle hook by name (prefer the typed :attr:`hooks`).
 
         With ``on_error``, an implementation that raises is reported to it as ``(plugin name,
         exception)`` and the remaining implementations still run; without it the exception
         propagates.
         """
-        caller = getattr(self.manager.hook, f"sa_{hook}")
-        for impl in reversed(caller.get_hookimpls()):
-            try:
-                result = impl.function(*[kwargs[name] for name in impl.argnames])
-                if inspect.isawaitable(result):
-                    await result
-            except Exception as exc:
-                if on_error is None:
-                    raise
-                await on_error(self.manager.get_name(impl.plugin) or repr(impl.plugin), exc)
+        await self.hooks.notify(hook, on_error=on_error, **kwargs)
 
     def plugin_names(self) -> list[str]:
         """Names of every registered plugin."""
@@ -172,7 +159,8 @@ def create_plugin_host(
         manager.register(plugin)
     if load_entrypoints:
         _load_entrypoints(manager)
-    host = PluginHost(manager=manager)
+    check_plugins(manager)
+    host = PluginHost(manager=manager, hooks=Hooks(manager, builtin=builtin_hooks))
     host.collect()
     return host
 
@@ -192,6 +180,41 @@ def _load_entrypoints(manager: pluggy.PluginManager) -> None:
                 f"{type(exc).__name__}: {exc}. Fix or uninstall that distribution."
             ) from exc
         manager.register(plugin, name=ep.name)
+
+
+def check_plugins(manager: pluggy.PluginManager) -> None:
+    """Refuse wrapper implementations and ``sa_`` functions that match no hook spec.
+
+    Raises:
+        PluginLoadError: naming the plugin and the hook (with the closest spec for a typo).
+    """
+    names = list(iter_hook_names())
+    known = set(names)
+    for plugin_name, plugin in manager.list_name_plugin():
+        label = plugin_name or repr(plugin)
+        for attribute in dir(plugin):
+            if not attribute.startswith("sa_") or attribute in known:
+                continue
+            if not inspect.isroutine(getattr(plugin, attribute, None)):
+                continue
+            close = difflib.get_close_matches(attribute, names, n=1, cutoff=0.6)
+            hint = f" Did you mean '{close[0]}'?" if close else ""
+            raise PluginLoadError(
+                f"Plugin '{label}' defines '{attribute}', which matches no hook spec.{hint} "
+                f"Rename it to a hook listed in sa_hooks.specs, or drop the 'sa_' prefix if it "
+                f"is not meant to be a hook."
+            )
+    for name in names:
+        for impl in getattr(manager.hook, name).get_hookimpls():
+            if impl.hookwrapper or impl.wrapper:
+                kind = "hookwrapper=True" if impl.hookwrapper else "wrapper=True"
+                label = manager.get_name(impl.plugin) or repr(impl.plugin)
+                raise PluginLoadError(
+                    f"Plugin '{label}' implements hook '{name}' as a wrapper ({kind}). "
+                    f"The host chains hooks itself, feeding each implementation the previous "
+                    f"one's output, and cannot run wrappers: drop {kind} and return the new "
+                    f"value (or None to keep it)."
+                )
 
 
 def iter_hook_names() -> Iterable[str]:

@@ -509,8 +509,7 @@ class Flow:
             lambda name: None if name in secret else state.env_or_none(name)
         )
         history = await self._context_messages(prompt)
-        if engine.host.has_impls("filter_messages"):
-            history = await engine.host.chain("filter_messages", list(history), state=state)
+        history = await engine.host.hooks.filter_messages(state, history)
         provider_messages = [ProviderMessage("system", system_text)]
         if self.depth == 0 and state.children:
             listing = registry_system_message(state.children)
@@ -523,9 +522,7 @@ class Flow:
             recent_image_threshold=prompt.recent_image_threshold,
             read_file=lambda path: engine.store.read_file(state.thread_id, path),
         )
-        provider_messages = await engine.host.chain(
-            "prefilter_llm_history", provider_messages, state=state
-        )
+        provider_messages = await engine.host.hooks.prefilter_llm_history(state, provider_messages)
         from sa_core.store import now_us
 
         pending = new_message(
@@ -670,10 +667,10 @@ class Flow:
             finally:
                 state.tool_call_id, state.tool_attempt = None, 1
         state.emit("tool_call_done", {"id": call.id, "name": call.name, "status": result.status})
-        hook = (
-            "after_tool_call_success" if result.status == "success" else "after_tool_call_failure"
-        )
-        replaced = await engine.host.chain(hook, result, state=state, tool_call=call)
+        if result.status == "success":
+            replaced = await engine.host.hooks.after_tool_call_success(state, call, result)
+        else:
+            replaced = await engine.host.hooks.after_tool_call_failure(state, call, result)
         result = _as_result(replaced, result)
         if config.session_status is not None and call.name == config.session_status.name:
             from sa_core.engine.subagents import forward_status
@@ -698,9 +695,7 @@ class Flow:
 
         state = self.state
         if not raw:
-            stored = await self.engine.host.chain(
-                "before_store_tool_result", result, state=state, tool_call=call
-            )
+            stored = await self.engine.host.hooks.before_store_tool_result(state, call, result)
             result = _as_result(stored, result)
         refs: list[AttachmentRef] = []
         for item in result.attachments:

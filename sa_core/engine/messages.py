@@ -42,11 +42,14 @@ async def _observe(state: ThreadState, hook: str, message: Message) -> None:
         data = {"hook": hook, "plugin": plugin, "message_id": message.id, "error": error}
         await runtime.log(state.thread_id, "hook_error", data)
 
-    await runtime.host.notify(hook, on_error=report, state=state, message=message)
+    if hook == "after_create_message":
+        await runtime.host.hooks.after_create_message(state, message, on_error=report)
+    else:
+        await runtime.host.hooks.after_update_message(state, message, on_error=report)
 
 
 async def _before_create(state: ThreadState, message: Message) -> Message:
-    result = await state.runtime.host.chain("before_create_message", message, state=state)
+    result = await state.runtime.host.hooks.before_create_message(state, message)
     if isinstance(result, Message):
         return result
     if isinstance(result, dict):
@@ -92,9 +95,7 @@ async def update_message(
 ) -> Message | None:
     """Run ``before_update_message``, apply, run ``after_update_message``, publish."""
     runtime = state.runtime
-    changed = await runtime.host.chain(
-        "before_update_message", updates, state=state, message_id=message_id
-    )
+    changed = await runtime.host.hooks.before_update_message(state, message_id, updates)
     updated = await runtime.store.update_message(message_id, dict(changed), tx=tx)
     if updated is not None:
         await _observe(state, "after_update_message", updated)
@@ -121,9 +122,7 @@ async def complete_prepared(
     ``after_*`` hooks observe the stored message. Used when no one watches the pending row.
     """
     runtime = state.runtime
-    changed = await runtime.host.chain(
-        "before_update_message", updates, state=state, message_id=message.id
-    )
+    changed = await runtime.host.hooks.before_update_message(state, message.id, updates)
     stored = Message.model_validate({**message.__dict__, **dict(changed)})
     await runtime.store.insert_messages([stored], tx=tx)
     await _observe(state, "after_create_message", stored)

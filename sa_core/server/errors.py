@@ -188,6 +188,16 @@ def to_api_error(exc: SAError) -> ApiError:
     return ApiError(400, "invalid_request", str(exc))
 
 
+def unicode_error_handler(_: Request[Any, Any, Any], exc: UnicodeDecodeError) -> Response[Any]:
+    """Answer a body that is not valid UTF-8 (JSON must be UTF-8) with a 400."""
+    byte = exc.object[exc.start : exc.start + 1].hex() if exc.object else "?"
+    detail = (
+        f"The request body is not valid UTF-8 (it holds the byte 0x{byte}); "
+        f"send JSON encoded as UTF-8."
+    )
+    return _respond(400, _body("invalid_request", detail))
+
+
 def internal_error_handler(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     """Log an unexpected exception and answer a 500 without internals."""
     logger.exception("Unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
@@ -201,6 +211,7 @@ EXCEPTION_HANDLERS: dict[type[Exception] | int, Any] = {
     ApiError: api_error_handler,
     HTTPException: http_exception_handler,
     SAError: sa_error_handler,
+    UnicodeDecodeError: unicode_error_handler,
     Exception: internal_error_handler,
 }
 """Exception handlers for the app or a router."""

@@ -8,6 +8,10 @@ from functools import lru_cache
 from sa_core.errors import FileSystemError
 
 DIRECTORY_MIME = "inode/directory"
+MAX_NAME_BYTES = 255
+"""The longest file or directory name, in UTF-8 bytes (the common filesystem limit)."""
+MAX_PATH_BYTES = 4096
+"""The longest thread path, in UTF-8 bytes."""
 _TEXT_MARKERS = ("json", "xml", "javascript", "yaml", "csv", "markdown", "toml", "x-sh", "sql")
 
 
@@ -23,7 +27,8 @@ def normalize_path(path: str) -> str:
         The normalised absolute path (``/`` for the root).
 
     Raises:
-        FileSystemError: Empty path, NUL byte, or a ``..`` escaping the root.
+        FileSystemError: Empty path, NUL byte, a ``..`` escaping the root, a name longer than
+            :data:`MAX_NAME_BYTES` or a path longer than :data:`MAX_PATH_BYTES`.
 
     """
     if not isinstance(path, str) or not path.strip():
@@ -32,6 +37,12 @@ def normalize_path(path: str) -> str:
         )
     if "\x00" in path:
         raise FileSystemError("Invalid path: it contains a NUL byte.")
+    size = len(path.encode("utf-8", "surrogatepass"))
+    if size > MAX_PATH_BYTES:
+        raise FileSystemError(
+            f"Invalid path: it is {size} bytes long; a path may have at most {MAX_PATH_BYTES} "
+            f"bytes (UTF-8). Use a shorter path."
+        )
     parts: list[str] = []
     for segment in path.split("/"):
         if segment in ("", "."):
@@ -41,6 +52,13 @@ def normalize_path(path: str) -> str:
                 raise FileSystemError(f"Invalid path {path!r}: '..' escapes the thread's root.")
             parts.pop()
         else:
+            length = len(segment.encode("utf-8", "surrogatepass"))
+            if length > MAX_NAME_BYTES:
+                raise FileSystemError(
+                    f"Invalid path: the name {segment[:40]!r}... is {length} bytes long; a file or "
+                    f"directory name may have at most {MAX_NAME_BYTES} bytes (UTF-8). Use a "
+                    f"shorter name."
+                )
             parts.append(segment)
     return "/" + "/".join(parts)
 

@@ -163,3 +163,21 @@ def test_entry_point_is_declared_in_the_sa_group() -> None:
     for hook in ("sa_before_create_message", "sa_before_update_message"):
         impls = getattr(host.manager.hook, hook).get_hookimpls()
         assert any(impl.plugin is module for impl in impls)
+
+
+def test_identifiers_are_never_redacted() -> None:
+    import random
+    import uuid
+
+    rng = random.Random(20261124)
+    for _ in range(20_000):
+        ident = uuid.UUID(int=rng.getrandbits(128), version=4)
+        for form in (str(ident), ident.hex, f"call_{ident.hex[:24]}", str(ident).upper()):
+            text = f"Child {form} finished; ask {form}, then (ref {form})."
+            assert redact_text(text) == text, form
+
+
+def test_numbers_next_to_identifiers_are_still_redacted() -> None:
+    ref = "5f2a1b3c-1234-4567-8901-234567890123"
+    text = f"child {ref} says call 415-555-0132, card 4012-8888-8888-1881"
+    assert redact_text(text) == f"child {ref} says call {PHONE}, card {CARD}"

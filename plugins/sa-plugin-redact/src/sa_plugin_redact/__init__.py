@@ -18,6 +18,11 @@ It rewrites ``content``, ``reasoning_content`` and tool-call ``arguments``, repl
 * the values of variables declared ``secret`` (by the pack's agents, prompts or tools, or
   typed secret on the thread) with ``[REDACTED SECRET]``.
 
+Identifiers are never rewritten: UUIDs and tokens of letters and digits such as hex ids,
+``call_01abc...`` or ``msg-12345678`` keep every character, so a subagent reference or a tool
+call id never turns into ``[REDACTED PHONE]``. Card and phone numbers are looked for only in the
+text between identifiers.
+
 The module itself is the plugin (its ``@hookimpl`` functions use a default :class:`Redactor`);
 register a configured :class:`Redactor` instance instead to change what is redacted::
 
@@ -48,6 +53,11 @@ _PHONE = re.compile(r"(?<![\w+])(?:\+|\(\d)?[\d()][\d()\s.-]{5,22}\d(?![\w-])")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$|^\d{1,2}[./-]\d{1,2}[./-]\d{2,4}$")
 _IPV4 = re.compile(r"^\d{1,3}(?:\.\d{1,3}){3}$")
 _TEXT_FIELDS = ("content", "reasoning_content")
+_UUID = r"[0-9A-Fa-f]{8}-?[0-9A-Fa-f]{4}-?[0-9A-Fa-f]{4}-?[0-9A-Fa-f]{4}-?[0-9A-Fa-f]{12}"
+_IDENTIFIER = re.compile(
+    rf"(?<![\w-])(?:{_UUID}|(?=[\w-]*[A-Za-z])(?=[\w-]*\d)[\w-]{{8,}})(?![\w-])", re.ASCII
+)
+"""A UUID, or a run of 8+ letters, digits, ``_`` and ``-`` with at least one letter and digit."""
 
 
 def luhn_valid(digits: str) -> bool:
@@ -143,6 +153,11 @@ class Redactor:
                     text = text.replace(value, SECRET)
         if self.emails:
             text = _EMAIL.sub(EMAIL, text)
+        if self.cards or self.phones:
+            text = _outside_identifiers(text, self._numbers)
+        return text
+
+    def _numbers(self, text: str) -> str:
         if self.cards:
             text = _CARD.sub(_card, text)
         if self.phones:
@@ -212,6 +227,20 @@ class Redactor:
         """Redact the text fields of a stored message's updates."""
         changed = self._fields(updates, self.secret_values(state))
         return {**updates, **changed} if changed else None
+
+
+def _outside_identifiers(text: str, rewrite: Any) -> str:
+    """Apply ``rewrite`` to the stretches of ``text`` between identifiers, keeping those intact."""
+    pieces: list[str] = []
+    start = 0
+    for match in _IDENTIFIER.finditer(text):
+        pieces.append(rewrite(text[start : match.start()]))
+        pieces.append(match.group(0))
+        start = match.end()
+    if not pieces:
+        return str(rewrite(text))
+    pieces.append(rewrite(text[start:]))
+    return "".join(pieces)
 
 
 def _as_dict(call: Any) -> dict[str, Any]:

@@ -1,0 +1,82 @@
+"""Secret scrubbing of custom event payloads before they leave for live subscribers.
+
+``state.emit(event, data)`` publishes whatever a tool or hook hands it. A tool that reads a
+secret variable could put its value in that payload; this module replaces the values of the
+thread's secret variables with ``[redacted]``, the same rule
+:meth:`sa_core.runtime.Runtime.redact_secrets` applies to tool results, so a secret never reaches
+an SSE or WebSocket client.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sa_core.state import ThreadState
+
+REDACTED = "[redacted]"
+MIN_SECRET_LENGTH = 4
+"""Secret values shorter than this are left alone (the rule tool results follow)."""
+
+
+def secret_values(state: ThreadState) -> list[str]:
+    """The thread's secret values long enough to redact, longest first."""
+    values = {state.env_or_none(name) for name in state.secret_names()}
+    found = [v for v in values if v and len(v) >= MIN_SECRET_LENGTH]
+    return sorted(found, key=len, reverse=True)
+
+
+def scrub_payload(state: ThreadState, data: Any) -> Any:
+    """Return ``data`` with every secret value of the thread replaced by ``[redacted]``.
+
+    Strings are scrubbed wherever they appear (dict keys and values, list items, nested
+    models). The payload is returned unchanged, as the same object, when the thread has no
+    secret values or none of them occurs in it.
+
+    Args:
+        state: the emitting thread's state.
+        data: the event payload.
+
+    Returns:
+        The payload to publish.
+    """
+    if data is None or isinstance(data, bool | int | float):
+        return data
+    values = secret_values(state)
+    if not values:
+        return data
+    if isinstance(data, str):
+        return _scrub_text(data, values)
+    from pydantic_core import to_jsonable_python
+
+    plain = to_jsonable_python(data, fallback=str)
+    if not any(_contains(plain, value) for value in values):
+        return data
+    return _walk(plain, values)
+
+
+def _contains(value: Any, secret: str) -> bool:
+    if isinstance(value, str):
+        return secret in value
+    if isinstance(value, dict):
+        return any(_contains(k, secret) or _contains(v, secret) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_contains(item, secret) for item in value)
+    return False
+
+
+def _scrub_text(text: str, values: list[str]) -> str:
+    for value in values:
+        if value in text:
+            text = text.replace(value, REDACTED)
+    return text
+
+
+def _walk(value: Any, values: list[str]) -> Any:
+    if isinstance(value, str):
+        return _scrub_text(value, values)
+    if isinstance(value, dict):
+        return {_walk(k, values): _walk(v, values) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_walk(item, values) for item in value]
+    return value

@@ -1,0 +1,583 @@
+"""The crash harness: kill ``sa serve`` with SIGKILL under load, restart it, count what broke.
+
+Concurrent HTTP clients (httpx) each drive one parent thread of the crash pack with messages
+``job <id> <kind>`` (see :mod:`crashpack`). The harness kills the server at random moments
+(a seeded random delay, or right after a client receives a 202 for every third kill), restarts
+it on the same database, and goes on. At the end it restarts once more, lets everything settle,
+stops the server cleanly and compares three sources: what the clients saw acknowledged, what
+the tools and effects recorded in the ledger, and what the runtime's database holds.
+
+Counted (each should be 0):
+
+* ``unanswered``: messages acknowledged with 202 that never got their ``done`` reply;
+* ``tools_rerun``: tool executions that started after a result for the same tool call was
+  already stored (a tool interrupted before its result was stored may run once more: that is
+  reported as ``interrupted_tools_rerun``, for information);
+* ``duplicate_children``: extra child threads for one subagent tool call;
+* ``queue_lost`` / ``queue_doubled``: queued notes (and subagent results queued to the parent)
+  never stored, or stored more than once;
+* ``effects_lost`` / ``effects_doubled``: scheduled effects that never finished, or finished
+  (or were scheduled) more than once. An effect may run again when the kill came between the end
+  of its body and the commit of its completion (at-least-once for an interrupted run): a second
+  run after a kill within :data:`COMMIT_WINDOW_US` of the first run's end is reported as
+  ``effects_rerun_after_finish``, for information.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import random
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from crashpack import ledger
+
+TESTS_DIR = Path(__file__).resolve().parents[1]
+PACK_DIR = Path(__file__).resolve().parent
+SITE_DIR = PACK_DIR / "site"
+KINDS = ("tool", "block", "bg", "note", "effect")
+PACKAGE = "/api/packages/crash"
+
+COMMIT_WINDOW_US = 500_000
+"""How soon after an effect's body ends its completion must be committed (0.5 s)."""
+
+MUST_BE_ZERO = (
+    "unanswered",
+    "tools_rerun",
+    "duplicate_children",
+    "queue_lost",
+    "queue_doubled",
+    "effects_lost",
+    "effects_doubled",
+)
+"""The counts the engine's durability guarantees must keep at zero."""
+
+
+@dataclass
+class Settings:
+    """How a crash run goes.
+
+    Args:
+        kills: SIGKILLs to deliver.
+        seed: seeds the job kinds and the kill delays.
+        clients: concurrent HTTP clients, one parent thread each.
+        min_delay: shortest random time between a start and its kill, in seconds.
+        max_delay: longest such time.
+        aimed_every: every n-th kill comes right after a client's 202 (0: never).
+        settle_timeout: seconds the last server gets to answer everything still owed.
+        workdir: where the database, ledger and server logs go.
+    """
+
+    kills: int
+    seed: int
+    workdir: Path
+    clients: int = 4
+    min_delay: float = 0.2
+    max_delay: float = 1.5
+    aimed_every: int = 3
+    settle_timeout: float = 60.0
+
+
+@dataclass
+class Report:
+    """What a crash run found."""
+
+    seed: int
+    kills: int = 0
+    aimed_kills: int = 0
+    jobs_sent: int = 0
+    acked: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+    info: dict[str, int] = field(default_factory=dict)
+    examples: dict[str, list[str]] = field(default_factory=dict)
+    settled: bool = False
+    seconds: float = 0.0
+
+    def format(self) -> str:
+        """The report as printable lines."""
+        lines = [
+            f"crash run: seed={self.seed} kills={self.kills} (aimed after a 202: "
+            f"{self.aimed_kills}) jobs sent={self.jobs_sent} acknowledged={self.acked} "
+            f"settled={self.settled} in {self.seconds:.1f}s",
+        ]
+        for name in MUST_BE_ZERO:
+            lines.append(f"  {name:<28} {self.counts.get(name, 0):>6}")
+        for name, value in sorted(self.info.items()):
+            lines.append(f"  ({name:<26} {value:>6})")
+        for name, items in sorted(self.examples.items()):
+            if items:
+                lines.append(f"  e.g. {name}: {', '.join(items[:3])}")
+        return "\n".join(lines)
+
+
+# -- the server ---------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    """A port free on 127.0.0.1 right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Server:
+    """``sa serve`` on the crash pack, as a subprocess on 127.0.0.1."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.db_path = workdir / "sa.db"
+        self.ledger_path = workdir / "ledger.db"
+        self.process: subprocess.Popen[bytes] | None = None
+        self.token: str | None = None
+        self.base_url: str | None = None
+        self.starts = 0
+        self.start_seconds: list[float] = []
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        paths = [str(SITE_DIR), str(TESTS_DIR)]
+        if env.get("PYTHONPATH"):
+            paths.append(env["PYTHONPATH"])
+        env["PYTHONPATH"] = os.pathsep.join(paths)
+        env["CRASH_LEDGER"] = str(self.ledger_path)
+        return env
+
+    async def start(self, timeout: float = 60.0) -> str:
+        """Start the server and wait until it answers; returns its base URL."""
+        port = free_port()
+        self.starts += 1
+        began = time.monotonic()
+        log_path = self.workdir / f"server-{self.starts}.log"
+        command = [
+            sys.executable,
+            "-m",
+            "sa_core.cli",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--db",
+            f"sqlite:///{self.db_path}",
+            "--pack",
+            str(PACK_DIR),
+            "--log-level",
+            "warning",
+        ]
+        with open(log_path, "wb") as log:
+            self.process = subprocess.Popen(
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self._env(),
+                cwd=self.workdir,
+                start_new_session=True,
+            )
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + timeout
+        async with httpx.AsyncClient(timeout=2.0) as client:
+            while time.monotonic() < deadline:
+                if self.process.poll() is not None:
+                    raise RuntimeError(
+                        f"sa serve exited with {self.process.returncode}; see {log_path}:\n"
+                        + log_path.read_text(errors="replace")[-2000:]
+                    )
+                if self.token is None:
+                    self.token = _first_key(log_path)
+                if self.token is not None:
+                    with contextlib.suppress(httpx.HTTPError):
+                        response = await client.get(f"{base}/api/packages", headers=self.headers)
+                        if response.status_code == 200:
+                            self.base_url = base
+                            self.start_seconds.append(time.monotonic() - began)
+                            return base
+                await asyncio.sleep(0.05)
+        self.kill()
+        raise RuntimeError(f"sa serve did not answer within {timeout}s; see {log_path}")
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The authorisation header."""
+        return {"Authorization": f"Bearer {self.token}"}
+
+    def kill(self) -> None:
+        """SIGKILL the server and reap it."""
+        self.base_url = None
+        if self.process is not None and self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGKILL)
+        if self.process is not None:
+            self.process.wait()
+        self.process = None
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop the server cleanly (SIGTERM), killing it if it hangs."""
+        self.base_url = None
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self.process = None
+
+
+def _first_key(log_path: Path) -> str | None:
+    text = log_path.read_text(errors="replace")
+    marker = "keep it safe:"
+    if marker not in text:
+        return None
+    rest = text.split(marker, 1)[1].strip().split()
+    return rest[0] if rest else None
+
+
+# -- the clients --------------------------------------------------------------------------
+
+
+@dataclass
+class Load:
+    """What the clients share with the kill loop."""
+
+    server: Server
+    epoch: int = 0
+    sending: bool = True
+    stopped: bool = False
+    acked: list[tuple[str, str]] = field(default_factory=list)
+    sent: int = 0
+    acked_now: asyncio.Event = field(default_factory=asyncio.Event)
+    kill_times_us: list[int] = field(default_factory=list)
+
+
+async def _client(index: int, load: Load, rng: random.Random) -> None:
+    thread_id: str | None = None
+    number = 0
+    async with httpx.AsyncClient(timeout=5.0) as http:
+        while not load.stopped:
+            base = load.server.base_url
+            if base is None or not load.sending:
+                await asyncio.sleep(0.05)
+                continue
+            headers = load.server.headers
+            try:
+                if thread_id is None:
+                    created = await http.post(
+                        f"{base}{PACKAGE}/threads", json={"agent": "parent"}, headers=headers
+                    )
+                    if created.status_code == 201:
+                        thread_id = str(created.json()["id"])
+                    continue
+                kind = rng.choice(KINDS)
+                job = f"k{index}.{number}"
+                number += 1
+                load.sent += 1
+                epoch = load.epoch
+                response = await http.post(
+                    f"{base}{PACKAGE}/threads/{thread_id}/messages",
+                    json={"content": f"job {job} {kind}"},
+                    headers=headers,
+                )
+            except httpx.HTTPError:
+                await asyncio.sleep(0.05)
+                continue
+            if response.status_code != 202:
+                continue
+            expected = f"{job}~{kind}"
+            load.acked.append((thread_id, expected))
+            load.acked_now.set()
+            await _await_answer(http, load, base, thread_id, expected, epoch)
+
+
+async def _await_answer(
+    http: httpx.AsyncClient, load: Load, base: str, thread_id: str, job: str, epoch: int
+) -> None:
+    """Poll for ``done <job>`` until it comes, the server restarts, or 10 seconds pass."""
+    deadline = time.monotonic() + 10
+    while not load.stopped and load.epoch == epoch and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+        try:
+            page = await http.get(
+                f"{base}{PACKAGE}/threads/{thread_id}/messages",
+                params={"order": "desc", "limit": 50},
+                headers=load.server.headers,
+            )
+        except httpx.HTTPError:
+            return
+        if page.status_code == 200 and any(
+            m.get("content") == f"done {job}" for m in page.json()["messages"]
+        ):
+            return
+
+
+# -- the run ------------------------------------------------------------------------------
+
+
+async def run(settings: Settings) -> Report:
+    """Run the crash test and count what broke (see the module docstring)."""
+    started = time.monotonic()
+    settings.workdir.mkdir(parents=True, exist_ok=True)
+    server = Server(settings.workdir)
+    ledger.connect(str(server.ledger_path)).close()
+    rng = random.Random(settings.seed)
+    report = Report(seed=settings.seed)
+    load = Load(server=server)
+    clients = [
+        asyncio.create_task(_client(i, load, random.Random(rng.random())))
+        for i in range(settings.clients)
+    ]
+    try:
+        for kill in range(settings.kills):
+            await server.start()
+            aimed = settings.aimed_every > 0 and kill % settings.aimed_every == (
+                settings.aimed_every - 1
+            )
+            if aimed:
+                load.acked_now.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(load.acked_now.wait(), 10)
+                report.aimed_kills += 1
+            else:
+                await asyncio.sleep(rng.uniform(settings.min_delay, settings.max_delay))
+            load.kill_times_us.append(time.time_ns() // 1000)
+            server.kill()
+            load.epoch += 1
+            report.kills += 1
+        load.sending = False
+        await server.start()
+        report.settled = await _settle(server, load, settings.settle_timeout)
+    finally:
+        load.stopped = True
+        for task in clients:
+            task.cancel()
+        await asyncio.gather(*clients, return_exceptions=True)
+        server.stop()
+    report.jobs_sent = load.sent
+    if server.start_seconds:
+        mean = sum(server.start_seconds) / len(server.start_seconds)
+        report.info["server_start_ms_mean"] = round(mean * 1000)
+    report.acked = len(load.acked)
+    _count(server, load, report)
+    report.seconds = time.monotonic() - started
+    return report
+
+
+async def _settle(server: Server, load: Load, timeout: float, quiet: float = 4.0) -> bool:
+    """Wait until every acknowledged job is answered and no queue entry or effect is pending.
+
+    Gives up early (returning False) once nothing is pending or running and the database has
+    not changed for ``quiet`` seconds: what is still owed then will never come.
+    """
+    deadline = time.monotonic() + timeout
+    last_change, last_seen = time.monotonic(), None
+    while time.monotonic() < deadline:
+        await asyncio.sleep(0.25)
+        with _database(server.db_path) as db:
+            pending_queue = db.execute("SELECT COUNT(*) FROM queue").fetchone()[0]
+            pending_effects = db.execute(
+                "SELECT COUNT(*) FROM effects WHERE status IN ('pending', 'running')"
+            ).fetchone()[0]
+            answers = _answers(db)
+            running = db.execute(
+                "SELECT COUNT(*) FROM thread_values WHERE key = 'sa:flow'"
+            ).fetchone()[0]
+            seen = db.execute("SELECT COUNT(*), MAX(seq) FROM messages").fetchone()
+        owed = [job for thread, job in load.acked if job not in answers.get(thread, set())]
+        busy = pending_queue or pending_effects or running
+        if not owed and not busy:
+            return True
+        if seen != last_seen or busy:
+            last_change, last_seen = time.monotonic(), seen
+        elif time.monotonic() - last_change > quiet:
+            return False
+    return False
+
+
+@contextlib.contextmanager
+def _database(path: Path) -> Iterator[sqlite3.Connection]:
+    connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+    try:
+        yield connection
+    finally:
+        connection.close()
+
+
+def _answers(db: sqlite3.Connection) -> dict[str, set[str]]:
+    found: dict[str, set[str]] = defaultdict(set)
+    rows = db.execute(
+        "SELECT thread_id, content FROM messages WHERE role = 'assistant' AND content LIKE 'done %'"
+    )
+    for thread_id, content in rows:
+        found[thread_id].add(content[len("done ") :])
+    return found
+
+
+def _count(server: Server, load: Load, report: Report) -> None:
+    entries = ledger.read(str(server.ledger_path))
+    with _database(server.db_path) as db:
+        answers = _answers(db)
+        tool_rows: dict[tuple[str, str], list[int]] = defaultdict(list)
+        for thread_id, call_id, created in db.execute(
+            "SELECT thread_id, tool_call_id, created_at FROM messages WHERE role = 'tool'"
+        ):
+            tool_rows[(thread_id, call_id)].append(created)
+        children = db.execute(
+            "SELECT id, parent_id, created_at FROM threads WHERE parent_id IS NOT NULL"
+        ).fetchall()
+        first_user: dict[str, str] = {}
+        for thread_id, content in db.execute(
+            "SELECT thread_id, content FROM messages WHERE role = 'user' ORDER BY seq"
+        ):
+            first_user.setdefault(thread_id, content or "")
+        subagent_calls: dict[str, list[tuple[int, str]]] = defaultdict(list)
+        for thread_id, created, calls in db.execute(
+            "SELECT thread_id, created_at, tool_calls FROM messages "
+            "WHERE role = 'assistant' AND tool_calls IS NOT NULL ORDER BY seq"
+        ):
+            for call in json.loads(calls) or []:
+                name = (call.get("function") or {}).get("name") or call.get("name")
+                if name in ("worker", "scout"):
+                    task = "blk" if name == "worker" else "bg"
+                    job = str(call.get("id", ""))[2:].rsplit("-", 1)[0]
+                    subagent_calls[thread_id].append((created, f"{task} {job}"))
+        notes = Counter(
+            (thread_id, content[len("note ") :])
+            for thread_id, content in db.execute(
+                "SELECT thread_id, content FROM messages WHERE role = 'user' "
+                "AND content LIKE 'note %'"
+            )
+        )
+        results = Counter(
+            (thread_id, meta_child)
+            for thread_id, meta_child in db.execute(
+                "SELECT thread_id, json_extract(meta, '$.subagent_id') FROM messages "
+                "WHERE json_extract(meta, '$.subagent_event') IN ('result', 'failure')"
+            )
+        )
+        effect_rows = Counter(
+            op
+            for (op,) in db.execute(
+                "SELECT json_extract(args, '$.op') FROM effects WHERE name = 'ledger_effect'"
+            )
+        )
+        queue_left = db.execute("SELECT COUNT(*) FROM queue").fetchone()[0]
+
+    unanswered = [job for thread, job in load.acked if job not in answers.get(thread, set())]
+    report.counts["unanswered"] = len(unanswered)
+    report.examples["unanswered"] = unanswered
+
+    rerun, interrupted_rerun = [], 0
+    for entry in entries:
+        if entry.event != "tool_start":
+            continue
+        stored = tool_rows.get((entry.thread_id, entry.call_id or ""), [])
+        if any(created < entry.at_us for created in stored):
+            rerun.append(entry.op)
+        elif entry.attempt > 1:
+            interrupted_rerun += 1
+    report.counts["tools_rerun"] = len(rerun)
+    report.examples["tools_rerun"] = rerun
+    report.info["tool_executions"] = sum(1 for e in entries if e.event == "tool_start")
+    report.info["interrupted_tools_rerun"] = interrupted_rerun
+
+    tasks: dict[str, str] = {}
+    for child_id, parent_id, created in children:
+        first = first_user.get(child_id)
+        if first is None:  # killed before its first message: the parent's latest subagent call
+            earlier = [t for at, t in subagent_calls.get(parent_id, []) if at <= created]
+            first = earlier[-1] if earlier else f"unattributed {child_id}"
+        tasks[child_id] = first
+    per_task = Counter(tasks.values())
+    duplicates = {task: n for task, n in per_task.items() if n > 1}
+    report.counts["duplicate_children"] = sum(n - 1 for n in duplicates.values())
+    report.examples["duplicate_children"] = sorted(duplicates)
+    report.info["child_threads"] = len(children)
+
+    queued = {(e.thread_id, e.op) for e in entries if e.event == "note_queued"}
+    expected_notes = queued | set(notes)
+    notes_lost = [op for key in expected_notes if notes[key] == 0 for op in [key[1]]]
+    notes_doubled = [key[1] for key in expected_notes if notes[key] > 1]
+    background = [
+        (parent_id, child_id)
+        for child_id, parent_id, _ in children
+        if tasks[child_id].startswith("bg ") and child_id in first_user
+    ]
+    results_lost = [child for parent, child in background if results[(parent, child)] == 0]
+    results_doubled = [f"{child}" for (_, child), n in results.items() if n > 1]
+    report.counts["queue_lost"] = len(notes_lost) + len(results_lost) + queue_left
+    report.counts["queue_doubled"] = len(notes_doubled) + len(results_doubled)
+    report.examples["queue_lost"] = notes_lost + results_lost
+    report.examples["queue_doubled"] = notes_doubled + results_doubled
+    report.info["notes_queued"] = len(expected_notes)
+    report.info["background_results"] = len(background)
+
+    scheduled = {e.op for e in entries if e.event == "effect_scheduled"} | set(effect_rows)
+    finished = Counter(e.op for e in entries if e.event == "effect_end")
+    starts = Counter(e.op for e in entries if e.event == "effect_start")
+    effects_lost = [op for op in scheduled if finished[op] == 0]
+    ends: dict[str, list[int]] = defaultdict(list)
+    for entry in entries:
+        if entry.event == "effect_end":
+            ends[entry.op].append(entry.at_us)
+    effects_doubled, rerun_after_finish = [], 0
+    for op in scheduled:
+        if effect_rows[op] > 1:
+            effects_doubled.append(op)
+        elif finished[op] > 1:
+            first_end = min(ends[op])
+            if any(0 <= k - first_end <= COMMIT_WINDOW_US for k in load.kill_times_us):
+                rerun_after_finish += 1
+            else:
+                effects_doubled.append(op)
+    report.counts["effects_lost"] = len(effects_lost)
+    report.counts["effects_doubled"] = len(effects_doubled)
+    report.examples["effects_lost"] = effects_lost
+    report.examples["effects_doubled"] = effects_doubled
+    report.info["effects_scheduled"] = len(scheduled)
+    report.info["effects_rerun_after_finish"] = rerun_after_finish
+    report.info["effects_interrupted_rerun"] = sum(1 for op in starts if starts[op] > 1)
+    report.info["effects_rerun_more_than_once"] = sum(1 for op in starts if starts[op] > 2)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: ``python benchmarks/crash.py --kills 100 [--seed N] [--clients 4]``."""
+    import argparse
+    import tempfile
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--kills", type=int, default=100, help="SIGKILLs to deliver (100)")
+    parser.add_argument("--seed", type=int, default=None, help="random seed (default: random)")
+    parser.add_argument("--clients", type=int, default=4, help="concurrent clients (4)")
+    parser.add_argument("--workdir", default=None, help="keep the databases and logs here")
+    parser.add_argument("--settle", type=float, default=60.0, help="settle timeout (60 s)")
+    args = parser.parse_args(argv)
+    seed = args.seed if args.seed is not None else random.randrange(1 << 31)
+    print(f"seed {seed} (rerun with --seed {seed})", flush=True)
+    with contextlib.ExitStack() as stack:
+        workdir = (
+            Path(args.workdir)
+            if args.workdir
+            else Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sa-crash-")))
+        )
+        settings = Settings(
+            kills=args.kills,
+            seed=seed,
+            workdir=workdir,
+            clients=args.clients,
+            settle_timeout=args.settle,
+        )
+        report = asyncio.run(run(settings))
+    print(report.format(), flush=True)
+    return 0 if all(report.counts.get(name, 0) == 0 for name in MUST_BE_ZERO) else 1
