@@ -42,6 +42,12 @@ def register(subparsers: Any) -> None:
         "(repeatable)",
     )
     parser.add_argument(
+        "--no-ui",
+        dest="ui",
+        action="store_false",
+        help="do not serve the web console at / (the API and the docs stay)",
+    )
+    parser.add_argument(
         "--log-level",
         default="info",
         choices=["critical", "error", "warning", "info", "debug"],
@@ -98,7 +104,8 @@ async def run(args: argparse.Namespace) -> int:
             f"(docs: http://{args.host}:{args.port}/schema)",
             flush=True,
         )
-        server = build_server(create_app(runtime), args.host, args.port, log_level=args.log_level)
+        app = create_app(runtime, ui=args.ui)
+        server = build_server(app, args.host, args.port, log_level=args.log_level)
         await server.serve()
         return 0 if server.started else 1
     finally:
