@@ -15,13 +15,15 @@ EdgeKind = Literal["side_a", "side_b", "tool", "subprompt", "subagent"]
 
 
 class GraphNodeOut(Base, kw_only=True):
-    """An agent, a prompt or a tool of the pack."""
+    """An agent, a prompt or a tool of the pack (agents carry their type and side labels)."""
 
     id: str
     kind: NodeKind
     name: str
     type: str | None = None
+    title: str | None = None
     entry: bool = False
+    side_labels: dict[str, str] | None = None
 
 
 class GraphEdgeOut(Base, kw_only=True):
@@ -59,7 +61,9 @@ class GraphController(Controller):
                 kind="agent",
                 name=agent.name,
                 type=agent.type,
+                title=agent.title,
                 entry=agent.name in entry,
+                side_labels={side: config.label for side, config in agent.sides() if config.label},
             )
             for side, config in agent.sides():
                 edges.append(

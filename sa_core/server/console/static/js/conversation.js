@@ -88,6 +88,7 @@ export async function conversationTab(panel, ctx) {
   const nodes = new Map();
   const results = new Map();
   const running = new Set();
+  const openCalls = new Set();
   const showReasoning = h("input", { id: "show-reasoning", type: "checkbox" });
   const showSilent = h("input", { id: "show-silent", type: "checkbox" });
   const list = h("ol", { class: "messages", "aria-label": "Messages", "aria-live": "polite" });
@@ -101,7 +102,12 @@ export async function conversationTab(panel, ctx) {
   function toolCall(call) {
     const result = results.get(call.id);
     const status = result ? result.tool_status || "done" : running.has(call.id) ? "running" : "pending";
-    const details = h("details", { class: `tool s-${status}`, "data-call": call.id },
+    const details = h("details", {
+      class: "tool",
+      "data-call": call.id,
+      open: openCalls.has(call.id),
+      ontoggle: (event) => (event.target.open ? openCalls.add(call.id) : openCalls.delete(call.id)),
+    },
       h("summary", {}, h("span", { class: "tool-name" }, `Tool call: ${call.function.name}`), " ",
         h("span", { class: `badge s-${status}` }, status)),
       h("h5", {}, "Arguments"),
@@ -139,11 +145,6 @@ export async function conversationTab(panel, ctx) {
     (message.tool_calls || []).map(toolCall));
     const old = nodes.get(message.id);
     if (old) {
-      const openCalls = [...old.querySelectorAll("details.tool[open]")].map((d) => d.dataset.call);
-      for (const id of openCalls) {
-        const d = node.querySelector(`details.tool[data-call="${CSS.escape(id)}"]`);
-        if (d) d.open = true;
-      }
       old.replaceWith(node);
     } else {
       list.append(node);

@@ -37,7 +37,17 @@ export async function threadView(main, packageName, threadId, initialTab) {
   try {
     ctx.agent = await call(`/agents/${encodeURIComponent(ctx.thread.agent)}`);
   } catch {
-    ctx.agent = null; // subagents are not entry agents: no catalog entry
+    // Subagents are not entry agents, so the catalog does not describe them: the graph does.
+    const graph = await call("/graph").catch(() => ({ nodes: [] }));
+    const node = graph.nodes.find((n) => n.id === `agent:${ctx.thread.agent}`);
+    ctx.agent = node
+      ? {
+        name: node.name,
+        title: node.title,
+        type: node.type,
+        sides: Object.entries(node.side_labels || {}).map(([side, label]) => ({ side, label })),
+      }
+      : null;
   }
   const statusEl = h("span", { class: "badge", role: "status", "aria-live": "polite" });
   const refreshThread = debounce(async () => {
