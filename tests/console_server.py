@@ -50,15 +50,34 @@ class ConsoleServer:
         path = os.environ.get("PYTHONPATH")
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(KIT), path]))}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "sa_core.cli", "serve", "--host", "127.0.0.1",
-             "--port", str(self.port), "--db", self.db, "--log-level", "warning", *extra],
-            cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            [
+                sys.executable,
+                "-m",
+                "sa_core.cli",
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--db",
+                self.db,
+                "--log-level",
+                "warning",
+                *extra,
+            ],
+            cwd=workdir,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
         self.output: list[str] = []
         self._lines: queue.Queue[str] = queue.Queue()
         stdout = self.proc.stdout
         assert stdout is not None
-        threading.Thread(target=lambda: [self._lines.put(line) for line in stdout], daemon=True).start()
+        threading.Thread(
+            target=lambda: [self._lines.put(line) for line in stdout], daemon=True
+        ).start()
         try:
             self._wait_ready()
         except BaseException:

@@ -23,11 +23,15 @@ WIDTHS = {"wide": (1280, 900), "narrow": (390, 844)}
 
 
 def chromium_path() -> str:
-    for candidate in (os.environ.get("SA_CHROMIUM"), "/usr/lib/chromium/chromium", shutil.which("chromium")):
+    for candidate in (
+        os.environ.get("SA_CHROMIUM"),
+        "/usr/lib/chromium/chromium",
+        shutil.which("chromium"),
+    ):
         if candidate and Path(candidate).exists():
             return candidate
     raise AssertionError(
-        "Debian's chromium is not installed: run 'make setup' (it runs apt-get install -y chromium)."
+        "Debian's chromium is not installed: run 'make setup' (apt-get install -y chromium)."
     )
 
 
@@ -108,7 +112,9 @@ def sign_in(page: Page, server: ConsoleServer) -> None:
     expect(page.get_by_role("heading", name="Packs")).to_be_visible()
 
 
-def test_a_wrong_key_is_refused_with_a_message_and_the_right_key_signs_in(page: Page, server: ConsoleServer) -> None:
+def test_a_wrong_key_is_refused_with_a_message_and_the_right_key_signs_in(
+    page: Page, server: ConsoleServer
+) -> None:
     page.goto(server.url + "/")
     shoot(page, "01-sign-in")
     page.get_by_label("API key").fill("sa_not-a-real-key")
@@ -142,7 +148,9 @@ def test_a_pack_shows_its_agents_and_starts_a_thread_that_streams_answers_and_to
     composer = page.get_by_label("Message", exact=True)
     composer.fill("hello console")
     composer.press("Enter")
-    expect(page.locator(".msg.r-assistant")).to_contain_text("You said: hello console. This answer streams")
+    expect(page.locator(".msg.r-assistant")).to_contain_text(
+        "You said: hello console. This answer streams"
+    )
     expect(page.locator(".msg.r-assistant strong", has_text="hello console")).to_be_visible()
     assert page.url == url_before  # no reload, no navigation: the answer came over the stream
     assert page.evaluate("performance.getEntriesByType('navigation').length") == 1
@@ -163,7 +171,11 @@ def test_a_pack_shows_its_agents_and_starts_a_thread_that_streams_answers_and_to
 def _thread_with_children(server: ConsoleServer) -> str:
     created = server.api("POST", "/packages/console_demo/threads", json={"agent": "lead"})
     thread_id = created.json()["id"]
-    server.api("POST", f"/packages/console_demo/threads/{thread_id}/messages", json={"content": "use tools now"})
+    server.api(
+        "POST",
+        f"/packages/console_demo/threads/{thread_id}/messages",
+        json={"content": "use tools now"},
+    )
     for _ in range(200):
         detail = server.api("GET", f"/packages/console_demo/threads/{thread_id}").json()
         if detail["children"] and not detail["running"] and detail["status"]:
@@ -190,7 +202,9 @@ def test_the_subagent_tree_links_to_the_child_and_back(page: Page, server: Conso
     expect(page.get_by_text(f"Thread {thread_id}")).to_be_visible()
 
 
-def test_files_upload_lists_the_file_and_logs_show_tokens_and_cost(page: Page, server: ConsoleServer, tmp_path: Path) -> None:
+def test_files_upload_lists_the_file_and_logs_show_tokens_and_cost(
+    page: Page, server: ConsoleServer, tmp_path: Path
+) -> None:
     thread_id = _thread_with_children(server)
     sign_in(page, server)
     page.goto(f"{server.url}/#/p/console_demo/t/{thread_id}/files")
@@ -221,9 +235,13 @@ def test_files_upload_lists_the_file_and_logs_show_tokens_and_cost(page: Page, s
     shoot(page, "08-logs")
 
 
-def test_threads_list_filters_by_status_and_tag_newest_first(page: Page, server: ConsoleServer) -> None:
+def test_threads_list_filters_by_status_and_tag_newest_first(
+    page: Page, server: ConsoleServer
+) -> None:
     _thread_with_children(server)
-    tagged = server.api("POST", "/packages/console_demo/threads", json={"agent": "lead", "tags": ["only-me"]}).json()
+    tagged = server.api(
+        "POST", "/packages/console_demo/threads", json={"agent": "lead", "tags": ["only-me"]}
+    ).json()
     sign_in(page, server)
     page.goto(f"{server.url}/#/p/console_demo/threads")
     rows = page.locator("table tbody tr")
@@ -251,7 +269,9 @@ def test_the_api_docs_load_without_reaching_outside(page: Page, server: ConsoleS
 def test_a_subagent_waiting_for_variables_shows_a_form_that_boots_it_without_echoing_the_secret(
     page: Page, server: ConsoleServer
 ) -> None:
-    thread_id = server.api("POST", "/packages/console_demo/threads", json={"agent": "lead"}).json()["id"]
+    thread_id = server.api("POST", "/packages/console_demo/threads", json={"agent": "lead"}).json()[
+        "id"
+    ]
     sign_in(page, server)
     page.goto(f"{server.url}/#/p/console_demo/t/{thread_id}")
     composer = page.get_by_label("Message", exact=True)
@@ -266,15 +286,25 @@ def test_a_subagent_waiting_for_variables_shows_a_form_that_boots_it_without_ech
     call.get_by_role("button", name="Provide variables and start the subagent").click()
     expect(call.get_by_role("link", name="open it")).to_be_visible()
     assert "vault-secret-123" not in page.content()
-    children = server.api("GET", f"/packages/console_demo/threads/{thread_id}/children").json()["children"]
+    children = server.api("GET", f"/packages/console_demo/threads/{thread_id}/children").json()[
+        "children"
+    ]
     assert [c["name"] for c in children] == ["vault"]
-    assert "vault-secret-123" not in str(server.api("GET", f"/packages/console_demo/threads/{children[0]['reference']}").json())
+    assert "vault-secret-123" not in str(
+        server.api("GET", f"/packages/console_demo/threads/{children[0]['reference']}").json()
+    )
 
 
-def test_markdown_is_rendered_and_html_in_messages_is_shown_as_text(page: Page, server: ConsoleServer) -> None:
-    thread_id = server.api("POST", "/packages/console_demo/threads", json={"agent": "lead"}).json()["id"]
+def test_markdown_is_rendered_and_html_in_messages_is_shown_as_text(
+    page: Page, server: ConsoleServer
+) -> None:
+    thread_id = server.api("POST", "/packages/console_demo/threads", json={"agent": "lead"}).json()[
+        "id"
+    ]
     hostile = '<img src=x onerror="window.pwned=1"> **bold** [x](javascript:alert(1)) `<b>code</b>`'
-    server.api("POST", f"/packages/console_demo/threads/{thread_id}/messages", json={"content": hostile})
+    server.api(
+        "POST", f"/packages/console_demo/threads/{thread_id}/messages", json={"content": hostile}
+    )
     sign_in(page, server)
     page.goto(f"{server.url}/#/p/console_demo/t/{thread_id}")
     first = page.locator(".msg.r-user .md").first
@@ -286,7 +316,9 @@ def test_markdown_is_rendered_and_html_in_messages_is_shown_as_text(page: Page, 
     assert page.evaluate("window.pwned") is None
 
 
-def test_an_image_attachment_is_previewed_from_its_thumbnail(page: Page, server: ConsoleServer) -> None:
+def test_an_image_attachment_is_previewed_from_its_thumbnail(
+    page: Page, server: ConsoleServer
+) -> None:
     import base64
     import io
 
@@ -294,11 +326,23 @@ def test_an_image_attachment_is_previewed_from_its_thumbnail(page: Page, server:
 
     buffer = io.BytesIO()
     Image.new("RGB", (800, 400), (200, 30, 30)).save(buffer, format="PNG")
-    thread_id = server.api("POST", "/packages/console_demo/threads", json={"agent": "lead"}).json()["id"]
-    server.api("POST", f"/packages/console_demo/threads/{thread_id}/messages", json={
-        "content": "a red picture",
-        "attachments": [{"name": "red.png", "mime_type": "image/png", "data": base64.b64encode(buffer.getvalue()).decode()}],
-    })
+    thread_id = server.api("POST", "/packages/console_demo/threads", json={"agent": "lead"}).json()[
+        "id"
+    ]
+    server.api(
+        "POST",
+        f"/packages/console_demo/threads/{thread_id}/messages",
+        json={
+            "content": "a red picture",
+            "attachments": [
+                {
+                    "name": "red.png",
+                    "mime_type": "image/png",
+                    "data": base64.b64encode(buffer.getvalue()).decode(),
+                }
+            ],
+        },
+    )
     sign_in(page, server)
     page.goto(f"{server.url}/#/p/console_demo/t/{thread_id}")
     preview = page.get_by_role("img", name="Preview of red.png")

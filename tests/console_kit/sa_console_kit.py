@@ -65,15 +65,30 @@ def answer(request: Any) -> Any:
             return "The vault is open."
         return {"tool_calls": [{"name": "use_vault", "arguments": {}}]}
     if request.model == "scout-judge":
-        return {"tool_calls": [{"name": "approve", "arguments": {"summary": "Scout report: all quiet."}}]}
+        return {
+            "tool_calls": [
+                {"name": "approve", "arguments": {"summary": "Scout report: all quiet."}}
+            ]
+        }
     if last.role == "tool":
         if "needs variables" in (last.content or ""):
             return "The vault subagent needs a token first."
         return "All done: I saved a **note** and the scout reported back."
     text = last.content or ""
     if "vault" in text:
-        return {"tool_calls": [{"name": "subagent_create", "arguments": {
-            "agent": "vault", "name": "v1", "message": "Open it.", "attachments": []}}]}
+        return {
+            "tool_calls": [
+                {
+                    "name": "subagent_create",
+                    "arguments": {
+                        "agent": "vault",
+                        "name": "v1",
+                        "message": "Open it.",
+                        "attachments": [],
+                    },
+                }
+            ]
+        }
     if "tools" in text:
         return {
             "content": "Let me use my tools.",
@@ -96,42 +111,90 @@ pack = Pack(
     description="A lead agent with a note tool and a scout subagent, for the console tests.",
     entry_agents=["lead"],
     models=[
-        define_model(name="lead_model", provider=PROVIDER, model="lead-1", input_price=1.0, output_price=2.0),
+        define_model(
+            name="lead_model", provider=PROVIDER, model="lead-1", input_price=1.0, output_price=2.0
+        ),
         define_model(name="worker_model", provider=PROVIDER, model="scout-worker"),
         define_model(name="judge_model", provider=PROVIDER, model="scout-judge"),
         define_model(name="vault_model", provider=PROVIDER, model="vault-worker"),
     ],
     tools=[
-        define_tool(name="note", description="Save a note to /notes/note.md.", args=NoteArgs, execute=save_note),
-        define_tool(name="approve", description="Approve the scout's work.", args=Summary, execute=approve),
-        define_tool(name="use_vault", description="Open the vault.", execute=use_vault,
-                    variables=[{"name": "VAULT_TOKEN", "type": "secret", "required": True, "scoped": True}]),
+        define_tool(
+            name="note",
+            description="Save a note to /notes/note.md.",
+            args=NoteArgs,
+            execute=save_note,
+        ),
+        define_tool(
+            name="approve", description="Approve the scout's work.", args=Summary, execute=approve
+        ),
+        define_tool(
+            name="use_vault",
+            description="Open the vault.",
+            execute=use_vault,
+            variables=[{"name": "VAULT_TOKEN", "type": "secret", "required": True, "scoped": True}],
+        ),
     ],
     prompts=[
         define_prompt(
-            name="lead_main", model="lead_model", prompt="Help the user.", include_chat=True,
-            tools=["note", {"name": "scout", "blocking": True, "initUserMessageProperty": "task",
-                            "initAgentNameProperty": "label"},
-                   {"name": "vault", "blocking": False, "resumable": {"receives_messages": "side_a"}}],
+            name="lead_main",
+            model="lead_model",
+            prompt="Help the user.",
+            include_chat=True,
+            tools=[
+                "note",
+                {
+                    "name": "scout",
+                    "blocking": True,
+                    "initUserMessageProperty": "task",
+                    "initAgentNameProperty": "label",
+                },
+                {"name": "vault", "blocking": False, "resumable": {"receives_messages": "side_a"}},
+            ],
         ),
-        define_prompt(name="scout_worker", model="worker_model", prompt="Scout.", include_chat=True,
-                      required_schema=Task),
-        define_prompt(name="vault_worker", model="vault_model", prompt="Vault.", include_chat=True,
-                      tools=["use_vault"]),
-        define_prompt(name="scout_judge", model="judge_model", prompt="Judge.", include_chat=True,
-                      tools=["approve"]),
+        define_prompt(
+            name="scout_worker",
+            model="worker_model",
+            prompt="Scout.",
+            include_chat=True,
+            required_schema=Task,
+        ),
+        define_prompt(
+            name="vault_worker",
+            model="vault_model",
+            prompt="Vault.",
+            include_chat=True,
+            tools=["use_vault"],
+        ),
+        define_prompt(
+            name="scout_judge",
+            model="judge_model",
+            prompt="Judge.",
+            include_chat=True,
+            tools=["approve"],
+        ),
     ],
     agents=[
         define_agent(name="lead", title="Lead", side_a={"prompt": "lead_main"}),
         define_agent(
-            name="scout", type="dual_ai", expose_as_tool=True, tool_description="Scout around.",
+            name="scout",
+            type="dual_ai",
+            expose_as_tool=True,
+            tool_description="Scout around.",
             max_session_turns=3,
             side_a={"prompt": "scout_worker", "label": "worker"},
-            side_b={"prompt": "scout_judge", "label": "judge", "stop_on_response": False,
-                    "session_stop": {"name": "approve", "message_property": "summary"}},
+            side_b={
+                "prompt": "scout_judge",
+                "label": "judge",
+                "stop_on_response": False,
+                "session_stop": {"name": "approve", "message_property": "summary"},
+            },
         ),
         define_agent(
-            name="vault", type="dual_ai", expose_as_tool=True, tool_description="Opens the vault.",
+            name="vault",
+            type="dual_ai",
+            expose_as_tool=True,
+            tool_description="Opens the vault.",
             max_session_turns=2,
             side_a={"prompt": "vault_worker"},
             side_b={"prompt": "scout_judge", "stop_on_response": False, "session_stop": "approve"},
