@@ -120,7 +120,9 @@ function startForm(packageName, agent) {
     },
   },
   h("h4", {}, "Start a thread"),
-  fields.length ? fields : h("p", { class: "muted" }, "This agent needs no variables."),
+  fields.length ? fields : h("p", { class: "muted" }, agent.variables.length
+    ? "Nothing to set now: scoped variables are asked for when a subagent starts."
+    : "This agent needs no variables."),
   h("div", { class: "field" }, h("label", { for: id("__tags") }, "Tags (comma separated)"), tags),
   h("button", { type: "submit" }, `Start a thread with ${agent.name}`),
   status);
