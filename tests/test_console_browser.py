@@ -112,16 +112,20 @@ def sign_in(page: Page, server: ConsoleServer) -> None:
     expect(page.get_by_role("heading", name="Packs")).to_be_visible()
 
 
-def test_a_wrong_key_is_refused_with_a_message_and_the_right_key_signs_in(
+def test_a_wrong_key_is_refused_with_a_message_and_the_right_key_signs_in_by_keyboard(
     page: Page, server: ConsoleServer
 ) -> None:
     page.goto(server.url + "/")
     shoot(page, "01-sign-in")
-    page.get_by_label("API key").fill("sa_not-a-real-key")
-    page.get_by_role("button", name="Sign in").click()
+    key_input = page.get_by_label("API key")
+    expect(key_input).to_be_focused()
+    page.keyboard.type("sa_not-a-real-key")
+    page.keyboard.press("Enter")
     expect(page.get_by_role("status")).to_contain_text("not accepted")
-    page.get_by_label("API key").fill(server.key)
-    page.get_by_role("button", name="Sign in").click()
+    expect(key_input).to_have_value("")  # a wrong key is not kept on the page either
+    expect(key_input).to_be_focused()
+    page.keyboard.type(server.key)  # keyboard only: focus, type, Enter
+    page.keyboard.press("Enter")
     expect(page.get_by_role("heading", name="Packs")).to_be_visible()
     assert page.evaluate("sessionStorage.getItem('sa_api_key')") == server.key
     assert page.evaluate("localStorage.length") == 0
@@ -145,12 +149,24 @@ def test_a_pack_shows_its_agents_and_starts_a_thread_that_streams_answers_and_to
     expect(page.get_by_role("tab", name="Conversation")).to_have_attribute("aria-selected", "true")
     url_before = page.url
 
+    page.evaluate(
+        """() => {
+          window.seen = [];
+          const list = document.querySelector(".messages");
+          new MutationObserver(() => {
+            const answers = list.querySelectorAll(".msg.r-assistant .md");
+            if (answers.length) window.seen.push(answers[answers.length - 1].textContent);
+          }).observe(list, { childList: true, subtree: true, characterData: true });
+        }"""
+    )
     composer = page.get_by_label("Message", exact=True)
     composer.fill("hello console")
     composer.press("Enter")
-    expect(page.locator(".msg.r-assistant")).to_contain_text(
-        "You said: hello console. This answer streams"
-    )
+    final = "You said: hello console. This answer streams in small pieces."
+    expect(page.locator(".msg.r-assistant")).to_contain_text(final)
+    seen = page.evaluate("window.seen")
+    partial = {text for text in seen if text and len(text) < len(final)}
+    assert len(partial) >= 3, f"the answer did not arrive in pieces: {seen}"
     expect(page.locator(".msg.r-assistant strong", has_text="hello console")).to_be_visible()
     assert page.url == url_before  # no reload, no navigation: the answer came over the stream
     assert page.evaluate("performance.getEntriesByType('navigation').length") == 1
@@ -221,7 +237,10 @@ def test_files_upload_lists_the_file_and_logs_show_tokens_and_cost(
     expect(page.get_by_role("button", name="/hello.txt")).to_be_visible()
     shoot(page, "07-files")
 
-    page.get_by_role("tab", name="Logs & cost").click()
+    page.get_by_role("tab", name="Files").focus()
+    page.keyboard.press("ArrowRight")  # the tab list is keyboard reachable
+    expect(page.get_by_role("tab", name="Logs & cost")).to_be_focused()
+    expect(page.get_by_role("tab", name="Logs & cost")).to_have_attribute("aria-selected", "true")
     row = page.locator("table.logs tbody tr", has_text="lead-1").first
     expect(row).to_be_visible()
     expect(row).to_contain_text("console_script")

@@ -161,9 +161,9 @@ async function threadsView(packageName, query) {
       }));
     },
   },
-  h("label", { for: "f-agent" }, "Agent"), agentSelect,
-  h("label", { for: "f-status" }, "Status"), statusSelect,
-  h("label", { for: "f-tag" }, "Tag"), tagInput,
+  h("span", { class: "pair" }, h("label", { for: "f-agent" }, "Agent"), agentSelect),
+  h("span", { class: "pair" }, h("label", { for: "f-status" }, "Status"), statusSelect),
+  h("span", { class: "pair" }, h("label", { for: "f-tag" }, "Tag"), tagInput),
   h("span", { class: "check" }, children, h("label", { for: "f-children" }, "Include subagent threads")),
   h("button", { type: "submit" }, "Filter"));
   const rows = data.threads.map((t) =>

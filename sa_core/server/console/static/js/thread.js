@@ -103,7 +103,9 @@ export async function threadView(main, packageName, threadId, initialTab) {
       },
     }, label));
   let teardown = null;
+  let current = initialTab;
   async function show(id) {
+    current = id;
     if (teardown) teardown();
     teardown = null;
     ctx.listeners.clear();
@@ -139,7 +141,16 @@ export async function threadView(main, packageName, threadId, initialTab) {
       notice),
     h("div", { role: "tablist", "aria-label": "Thread views", class: "tabs" }, tabButtons),
     panel);
+  let opened = 0;
   const source = stream(packageName, threadId, {
+    // After a dropped connection the browser reconnects; reload the tab for what was missed.
+    open: () => {
+      opened += 1;
+      if (opened > 1) {
+        refreshThread();
+        show(current);
+      }
+    },
     frame: (frame) => {
       if (frame.type === "message_data" || frame.type === "event" || frame.type === "queued") refreshThread();
       for (const listener of ctx.listeners) listener(frame);
