@@ -368,3 +368,28 @@ def test_an_image_attachment_is_previewed_from_its_thumbnail(
     expect(preview).to_be_visible()
     expect(preview).to_have_js_property("naturalWidth", 256)  # 800 x 400 scaled to 256 px
     expect(preview).to_have_js_property("naturalHeight", 128)
+
+
+def test_starting_a_thread_asks_for_variables_masks_secrets_and_never_shows_them_again(
+    page: Page, server: ConsoleServer
+) -> None:
+    sign_in(page, server)
+    page.get_by_role("link", name="console_demo").click()
+    keeper = page.get_by_role("form", name="Start a thread with keeper")
+    secret = keeper.get_by_label(re.compile("^KEEPER_TOKEN"))
+    expect(secret).to_have_attribute("type", "password")
+    expect(keeper.get_by_label(re.compile("^KEEPER_REGION"))).to_have_attribute("type", "text")
+    secret.fill("keeper-secret-456")
+    keeper.get_by_label(re.compile("^KEEPER_REGION")).fill("north")
+    keeper.get_by_role("button", name="Start a thread with keeper").click()
+    expect(
+        page.get_by_text("Variables: KEEPER_REGION (text), KEEPER_TOKEN (secret)")
+    ).to_be_visible()
+    assert "keeper-secret-456" not in page.content()
+    page.go_back()
+    expect(page.get_by_role("form", name="Start a thread with keeper")).to_be_visible()
+    expect(
+        page.get_by_role("form", name="Start a thread with keeper").get_by_label(
+            re.compile("^KEEPER_TOKEN")
+        )
+    ).to_have_value("")

@@ -48,6 +48,10 @@ def approve(state: Any, args: Summary) -> str:
     return "approved"
 
 
+def check_keeper(state: Any) -> str:
+    return "token set" if state.env("KEEPER_TOKEN") else "no token"
+
+
 def use_vault(state: Any) -> str:
     return "vault opened" if state.env("VAULT_TOKEN") else "no token"
 
@@ -109,7 +113,7 @@ pack = Pack(
     author="Console Tests",
     license="MIT",
     description="A lead agent with a note tool and a scout subagent, for the console tests.",
-    entry_agents=["lead"],
+    entry_agents=["lead", "keeper"],
     models=[
         define_model(
             name="lead_model", provider=PROVIDER, model="lead-1", input_price=1.0, output_price=2.0
@@ -127,6 +131,15 @@ pack = Pack(
         ),
         define_tool(
             name="approve", description="Approve the scout's work.", args=Summary, execute=approve
+        ),
+        define_tool(
+            name="check_keeper",
+            description="Check the keeper's token.",
+            execute=check_keeper,
+            variables=[
+                {"name": "KEEPER_TOKEN", "type": "secret", "required": True},
+                {"name": "KEEPER_REGION", "type": "text", "description": "Where the keeper works."},
+            ],
         ),
         define_tool(
             name="use_vault",
@@ -160,6 +173,9 @@ pack = Pack(
             required_schema=Task,
         ),
         define_prompt(
+            name="keeper_main", model="lead_model", prompt="Keep.", tools=["check_keeper"]
+        ),
+        define_prompt(
             name="vault_worker",
             model="vault_model",
             prompt="Vault.",
@@ -176,6 +192,7 @@ pack = Pack(
     ],
     agents=[
         define_agent(name="lead", title="Lead", side_a={"prompt": "lead_main"}),
+        define_agent(name="keeper", title="Keeper", side_a={"prompt": "keeper_main"}),
         define_agent(
             name="scout",
             type="dual_ai",
