@@ -144,11 +144,13 @@ def test_a_pack_shows_its_agents_and_starts_a_thread_that_streams_answers_and_to
     expect(agent.get_by_text("scout, vault", exact=True)).to_be_visible()  # subagent relationships
     expect(page.locator("svg.graph")).to_be_visible()
     shoot(page, "03-pack")
-    page.get_by_label("Tags (comma separated)").fill("browser")
-    page.get_by_role("button", name="Start a thread with lead").click()
+    start = page.get_by_role("form", name="Start a thread with lead")
+    start.get_by_label("Tags (comma separated)").fill("browser")
+    start.get_by_role("button", name="Start a thread with lead").click()
     expect(page.get_by_role("tab", name="Conversation")).to_have_attribute("aria-selected", "true")
     url_before = page.url
 
+    expect(page.locator("ol.messages")).to_be_attached()
     page.evaluate(
         """() => {
           window.seen = [];
@@ -235,7 +237,15 @@ def test_files_upload_lists_the_file_and_logs_show_tokens_and_cost(
     page.get_by_label("Search", exact=True).fill("browser test")
     page.get_by_role("button", name="Search", exact=True).click()
     expect(page.get_by_role("button", name="/hello.txt")).to_be_visible()
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Download hello.txt").click()
+    assert Path(download.value.path()).read_text() == "hello from the browser test\n"
     shoot(page, "07-files")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Delete hello.txt").click()
+    expect(page.get_by_role("cell", name="hello.txt", exact=True)).to_have_count(0)
+    listing = server.api("GET", f"/packages/console_demo/threads/{thread_id}/files?path=/")
+    assert "hello.txt" not in [e["name"] for e in listing.json()["entries"]]
 
     page.get_by_role("tab", name="Files").focus()
     page.keyboard.press("ArrowRight")  # the tab list is keyboard reachable
@@ -335,39 +345,47 @@ def test_markdown_is_rendered_and_html_in_messages_is_shown_as_text(
     assert page.evaluate("window.pwned") is None
 
 
-def test_an_image_attachment_is_previewed_from_its_thumbnail(
-    page: Page, server: ConsoleServer
+def test_an_image_sent_with_a_message_is_previewed_from_its_thumbnail(
+    page: Page, server: ConsoleServer, tmp_path: Path
 ) -> None:
-    import base64
-    import io
-
     from PIL import Image
 
-    buffer = io.BytesIO()
-    Image.new("RGB", (800, 400), (200, 30, 30)).save(buffer, format="PNG")
-    thread_id = server.api("POST", "/packages/console_demo/threads", json={"agent": "lead"}).json()[
-        "id"
-    ]
-    server.api(
-        "POST",
-        f"/packages/console_demo/threads/{thread_id}/messages",
-        json={
-            "content": "a red picture",
-            "attachments": [
-                {
-                    "name": "red.png",
-                    "mime_type": "image/png",
-                    "data": base64.b64encode(buffer.getvalue()).decode(),
-                }
-            ],
-        },
-    )
+    picture = tmp_path / "red.png"
+    Image.new("RGB", (800, 400), (200, 30, 30)).save(picture, format="PNG")
+    created = server.api("POST", "/packages/console_demo/threads", json={"agent": "lead"})
+    thread_id = created.json()["id"]
     sign_in(page, server)
     page.goto(f"{server.url}/#/p/console_demo/t/{thread_id}")
-    preview = page.get_by_role("img", name="Preview of red.png")
+    page.get_by_label("Attach files").set_input_files(str(picture))
+    composer = page.get_by_label("Message", exact=True)
+    composer.fill("a red picture")
+    composer.press("Enter")
+    preview = page.locator(".msg.r-user").get_by_role("img", name="Preview of red.png")
     expect(preview).to_be_visible()
     expect(preview).to_have_js_property("naturalWidth", 256)  # 800 x 400 scaled to 256 px
     expect(preview).to_have_js_property("naturalHeight", 128)
+    expect(page.locator(".msg.r-assistant")).to_contain_text("You said: a red picture")
+    files = server.api("GET", f"/packages/console_demo/threads/{thread_id}/files?path=/attachments")
+    assert [e["mime_type"] for e in files.json()["entries"]] == ["image/png"]
+
+
+def test_terminate_asks_first_then_the_thread_refuses_messages(
+    page: Page, server: ConsoleServer
+) -> None:
+    created = server.api("POST", "/packages/console_demo/threads", json={"agent": "lead"})
+    thread_id = created.json()["id"]
+    sign_in(page, server)
+    page.goto(f"{server.url}/#/p/console_demo/t/{thread_id}")
+    page.once("dialog", lambda dialog: dialog.dismiss())
+    page.get_by_role("button", name="Terminate").click()
+    expect(page.locator(".thread-head [role=status]")).to_have_text("new")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Terminate").click()
+    expect(page.locator(".thread-head [role=status]")).to_have_text("terminated")
+    composer = page.get_by_label("Message", exact=True)
+    composer.fill("anyone there?")
+    composer.press("Enter")
+    expect(page.locator(".composer [role=status]")).to_contain_text("terminated")
 
 
 def test_starting_a_thread_asks_for_variables_masks_secrets_and_never_shows_them_again(
