@@ -84,7 +84,8 @@ def main() -> None:
     first, cached = asyncio.run(thumbnails(data))
     print(
         f"thumbnail of a 4000x3000 JPEG ({len(data) / 1024:.0f} KiB): "
-        f"first {statistics.median(first) * 1000:.1f} ms, cached {statistics.median(cached) * 1000:.2f} ms "
+        f"first {statistics.median(first) * 1000:.1f} ms, "
+        f"cached {statistics.median(cached) * 1000:.2f} ms "
         f"(median of {ROUNDS})"
     )
 
