@@ -411,3 +411,25 @@ def test_starting_a_thread_asks_for_variables_masks_secrets_and_never_shows_them
             re.compile("^KEEPER_TOKEN")
         )
     ).to_have_value("")
+
+
+def test_a_message_queued_during_a_turn_is_listed_live_and_can_be_cancelled(
+    page: Page, server: ConsoleServer
+) -> None:
+    created = server.api("POST", "/packages/console_demo/threads", json={"agent": "lead"})
+    thread_id = created.json()["id"]
+    messages = f"/packages/console_demo/threads/{thread_id}/messages"
+    sign_in(page, server)
+    page.goto(f"{server.url}/#/p/console_demo/t/{thread_id}/queue")
+    expect(page.get_by_text("Nothing is queued.")).to_be_visible()
+    server.api("POST", messages, json={"content": "slow please"})
+    server.api("POST", messages, json={"content": "second thoughts"})
+    cancel = page.get_by_role("button", name=re.compile("^Cancel queued message"))
+    expect(page.get_by_text("second thoughts")).to_be_visible()
+    shoot(page, "11-queue")
+    cancel.click()
+    expect(page.get_by_text("Nothing is queued.")).to_be_visible()
+    page.get_by_role("tab", name="Conversation").click()
+    expect(page.locator(".msg.r-assistant")).to_contain_text("Finally done.", timeout=15_000)
+    contents = [m["content"] for m in server.api("GET", messages).json()["messages"]]
+    assert "second thoughts" not in contents

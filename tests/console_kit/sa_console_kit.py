@@ -10,6 +10,7 @@ the conversation, so every run is the same:
 - a message containing ``vault`` makes it create the ``vault`` subagent, whose tool needs the
   scoped secret ``VAULT_TOKEN``: the call fails with ``subagent_env_required`` until a person
   provides it;
+- a message containing ``slow`` is answered after five seconds (messages sent meanwhile queue);
 - any other message gets a streamed Markdown echo.
 """
 
@@ -79,6 +80,8 @@ def answer(request: Any) -> Any:
             return "The vault subagent needs a token first."
         return "All done: I saved a **note** and the scout reported back."
     text = last.content or ""
+    if "slow" in text:
+        return {"content": "Finally done.", "delay": 5.0}
     if "vault" in text:
         return {
             "tool_calls": [
