@@ -17,7 +17,7 @@ setup: $(VENV)/.installed chromium
 chromium:
 	@command -v chromium >/dev/null 2>&1 || { \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-			apt-get update && apt-get install -y chromium; \
+			apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; \
 		else \
 			echo "warning: install Debian's chromium (apt-get install chromium) for the console browser tests" >&2; \
 		fi; }
