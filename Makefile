@@ -9,9 +9,18 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 SERVE_ARGS ?=
 
-.PHONY: setup serve test lint bench clean
+.PHONY: setup chromium serve test lint bench clean
 
-setup: $(VENV)/.installed
+setup: $(VENV)/.installed chromium
+
+# The console's browser tests drive Debian's chromium (never a downloaded browser build).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; \
+		else \
+			echo "warning: install Debian's chromium (apt-get install chromium) for the console browser tests" >&2; \
+		fi; }
 
 $(VENV)/.installed: pyproject.toml $(EXAMPLES)
 	@echo "==> [1/3] creating the virtual environment $(VENV)"

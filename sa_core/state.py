@@ -579,6 +579,15 @@ class ThreadState:
         """Remove a directory."""
         return await self._runtime.store.rmdir(self.thread_id, path, recursive=recursive)
 
+    async def get_file_thumbnail(self, path: str) -> bytes | None:
+        """A PNG thumbnail (at most 256 px) of an image file; None for anything else.
+
+        Needs Pillow (``pip install 'standard-agents[images]'``); cached per file version.
+        """
+        from sa_core.thumbnails import file_thumbnail
+
+        return await file_thumbnail(self, path)
+
     async def get_file_stats(self) -> FileStats:
         """Total size and file count."""
         return await self._runtime.store.file_stats(self.thread_id)

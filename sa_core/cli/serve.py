@@ -43,6 +43,12 @@ def register(subparsers: Any) -> None:
         "(repeatable)",
     )
     parser.add_argument(
+        "--no-ui",
+        dest="ui",
+        action="store_false",
+        help="do not serve the web console at / (the API and the docs stay)",
+    )
+    parser.add_argument(
         "--log-level",
         default="info",
         choices=["critical", "error", "warning", "info", "debug"],
@@ -107,7 +113,7 @@ async def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
                 flush=True,
             )
-        app = create_app(runtime)
+        app = create_app(runtime, ui=args.ui)
         port = sock.getsockname()[1]
         print("\n".join(banner(app, runtime, args.host, port, token)), flush=True)
         server = build_server(app, args.host, port, log_level=args.log_level)

@@ -15,12 +15,12 @@ from litestar import Litestar, Router
 from litestar.config.app import AppConfig
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
-from litestar.openapi.plugins import RedocRenderPlugin, ScalarRenderPlugin, SwaggerRenderPlugin
 from litestar.plugins import InitPluginProtocol
 
 from sa_core.registry import PackScope
 from sa_core.runtime import Runtime
 from sa_core.server.auth import COMPONENTS, SECURITY, api_key_guard
+from sa_core.server.console import console_handlers, docs_render_plugins, static_router
 from sa_core.server.context import package_dependencies, runtime_dependency
 from sa_core.server.corners import allow_header_middleware, unknown_package_websocket
 from sa_core.server.errors import EXCEPTION_HANDLERS
@@ -28,7 +28,9 @@ from sa_core.server.routes.approvals import ApprovalsController
 from sa_core.server.routes.catalog import CatalogController, list_packages
 from sa_core.server.routes.custom import endpoint_handlers
 from sa_core.server.routes.files import FilesController
+from sa_core.server.routes.graph import GraphController
 from sa_core.server.routes.messages import MessagesController
+from sa_core.server.routes.queue import QueueController
 from sa_core.server.routes.threads import ThreadsController
 from sa_core.server.routes.usage import UsageController
 from sa_core.server.streaming import StreamController, StreamHub
@@ -47,12 +49,15 @@ class StandardAgentsPlugin(InitPluginProtocol):
         runtime: the runtime whose packs and threads the API serves.
         manage_runtime: start the runtime at app startup (unless it already runs) and close it
             at shutdown; pass False to keep a runtime you start and close yourself.
+        ui: serve the web console at ``/`` (its assets, and the docs' assets, under
+            ``/_sa/static``).
 
     """
 
-    def __init__(self, runtime: Runtime, *, manage_runtime: bool = True) -> None:
+    def __init__(self, runtime: Runtime, *, manage_runtime: bool = True, ui: bool = True) -> None:
         self.runtime = runtime
         self.manage_runtime = manage_runtime
+        self.ui = ui
         self.hub = StreamHub()
         self._guard = api_key_guard(runtime)
         self._mounted: set[str] = set()
@@ -83,6 +88,10 @@ class StandardAgentsPlugin(InitPluginProtocol):
                 **self._layer(),
             )
         )
+        if self.ui:
+            app_config.route_handlers.extend(console_handlers())
+        elif app_config.openapi_config is not None:
+            app_config.route_handlers.append(static_router())
         app_config.on_startup.append(self.startup)
         app_config.on_shutdown.append(self.shutdown)
         openapi = app_config.openapi_config
@@ -100,11 +109,13 @@ class StandardAgentsPlugin(InitPluginProtocol):
             f"/api/packages/{scope.package}",
             route_handlers=[
                 CatalogController,
+                GraphController,
                 ThreadsController,
                 UsageController,
                 ApprovalsController,
                 MessagesController,
                 FilesController,
+                QueueController,
                 StreamController,
                 *endpoint_handlers(scope),
             ],
@@ -133,6 +144,7 @@ def create_app(
     *,
     manage_runtime: bool = True,
     docs: bool = True,
+    ui: bool = True,
     debug: bool = False,
     title: str = "Standard Agents",
 ) -> Litestar:
@@ -143,7 +155,9 @@ def create_app(
         manage_runtime: start the runtime at startup (unless it already runs) and close it at
             shutdown.
         docs: serve the OpenAPI schema (``/schema/openapi.json``) and the interactive docs
-            (``/schema/swagger``, ``/schema/redoc``, ``/schema``); these need no key.
+            (``/schema/swagger``, ``/schema/redoc``, ``/schema``); these need no key and load
+            their scripts from this server, never from a CDN.
+        ui: serve the web console at ``/`` (it asks for an API key in the browser).
         debug: Litestar's debug mode (tracebacks in 500 answers; never in production).
         title: the OpenAPI title.
 
@@ -158,14 +172,14 @@ def create_app(
             title=title,
             version=__version__,
             description=API_DESCRIPTION,
-            render_plugins=[ScalarRenderPlugin(), SwaggerRenderPlugin(), RedocRenderPlugin()],
+            render_plugins=docs_render_plugins(),
             use_handler_docstrings=True,
         )
         if docs
         else None
     )
     return Litestar(
-        plugins=[StandardAgentsPlugin(runtime, manage_runtime=manage_runtime)],
+        plugins=[StandardAgentsPlugin(runtime, manage_runtime=manage_runtime, ui=ui)],
         openapi_config=openapi,
         exception_handlers=EXCEPTION_HANDLERS,
         debug=debug,

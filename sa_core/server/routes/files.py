@@ -18,6 +18,7 @@ from sa_core.errors import FileSystemError
 from sa_core.server.context import ThreadDep
 from sa_core.server.errors import ApiError, errors
 from sa_core.server.openapi import FileDownload, RawUpload
+from sa_core.server.routes.thumbnails import thumbnail_response
 from sa_core.server.schemas import DirectoryOut, FileOut, FilesOut, GrepOut, convert
 from sa_core.spec import FileRecord
 from sa_core.state import ThreadState
@@ -73,18 +74,26 @@ class FilesController(Controller):
 
     @get(
         "/files/{path:path}",
-        responses=errors(404),
+        responses=errors(404, 501),
         operation_class=FileDownload,
         summary="Download a file",
     )
-    async def download(self, thread: ThreadDep, path: FromPath[str]) -> Response[bytes]:
-        """Answer the file's bytes, with its MIME type."""
+    async def download(
+        self, thread: ThreadDep, path: FromPath[str], thumbnail: FromQuery[bool] = False
+    ) -> Response[bytes]:
+        """Answer the file's bytes, with its MIME type.
+
+        With ``thumbnail=1`` an image file answers a PNG of at most 256 px instead (``404
+        no_thumbnail`` for files that are not images).
+        """
         clean = safe_path(path)
         record = await _existing(thread, clean)
         if record.is_directory:
             raise ApiError(
                 400, "is_a_directory", f"{clean} is a directory; list it with GET files?path=."
             )
+        if thumbnail:
+            return await thumbnail_response(thread, clean)
         data = await thread.read_file(clean) or b""
         disposition = f"attachment; filename*=UTF-8''{quote(record.name or 'file', safe='')}"
         return Response(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from litestar import Controller, delete, get, post
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
@@ -12,6 +12,7 @@ from sa_core.registry import PackScope
 from sa_core.runtime import Runtime
 from sa_core.server.context import PackDep, RuntimeDep, ThreadDep, thread_row
 from sa_core.server.errors import ApiError, errors, to_api_error
+from sa_core.server.routes.thread_status import ThreadStatusFilter, threads_with_status
 from sa_core.server.schemas import (
     ChildrenOut,
     CreateThreadIn,
@@ -108,21 +109,28 @@ class ThreadsController(Controller):
         agent: FromQuery[str | None] = None,
         tag: FromQuery[str | None] = None,
         include_children: FromQuery[bool] = False,
+        status: FromQuery[ThreadStatusFilter | None] = None,
         limit: Limit = 50,
         offset: Offset = 0,
     ) -> ThreadsOut:
         """List the package's threads, newest first.
 
-        Subagent threads are listed only with ``include_children``.
+        Subagent threads are listed only with ``include_children``. ``status`` keeps the
+        threads that are ``running``, ``awaiting_human``, ``idle``, ``new`` (no turn ended
+        yet), ``stopped`` or ``terminated``.
         """
-        rows, total = await runtime.store.list_threads(
-            package=pack.package,
-            agent_id=agent,
-            tag=tag,
-            limit=limit,
-            offset=offset,
-            parent_id=UNSET if include_children else None,
-        )
+        filters: dict[str, Any] = {
+            "package": pack.package,
+            "agent_id": agent,
+            "tag": tag,
+            "parent_id": UNSET if include_children else None,
+        }
+        if status is None:
+            rows, total = await runtime.store.list_threads(
+                limit=limit, offset=offset, **filters
+            )
+        else:
+            rows, total = await threads_with_status(runtime, status, limit, offset, filters)
         return ThreadsOut(
             threads=[thread_out(runtime, pack, row) for row in rows],
             total=total,
