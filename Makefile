@@ -11,9 +11,10 @@ SERVE_ARGS ?=
 
 .PHONY: setup chromium serve test lint bench clean
 
-setup: $(VENV)/.installed chromium
+setup: $(VENV)/.installed
 
-# The console's browser tests drive Debian's chromium (never a downloaded browser build).
+# The console's browser tests drive Debian's chromium (never a downloaded browser build);
+# only `make test` needs it, so `make serve` does not install a browser.
 chromium:
 	@command -v chromium >/dev/null 2>&1 || { \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -35,7 +36,7 @@ $(VENV)/.installed: pyproject.toml $(EXAMPLES)
 serve: setup
 	$(VENV)/bin/sa serve --host $(HOST) --port $(PORT) $(SERVE_ARGS)
 
-test: setup
+test: setup chromium
 	$(PY) -m pytest tests packs plugins
 
 lint: setup

@@ -102,7 +102,7 @@ def test_serve_says_where_everything_is_warns_about_missing_keys_and_prints_a_wo
         assert warning in lines[:serving]
         assert f"  API:     {base}/api/packages" in lines
         assert f"  Docs:    {base}/schema" in lines
-        assert not any(line.startswith("  Console:") for line in lines)
+        assert f"  Console: {base}/" in lines  # the web console is served at / unless --no-ui
         token = next(w for w in text.split() if w.startswith("sa_"))
         curl = lines[-1].strip()
         assert curl == f'curl -H "Authorization: Bearer {token}" {base}/api/packages'
