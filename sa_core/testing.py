@@ -614,20 +614,36 @@ async def stream_response(
 # --------------------------------------------------------------------------------------------
 
 
+DEFAULT_RECORDED = 1000
+"""Requests a :class:`TestProvider` keeps by default (its ``max_recorded``)."""
+
+
 class _RecordingProvider(BaseProvider):
     """Shared plumbing: request recording, delays, streaming and inspection helpers."""
 
     name: ClassVar[str] = "test"
 
-    def __init__(self, *, name: str = "test") -> None:
+    def __init__(self, *, name: str = "test", max_recorded: int | None = None) -> None:
         super().__init__(name=name)
+        if max_recorded is not None and max_recorded < 1:
+            raise ValueError(f"max_recorded must be at least 1 (or None), got {max_recorded}")
         self.requests: list[ProviderRequest] = []
+        self.max_recorded = max_recorded
+        self._calls = 0
+
+    def _record(self, request: ProviderRequest) -> None:
+        """Count a request and keep it, dropping the oldest beyond ``max_recorded``."""
+        self._calls += 1
+        self.requests.append(request)
+        limit = self.max_recorded
+        if limit is not None and len(self.requests) > limit:
+            del self.requests[: len(self.requests) - limit]
 
     # -- inspection -------------------------------------------------------------------------
 
     @property
     def request_log(self) -> list[ProviderRequest]:
-        """Every request received, oldest first (the same list as :attr:`requests`)."""
+        """The requests kept (all, or the last ``max_recorded``), oldest first; :attr:`requests`."""
         return self.requests
 
     @property
@@ -637,8 +653,8 @@ class _RecordingProvider(BaseProvider):
 
     @property
     def call_count(self) -> int:
-        """How many requests the provider received."""
-        return len(self.requests)
+        """How many requests the provider received (counted even when no longer kept)."""
+        return self._calls
 
     def last_user_message(self, request: ProviderRequest | None = None) -> str | None:
         """Return the text of the last ``user`` message of a request.
@@ -732,6 +748,10 @@ class TestProvider(_RecordingProvider):
         name: the provider name; register the provider under the name your model
             definitions use.
         validate_inputs: check each answer's ``expect`` against the request.
+        max_recorded: requests kept in :attr:`requests` (the oldest go first; ``None`` keeps
+            every one). The default bound keeps a long-running ``sa serve --test-provider``
+            from holding every request with its whole message list; :attr:`call_count` counts
+            every request either way.
 
     """
 
@@ -743,8 +763,9 @@ class TestProvider(_RecordingProvider):
         *,
         name: str = "test",
         validate_inputs: bool = False,
+        max_recorded: int | None = DEFAULT_RECORDED,
     ) -> None:
-        super().__init__(name=name)
+        super().__init__(name=name, max_recorded=max_recorded)
         self.validate_inputs = validate_inputs
         self._script = script
         self._index = 0
@@ -773,6 +794,7 @@ class TestProvider(_RecordingProvider):
         """Rewind to the first scripted answer and clear the request log."""
         self._index = 0
         self.requests.clear()
+        self._calls = 0
 
     def remaining_responses(self) -> int:
         """Scripted answers not given yet (0 without a script)."""
@@ -785,7 +807,7 @@ class TestProvider(_RecordingProvider):
         return self.remaining_responses() == 0
 
     def _next(self, request: ProviderRequest) -> ScriptedResponse:
-        self.requests.append(request)
+        self._record(request)
         if self._script is None:
             return ScriptedResponse(content=UNSCRIPTED_REPLY, finish_reason="stop")
         responses = self._script.responses
@@ -863,9 +885,10 @@ class FunctionProvider(_RecordingProvider):
     def reset(self) -> None:
         """Clear the request log."""
         self.requests.clear()
+        self._calls = 0
 
     async def _answer(self, request: ProviderRequest) -> tuple[ProviderResponse, int | None, float]:
-        self.requests.append(request)
+        self._record(request)
         result = self.fn(request)
         if inspect.isawaitable(result):
             result = await result

@@ -20,6 +20,7 @@ from sa_core.engine.context import (
     SIDE_ROLE,
     IncrementalConverter,
     Side,
+    converter_for,
     dumps_compact,
     registry_system_message,
 )
@@ -168,7 +169,7 @@ class Flow:
         self._error_streak: tuple[str, int] = ("", 0)
         self._pending: Message | None = None
         self._prepared: Message | None = None
-        self._converter = IncrementalConverter()
+        self._converter = converter_for(state.thread_id) if depth == 0 else IncrementalConverter()
         self._unanswered: list[ToolCall] = []
         execution = dict(state._row.execution)
         turns = execution.get("turns") or {}

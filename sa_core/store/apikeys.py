@@ -70,10 +70,22 @@ class ApiKeysMixin(StoreBase):
     async def verify_api_key(
         self, token: str, *, tx: Transaction | None = None
     ) -> ApiKeyRow | None:
-        """Return the active key matching a token (hashes compared in constant time)."""
+        """Return the active key matching a token (hashes compared in constant time).
+
+        Verified keys are kept in a small bounded cache (by token digest), emptied by every
+        revocation of this store and whenever another process writes to the database, so a
+        revoked key is refused from the moment its revocation commits.
+        """
         if not token.startswith(TOKEN_PREFIX):
             return None
         digest = hash_token(token)
+        cache = self._caches.keys
+        cached = tx is None and cache.check(self._cache_version())
+        if cached:
+            found = cache.get(digest)
+            if found is not None:
+                return found
+        fillable = cached and self._cache_fillable()
         stmt = select(*_ROW_COLUMNS, _K.key_hash).where(
             _K.prefix == token[:DISPLAY_PREFIX_CHARS], _K.revoked_at.is_(None)
         )
@@ -90,7 +102,10 @@ class ApiKeysMixin(StoreBase):
                     )
             return found
 
-        return await self._read(op, tx)
+        verified = await self._read(op, tx)
+        if verified is not None and fillable:
+            cache.put(digest, verified)
+        return verified
 
     async def list_api_keys(self, *, tx: Transaction | None = None) -> list[ApiKeyRow]:
         """Every key, revoked ones included, oldest first."""
@@ -107,7 +122,11 @@ class ApiKeysMixin(StoreBase):
             )
             .values(revoked_at=now_us())
         )
-        return await self._write(lambda conn: conn.execute(stmt).rowcount > 0, tx)
+        self._caches.keys.clear()
+        try:
+            return await self._write(lambda conn: conn.execute(stmt).rowcount > 0, tx)
+        finally:
+            self._caches.keys.clear()
 
     async def count_api_keys(self, *, tx: Transaction | None = None) -> int:
         """Count the active (not revoked) keys."""

@@ -28,6 +28,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.pool import NullPool, StaticPool
 from sqlmodel import SQLModel
 
+from sa_core.store.caches import StoreCaches
 from sa_core.store.connect import WRITE_OPTION, install_sqlite_listeners, is_memory
 
 T = TypeVar("T")
@@ -81,6 +82,14 @@ class Backend(ABC):
     @abstractmethod
     async def close(self) -> None:
         """Close every connection."""
+
+    def external_version(self) -> int | None:
+        """A number that changes whenever another connection commits, or ``None`` (unknown).
+
+        In-process caches (history, API keys) stay valid only while it is unchanged; a backend
+        that cannot tell returns ``None`` and those caches are not used.
+        """
+        return None
 
 
 class _SyncTransaction(Transaction):
@@ -144,6 +153,19 @@ class SQLiteBackend(Backend):
     async def begin(self, owner: object) -> Transaction:
         """Open a write transaction."""
         return _SyncTransaction(owner, self._conns()[0])
+
+    def external_version(self) -> int | None:
+        """``PRAGMA data_version`` of the writer: it changes when another connection commits.
+
+        The writer's own commits leave it unchanged and the reader never writes, so a change
+        means another process (or another store on the same file) wrote to the database.
+        """
+        if self._writer is None:
+            return None
+        if self._memory:
+            return 0
+        raw: Any = self._writer.connection.dbapi_connection
+        return int(raw.execute("PRAGMA data_version").fetchone()[0])
 
     async def close(self) -> None:
         """Close every connection."""
@@ -280,6 +302,17 @@ class StoreBase:
         self._backend = backend
         self._lock = asyncio.Lock()
         self._closed = False
+        self._caches = StoreCaches()
+
+    def _cache_version(self) -> int | None:
+        """The backend's external version (see :mod:`sa_core.store.caches`); ``None``: no cache."""
+        if self._closed:
+            return None
+        return self._backend.external_version()
+
+    def _cache_fillable(self) -> bool:
+        """Whether a read now sees only committed rows that no open transaction will change."""
+        return not self._lock.locked() and self._ambient() is None
 
     def transaction(self) -> _TransactionContext:
         """Open a write transaction used by every method given ``tx=`` (or called inside it).

@@ -231,4 +231,6 @@ class ThreadsMixin(StoreBase):
             conn.execute(delete(t.threads).where(t.threads.c.id.in_(ids)))
             return ids
 
-        return await self._write(op, tx)
+        deleted = await self._write(op, tx)
+        self._caches.history.forget(deleted)
+        return deleted
