@@ -296,8 +296,9 @@ def main() -> None:
     print(f"  POST -> first stream frame at 20 threads: p50 {statistics.median(p50):.2f} ms, "
           f"p99 {statistics.median(p99):.2f} ms; target p50 <= 5 ms")
     print(f"  20 threads: {statistics.median(r['turns_per_s'] for r in latency):.0f} turns/s")
-    print(f"  server CPU per turn (200 threads): "
-          f"{statistics.median(r['cpu_per_turn_ms'] for r in load):.2f} ms")
+    cpu_per_turn = statistics.median(r["cpu_per_turn_ms"] for r in load)
+    print(f"  server CPU per turn (200 threads): {cpu_per_turn:.2f} ms, so one free core "
+          f"could serve about {1000 / cpu_per_turn:.0f} turns/s")
     last = load[-1]
     print(f"  server RSS over the last {load_seconds:.0f} s load run ({last['turns']} turns): "
           f"start {last['rss_start']:.0f} MiB, peak {last['rss_peak']:.0f} MiB, "
