@@ -71,6 +71,14 @@ class Backend(ABC):
     async def read(self, op: Op[T]) -> T:
         """Run a read-only operation in its own short transaction."""
 
+    async def read_one(self, op: Op[T]) -> T:
+        """Run a read-only operation that issues a single statement.
+
+        A single statement is consistent on its own, so a backend may skip the explicit
+        transaction around it; by default it runs like :meth:`read`.
+        """
+        return await self.read(op)
+
     @abstractmethod
     async def write(self, op: Op[T]) -> T:
         """Run a write operation in its own transaction (the caller holds the write lock)."""
@@ -143,6 +151,21 @@ class SQLiteBackend(Backend):
         conn = self._conns()[1]
         with conn.begin():
             return op(conn)
+
+    async def read_one(self, op: Op[T]) -> T:
+        """Run a single-statement read in SQLite's own statement transaction (no BEGIN/COMMIT).
+
+        The driver runs in autocommit mode, so a lone SELECT reads one consistent snapshot;
+        an operation that goes through SQLAlchemy's ``execute`` (which begins) is committed.
+        """
+        conn = self._conns()[1]
+        if conn.in_transaction():
+            return await self.read(op)
+        try:
+            return op(conn)
+        finally:
+            if conn.in_transaction():
+                conn.commit()
 
     async def write(self, op: Op[T]) -> T:
         """Run a write operation in its own transaction."""
@@ -347,6 +370,18 @@ class StoreBase:
             async with self._lock:
                 return await self._backend.read(op)
         return await self._backend.read(op)
+
+    async def _read_one(self, op: Op[T], tx: Transaction | None = None) -> T:
+        """Like :meth:`_read`, for an operation that issues one statement (no BEGIN/COMMIT)."""
+        if tx is not None:
+            return await self._check_tx(tx).run(op)
+        ambient = self._ambient()
+        if ambient is not None:
+            return await ambient.run(op)
+        if self._backend.serialize_reads:
+            async with self._lock:
+                return await self._backend.read_one(op)
+        return await self._backend.read_one(op)
 
     async def _write(self, op: Op[T], tx: Transaction | None = None) -> T:
         if tx is not None:

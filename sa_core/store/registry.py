@@ -88,7 +88,7 @@ class RegistryMixin(StoreBase):
                 for row in _CHILDREN.rows(conn, params)
             ]
 
-        return await self._read(op, tx)
+        return await self._read_one(op, tx)
 
     async def update_child(
         self, parent_id: str, reference: str, *, tx: Transaction | None = None, **fields: Any

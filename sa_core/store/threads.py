@@ -112,7 +112,7 @@ class ThreadsMixin(StoreBase):
             found = _GET.first(conn, {"b_id": thread_id})
             return thread_from_row(found) if found is not None else None
 
-        return await self._read(op, tx)
+        return await self._read_one(op, tx)
 
     async def update_thread(
         self, thread_id: str, *, tx: Transaction | None = None, **fields: Any
