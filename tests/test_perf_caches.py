@@ -282,3 +282,29 @@ def test_the_test_provider_is_bounded_by_default_and_rejects_a_zero_bound():
     assert TestProvider(max_recorded=None).max_recorded is None
     with pytest.raises(ValueError, match="max_recorded"):
         TestProvider(max_recorded=0)
+
+
+# -- live streams --------------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_frames_queued_together_are_sent_as_one_batch_in_order():
+    from sa_core.server.streaming import _CLOSE, _PING, LiveStream
+
+    queue: asyncio.Queue[Any] = asyncio.Queue()
+    live = LiveStream("t1", queue)
+    silent = {"type": "message_data", "data": {"id": "s", "silent": True}}
+    for frame in ({"type": "a"}, silent, _PING, {"type": "b"}):
+        queue.put_nowait(frame)
+    batches = live.batches()
+    try:
+        assert await anext(batches) == [{"type": "connected", "thread_id": "t1"}]
+        assert await anext(batches) == [{"type": "a"}, None, {"type": "b"}]
+        queue.put_nowait({"type": "c"})
+        queue.put_nowait(_CLOSE)
+        queue.put_nowait({"type": "after close"})
+        assert await anext(batches) == [{"type": "c"}]
+        with pytest.raises(StopAsyncIteration):
+            await anext(batches)
+    finally:
+        live.stop_heartbeat()
