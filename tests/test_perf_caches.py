@@ -308,3 +308,13 @@ async def test_frames_queued_together_are_sent_as_one_batch_in_order():
             await anext(batches)
     finally:
         live.stop_heartbeat()
+
+
+def test_sa_serve_runs_uvicorn_with_the_httptools_parser():
+    from litestar import Litestar
+
+    from sa_core.server.runner import build_server, http_protocol
+
+    assert http_protocol() == "httptools"
+    server = build_server(Litestar(route_handlers=[]), port=0, handle_signals=False)
+    assert server.config.http == "httptools"

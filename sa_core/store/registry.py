@@ -26,6 +26,17 @@ _CHILDREN = Prepared(
     .order_by(_C.created_at, _C.reference),
     [_C.entry],
 )
+_CHILD_WHERE = (_C.parent_id == bindparam("b_pid"), _C.reference == bindparam("b_ref"))
+_CHILD = Prepared(select(_C.entry).where(*_CHILD_WHERE), [_C.entry])
+_UPDATE_CHILD = Prepared(update(t.children).where(*_CHILD_WHERE).values(entry=bindparam("v_entry")))
+_INSERT_CHILD = Prepared(
+    insert(t.children).values(
+        parent_id=bindparam("v_pid"),
+        reference=bindparam("v_ref"),
+        entry=bindparam("v_entry"),
+        created_at=bindparam("v_created"),
+    )
+)
 _VALUE_WHERE = (_V.thread_id == bindparam("b_tid"), _V.key == bindparam("b_key"))
 _GET_VALUE = Prepared(select(_V.value).where(*_VALUE_WHERE), [_V.value])
 _UPDATE_VALUE = Prepared(
@@ -60,18 +71,18 @@ class RegistryMixin(StoreBase):
         A replaced entry keeps its place in creation order.
         """
         data = _entry_json(entry)
-        where = (_C.parent_id == parent_id, _C.reference == entry.reference)
+        params = {"b_pid": parent_id, "b_ref": entry.reference, "v_entry": data}
 
         def op(conn: Connection) -> None:
-            if conn.execute(update(t.children).where(*where).values(entry=data)).rowcount == 0:
-                created = entry.created_at or now_us()
-                conn.execute(
-                    insert(t.children).values(
-                        parent_id=parent_id,
-                        reference=entry.reference,
-                        entry=data,
-                        created_at=created,
-                    )
+            if _UPDATE_CHILD.run(conn, params) == 0:
+                _INSERT_CHILD.run(
+                    conn,
+                    {
+                        "v_pid": parent_id,
+                        "v_ref": entry.reference,
+                        "v_entry": data,
+                        "v_created": entry.created_at or now_us(),
+                    },
                 )
 
         await self._write(op, tx)
@@ -102,16 +113,16 @@ class RegistryMixin(StoreBase):
             pydantic.ValidationError: A field is unknown or has a wrong type.
 
         """
-        where = (_C.parent_id == parent_id, _C.reference == reference)
+        params: dict[str, Any] = {"b_pid": parent_id, "b_ref": reference}
 
         def op(conn: Connection) -> SubagentRegistryEntry | None:
-            current = conn.execute(select(_C.entry).where(*where)).scalar()
-            if current is None:
+            found = _CHILD.first(conn, params)
+            if found is None or found["entry"] is None:
                 return None
-            merged = SubagentRegistryEntry.model_validate(current).model_dump()
+            merged = SubagentRegistryEntry.model_validate(found["entry"]).model_dump()
             merged.update(fields, reference=reference)
             entry = SubagentRegistryEntry.model_validate(merged)
-            conn.execute(update(t.children).where(*where).values(entry=_entry_json(entry)))
+            _UPDATE_CHILD.run(conn, {**params, "v_entry": _entry_json(entry)})
             return entry
 
         return await self._write(op, tx)
