@@ -318,3 +318,26 @@ def test_sa_serve_runs_uvicorn_with_the_httptools_parser():
     assert http_protocol() == "httptools"
     server = build_server(Litestar(route_handlers=[]), port=0, handle_signals=False)
     assert server.config.http == "httptools"
+
+
+@pytest.mark.asyncio
+async def test_kept_conversions_are_bounded_by_threads_and_messages(monkeypatch):
+    from sa_core.engine import context
+
+    monkeypatch.setattr(context, "CONVERTED_THREADS", 2)
+    monkeypatch.setattr(context, "CONVERTED_MESSAGES", 3)
+    forget_converted()
+    try:
+        first = converter_for("a")
+        await first.convert([Message(id=str(i), role="user", content="x") for i in range(3)],
+                            acting="a")  # fmt: skip
+        converter_for("b")
+        converter_for("c")
+        assert list(context._converters) == ["b", "c"]  # "a": the least recently used
+        big = converter_for("b")
+        await big.convert([Message(id=f"b{i}", role="user", content="y") for i in range(4)],
+                          acting="a")  # fmt: skip
+        converter_for("c")
+        assert list(context._converters) == ["c"]  # "b" held more than the bound
+    finally:
+        forget_converted()

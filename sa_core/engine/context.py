@@ -272,6 +272,8 @@ class IncrementalConverter:
 
 CONVERTED_THREADS = 256
 """Threads whose converted history :func:`converter_for` keeps at most."""
+CONVERTED_MESSAGES = 100_000
+"""Converted messages :func:`converter_for` keeps at most over every thread."""
 _converters: OrderedDict[str, IncrementalConverter] = OrderedDict()
 
 
@@ -291,6 +293,10 @@ def converter_for(thread_id: str) -> IncrementalConverter:
             _converters.popitem(last=False)
     else:
         _converters.move_to_end(thread_id)
+    held = sum(len(kept.cache) for kept in _converters.values())
+    while held > CONVERTED_MESSAGES and len(_converters) > 1:
+        _, evicted = _converters.popitem(last=False)
+        held -= len(evicted.cache)
     return converter
 
 
