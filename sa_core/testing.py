@@ -34,6 +34,7 @@ import inspect
 import json
 import re
 import uuid
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeAlias
@@ -43,6 +44,7 @@ from sa_core.providers import (
     BaseProvider,
     FinishReason,
     ProviderImage,
+    ProviderMessage,
     ProviderRequest,
     ProviderResponse,
     ProviderToolCall,
@@ -491,12 +493,51 @@ def _tool_call(spec: ToolCallSpec) -> ProviderToolCall:
 # --------------------------------------------------------------------------------------------
 
 
-def _estimated_usage(request: ProviderRequest, response: ProviderResponse) -> Usage:
-    prompt_chars = 0
-    for message in request.messages:
-        prompt_chars += len(message.content or "") + len(message.reasoning or "")
-        for call in message.tool_calls:
-            prompt_chars += len(call.name) + len(json.dumps(call.arguments))
+def _message_chars(message: ProviderMessage) -> int:
+    chars = len(message.content or "") + len(message.reasoning or "")
+    for call in message.tool_calls:
+        chars += len(call.name) + len(json.dumps(call.arguments))
+    return chars
+
+
+class _PromptSizes:
+    """Each thread's last request with the size of every message, for the usage estimate.
+
+    A thread's next request repeats most of the previous one's message objects, so their sizes
+    are reused (matched by identity and position) and only new messages are measured: the
+    estimate no longer walks a long thread's whole history at every step. Bounded LRU.
+    """
+
+    THREADS = 64
+
+    def __init__(self) -> None:
+        self._last: OrderedDict[str | None, tuple[list[ProviderMessage], list[int]]] = (
+            OrderedDict()
+        )
+
+    def chars(self, request: ProviderRequest) -> int:
+        """Characters of the request's messages."""
+        old, old_sizes = self._last.pop(request.user, ([], []))
+        known = len(old)
+        sizes = [
+            old_sizes[index]
+            if index < known and old[index] is message
+            else _message_chars(message)
+            for index, message in enumerate(request.messages)
+        ]
+        self._last[request.user] = (list(request.messages), sizes)
+        while len(self._last) > self.THREADS:
+            self._last.popitem(last=False)
+        return sum(sizes)
+
+
+def _estimated_usage(
+    request: ProviderRequest, response: ProviderResponse, sizes: _PromptSizes | None = None
+) -> Usage:
+    if sizes is None:
+        prompt_chars = sum(_message_chars(message) for message in request.messages)
+    else:
+        prompt_chars = sizes.chars(request)
     for tool in request.tools:
         prompt_chars += len(tool.name) + len(tool.description) + len(json.dumps(tool.parameters))
     reasoning = _estimate_tokens(response.reasoning or "")
@@ -525,7 +566,9 @@ def _raise_scripted_error(error: Mapping[str, Any], provider: str) -> None:
     )
 
 
-def _build_response(scripted: ScriptedResponse, request: ProviderRequest) -> ProviderResponse:
+def _build_response(
+    scripted: ScriptedResponse, request: ProviderRequest, sizes: _PromptSizes | None = None
+) -> ProviderResponse:
     calls = [_tool_call(call) for call in scripted.tool_calls]
     finish: FinishReason = scripted.finish_reason or ("tool_calls" if calls else "stop")
     response = ProviderResponse(
@@ -542,7 +585,7 @@ def _build_response(scripted: ScriptedResponse, request: ProviderRequest) -> Pro
             usage.total_tokens = usage.prompt_tokens + usage.completion_tokens
         response.usage = usage
     else:
-        response.usage = _estimated_usage(request, response)
+        response.usage = _estimated_usage(request, response, sizes)
     return response
 
 
@@ -630,6 +673,7 @@ class _RecordingProvider(BaseProvider):
         self.requests: list[ProviderRequest] = []
         self.max_recorded = max_recorded
         self._calls = 0
+        self._sizes = _PromptSizes()
 
     def _record(self, request: ProviderRequest) -> None:
         """Count a request and keep it, dropping the oldest beyond ``max_recorded``."""
@@ -843,7 +887,7 @@ class TestProvider(_RecordingProvider):
         script = self._script
         chunk_size = script.chunk_size if script is not None else None
         chunk_delay = script.chunk_delay if script is not None else 0.0
-        return _build_response(scripted, request), chunk_size, chunk_delay
+        return _build_response(scripted, request, self._sizes), chunk_size, chunk_delay
 
 
 class FunctionProvider(_RecordingProvider):
@@ -899,7 +943,7 @@ class FunctionProvider(_RecordingProvider):
             await asyncio.sleep(scripted.delay)
         if scripted.error is not None:
             _raise_scripted_error(scripted.error, self.name)
-        return _build_response(scripted, request), self.chunk_size, self.chunk_delay
+        return _build_response(scripted, request, self._sizes), self.chunk_size, self.chunk_delay
 
 
 def _to_scripted(result: object) -> ScriptedResponse:

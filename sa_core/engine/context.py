@@ -272,7 +272,7 @@ class IncrementalConverter:
 
 CONVERTED_THREADS = 256
 """Threads whose converted history :func:`converter_for` keeps at most."""
-CONVERTED_MESSAGES = 100_000
+CONVERTED_MESSAGES = 50_000
 """Converted messages :func:`converter_for` keeps at most over every thread."""
 _converters: OrderedDict[str, IncrementalConverter] = OrderedDict()
 

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 HISTORY_THREADS = 512
 """Threads whose history is kept at most."""
-HISTORY_MESSAGES = 100_000
+HISTORY_MESSAGES = 50_000
 """Messages kept at most over every cached history (least recently used threads go first)."""
 API_KEYS = 64
 """Verified API keys kept at most."""

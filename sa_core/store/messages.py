@@ -284,8 +284,10 @@ class MessagesMixin(StoreBase):
             if dirty_from is None:
                 return list(kept)
             fresh = await self._load_history(thread_id, dirty_from - 1, None)
-            messages = [m for m in kept if m.created_at < dirty_from]
-            messages += fresh
+            cut = len(kept)  # oldest first: walk back over the rows written since
+            while cut and kept[cut - 1].created_at >= dirty_from:
+                cut -= 1
+            messages = kept[:cut] + fresh
         if fillable:
             cache.store(thread_id, messages)
         return list(messages)
