@@ -17,6 +17,9 @@ def parse_args(description: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--short", action="store_true", help="a quick run with smaller sizes")
     parser.add_argument("--rounds", type=int, default=None, help="rounds to take the median of")
+    parser.add_argument(
+        "--load-seconds", type=float, default=None, help="length of the load run (server.py)"
+    )
     return parser.parse_args()
 
 

@@ -10,7 +10,8 @@ the next. Printed:
 - turns per second with 200 concurrent threads (target >= 400);
 - POST -> first stream frame p50 / p99 at 20 concurrent threads (target p50 <= 5 ms);
 - server CPU (user + system, from ``/proc``) per turn in the throughput run;
-- server RSS at the start, the peak and the end of a bounded load run (steady is the goal).
+- server RSS at the start, the peak and the end of a bounded load run (steady is the goal;
+  `--load-seconds 600` for a ten-minute run).
 """
 
 from __future__ import annotations
@@ -276,6 +277,7 @@ def main() -> None:
     """Print throughput, latency, CPU and RSS."""
     args = parse_args(__doc__ or "")
     latency_seconds, load_seconds = (3.0, 8.0) if args.short else (10.0, 40.0)
+    load_seconds = args.load_seconds or load_seconds
     rounds = args.rounds or (1 if args.short else 3)
     latency: list[dict[str, Any]] = []
     load: list[dict[str, Any]] = []
@@ -284,13 +286,16 @@ def main() -> None:
             served = Served(Path(tmp) / f"server-{index}.db").start()
             try:
                 pid = served.process.pid
-                latency.append(asyncio.run(simulate(served.port, served.key, 20, latency_seconds, pid)))
-                load.append(asyncio.run(simulate(served.port, served.key, 200, load_seconds, pid)))
+                port, key = served.port, served.key
+                latency.append(asyncio.run(simulate(port, key, 20, latency_seconds, pid)))
+                load.append(asyncio.run(simulate(port, key, 200, load_seconds, pid)))
             finally:
                 served.stop()
     p50 = [statistics.median(r["first_frames"]) for r in latency]
     p99 = [percentile(r["first_frames"], 0.99) for r in latency]
-    print(f"sa serve --test-provider (one worker, loopback HTTP, SQLite; median of {rounds} rounds):")
+    print(
+        f"sa serve --test-provider (one worker, loopback HTTP, SQLite; median of {rounds} rounds):"
+    )
     print(f"  200 concurrent threads: {statistics.median(r['turns_per_s'] for r in load):.0f} "
           f"turns/s ({[round(r['turns_per_s']) for r in load]}); target >= 400")
     print(f"  POST -> first stream frame at 20 threads: p50 {statistics.median(p50):.2f} ms, "
@@ -304,7 +309,7 @@ def main() -> None:
           f"start {last['rss_start']:.0f} MiB, peak {last['rss_peak']:.0f} MiB, "
           f"end {last['rss_end']:.0f} MiB")
     series = last["rss_series"]
-    step = max(1, len(series) // 8)
+    step = max(1, len(series) // 12)
     print("  RSS samples (MiB): " + ", ".join(f"{v:.0f}" for v in series[::step]))
 
 
