@@ -341,3 +341,19 @@ async def test_kept_conversions_are_bounded_by_threads_and_messages(monkeypatch)
         assert list(context._converters) == ["c"]  # "b" held more than the bound
     finally:
         forget_converted()
+
+
+@pytest.mark.asyncio
+async def test_the_usage_estimate_is_the_same_when_message_sizes_are_reused():
+    from sa_core.providers import ProviderResponse
+    from sa_core.testing import _estimated_usage
+
+    provider = TestProvider()
+    history = [ProviderMessage("system", "S" * 40), ProviderMessage("user", "u" * 400)]
+    for turn in range(3):
+        request = ProviderRequest(model="m", messages=list(history), user="thread-1")
+        answer = await provider.generate(request)
+        expected = _estimated_usage(request, ProviderResponse(content=answer.content))
+        assert answer.usage.prompt_tokens == expected.prompt_tokens
+        history[0] = ProviderMessage("system", "S" * 100 * (turn + 2))  # a new system prompt
+        history += [ProviderMessage("assistant", answer.content), ProviderMessage("user", "x" * turn)]
