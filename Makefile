@@ -43,8 +43,15 @@ lint: setup
 	$(VENV)/bin/ruff check sa_hooks sa_core sa_providers
 	$(VENV)/bin/mypy
 
+# `make bench SHORT=1` runs every benchmark in its quick mode.
+BENCH_FLAGS := $(if $(SHORT),--short,)
+
 bench: setup
-	$(PY) benchmarks/engine.py
+	$(PY) benchmarks/engine.py $(BENCH_FLAGS)
+	$(PY) benchmarks/turns.py $(BENCH_FLAGS)
+	$(PY) benchmarks/delegation.py $(BENCH_FLAGS)
+	$(PY) benchmarks/long_thread.py $(BENCH_FLAGS)
+	$(PY) benchmarks/server.py $(BENCH_FLAGS)
 
 clean:
 	rm -rf $(VENV) .sa .pytest_cache .mypy_cache .ruff_cache

@@ -34,6 +34,7 @@ import inspect
 import json
 import re
 import uuid
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeAlias
@@ -43,6 +44,7 @@ from sa_core.providers import (
     BaseProvider,
     FinishReason,
     ProviderImage,
+    ProviderMessage,
     ProviderRequest,
     ProviderResponse,
     ProviderToolCall,
@@ -491,12 +493,51 @@ def _tool_call(spec: ToolCallSpec) -> ProviderToolCall:
 # --------------------------------------------------------------------------------------------
 
 
-def _estimated_usage(request: ProviderRequest, response: ProviderResponse) -> Usage:
-    prompt_chars = 0
-    for message in request.messages:
-        prompt_chars += len(message.content or "") + len(message.reasoning or "")
-        for call in message.tool_calls:
-            prompt_chars += len(call.name) + len(json.dumps(call.arguments))
+def _message_chars(message: ProviderMessage) -> int:
+    chars = len(message.content or "") + len(message.reasoning or "")
+    for call in message.tool_calls:
+        chars += len(call.name) + len(json.dumps(call.arguments))
+    return chars
+
+
+class _PromptSizes:
+    """Each thread's last request with the size of every message, for the usage estimate.
+
+    A thread's next request repeats most of the previous one's message objects, so their sizes
+    are reused (matched by identity and position) and only new messages are measured: the
+    estimate no longer walks a long thread's whole history at every step. Bounded LRU.
+    """
+
+    THREADS = 64
+
+    def __init__(self) -> None:
+        self._last: OrderedDict[str | None, tuple[list[ProviderMessage], list[int]]] = (
+            OrderedDict()
+        )
+
+    def chars(self, request: ProviderRequest) -> int:
+        """Characters of the request's messages."""
+        old, old_sizes = self._last.pop(request.user, ([], []))
+        known = len(old)
+        sizes = [
+            old_sizes[index]
+            if index < known and old[index] is message
+            else _message_chars(message)
+            for index, message in enumerate(request.messages)
+        ]
+        self._last[request.user] = (list(request.messages), sizes)
+        while len(self._last) > self.THREADS:
+            self._last.popitem(last=False)
+        return sum(sizes)
+
+
+def _estimated_usage(
+    request: ProviderRequest, response: ProviderResponse, sizes: _PromptSizes | None = None
+) -> Usage:
+    if sizes is None:
+        prompt_chars = sum(_message_chars(message) for message in request.messages)
+    else:
+        prompt_chars = sizes.chars(request)
     for tool in request.tools:
         prompt_chars += len(tool.name) + len(tool.description) + len(json.dumps(tool.parameters))
     reasoning = _estimate_tokens(response.reasoning or "")
@@ -525,7 +566,9 @@ def _raise_scripted_error(error: Mapping[str, Any], provider: str) -> None:
     )
 
 
-def _build_response(scripted: ScriptedResponse, request: ProviderRequest) -> ProviderResponse:
+def _build_response(
+    scripted: ScriptedResponse, request: ProviderRequest, sizes: _PromptSizes | None = None
+) -> ProviderResponse:
     calls = [_tool_call(call) for call in scripted.tool_calls]
     finish: FinishReason = scripted.finish_reason or ("tool_calls" if calls else "stop")
     response = ProviderResponse(
@@ -542,7 +585,7 @@ def _build_response(scripted: ScriptedResponse, request: ProviderRequest) -> Pro
             usage.total_tokens = usage.prompt_tokens + usage.completion_tokens
         response.usage = usage
     else:
-        response.usage = _estimated_usage(request, response)
+        response.usage = _estimated_usage(request, response, sizes)
     return response
 
 
@@ -614,20 +657,37 @@ async def stream_response(
 # --------------------------------------------------------------------------------------------
 
 
+DEFAULT_RECORDED = 1000
+"""Requests a :class:`TestProvider` keeps by default (its ``max_recorded``)."""
+
+
 class _RecordingProvider(BaseProvider):
     """Shared plumbing: request recording, delays, streaming and inspection helpers."""
 
     name: ClassVar[str] = "test"
 
-    def __init__(self, *, name: str = "test") -> None:
+    def __init__(self, *, name: str = "test", max_recorded: int | None = None) -> None:
         super().__init__(name=name)
+        if max_recorded is not None and max_recorded < 1:
+            raise ValueError(f"max_recorded must be at least 1 (or None), got {max_recorded}")
         self.requests: list[ProviderRequest] = []
+        self.max_recorded = max_recorded
+        self._calls = 0
+        self._sizes = _PromptSizes()
+
+    def _record(self, request: ProviderRequest) -> None:
+        """Count a request and keep it, dropping the oldest beyond ``max_recorded``."""
+        self._calls += 1
+        self.requests.append(request)
+        limit = self.max_recorded
+        if limit is not None and len(self.requests) > limit:
+            del self.requests[: len(self.requests) - limit]
 
     # -- inspection -------------------------------------------------------------------------
 
     @property
     def request_log(self) -> list[ProviderRequest]:
-        """Every request received, oldest first (the same list as :attr:`requests`)."""
+        """The requests kept (all, or the last ``max_recorded``), oldest first; :attr:`requests`."""
         return self.requests
 
     @property
@@ -637,8 +697,8 @@ class _RecordingProvider(BaseProvider):
 
     @property
     def call_count(self) -> int:
-        """How many requests the provider received."""
-        return len(self.requests)
+        """How many requests the provider received (counted even when no longer kept)."""
+        return self._calls
 
     def last_user_message(self, request: ProviderRequest | None = None) -> str | None:
         """Return the text of the last ``user`` message of a request.
@@ -732,6 +792,10 @@ class TestProvider(_RecordingProvider):
         name: the provider name; register the provider under the name your model
             definitions use.
         validate_inputs: check each answer's ``expect`` against the request.
+        max_recorded: requests kept in :attr:`requests` (the oldest go first; ``None`` keeps
+            every one). The default bound keeps a long-running ``sa serve --test-provider``
+            from holding every request with its whole message list; :attr:`call_count` counts
+            every request either way.
 
     """
 
@@ -743,8 +807,9 @@ class TestProvider(_RecordingProvider):
         *,
         name: str = "test",
         validate_inputs: bool = False,
+        max_recorded: int | None = DEFAULT_RECORDED,
     ) -> None:
-        super().__init__(name=name)
+        super().__init__(name=name, max_recorded=max_recorded)
         self.validate_inputs = validate_inputs
         self._script = script
         self._index = 0
@@ -773,6 +838,7 @@ class TestProvider(_RecordingProvider):
         """Rewind to the first scripted answer and clear the request log."""
         self._index = 0
         self.requests.clear()
+        self._calls = 0
 
     def remaining_responses(self) -> int:
         """Scripted answers not given yet (0 without a script)."""
@@ -785,7 +851,7 @@ class TestProvider(_RecordingProvider):
         return self.remaining_responses() == 0
 
     def _next(self, request: ProviderRequest) -> ScriptedResponse:
-        self.requests.append(request)
+        self._record(request)
         if self._script is None:
             return ScriptedResponse(content=UNSCRIPTED_REPLY, finish_reason="stop")
         responses = self._script.responses
@@ -821,7 +887,7 @@ class TestProvider(_RecordingProvider):
         script = self._script
         chunk_size = script.chunk_size if script is not None else None
         chunk_delay = script.chunk_delay if script is not None else 0.0
-        return _build_response(scripted, request), chunk_size, chunk_delay
+        return _build_response(scripted, request, self._sizes), chunk_size, chunk_delay
 
 
 class FunctionProvider(_RecordingProvider):
@@ -863,9 +929,10 @@ class FunctionProvider(_RecordingProvider):
     def reset(self) -> None:
         """Clear the request log."""
         self.requests.clear()
+        self._calls = 0
 
     async def _answer(self, request: ProviderRequest) -> tuple[ProviderResponse, int | None, float]:
-        self.requests.append(request)
+        self._record(request)
         result = self.fn(request)
         if inspect.isawaitable(result):
             result = await result
@@ -876,7 +943,7 @@ class FunctionProvider(_RecordingProvider):
             await asyncio.sleep(scripted.delay)
         if scripted.error is not None:
             _raise_scripted_error(scripted.error, self.name)
-        return _build_response(scripted, request), self.chunk_size, self.chunk_delay
+        return _build_response(scripted, request, self._sizes), self.chunk_size, self.chunk_delay
 
 
 def _to_scripted(result: object) -> ScriptedResponse:

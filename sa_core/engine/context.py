@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -267,6 +268,44 @@ class IncrementalConverter:
             reusable,
         )
         return list(output)
+
+
+CONVERTED_THREADS = 256
+"""Threads whose converted history :func:`converter_for` keeps at most."""
+CONVERTED_MESSAGES = 50_000
+"""Converted messages :func:`converter_for` keeps at most over every thread."""
+_converters: OrderedDict[str, IncrementalConverter] = OrderedDict()
+
+
+def converter_for(thread_id: str) -> IncrementalConverter:
+    """The thread's :class:`IncrementalConverter`, kept across its turns (bounded LRU).
+
+    A turn's context is the previous turn's plus the messages written since, so keeping the
+    converter per thread makes a turn convert only what is new instead of the whole history.
+    Reuse is safe: :meth:`IncrementalConverter.convert` reuses its previous output only when the
+    old input is still a prefix of the new one (same or equal messages, same acting side).
+    Only top-level flows should share it (sub-flows see other messages).
+    """
+    converter = _converters.get(thread_id)
+    if converter is None:
+        converter = _converters[thread_id] = IncrementalConverter()
+        while len(_converters) > CONVERTED_THREADS:
+            _converters.popitem(last=False)
+    else:
+        _converters.move_to_end(thread_id)
+    held = sum(len(kept.cache) for kept in _converters.values())
+    while held > CONVERTED_MESSAGES and len(_converters) > 1:
+        _, evicted = _converters.popitem(last=False)
+        held -= len(evicted.cache)
+    return converter
+
+
+def forget_converted(thread_id: str | None = None) -> None:
+    """Drop a thread's kept conversion (every thread's without an id)."""
+    if thread_id is None:
+        _converters.clear()
+    else:
+        _converters.pop(thread_id, None)
 
 
 def _self_contained(

@@ -20,6 +20,7 @@ from sa_core.engine.context import (
     SIDE_ROLE,
     IncrementalConverter,
     Side,
+    converter_for,
     dumps_compact,
     registry_system_message,
 )
@@ -187,7 +188,7 @@ class Flow:
         self._last_error = ""
         self._prepared: Message | None = None
         self._partial: list[str] = []  # text streamed by the model call in flight
-        self._converter = IncrementalConverter()
+        self._converter = converter_for(state.thread_id) if depth == 0 else IncrementalConverter()
         self._sent: tuple[list[Message], int, list[Message], list[Message]] = (
             self.messages,
             0,

@@ -22,6 +22,11 @@ def websocket_protocol() -> str:
     return "none"
 
 
+def http_protocol() -> str:
+    """Return uvicorn's HTTP implementation: the C parser ``httptools`` when installed."""
+    return "httptools" if importlib.util.find_spec("httptools") is not None else "h11"
+
+
 class Server(uvicorn.Server):
     """uvicorn's server that ends the API's streams before draining connections.
 
@@ -81,6 +86,7 @@ def build_server(
         host=host,
         port=port,
         log_level=log_level,
+        http=http_protocol(),
         ws=websocket_protocol(),
         lifespan="on",
         timeout_graceful_shutdown=int(graceful_timeout),

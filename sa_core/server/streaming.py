@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -88,25 +89,48 @@ class LiveStream:
         self, *, include_silent: FromQuery[bool] = False, heartbeat: float = HEARTBEAT_SECONDS
     ) -> AsyncIterator[Frame | None]:
         """Frames to send; ``None`` is a heartbeat (send a keep-alive, or nothing)."""
+        async for batch in self.batches(include_silent=include_silent, heartbeat=heartbeat):
+            for frame in batch:
+                yield frame
+
+    async def batches(
+        self, *, include_silent: bool = False, heartbeat: float = HEARTBEAT_SECONDS
+    ) -> AsyncIterator[list[Frame | None]]:
+        """The frames of :meth:`frames`, each batch holding every frame queued at the time.
+
+        A turn of a fast model queues several frames at once; sending them in one write saves
+        a system call and a wake-up of the client per frame. Never empty; order is kept.
+        """
         self._timer = asyncio.get_running_loop().call_later(heartbeat, self._beat, heartbeat)
-        yield {"type": "connected", "thread_id": self.thread_id}
+        yield [{"type": "connected", "thread_id": self.thread_id}]
+        queue = self._queue
         while True:
-            frame = await self._queue.get()
-            if frame is _CLOSE:
-                return
-            if frame is _PING:
-                yield None
-                continue
-            if self._queue.qsize() > MAX_BACKLOG:
-                yield {
-                    "type": "error",
-                    "error": "slow_consumer",
-                    "detail": f"The client fell more than {MAX_BACKLOG} frames behind.",
-                }
-                return
-            if not include_silent and _is_silent(frame):
-                continue
-            yield frame
+            batch: list[Frame | None] = []
+            frame = await queue.get()
+            while True:
+                if frame is _CLOSE:
+                    if batch:
+                        yield batch
+                    return
+                if frame is _PING:
+                    batch.append(None)
+                elif queue.qsize() > MAX_BACKLOG:
+                    batch.append(
+                        {
+                            "type": "error",
+                            "error": "slow_consumer",
+                            "detail": f"The client fell more than {MAX_BACKLOG} frames behind.",
+                        }
+                    )
+                    yield batch
+                    return
+                elif include_silent or not _is_silent(frame):
+                    batch.append(frame)
+                if queue.empty():
+                    break
+                frame = queue.get_nowait()
+            if batch:
+                yield batch
 
 
 HubDep = NamedDependency[SkipValidation[StreamHub]]
@@ -153,11 +177,9 @@ class StreamController(Controller):
 
         async def events() -> AsyncIterator[ServerSentEventMessage]:
             async with hub.listen(runtime, thread.thread_id) as live:
-                async for frame in live.frames(include_silent=include_silent):
-                    if frame is None:
-                        yield ServerSentEventMessage(comment="ping", data=None)
-                    else:
-                        yield ServerSentEventMessage(event=str(frame["type"]), data=encode(frame))
+                async for batch in live.batches(include_silent=include_silent):
+                    messages = [_sse(frame) for frame in batch]
+                    yield messages[0] if len(messages) == 1 else _Batch(parts=messages)
 
         return ServerSentEvent(
             events(), headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -225,6 +247,24 @@ class StreamController(Controller):
                 await asyncio.gather(reader, return_exceptions=True)
         if socket.connection_state != "disconnect":
             await socket.close()
+
+
+def _sse(frame: Frame | None) -> ServerSentEventMessage:
+    """One frame as a server-sent event (a heartbeat is a ``: ping`` comment)."""
+    if frame is None:
+        return ServerSentEventMessage(comment="ping", data=None)
+    return ServerSentEventMessage(event=str(frame["type"]), data=encode(frame))
+
+
+@dataclass
+class _Batch(ServerSentEventMessage):
+    """Several events written at once (their encodings, back to back)."""
+
+    parts: list[ServerSentEventMessage] = field(default_factory=list)
+
+    def encode(self) -> bytes:
+        """Concatenate the events' own encodings."""
+        return b"".join(part.encode() for part in self.parts)
 
 
 def _reason(detail: str) -> str:

@@ -8,12 +8,13 @@ import secrets
 import uuid
 from typing import Any
 
-from sqlalchemy import func, insert, or_, select, update
+from sqlalchemy import bindparam, func, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
 from sa_core.store import tables as t
 from sa_core.store.backend import StoreBase, Transaction
 from sa_core.store.clock import now_us
+from sa_core.store.fast import Prepared
 from sa_core.store.rows import ApiKeyRow
 
 TOKEN_PREFIX = "sa_"
@@ -21,6 +22,12 @@ DISPLAY_PREFIX_CHARS = 11  # "sa_" and 8 random characters
 
 _K = t.api_keys.c
 _ROW_COLUMNS = (_K.id, _K.name, _K.prefix, _K.created_at, _K.revoked_at)
+_ACTIVE_BY_PREFIX = Prepared(
+    select(*_ROW_COLUMNS, _K.key_hash).where(
+        _K.prefix == bindparam("b_prefix"), _K.revoked_at.is_(None)
+    ),
+    [*_ROW_COLUMNS, _K.key_hash],
+)
 
 
 def hash_token(token: str) -> str:
@@ -70,27 +77,40 @@ class ApiKeysMixin(StoreBase):
     async def verify_api_key(
         self, token: str, *, tx: Transaction | None = None
     ) -> ApiKeyRow | None:
-        """Return the active key matching a token (hashes compared in constant time)."""
+        """Return the active key matching a token (hashes compared in constant time).
+
+        Verified keys are kept in a small bounded cache (by token digest), emptied by every
+        revocation of this store and whenever another process writes to the database, so a
+        revoked key is refused from the moment its revocation commits.
+        """
         if not token.startswith(TOKEN_PREFIX):
             return None
         digest = hash_token(token)
-        stmt = select(*_ROW_COLUMNS, _K.key_hash).where(
-            _K.prefix == token[:DISPLAY_PREFIX_CHARS], _K.revoked_at.is_(None)
-        )
+        cache = self._caches.keys
+        cached = tx is None and cache.check(self._cache_version())
+        if cached:
+            found = cache.get(digest)
+            if found is not None:
+                return found
+        fillable = cached and self._cache_fillable()
+        params = {"b_prefix": token[:DISPLAY_PREFIX_CHARS]}
 
         def op(conn: Connection) -> ApiKeyRow | None:
             found = None
-            for candidate in conn.execute(stmt):
-                if hmac.compare_digest(candidate.key_hash, digest):
+            for candidate in _ACTIVE_BY_PREFIX.rows(conn, params):
+                if hmac.compare_digest(candidate["key_hash"], digest):
                     found = ApiKeyRow(
-                        id=candidate.id,
-                        name=candidate.name,
-                        prefix=candidate.prefix,
-                        created_at=candidate.created_at,
+                        id=candidate["id"],
+                        name=candidate["name"],
+                        prefix=candidate["prefix"],
+                        created_at=candidate["created_at"],
                     )
             return found
 
-        return await self._read(op, tx)
+        verified = await self._read_one(op, tx)
+        if verified is not None and fillable:
+            cache.put(digest, verified)
+        return verified
 
     async def list_api_keys(self, *, tx: Transaction | None = None) -> list[ApiKeyRow]:
         """Every key, revoked ones included, oldest first."""
@@ -107,7 +127,11 @@ class ApiKeysMixin(StoreBase):
             )
             .values(revoked_at=now_us())
         )
-        return await self._write(lambda conn: conn.execute(stmt).rowcount > 0, tx)
+        self._caches.keys.clear()
+        try:
+            return await self._write(lambda conn: conn.execute(stmt).rowcount > 0, tx)
+        finally:
+            self._caches.keys.clear()
 
     async def count_api_keys(self, *, tx: Transaction | None = None) -> int:
         """Count the active (not revoked) keys."""

@@ -28,6 +28,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.pool import NullPool, StaticPool
 from sqlmodel import SQLModel
 
+from sa_core.store.caches import StoreCaches
 from sa_core.store.connect import WRITE_OPTION, install_sqlite_listeners, is_memory
 
 T = TypeVar("T")
@@ -70,6 +71,14 @@ class Backend(ABC):
     async def read(self, op: Op[T]) -> T:
         """Run a read-only operation in its own short transaction."""
 
+    async def read_one(self, op: Op[T]) -> T:
+        """Run a read-only operation that issues a single statement.
+
+        A single statement is consistent on its own, so a backend may skip the explicit
+        transaction around it; by default it runs like :meth:`read`.
+        """
+        return await self.read(op)
+
     @abstractmethod
     async def write(self, op: Op[T]) -> T:
         """Run a write operation in its own transaction (the caller holds the write lock)."""
@@ -81,6 +90,14 @@ class Backend(ABC):
     @abstractmethod
     async def close(self) -> None:
         """Close every connection."""
+
+    def external_version(self) -> int | None:
+        """A number that changes whenever another connection commits, or ``None`` (unknown).
+
+        In-process caches (history, API keys) stay valid only while it is unchanged; a backend
+        that cannot tell returns ``None`` and those caches are not used.
+        """
+        return None
 
 
 class _SyncTransaction(Transaction):
@@ -135,6 +152,21 @@ class SQLiteBackend(Backend):
         with conn.begin():
             return op(conn)
 
+    async def read_one(self, op: Op[T]) -> T:
+        """Run a single-statement read in SQLite's own statement transaction (no BEGIN/COMMIT).
+
+        The driver runs in autocommit mode, so a lone SELECT reads one consistent snapshot;
+        an operation that goes through SQLAlchemy's ``execute`` (which begins) is committed.
+        """
+        conn = self._conns()[1]
+        if conn.in_transaction():
+            return await self.read(op)
+        try:
+            return op(conn)
+        finally:
+            if conn.in_transaction():
+                conn.commit()
+
     async def write(self, op: Op[T]) -> T:
         """Run a write operation in its own transaction."""
         conn = self._conns()[0]
@@ -144,6 +176,19 @@ class SQLiteBackend(Backend):
     async def begin(self, owner: object) -> Transaction:
         """Open a write transaction."""
         return _SyncTransaction(owner, self._conns()[0])
+
+    def external_version(self) -> int | None:
+        """``PRAGMA data_version`` of the writer: it changes when another connection commits.
+
+        The writer's own commits leave it unchanged and the reader never writes, so a change
+        means another process (or another store on the same file) wrote to the database.
+        """
+        if self._writer is None:
+            return None
+        if self._memory:
+            return 0
+        raw: Any = self._writer.connection.dbapi_connection
+        return int(raw.execute("PRAGMA data_version").fetchone()[0])
 
     async def close(self) -> None:
         """Close every connection."""
@@ -292,6 +337,17 @@ class StoreBase:
         self._backend = backend
         self._lock = asyncio.Lock()
         self._closed = False
+        self._caches = StoreCaches()
+
+    def _cache_version(self) -> int | None:
+        """The backend's external version (see :mod:`sa_core.store.caches`); ``None``: no cache."""
+        if self._closed:
+            return None
+        return self._backend.external_version()
+
+    def _cache_fillable(self) -> bool:
+        """Whether a read now sees only committed rows that no open transaction will change."""
+        return not self._lock.locked() and self._ambient() is None
 
     def transaction(self) -> _TransactionContext:
         """Open a write transaction used by every method given ``tx=`` (or called inside it).
@@ -326,6 +382,18 @@ class StoreBase:
             async with self._lock:
                 return await self._backend.read(op)
         return await self._backend.read(op)
+
+    async def _read_one(self, op: Op[T], tx: Transaction | None = None) -> T:
+        """Like :meth:`_read`, for an operation that issues one statement (no BEGIN/COMMIT)."""
+        if tx is not None:
+            return await self._check_tx(tx).run(op)
+        ambient = self._ambient()
+        if ambient is not None:
+            return await ambient.run(op)
+        if self._backend.serialize_reads:
+            async with self._lock:
+                return await self._backend.read_one(op)
+        return await self._backend.read_one(op)
 
     async def _write(self, op: Op[T], tx: Transaction | None = None) -> T:
         if tx is not None:

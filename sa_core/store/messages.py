@@ -131,6 +131,8 @@ class MessagesMixin(StoreBase):
             rows.append(message_to_row(message))
         if not rows:
             return
+        for message in messages:
+            self._touched(message.thread_id, message.created_at)
         if len(rows) == 1:
             await self._write(lambda conn: _INSERT.run(conn, rows[0]), tx)
         else:
@@ -172,7 +174,16 @@ class MessagesMixin(StoreBase):
                 found = stmt.first(conn, params)
             return message_from_row(found) if found is not None else None
 
-        return await self._write(op, tx)
+        try:
+            updated = await self._write(op, tx)
+        except BaseException:
+            self._caches.history.clear()  # the row may have changed; which thread is unknown
+            raise
+        if updated is not None:
+            # a moved message may have left an earlier position: reload the whole history
+            moved = "created_at" in fields
+            self._touched(updated.thread_id, None if moved else updated.created_at)
+        return updated
 
     async def get_message(
         self, thread_id: str, message_id: str, *, tx: Transaction | None = None
@@ -245,6 +256,11 @@ class MessagesMixin(StoreBase):
     ) -> list[Message]:
         """Load the engine's context: top-level (depth 0), non-pending messages, silent included.
 
+        Outside a transaction, recent threads' histories are kept in a bounded cache and only
+        the rows written since are loaded (:mod:`sa_core.store.caches`); the returned list is
+        new, but its messages may be shared with other callers: do not change them in place
+        (``model_copy`` them).
+
         Args:
             thread_id: The thread.
             since: Only messages created strictly after this time (µs).
@@ -254,8 +270,38 @@ class MessagesMixin(StoreBase):
             The messages, oldest first.
 
         """
+        if since is not None or tx is not None or self._ambient() is not None:
+            return await self._load_history(thread_id, since, tx)
+        cache = self._caches.history
+        if not cache.check(self._cache_version()):
+            return await self._load_history(thread_id, None, None)
+        fillable = self._cache_fillable()
+        found = cache.lookup(thread_id)
+        if found is None:
+            messages = await self._load_history(thread_id, None, None)
+        else:
+            kept, dirty_from = found
+            if dirty_from is None:
+                return list(kept)
+            fresh = await self._load_history(thread_id, dirty_from - 1, None)
+            cut = len(kept)  # oldest first: walk back over the rows written since
+            while cut and kept[cut - 1].created_at >= dirty_from:
+                cut -= 1
+            messages = kept[:cut] + fresh
+        if fillable:
+            cache.store(thread_id, messages)
+        return list(messages)
+
+    async def _load_history(
+        self, thread_id: str, since: int | None, tx: Transaction | None
+    ) -> list[Message]:
         params = {"b_tid": thread_id, "b_since": -1 if since is None else since}
-        return await self._read(lambda conn: _messages(_HISTORY.rows(conn, params)), tx)
+        return await self._read_one(lambda conn: _messages(_HISTORY.rows(conn, params)), tx)
+
+    def _touched(self, thread_id: str | None, created_at: int | None) -> None:
+        """Mark a thread's cached history changed from ``created_at`` on (see ``caches``)."""
+        if thread_id is not None:
+            self._caches.history.touched(thread_id, created_at)
 
     async def messages_by_parent(
         self, thread_id: str, parent_id: str, *, tx: Transaction | None = None
@@ -269,6 +315,7 @@ class MessagesMixin(StoreBase):
     ) -> bool:
         """Delete one message; returns whether it existed."""
         params = {"b_tid": thread_id, "b_id": message_id}
+        self._touched(thread_id, None)
         return await self._write(lambda conn: _DELETE.run(conn, params) > 0, tx)
 
     async def insert_log(self, thread_id: str, log: Log, *, tx: Transaction | None = None) -> None:

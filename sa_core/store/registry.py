@@ -6,17 +6,54 @@ import uuid
 from typing import Any
 
 from pydantic_core import to_jsonable_python
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import bindparam, delete, insert, select, update
 from sqlalchemy.engine import Connection
 
 from sa_core.spec.records import SubagentRegistryEntry
 from sa_core.store import tables as t
 from sa_core.store.backend import StoreBase, Transaction
 from sa_core.store.clock import now_us
+from sa_core.store.fast import Prepared
 
 _C = t.children.c
 _R = t.env_requests.c
 _V = t.thread_values.c
+
+# The statements of every turn go through the prepared path (see ``fast.py``).
+_CHILDREN = Prepared(
+    select(_C.entry)
+    .where(_C.parent_id == bindparam("b_pid"))
+    .order_by(_C.created_at, _C.reference),
+    [_C.entry],
+)
+_CHILD_WHERE = (_C.parent_id == bindparam("b_pid"), _C.reference == bindparam("b_ref"))
+_CHILD = Prepared(select(_C.entry).where(*_CHILD_WHERE), [_C.entry])
+_UPDATE_CHILD = Prepared(update(t.children).where(*_CHILD_WHERE).values(entry=bindparam("v_entry")))
+_INSERT_CHILD = Prepared(
+    insert(t.children).values(
+        parent_id=bindparam("v_pid"),
+        reference=bindparam("v_ref"),
+        entry=bindparam("v_entry"),
+        created_at=bindparam("v_created"),
+    )
+)
+_VALUE_WHERE = (_V.thread_id == bindparam("b_tid"), _V.key == bindparam("b_key"))
+_GET_VALUE = Prepared(select(_V.value).where(*_VALUE_WHERE), [_V.value])
+_UPDATE_VALUE = Prepared(
+    update(t.thread_values)
+    .where(*_VALUE_WHERE)
+    .values(value=bindparam("v_value"), updated_at=bindparam("v_now"))
+)
+_INSERT_VALUE = Prepared(
+    insert(t.thread_values).values(
+        thread_id=bindparam("v_tid"),
+        key=bindparam("v_key"),
+        value=bindparam("v_value"),
+        created_at=bindparam("v_now"),
+        updated_at=bindparam("v_now"),
+    )
+)
+_DELETE_VALUE = Prepared(delete(t.thread_values).where(*_VALUE_WHERE))
 
 
 def _entry_json(entry: SubagentRegistryEntry) -> dict[str, Any]:
@@ -34,18 +71,18 @@ class RegistryMixin(StoreBase):
         A replaced entry keeps its place in creation order.
         """
         data = _entry_json(entry)
-        where = (_C.parent_id == parent_id, _C.reference == entry.reference)
+        params = {"b_pid": parent_id, "b_ref": entry.reference, "v_entry": data}
 
         def op(conn: Connection) -> None:
-            if conn.execute(update(t.children).where(*where).values(entry=data)).rowcount == 0:
-                created = entry.created_at or now_us()
-                conn.execute(
-                    insert(t.children).values(
-                        parent_id=parent_id,
-                        reference=entry.reference,
-                        entry=data,
-                        created_at=created,
-                    )
+            if _UPDATE_CHILD.run(conn, params) == 0:
+                _INSERT_CHILD.run(
+                    conn,
+                    {
+                        "v_pid": parent_id,
+                        "v_ref": entry.reference,
+                        "v_entry": data,
+                        "v_created": entry.created_at or now_us(),
+                    },
                 )
 
         await self._write(op, tx)
@@ -54,16 +91,15 @@ class RegistryMixin(StoreBase):
         self, parent_id: str, *, tx: Transaction | None = None
     ) -> list[SubagentRegistryEntry]:
         """List a parent's children, in creation order."""
-        stmt = (
-            select(_C.entry).where(_C.parent_id == parent_id).order_by(_C.created_at, _C.reference)
-        )
+        params = {"b_pid": parent_id}
 
         def op(conn: Connection) -> list[SubagentRegistryEntry]:
             return [
-                SubagentRegistryEntry.model_validate(row) for row in conn.execute(stmt).scalars()
+                SubagentRegistryEntry.model_validate(row["entry"])
+                for row in _CHILDREN.rows(conn, params)
             ]
 
-        return await self._read(op, tx)
+        return await self._read_one(op, tx)
 
     async def update_child(
         self, parent_id: str, reference: str, *, tx: Transaction | None = None, **fields: Any
@@ -77,16 +113,16 @@ class RegistryMixin(StoreBase):
             pydantic.ValidationError: A field is unknown or has a wrong type.
 
         """
-        where = (_C.parent_id == parent_id, _C.reference == reference)
+        params: dict[str, Any] = {"b_pid": parent_id, "b_ref": reference}
 
         def op(conn: Connection) -> SubagentRegistryEntry | None:
-            current = conn.execute(select(_C.entry).where(*where)).scalar()
-            if current is None:
+            found = _CHILD.first(conn, params)
+            if found is None or found["entry"] is None:
                 return None
-            merged = SubagentRegistryEntry.model_validate(current).model_dump()
+            merged = SubagentRegistryEntry.model_validate(found["entry"]).model_dump()
             merged.update(fields, reference=reference)
             entry = SubagentRegistryEntry.model_validate(merged)
-            conn.execute(update(t.children).where(*where).values(entry=_entry_json(entry)))
+            _UPDATE_CHILD.run(conn, {**params, "v_entry": _entry_json(entry)})
             return entry
 
         return await self._write(op, tx)
@@ -126,26 +162,26 @@ class RegistryMixin(StoreBase):
 
     async def get_value(self, thread_id: str, key: str, *, tx: Transaction | None = None) -> Any:
         """Return a thread value (``None`` when unset)."""
-        stmt = select(_V.value).where(_V.thread_id == thread_id, _V.key == key)
-        return await self._read(lambda conn: conn.execute(stmt).scalar(), tx)
+        params = {"b_tid": thread_id, "b_key": key}
+
+        def op(conn: Connection) -> Any:
+            found = _GET_VALUE.first(conn, params)
+            return None if found is None else found["value"]
+
+        return await self._read(op, tx)
 
     async def set_value(
         self, thread_id: str, key: str, value: Any, *, tx: Transaction | None = None
     ) -> None:
         """Set a thread value (any JSON-serialisable value)."""
         data = to_jsonable_python(value)
-        where = (_V.thread_id == thread_id, _V.key == key)
 
         def op(conn: Connection) -> None:
             now = now_us()
-            changed = conn.execute(
-                update(t.thread_values).where(*where).values(value=data, updated_at=now)
-            ).rowcount
-            if not changed:
-                conn.execute(
-                    insert(t.thread_values).values(
-                        thread_id=thread_id, key=key, value=data, created_at=now, updated_at=now
-                    )
+            params = {"b_tid": thread_id, "b_key": key, "v_value": data, "v_now": now}
+            if not _UPDATE_VALUE.run(conn, params):
+                _INSERT_VALUE.run(
+                    conn, {"v_tid": thread_id, "v_key": key, "v_value": data, "v_now": now}
                 )
 
         await self._write(op, tx)
@@ -154,8 +190,8 @@ class RegistryMixin(StoreBase):
         self, thread_id: str, key: str, *, tx: Transaction | None = None
     ) -> bool:
         """Delete a thread value; returns whether it existed."""
-        stmt = delete(t.thread_values).where(_V.thread_id == thread_id, _V.key == key)
-        return await self._write(lambda conn: conn.execute(stmt).rowcount > 0, tx)
+        params = {"b_tid": thread_id, "b_key": key}
+        return await self._write(lambda conn: _DELETE_VALUE.run(conn, params) > 0, tx)
 
     async def threads_with_value(
         self, key: str, *, tx: Transaction | None = None

@@ -112,7 +112,7 @@ class ThreadsMixin(StoreBase):
             found = _GET.first(conn, {"b_id": thread_id})
             return thread_from_row(found) if found is not None else None
 
-        return await self._read(op, tx)
+        return await self._read_one(op, tx)
 
     async def update_thread(
         self, thread_id: str, *, tx: Transaction | None = None, **fields: Any
@@ -231,4 +231,6 @@ class ThreadsMixin(StoreBase):
             conn.execute(delete(t.threads).where(t.threads.c.id.in_(ids)))
             return ids
 
-        return await self._write(op, tx)
+        deleted = await self._write(op, tx)
+        self._caches.history.forget(deleted)
+        return deleted

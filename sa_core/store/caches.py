@@ -1,0 +1,166 @@
+"""Bounded in-process read caches of the store: thread histories and verified API keys.
+
+Both are pure read caches: every write still goes to the database first, and nothing here is
+ever the only copy of anything. An entry is trusted only while
+
+- this store made no write that touches it (writes mark entries dirty or drop them), and
+- no other connection committed to the database (the backend's :meth:`external_version`, which
+  is SQLite's ``PRAGMA data_version`` on the writer connection); a backend that cannot tell
+  (``None``) disables both caches;
+- and it is filled only while no write transaction is open on the store, so an uncommitted
+  transaction's view never gets in (reads outside a transaction see committed rows only).
+
+A thread's history is refreshed incrementally: a write to a thread's messages records the
+oldest ``created_at`` it touched, and the next read keeps the cached messages created before it
+and loads only the rows from there on.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sa_core.spec.records import Message
+    from sa_core.store.rows import ApiKeyRow
+
+HISTORY_THREADS = 512
+"""Threads whose history is kept at most."""
+HISTORY_MESSAGES = 50_000
+"""Messages kept at most over every cached history (least recently used threads go first)."""
+API_KEYS = 64
+"""Verified API keys kept at most."""
+
+EVERYTHING = -1
+"""``dirty_from`` of an entry that must be reloaded whole."""
+
+
+@dataclass(slots=True)
+class _History:
+    messages: list[Message]
+    dirty_from: int | None = None
+    """``None``: current; else reload rows created at or after this time (µs)."""
+
+
+class HistoryCache:
+    """Histories of recently used threads (see the module docstring for when they are used)."""
+
+    def __init__(self, threads: int = HISTORY_THREADS, messages: int = HISTORY_MESSAGES) -> None:
+        self._entries: OrderedDict[str, _History] = OrderedDict()
+        self._size = 0
+        self._max_threads = threads
+        self._max_messages = messages
+        self.version: int | None = None
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def size(self) -> int:
+        """Messages held over every entry."""
+        return self._size
+
+    def check(self, version: int | None) -> bool:
+        """Drop everything when the database changed elsewhere; whether the cache is usable."""
+        if version is None:
+            self.clear()
+            return False
+        if version != self.version:
+            self.clear()
+            self.version = version
+        return True
+
+    def clear(self) -> None:
+        """Forget every history."""
+        self._entries.clear()
+        self._size = 0
+
+    def lookup(self, thread_id: str) -> tuple[list[Message], int | None] | None:
+        """The cached messages and the time to reload from (``None``: current), or ``None``."""
+        entry = self._entries.get(thread_id)
+        if entry is None:
+            return None
+        self._entries.move_to_end(thread_id)
+        if entry.dirty_from == EVERYTHING:
+            return None
+        return entry.messages, entry.dirty_from
+
+    def store(self, thread_id: str, messages: list[Message]) -> None:
+        """Keep a thread's current history (evicting the least recently used beyond the bounds)."""
+        old = self._entries.pop(thread_id, None)
+        if old is not None:
+            self._size -= len(old.messages)
+        if len(messages) > self._max_messages:
+            return
+        self._entries[thread_id] = _History(messages)
+        self._size += len(messages)
+        while self._size > self._max_messages or len(self._entries) > self._max_threads:
+            _, evicted = self._entries.popitem(last=False)
+            self._size -= len(evicted.messages)
+
+    def touched(self, thread_id: str, created_at: int | None) -> None:
+        """A write changed the thread's messages from ``created_at`` on (``None``: any of them)."""
+        entry = self._entries.get(thread_id)
+        if entry is None:
+            return
+        if created_at is None or created_at <= 0:
+            entry.dirty_from = EVERYTHING
+        elif entry.dirty_from is None or (
+            entry.dirty_from != EVERYTHING and created_at < entry.dirty_from
+        ):
+            entry.dirty_from = created_at
+
+    def forget(self, thread_ids: list[str]) -> None:
+        """Drop the histories of deleted threads."""
+        for thread_id in thread_ids:
+            entry = self._entries.pop(thread_id, None)
+            if entry is not None:
+                self._size -= len(entry.messages)
+
+
+class KeyCache:
+    """Recently verified API keys by token digest; revoked or changed keys are never served."""
+
+    def __init__(self, size: int = API_KEYS) -> None:
+        self._entries: OrderedDict[str, ApiKeyRow] = OrderedDict()
+        self._max = size
+        self.version: int | None = None
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def check(self, version: int | None) -> bool:
+        """Drop everything when the database changed elsewhere; whether the cache is usable."""
+        if version is None or version != self.version:
+            self._entries.clear()
+            self.version = version
+        return version is not None
+
+    def get(self, digest: str) -> ApiKeyRow | None:
+        """The key verified with this digest, or ``None``."""
+        found = self._entries.get(digest)
+        if found is not None:
+            self._entries.move_to_end(digest)
+        return found
+
+    def put(self, digest: str, row: ApiKeyRow) -> None:
+        """Remember a verified key."""
+        self._entries[digest] = row
+        self._entries.move_to_end(digest)
+        while len(self._entries) > self._max:
+            self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        """Forget every key (after a revocation)."""
+        self._entries.clear()
+
+
+class StoreCaches:
+    """The caches of one store."""
+
+    __slots__ = ("history", "keys")
+
+    def __init__(self) -> None:
+        self.history = HistoryCache()
+        self.keys = KeyCache()

@@ -1,0 +1,359 @@
+"""The read caches behind the fast paths stay exact: histories, API keys, conversions, records.
+
+Every test checks what a caller sees after a write made in a way the cache must notice: by this
+store, inside a transaction, or by another store (process) on the same database file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from sa_core import Pack, define_agent, define_model, define_prompt
+from sa_core.engine.context import converter_for, forget_converted
+from sa_core.providers import ProviderMessage, ProviderRequest
+from sa_core.spec.records import Message
+from sa_core.store import Store, ThreadRow, now_us, open_store
+from sa_core.store.caches import HistoryCache
+from sa_core.testing import DEFAULT_RECORDED, FunctionProvider, TestProvider
+
+
+@pytest_asyncio.fixture
+async def store(tmp_path: Path) -> AsyncIterator[Store]:
+    opened = await open_store(f"sqlite:///{tmp_path / 'sa.db'}")
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+async def thread_with(store: Store, *contents: str, thread_id: str = "t1") -> list[Message]:
+    await store.create_thread(ThreadRow(id=thread_id, package="pkg", agent_id="agent"))
+    messages = [
+        Message(id=f"{thread_id}-m{i}", thread_id=thread_id, role="user", content=text,
+                created_at=now_us() + i)
+        for i, text in enumerate(contents)
+    ]  # fmt: skip
+    await store.insert_messages(messages)
+    return messages
+
+
+def texts(messages: list[Message]) -> list[str | None]:
+    return [m.content for m in messages]
+
+
+# -- thread histories ---------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_cached_history_shows_inserts_updates_and_deletes_of_this_store(store):
+    await thread_with(store, "one", "two")
+    assert texts(await store.history("t1")) == ["one", "two"]
+    await store.insert_messages(
+        [Message(id="m3", thread_id="t1", role="assistant", content="three")]
+    )
+    assert texts(await store.history("t1")) == ["one", "two", "three"]
+    await store.update_message("t1-m0", {"content": "ONE"})
+    assert texts(await store.history("t1")) == ["ONE", "two", "three"]
+    await store.update_message("m3", {"status": "pending"})
+    assert texts(await store.history("t1")) == ["ONE", "two"]
+    await store.delete_message("t1", "t1-m1")
+    assert texts(await store.history("t1")) == ["ONE"]
+
+
+@pytest.mark.asyncio
+async def test_history_reloads_only_rows_written_since_it_was_cached(store, monkeypatch):
+    await thread_with(store, "one", "two", "three")
+    loads: list[int | None] = []
+    original = Store._load_history
+
+    async def counted(self: Store, thread_id: str, since: int | None, tx: Any) -> list[Message]:
+        loads.append(since)
+        return await original(self, thread_id, since, tx)
+
+    monkeypatch.setattr(Store, "_load_history", counted)
+    first = await store.history("t1")
+    again = await store.history("t1")
+    assert loads == [None] and texts(again) == texts(first)
+    answer = Message(id="a1", thread_id="t1", role="assistant", content="four")
+    await store.insert_messages([answer])
+    assert texts(await store.history("t1")) == ["one", "two", "three", "four"]
+    assert loads == [None, answer.created_at - 1]
+
+
+@pytest.mark.asyncio
+async def test_a_moved_message_is_found_at_its_new_place(store):
+    messages = await thread_with(store, "one", "two", "three")
+    await store.history("t1")
+    await store.update_message("t1-m2", {"created_at": messages[0].created_at - 10})
+    assert texts(await store.history("t1")) == ["three", "one", "two"]
+
+
+@pytest.mark.asyncio
+async def test_history_sees_writes_of_another_store_on_the_same_file(store, tmp_path):
+    await thread_with(store, "one")
+    assert texts(await store.history("t1")) == ["one"]
+    other = await open_store(f"sqlite:///{tmp_path / 'sa.db'}")
+    try:
+        await other.update_message("t1-m0", {"content": "edited elsewhere"})
+        await other.insert_messages(
+            [Message(id="x", thread_id="t1", role="assistant", content="from elsewhere")]
+        )
+    finally:
+        await other.close()
+    assert texts(await store.history("t1")) == ["edited elsewhere", "from elsewhere"]
+
+
+@pytest.mark.asyncio
+async def test_a_read_during_an_open_transaction_is_not_kept(store):
+    await thread_with(store, "one")
+    await store.history("t1")
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    async def writer() -> None:
+        async with store.transaction():
+            await store.insert_messages(
+                [Message(id="late", thread_id="t1", role="assistant", content="late")]
+            )
+            entered.set()
+            await release.wait()
+
+    task = asyncio.create_task(writer())
+    await entered.wait()
+    assert texts(await store.history("t1")) == ["one"]  # not committed yet
+    release.set()
+    await task
+    assert texts(await store.history("t1")) == ["one", "late"]
+
+
+@pytest.mark.asyncio
+async def test_a_rolled_back_write_never_shows_in_the_history(store):
+    await thread_with(store, "one")
+    await store.history("t1")
+    with pytest.raises(RuntimeError):
+        async with store.transaction():
+            await store.insert_messages(
+                [Message(id="gone", thread_id="t1", role="assistant", content="gone")]
+            )
+            assert texts(await store.history("t1")) == ["one", "gone"]
+            raise RuntimeError("abort")
+    assert texts(await store.history("t1")) == ["one"]
+
+
+@pytest.mark.asyncio
+async def test_a_deleted_thread_has_no_cached_history(store):
+    await thread_with(store, "one")
+    await store.history("t1")
+    await store.delete_thread("t1")
+    assert await store.history("t1") == []
+
+
+def test_the_history_cache_is_bounded_by_threads_and_messages():
+    cache = HistoryCache(threads=2, messages=5)
+    cache.check(1)
+    three = [Message(id=str(i), role="user", content="x") for i in range(3)]
+    cache.store("a", three)
+    cache.store("b", three[:1])
+    cache.store("c", three[:1])
+    assert cache.lookup("a") is None and len(cache) == 2
+    cache.store("d", three)
+    assert cache.size <= 5 and cache.lookup("b") is None
+    cache.store("huge", three * 2)
+    assert cache.lookup("huge") is None and cache.size <= 5
+
+
+# -- API keys ------------------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_a_verified_key_is_refused_as_soon_as_it_is_revoked(store):
+    token, row = await store.create_api_key("ci")
+    assert (await store.verify_api_key(token)).id == row.id
+    assert (await store.verify_api_key(token)).id == row.id  # from the cache
+    assert await store.revoke_api_key(row.id)
+    assert await store.verify_api_key(token) is None
+
+
+@pytest.mark.asyncio
+async def test_a_key_revoked_by_another_process_is_refused(store, tmp_path):
+    token, row = await store.create_api_key("ci")
+    assert await store.verify_api_key(token) is not None
+    other = await open_store(f"sqlite:///{tmp_path / 'sa.db'}")
+    try:
+        assert await other.revoke_api_key(row.prefix)
+    finally:
+        await other.close()
+    assert await store.verify_api_key(token) is None
+
+
+@pytest.mark.asyncio
+async def test_a_key_revoked_in_a_transaction_is_refused_once_it_commits(store):
+    token, row = await store.create_api_key("ci")
+    await store.verify_api_key(token)
+    revoked, release = asyncio.Event(), asyncio.Event()
+
+    async def revoke() -> None:
+        async with store.transaction():
+            await store.revoke_api_key(row.id)
+            revoked.set()
+            await release.wait()
+
+    task = asyncio.create_task(revoke())
+    await revoked.wait()
+    assert await store.verify_api_key(token) is not None  # the revocation is not committed
+    release.set()
+    await task
+    assert await store.verify_api_key(token) is None
+
+
+@pytest.mark.asyncio
+async def test_wrong_keys_are_refused_and_never_kept(store):
+    token, _ = await store.create_api_key("ci")
+    wrong = token[:-2] + ("AA" if not token.endswith("AA") else "BB")
+    assert await store.verify_api_key(wrong) is None
+    assert await store.verify_api_key(wrong) is None
+    assert len(store._caches.keys) == 0
+
+
+# -- conversions kept per thread -----------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_every_turn_of_a_long_thread_sees_its_whole_history_in_order(sa_runtime_factory):
+    prompt = define_prompt(name="chat", model="fast", prompt="Chat.", include_chat=True)
+    agent = define_agent(name="chatter", side_a={"prompt": "chat"})
+    model = define_model(name="fast", provider="test", model="m")
+    pack = Pack(name="p", agents=[agent], prompts=[prompt], models=[model])
+    provider = FunctionProvider(lambda request: f"answer {len(request.messages)}")
+    async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as runtime:
+        thread = await runtime.create_thread("chatter")
+        for turn in range(12):
+            await thread.send_message(f"question {turn}")
+        converter = converter_for(thread.thread_id)
+        await thread.send_message("last")
+        assert converter_for(thread.thread_id) is converter  # kept across turns
+    seen = [(m.role, m.content) for m in provider.requests[-1].messages]
+    expected: list[tuple[str, str | None]] = [("system", "Chat.")]
+    for turn in range(12):
+        expected += [("user", f"question {turn}"), ("assistant", f"answer {2 * turn + 2}")]
+    assert seen == [*expected, ("user", "last")]
+
+
+@pytest.mark.asyncio
+async def test_a_kept_conversion_is_not_reused_when_the_history_changed_underneath():
+    converter = converter_for("thread-x")
+    try:
+        one = Message(id="1", role="user", content="hello")
+        two = Message(id="2", role="assistant", content="hi")
+        first = await converter.convert([one, two], acting="a")
+        assert [m.content for m in first] == ["hello", "hi"]
+        edited = one.model_copy(update={"content": "HELLO"})
+        again = await converter.convert([edited, two], acting="a")
+        assert [m.content for m in again] == ["HELLO", "hi"]
+        as_b = await converter.convert([edited, two], acting="b")
+        assert [m.role for m in as_b] == ["assistant", "user"]
+    finally:
+        forget_converted("thread-x")
+
+
+# -- the offline provider's memory ---------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_the_test_provider_keeps_only_the_latest_requests_but_counts_all():
+    provider = TestProvider(max_recorded=3)
+    for index in range(5):
+        request = ProviderRequest(model="m", messages=[ProviderMessage("user", f"q{index}")])
+        await provider.generate(request)
+    assert provider.call_count == 5
+    assert [provider.last_user_message(r) for r in provider.requests] == ["q2", "q3", "q4"]
+    assert provider.last_user_message() == "q4"
+    provider.reset()
+    assert provider.call_count == 0 and provider.requests == []
+
+
+def test_the_test_provider_is_bounded_by_default_and_rejects_a_zero_bound():
+    assert TestProvider().max_recorded == DEFAULT_RECORDED
+    assert TestProvider(max_recorded=None).max_recorded is None
+    with pytest.raises(ValueError, match="max_recorded"):
+        TestProvider(max_recorded=0)
+
+
+# -- live streams --------------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_frames_queued_together_are_sent_as_one_batch_in_order():
+    from sa_core.server.streaming import _CLOSE, _PING, LiveStream
+
+    queue: asyncio.Queue[Any] = asyncio.Queue()
+    live = LiveStream("t1", queue)
+    silent = {"type": "message_data", "data": {"id": "s", "silent": True}}
+    for frame in ({"type": "a"}, silent, _PING, {"type": "b"}):
+        queue.put_nowait(frame)
+    batches = live.batches()
+    try:
+        assert await anext(batches) == [{"type": "connected", "thread_id": "t1"}]
+        assert await anext(batches) == [{"type": "a"}, None, {"type": "b"}]
+        queue.put_nowait({"type": "c"})
+        queue.put_nowait(_CLOSE)
+        queue.put_nowait({"type": "after close"})
+        assert await anext(batches) == [{"type": "c"}]
+        with pytest.raises(StopAsyncIteration):
+            await anext(batches)
+    finally:
+        live.stop_heartbeat()
+
+
+def test_sa_serve_runs_uvicorn_with_the_httptools_parser():
+    from litestar import Litestar
+
+    from sa_core.server.runner import build_server, http_protocol
+
+    assert http_protocol() == "httptools"
+    server = build_server(Litestar(route_handlers=[]), port=0, handle_signals=False)
+    assert server.config.http == "httptools"
+
+
+@pytest.mark.asyncio
+async def test_kept_conversions_are_bounded_by_threads_and_messages(monkeypatch):
+    from sa_core.engine import context
+
+    monkeypatch.setattr(context, "CONVERTED_THREADS", 2)
+    monkeypatch.setattr(context, "CONVERTED_MESSAGES", 3)
+    forget_converted()
+    try:
+        first = converter_for("a")
+        await first.convert([Message(id=str(i), role="user", content="x") for i in range(3)],
+                            acting="a")  # fmt: skip
+        converter_for("b")
+        converter_for("c")
+        assert list(context._converters) == ["b", "c"]  # "a": the least recently used
+        big = converter_for("b")
+        await big.convert([Message(id=f"b{i}", role="user", content="y") for i in range(4)],
+                          acting="a")  # fmt: skip
+        converter_for("c")
+        assert list(context._converters) == ["c"]  # "b" held more than the bound
+    finally:
+        forget_converted()
+
+
+@pytest.mark.asyncio
+async def test_the_usage_estimate_is_the_same_when_message_sizes_are_reused():
+    from sa_core.providers import ProviderResponse
+    from sa_core.testing import _estimated_usage
+
+    provider = TestProvider()
+    history = [ProviderMessage("system", "S" * 40), ProviderMessage("user", "u" * 400)]
+    for turn in range(3):
+        request = ProviderRequest(model="m", messages=list(history), user="thread-1")
+        answer = await provider.generate(request)
+        expected = _estimated_usage(request, ProviderResponse(content=answer.content))
+        assert answer.usage.prompt_tokens == expected.prompt_tokens
+        history[0] = ProviderMessage("system", "S" * 100 * (turn + 2))  # a new system prompt
+        history += [ProviderMessage("assistant", answer.content), ProviderMessage("user", "x" * turn)]
