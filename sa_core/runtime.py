@@ -50,7 +50,7 @@ if TYPE_CHECKING:
         ToolAttachment,
     )
     from sa_core.state import SharedThread, ThreadState
-    from sa_core.store import Store, ThreadRow
+    from sa_core.store import Store, ThreadRow, Transaction
     from sa_core.store.executions import ResumePoint
 
 DEFAULT_DATABASE = ".sa/sa.db"
@@ -107,6 +107,8 @@ class Runtime:
         self.instance_id = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
         """Names this runtime in the execution records it claims."""
         self._live: weakref.WeakValueDictionary[str, SharedThread] = weakref.WeakValueDictionary()
+        self._fresh: set[str] = set()
+        """Threads whose live row and registry were read in the transaction owing their turn."""
         self._open = False
         self.closing = False
         self._mcp: McpManager | None = None
@@ -511,17 +513,46 @@ class Runtime:
                 state,
                 new_message(thread_id, role, content, silent=silent, attachments=refs or None),
             )
-            # acknowledged only once the message and the turn it is owed commit together
+            # acknowledged only once the message and the turn it is owed commit together; the
+            # same transaction claims the thread for this runtime and reads what the runner
+            # needs (thread row, registry, queue), so the turn starts without more round trips
             async with self.store.transaction() as tx:
                 await self.store.insert_messages([message], tx=tx)
                 if role == "user" and state.agent.type == "ai_human":
                     await self._count_human_turn(state)
+                claimed = self.scheduler.accepts_work() and await self.store.claim_execution(
+                    thread_id, self.instance_id, tx=tx
+                )
                 await self._owe_turn(state, message, side_for_role(role))
+                fresh = claimed and await self._refresh_live(thread_id, tx)
+                queue_empty = fresh and not await self.store.list_queue(thread_id, tx=tx)
             await announce_created(state, [message])
-            self.scheduler.kick(thread_id, side_for_role(role), initial=message)
+            started = self.scheduler.kick(
+                thread_id,
+                side_for_role(role),
+                initial=message,
+                claimed=claimed,
+                queue_empty=queue_empty,
+            )
+            if fresh and started:
+                self._fresh.add(thread_id)
         if wait:
             await self.scheduler.wait(thread_id)
         return message
+
+    async def _refresh_live(self, thread_id: str, tx: Transaction) -> bool:
+        """Re-read a live thread's row and registry in ``tx``; False when it is not live."""
+        shared = self._live.get(thread_id)
+        if shared is None:
+            return False
+        row = await self.store.get_thread(thread_id, tx=tx)
+        if row is None:
+            return False
+        children = await self.store.list_children(thread_id, tx=tx)
+        for item in dataclasses.fields(row):
+            setattr(shared.row, item.name, getattr(row, item.name))
+        shared.children = children
+        return True
 
     async def _owe_turn(
         self, state: ThreadState, message: Message, side: Literal["a", "b"]
@@ -576,11 +607,19 @@ class Runtime:
     ) -> Flow | None:
         """Run one flow of a thread (the scheduler's runner calls this)."""
         from sa_core.engine.flow import Flow
+        from sa_core.state import ThreadState
 
-        row = await self.store.get_thread(thread_id)
-        if row is None or row.terminated is not None:
-            return None
-        state = await self.state_for(row)
+        shared = self._live.get(thread_id) if thread_id in self._fresh else None
+        self._fresh.discard(thread_id)
+        if shared is not None:  # read in the transaction that owed this turn (see ``send``)
+            if shared.row.terminated is not None:
+                return None
+            state = ThreadState(self, shared)
+        else:
+            row = await self.store.get_thread(thread_id)
+            if row is None or row.terminated is not None:
+                return None
+            state = await self.state_for(row)
         flow = Flow(
             self.engine, state, side, initial_messages=initial, resume=resume, durable=True
         )

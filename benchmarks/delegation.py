@@ -1,0 +1,137 @@
+"""Per-delegation cost: a blocking ``dual_ai`` subagent with two child steps.
+
+Run: ``python benchmarks/delegation.py [--short]``. Each delegation is one parent turn in a fresh
+parent thread: the parent calls the subagent tool, the child (its own durable thread) runs side A
+once (text) and side B once (the ``approve`` session stop), and the parent answers with the
+result. The figure is the whole parent turn (4 model steps, 2 threads), every row durably
+written. Target: <= 2.0 ms per delegation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import parse_args, summary  # noqa: E402
+
+
+def build_pack() -> Any:
+    """The lead agent and its blocking ``dual_ai`` researcher."""
+    from pydantic import BaseModel
+
+    from sa_core import Pack, define_agent, define_model, define_prompt, define_tool
+
+    class Task(BaseModel):
+        task: str
+
+    class Summary(BaseModel):
+        summary: str
+
+    approve = define_tool(
+        name="approve", description="Approve.", args=Summary, execute=lambda state, args: "ok"
+    )
+    coordinator = define_prompt(
+        name="coordinator",
+        model="lead_model",
+        prompt="Coordinate.",
+        include_chat=True,
+        tools=[{"name": "researcher", "blocking": True, "initUserMessageProperty": "task"}],
+    )
+    worker = define_prompt(
+        name="worker", model="worker_model", prompt="Research.", include_chat=True,
+        required_schema=Task,
+    )
+    reviewer = define_prompt(
+        name="reviewer", model="reviewer_model", prompt="Review.", include_chat=True,
+        tools=["approve"],
+    )
+    researcher = define_agent(
+        name="researcher",
+        type="dual_ai",
+        expose_as_tool=True,
+        tool_description="Researches a topic.",
+        max_session_turns=5,
+        side_a={"prompt": "worker"},
+        side_b={
+            "prompt": "reviewer",
+            "stop_on_response": False,
+            "session_stop": {"name": "approve", "message_property": "summary"},
+        },
+    )
+    lead = define_agent(name="lead", side_a={"prompt": "coordinator"})
+    models = [
+        define_model(name=f"{role}_model", provider="test", model=role)
+        for role in ("lead", "worker", "reviewer")
+    ]
+    return Pack(
+        name="bench",
+        agents=[lead, researcher],
+        prompts=[coordinator, worker, reviewer],
+        models=models,
+        tools=[approve],
+    )
+
+
+def build_provider() -> Any:
+    """A provider answering per wire model: lead (call, then text), worker, reviewer."""
+    from sa_core.testing import FunctionProvider
+
+    call = {"tool_calls": [{"name": "researcher", "arguments": {"task": "find 42"}}]}
+    verdict = {"tool_calls": [{"name": "approve", "arguments": {"summary": "Findings: 42"}}]}
+
+    def answer(request: Any) -> Any:
+        if request.model == "lead":
+            return "Summarized" if request.messages[-1].role == "tool" else call
+        if request.model == "worker":
+            return "Here is what I found"
+        return verdict
+
+    return FunctionProvider(answer)
+
+
+async def one_round(database: Path, delegations: int) -> tuple[float, float]:
+    """(wall ms, CPU ms) per delegation over one fresh runtime."""
+    from sa_core import Runtime
+
+    pack, provider = build_pack(), build_provider()
+    url = f"sqlite:///{database}"
+    wall = cpu = 0.0
+    async with Runtime(
+        packs=[pack], providers={"test": provider}, database_url=url, load_entrypoints=False
+    ) as runtime:
+        for _ in range(delegations):
+            parent = await runtime.create_thread("lead")
+            start, cpu_start = time.perf_counter(), time.process_time()
+            await parent.send_message("research please")
+            wall += time.perf_counter() - start
+            cpu += time.process_time() - cpu_start
+        await parent.refresh()
+        page = await parent.get_messages()
+        assert page.messages[-1].content == "Summarized", page.messages[-1]
+        assert page.messages[2].content.startswith("Findings: 42"), page.messages[2]
+        assert provider.call_count == delegations * 4, provider.call_count
+    return wall / delegations * 1000, cpu / delegations * 1000
+
+
+def main() -> None:
+    """Print the per-delegation figures."""
+    args = parse_args(__doc__ or "")
+    delegations = 50 if args.short else 300
+    rounds = args.rounds or (1 if args.short else 3)
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for index in range(rounds):
+            results.append(asyncio.run(one_round(Path(tmp) / f"deleg-{index}.db", delegations)))
+    print(f"delegation ({delegations} blocking dual_ai delegations, 2 child steps each, SQLite):")
+    print(f"  wall per delegation: {summary([r[0] for r in results])}; target <= 2.0 ms")
+    print(f"  cpu per delegation:  {summary([r[1] for r in results])}")
+
+
+if __name__ == "__main__":
+    main()
