@@ -330,7 +330,11 @@ class Runtime:
             properties=dict(properties or {}),
         )
         await self.store.create_thread(row)
-        state = await self.state_for(row)
+        from sa_core.state import SharedThread, ThreadState
+
+        shared = SharedThread(row, [])  # a new thread has no children yet: nothing to read
+        self._live[row.id] = shared
+        state = ThreadState(self, shared)
         from sa_core.engine.subagents import boot_immediate
 
         await boot_immediate(state)
@@ -584,18 +588,30 @@ class Runtime:
 
         refs = await self.attachment_refs(state, data.attachments)
         entry = data.model_copy(update={"attachments": refs})
-        queue_id = await self.store.enqueue(state.thread_id, entry)
+        thread_id = state.thread_id
+        claimed = fresh = False
+        if self.scheduler.is_running(thread_id):
+            queue_id = await self.store.enqueue(thread_id, entry)
+        else:
+            # an idle thread: the entry, the claim and the runner's reads in one transaction
+            self.scheduler.note_queued(thread_id)  # no first drain may be skipped from here on
+            async with self.store.transaction() as tx:
+                queue_id = await self.store.enqueue(thread_id, entry, tx=tx)
+                claimed = self.scheduler.accepts_work() and await self.store.claim_execution(
+                    thread_id, self.instance_id, tx=tx
+                )
+                fresh = claimed and await self._refresh_live(thread_id, tx)
         frame: QueuedFrame = {
             "type": "queued",
             "queue_id": queue_id,
             "role": data.role,
             "silent": data.silent,
         }
-        self.events.publish(state.thread_id, frame)
-        if self.scheduler.is_running(state.thread_id):
-            self.scheduler.note_queued(state.thread_id)
-        else:
-            self.scheduler.kick(state.thread_id, side_for_role(data.role))
+        self.events.publish(thread_id, frame)
+        if self.scheduler.is_running(thread_id):
+            self.scheduler.note_queued(thread_id)
+        elif self.scheduler.kick(thread_id, side_for_role(data.role), claimed=claimed) and fresh:
+            self._fresh.add(thread_id)
         return queue_id
 
     async def _run_flow(
