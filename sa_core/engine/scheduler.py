@@ -138,8 +138,10 @@ class Scheduler:
         return False
 
     def take_known_empty(self, thread_id: str) -> bool:
-        """Whether the thread's queue was read empty when its turn was owed, with nothing
-        queued in this process since (clears the note: it holds for the flow's first drain)."""
+        """Whether the queue was read empty when the turn was owed, nothing queued here since.
+
+        Clears the note: it holds for the flow's first drain only.
+        """
         if thread_id in self._empty:
             self._empty.discard(thread_id)
             return True

@@ -507,8 +507,11 @@ def _normalise_name(name: str) -> str:
 
 
 async def _blocking_result(state: ThreadState, child_id: str) -> ToolResult:
-    """The finished child's outcome as the call's result (one transaction: the reads, the
-    copied attachments, the registry status and the call marked ``answered``)."""
+    """The finished child's outcome as the call's result.
+
+    One transaction: the reads, the copied attachments, the registry status and the call
+    marked ``answered`` on the child.
+    """
     async with state.runtime.store.transaction():
         return await _blocking_result_in_tx(state, child_id)
 
