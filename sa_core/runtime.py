@@ -50,7 +50,7 @@ if TYPE_CHECKING:
         ToolAttachment,
     )
     from sa_core.state import SharedThread, ThreadState
-    from sa_core.store import Store, ThreadRow
+    from sa_core.store import Store, ThreadRow, Transaction
     from sa_core.store.executions import ResumePoint
 
 DEFAULT_DATABASE = ".sa/sa.db"
@@ -107,6 +107,8 @@ class Runtime:
         self.instance_id = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
         """Names this runtime in the execution records it claims."""
         self._live: weakref.WeakValueDictionary[str, SharedThread] = weakref.WeakValueDictionary()
+        self._fresh: set[str] = set()
+        """Threads whose live row and registry were read in the transaction owing their turn."""
         self._open = False
         self.closing = False
         self._mcp: McpManager | None = None
@@ -328,7 +330,11 @@ class Runtime:
             properties=dict(properties or {}),
         )
         await self.store.create_thread(row)
-        state = await self.state_for(row)
+        from sa_core.state import SharedThread, ThreadState
+
+        shared = SharedThread(row, [])  # a new thread has no children yet: nothing to read
+        self._live[row.id] = shared
+        state = ThreadState(self, shared)
         from sa_core.engine.subagents import boot_immediate
 
         await boot_immediate(state)
@@ -511,17 +517,46 @@ class Runtime:
                 state,
                 new_message(thread_id, role, content, silent=silent, attachments=refs or None),
             )
-            # acknowledged only once the message and the turn it is owed commit together
+            # acknowledged only once the message and the turn it is owed commit together; the
+            # same transaction claims the thread for this runtime and reads what the runner
+            # needs (thread row, registry, queue), so the turn starts without more round trips
             async with self.store.transaction() as tx:
                 await self.store.insert_messages([message], tx=tx)
                 if role == "user" and state.agent.type == "ai_human":
                     await self._count_human_turn(state)
+                claimed = self.scheduler.accepts_work() and await self.store.claim_execution(
+                    thread_id, self.instance_id, tx=tx
+                )
                 await self._owe_turn(state, message, side_for_role(role))
+                fresh = claimed and await self._refresh_live(thread_id, tx)
+                queue_empty = fresh and not await self.store.list_queue(thread_id, tx=tx)
             await announce_created(state, [message])
-            self.scheduler.kick(thread_id, side_for_role(role), initial=message)
+            started = self.scheduler.kick(
+                thread_id,
+                side_for_role(role),
+                initial=message,
+                claimed=claimed,
+                queue_empty=queue_empty,
+            )
+            if fresh and started:
+                self._fresh.add(thread_id)
         if wait:
             await self.scheduler.wait(thread_id)
         return message
+
+    async def _refresh_live(self, thread_id: str, tx: Transaction) -> bool:
+        """Re-read a live thread's row and registry in ``tx``; False when it is not live."""
+        shared = self._live.get(thread_id)
+        if shared is None:
+            return False
+        row = await self.store.get_thread(thread_id, tx=tx)
+        if row is None:
+            return False
+        children = await self.store.list_children(thread_id, tx=tx)
+        for item in dataclasses.fields(row):
+            setattr(shared.row, item.name, getattr(row, item.name))
+        shared.children = children
+        return True
 
     async def _owe_turn(
         self, state: ThreadState, message: Message, side: Literal["a", "b"]
@@ -553,18 +588,30 @@ class Runtime:
 
         refs = await self.attachment_refs(state, data.attachments)
         entry = data.model_copy(update={"attachments": refs})
-        queue_id = await self.store.enqueue(state.thread_id, entry)
+        thread_id = state.thread_id
+        claimed = fresh = False
+        if self.scheduler.is_running(thread_id):
+            queue_id = await self.store.enqueue(thread_id, entry)
+        else:
+            # an idle thread: the entry, the claim and the runner's reads in one transaction
+            self.scheduler.note_queued(thread_id)  # no first drain may be skipped from here on
+            async with self.store.transaction() as tx:
+                queue_id = await self.store.enqueue(thread_id, entry, tx=tx)
+                claimed = self.scheduler.accepts_work() and await self.store.claim_execution(
+                    thread_id, self.instance_id, tx=tx
+                )
+                fresh = claimed and await self._refresh_live(thread_id, tx)
         frame: QueuedFrame = {
             "type": "queued",
             "queue_id": queue_id,
             "role": data.role,
             "silent": data.silent,
         }
-        self.events.publish(state.thread_id, frame)
-        if self.scheduler.is_running(state.thread_id):
-            self.scheduler.note_queued(state.thread_id)
-        else:
-            self.scheduler.kick(state.thread_id, side_for_role(data.role))
+        self.events.publish(thread_id, frame)
+        if self.scheduler.is_running(thread_id):
+            self.scheduler.note_queued(thread_id)
+        elif self.scheduler.kick(thread_id, side_for_role(data.role), claimed=claimed) and fresh:
+            self._fresh.add(thread_id)
         return queue_id
 
     async def _run_flow(
@@ -576,11 +623,19 @@ class Runtime:
     ) -> Flow | None:
         """Run one flow of a thread (the scheduler's runner calls this)."""
         from sa_core.engine.flow import Flow
+        from sa_core.state import ThreadState
 
-        row = await self.store.get_thread(thread_id)
-        if row is None or row.terminated is not None:
-            return None
-        state = await self.state_for(row)
+        shared = self._live.get(thread_id) if thread_id in self._fresh else None
+        self._fresh.discard(thread_id)
+        if shared is not None:  # read in the transaction that owed this turn (see ``send``)
+            if shared.row.terminated is not None:
+                return None
+            state = ThreadState(self, shared)
+        else:
+            row = await self.store.get_thread(thread_id)
+            if row is None or row.terminated is not None:
+                return None
+            state = await self.state_for(row)
         flow = Flow(
             self.engine, state, side, initial_messages=initial, resume=resume, durable=True
         )

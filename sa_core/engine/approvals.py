@@ -294,7 +294,8 @@ async def wait_through_approvals(runtime: Runtime, thread_id: str) -> None:
     """For a blocking parent: after the child's runner ends, wait while it awaits approval."""
     while True:
         await runtime.wait_thread(thread_id)
-        row = await runtime.store.get_thread(thread_id)
+        # a live row is kept current by this process's writes (its runner just ended here)
+        row = runtime.live_row(thread_id) or await runtime.store.get_thread(thread_id)
         if row is None or row.terminated is not None or row.stopped:
             return
         if row.execution.get("last_stop_reason") != STATUS:

@@ -775,11 +775,15 @@ class Flow:
         """Move queued entries into the thread.
 
         Every queue write in this process flags the thread, so after the flow's first drain an
-        unflagged thread is known to be empty.
+        unflagged thread is known to be empty; so is it at the first drain when the transaction
+        that owed the turn read the queue empty (``Scheduler.take_known_empty``).
         """
         engine = self.engine
         state = self.state
-        if not engine.scheduler.take_queued(state.thread_id) and self.step_count:
+        scheduler = engine.scheduler
+        if not scheduler.take_queued(state.thread_id) and (
+            self.step_count or scheduler.take_known_empty(state.thread_id)
+        ):
             return
         # consumed exactly once: the entries leave the queue in the transaction that stores
         # them as messages (ids taken from the entries) and moves the resume point past them

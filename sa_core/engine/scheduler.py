@@ -60,6 +60,8 @@ class Scheduler:
         self._kicked: set[str] = set()
         self._settling: set[str] = set()
         self._queued: set[str] = set()
+        self._claimed: set[str] = set()
+        self._empty: set[str] = set()
         self._initial: dict[str, list[Message]] = {}
         self._resume: dict[str, ResumePoint] = {}
         self._background: set[asyncio.Task[Any]] = set()
@@ -75,28 +77,54 @@ class Scheduler:
         *,
         initial: Message | None = None,
         resume: ResumePoint | None = None,
-    ) -> None:
+        claimed: bool = False,
+        queue_empty: bool = False,
+    ) -> bool:
         """Run the thread on ``side`` (with a first message or from a resume point).
 
         A thread that already has a runner is noted to check for more work when its flow ends.
+
+        Args:
+            thread_id: The thread.
+            side: The side that acts first.
+            initial: The message the flow starts with.
+            resume: The point a restart resumes the flow from.
+            claimed: The caller claimed the thread's execution for this runtime in the
+                transaction that owed the turn (the runner's first claim is skipped).
+            queue_empty: That transaction also found the thread's queue empty (the flow's
+                first drain is skipped unless an entry is queued meanwhile).
+
+        Returns:
+            False when the runtime takes no new work (closed), else True.
         """
-        if self._closed or not self._accepting():
-            return
+        if not self.accepts_work():
+            return False
         if initial is not None:
             self._initial.setdefault(thread_id, []).append(initial)
         if resume is not None:
             self._resume.setdefault(thread_id, resume)
         if thread_id in self._tasks:
             self._kicked.add(thread_id)
-            return
+            self._empty.discard(thread_id)
+            return True
         from sa_core.store.backend import detached_context
 
+        if claimed:
+            self._claimed.add(thread_id)
+        if queue_empty:
+            self._empty.add(thread_id)
         self._tasks[thread_id] = asyncio.create_task(
             self._drive(thread_id, side), name=f"sa-thread-{thread_id}", context=detached_context()
         )
+        return True
+
+    def accepts_work(self) -> bool:
+        """Whether :meth:`kick` starts runners (the runtime is open and not closing)."""
+        return not self._closed and self._accepting()
 
     def note_queued(self, thread_id: str) -> None:
         """Note a new queue entry: a running flow drains it before its next step."""
+        self._empty.discard(thread_id)
         if thread_id in self._tasks:
             self._queued.add(thread_id)
             if thread_id in self._settling:  # the flow took its last step: run once more
@@ -106,6 +134,16 @@ class Scheduler:
         """Whether entries were queued for the thread since the last call (clears the note)."""
         if thread_id in self._queued:
             self._queued.discard(thread_id)
+            return True
+        return False
+
+    def take_known_empty(self, thread_id: str) -> bool:
+        """Whether the queue was read empty when the turn was owed, nothing queued here since.
+
+        Clears the note: it holds for the flow's first drain only.
+        """
+        if thread_id in self._empty:
+            self._empty.discard(thread_id)
             return True
         return False
 
@@ -156,6 +194,8 @@ class Scheduler:
                 self._kicked,
                 self._settling,
                 self._queued,
+                self._claimed,
+                self._empty,
                 self._initial,
                 self._resume,
             )
@@ -203,7 +243,9 @@ class Scheduler:
         try:
             while True:
                 self._kicked.discard(thread_id)
-                if not await self.store.claim_execution(thread_id, self.instance_id):
+                if thread_id in self._claimed:  # claimed with the owed turn (``send``)
+                    self._claimed.discard(thread_id)
+                elif not await self.store.claim_execution(thread_id, self.instance_id):
                     return  # another runtime runs this thread
                 initial = self._initial.pop(thread_id, [])
                 resume = self._resume.pop(thread_id, None)
@@ -212,14 +254,18 @@ class Scheduler:
                     await self.store.release_execution(thread_id, self.instance_id)
                     return
                 self._settling.add(thread_id)
-                await self._settle_flow(flow)
-                queue = await self.store.list_queue(thread_id)
+                # the queue is read in the transaction that settles the flow (one commit)
+                async with self.store.transaction() as tx:
+                    await self._settle_flow(flow)
+                    queue = await self.store.list_queue(thread_id, tx=tx)
                 if not queue and thread_id not in self._kicked:
                     return
                 self._settling.discard(thread_id)
                 side = side_for_role(queue[0].role) if queue else flow.current_side
         finally:
-            for entries in (self._settling, self._kicked, self._queued):
+            for entries in (
+                self._settling, self._kicked, self._queued, self._claimed, self._empty
+            ):
                 entries.discard(thread_id)
             for mapping in (self._flows, self._tasks, self._initial, self._resume):
                 mapping.pop(thread_id, None)

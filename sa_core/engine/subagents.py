@@ -507,6 +507,16 @@ def _normalise_name(name: str) -> str:
 
 
 async def _blocking_result(state: ThreadState, child_id: str) -> ToolResult:
+    """The finished child's outcome as the call's result.
+
+    One transaction: the reads, the copied attachments, the registry status and the call
+    marked ``answered`` on the child.
+    """
+    async with state.runtime.store.transaction():
+        return await _blocking_result_in_tx(state, child_id)
+
+
+async def _blocking_result_in_tx(state: ThreadState, child_id: str) -> ToolResult:
     from sa_core.engine.files import copy_attachments
 
     runtime = state.runtime
@@ -515,8 +525,8 @@ async def _blocking_result(state: ThreadState, child_id: str) -> ToolResult:
     reason = (row.execution.get("last_stop_reason") if row else None) or (
         "aborted_by_user" if row is not None and row.stopped else "unknown"
     )
-    child = await runtime.state_for(row) if row else None
     refs = [AttachmentRef.model_validate(a) for a in outcome.get("attachments", [])]
+    child = await runtime.state_for(row) if (row and refs) else None
     copied = await copy_attachments(child, refs, state) if (child and refs) else []
     failed = outcome.get("failed", True) if outcome else True
     text = outcome.get("content") if outcome else NO_TERMINAL_TEXT.format(reason=reason)

@@ -190,7 +190,8 @@ async def _ancestry(state: ThreadState) -> list[Any]:
     seen = {state.thread_id}
     parent = state.row.parent_id
     while parent is not None and parent not in seen:
-        row = await state.runtime.store.get_thread(parent)
+        # a live row is kept current by every write of this process (no read per step)
+        row = state.runtime.live_row(parent) or await state.runtime.store.get_thread(parent)
         if row is None:
             break
         seen.add(parent)

@@ -103,6 +103,18 @@ _INSERT = Prepared(
         updated_at=bindparam("v_updated_at"),
     )
 )
+_CLAIM = Prepared(
+    update(t.executions)
+    .where(
+        _X.thread_id == bindparam("b_tid"),
+        or_(
+            _X.claimed_by.is_(None),
+            _X.claimed_by == bindparam("b_owner"),
+            and_(_X.claimed_until.is_not(None), _X.claimed_until < bindparam("b_now")),
+        ),
+    )
+    .values(claimed_by=bindparam("v_owner"), claimed_until=None)
+)
 _OWED = select(_X.thread_id, _X.status, _X.record, _X.claimed_by, _X.claimed_until).where(
     _X.status.in_(("owed", "running"))
 )
@@ -223,22 +235,10 @@ class ExecutionsMixin(StoreBase):
         A claim is free when unset, already ``owner``'s, or past its ``claimed_until``. A thread
         without a record gets an idle one, claimed.
         """
-        now = now_us()
-        stmt = (
-            update(t.executions)
-            .where(
-                _X.thread_id == thread_id,
-                or_(
-                    _X.claimed_by.is_(None),
-                    _X.claimed_by == owner,
-                    and_(_X.claimed_until.is_not(None), _X.claimed_until < now),
-                ),
-            )
-            .values(claimed_by=owner, claimed_until=None)
-        )
+        params = {"b_tid": thread_id, "b_owner": owner, "b_now": now_us(), "v_owner": owner}
 
         def op(conn: Connection) -> bool:
-            if conn.execute(stmt).rowcount:
+            if _CLAIM.run(conn, params):
                 return True
             if _GET.first(conn, {"b_tid": thread_id}) is not None:
                 return False

@@ -1,0 +1,204 @@
+"""How many store transactions a turn and a delegation take, and that the fewer stay correct.
+
+The turn path folds the claim, the thread row, the registry and the queue reads into the
+transaction that acknowledges the message, and the queue read after a flow into the one that
+settles it; a blocking subagent call records its result in one transaction. These tests count
+the transactions (a structural property, never a timing) and check the behaviour the folded
+reads stood for.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from sa_core import Pack, define_agent, define_model, define_prompt, define_tool
+from sa_core.testing import FunctionProvider
+
+
+def echo_pack() -> Pack:
+    prompt = define_prompt(name="main", model="m", prompt="Echo.", include_chat=True)
+    return Pack(
+        name="echo",
+        agents=[define_agent(name="helper", side_a={"prompt": "main"})],
+        prompts=[prompt],
+        models=[define_model(name="m", provider="test", model="x")],
+    )
+
+
+def echo_provider() -> FunctionProvider:
+    return FunctionProvider(lambda request: f"echo: {request.messages[-1].content}")
+
+
+def count_transactions(runtime: Any) -> Counter[str]:
+    """Count the store's write transactions and read transactions from now on."""
+    backend = runtime.store._backend
+    counts: Counter[str] = Counter()
+    begin, write, read = backend.begin, backend.write, backend.read
+
+    async def counted_begin(owner: object) -> Any:
+        counts["write"] += 1
+        return await begin(owner)
+
+    async def counted_write(op: Any) -> Any:
+        counts["write"] += 1
+        return await write(op)
+
+    async def counted_read(op: Any) -> Any:
+        counts["read"] += 1
+        return await read(op)
+
+    backend.begin, backend.write, backend.read = counted_begin, counted_write, counted_read
+    return counts
+
+
+@pytest.mark.asyncio
+async def test_a_turn_commits_the_message_the_step_and_the_settlement_only(
+    sa_runtime_factory: Any,
+) -> None:
+    async with sa_runtime_factory(packs=[echo_pack()], providers={"test": echo_provider()}) as rt:
+        thread = await rt.create_thread("helper")
+        await thread.send_message("warm up")  # the first turn reads the approvals once
+        counts = count_transactions(rt)
+        await thread.send_message("hi")
+        page = await thread.get_messages()
+        record = await rt.store.get_execution(thread.thread_id)
+    assert [m.content for m in page.messages][-2:] == ["hi", "echo: hi"]
+    # acknowledge (message + owed turn + claim), the model step, the settlement
+    assert counts["write"] == 3
+    assert record is not None and record.status == "idle" and record.claimed_by is None
+
+
+@pytest.mark.asyncio
+async def test_a_message_queued_before_the_first_step_is_still_drained(
+    sa_runtime_factory: Any,
+) -> None:
+    provider = echo_provider()
+    async with sa_runtime_factory(packs=[echo_pack()], providers={"test": provider}) as rt:
+        thread = await rt.create_thread("helper")
+        await thread.send_message("first", wait=False)  # the turn read the queue empty
+        await thread.queue_message({"content": "second"})  # before the runner's first step
+        await rt.wait_idle(timeout=10)
+        page = await thread.get_messages()
+    contents = [m.content for m in page.messages]
+    assert "second" in contents
+    assert contents[-1] == "echo: second"
+
+
+@pytest.mark.asyncio
+async def test_queueing_on_an_idle_thread_runs_it_once_with_the_claim_released(
+    sa_runtime_factory: Any,
+) -> None:
+    provider = echo_provider()
+    async with sa_runtime_factory(packs=[echo_pack()], providers={"test": provider}) as rt:
+        thread = await rt.create_thread("helper")
+        await thread.queue_message({"content": "queued"})
+        await rt.wait_idle(timeout=10)
+        page = await thread.get_messages()
+        record = await rt.store.get_execution(thread.thread_id)
+        queue = await rt.store.list_queue(thread.thread_id)
+    assert [m.content for m in page.messages] == ["queued", "echo: queued"]
+    assert len(provider.requests) == 1
+    assert queue == []
+    assert record is not None and record.status == "idle" and record.claimed_by is None
+
+
+def delegation_pack() -> Pack:
+    class Task(BaseModel):
+        task: str
+
+    class Summary(BaseModel):
+        summary: str
+
+    approve = define_tool(
+        name="approve", description="Approve.", args=Summary, execute=lambda state, args: "ok"
+    )
+    coordinator = define_prompt(
+        name="coordinator",
+        model="lead_model",
+        prompt="Coordinate.",
+        include_chat=True,
+        tools=[{"name": "researcher", "blocking": True, "initUserMessageProperty": "task"}],
+    )
+    worker = define_prompt(
+        name="worker",
+        model="worker_model",
+        prompt="Research.",
+        include_chat=True,
+        required_schema=Task,
+    )
+    reviewer = define_prompt(
+        name="reviewer",
+        model="reviewer_model",
+        prompt="Review.",
+        include_chat=True,
+        tools=["approve"],
+    )
+    researcher = define_agent(
+        name="researcher",
+        type="dual_ai",
+        expose_as_tool=True,
+        tool_description="Researches a topic.",
+        max_session_turns=5,
+        side_a={"prompt": "worker"},
+        side_b={
+            "prompt": "reviewer",
+            "stop_on_response": False,
+            "session_stop": {"name": "approve", "message_property": "summary"},
+        },
+    )
+    models = [
+        define_model(name=f"{role}_model", provider="test", model=role)
+        for role in ("lead", "worker", "reviewer")
+    ]
+    return Pack(
+        name="deleg",
+        agents=[define_agent(name="lead", side_a={"prompt": "coordinator"}), researcher],
+        prompts=[coordinator, worker, reviewer],
+        models=models,
+        tools=[approve],
+    )
+
+
+def delegation_provider() -> FunctionProvider:
+    call = {"tool_calls": [{"name": "researcher", "arguments": {"task": "find 42"}}]}
+    verdict = {"tool_calls": [{"name": "approve", "arguments": {"summary": "Findings: 42"}}]}
+
+    def answer(request: Any) -> Any:
+        if request.model == "lead":
+            return "Summarized" if request.messages[-1].role == "tool" else call
+        if request.model == "worker":
+            return "Here is what I found"
+        return verdict
+
+    return FunctionProvider(answer)
+
+
+@pytest.mark.asyncio
+async def test_a_blocking_delegation_commits_each_point_once_and_answers_the_call(
+    sa_runtime_factory: Any,
+) -> None:
+    provider = delegation_provider()
+    async with sa_runtime_factory(packs=[delegation_pack()], providers={"test": provider}) as rt:
+        warm = await rt.create_thread("lead")
+        await warm.send_message("warm up")
+        parent = await rt.create_thread("lead")
+        counts = count_transactions(rt)
+        await parent.send_message("research please")
+        page = await parent.get_messages()
+        children = await rt.store.list_children(parent.thread_id)
+        child = await rt.store.get_thread(children[0].reference)
+        child_record = await rt.store.get_execution(children[0].reference)
+    contents = [m.content or "" for m in page.messages]
+    assert contents[-1] == "Summarized"
+    assert contents[2].startswith("Findings: 42")
+    assert [c.status for c in children] == ["idle"]
+    assert child is not None and child.execution.get("answered")  # the call got the result
+    assert "waiter" not in child.execution
+    assert child_record is not None and child_record.status == "idle"
+    # parent: acknowledge, step (call), child created, tool result, step (answer), settle;
+    # child: drain, two steps, one tool result, settle; the call's result: one transaction
+    assert counts["write"] == 12
