@@ -32,5 +32,6 @@ def test_sigkill_under_load_loses_nothing_and_repeats_nothing(tmp_path: Path) ->
     assert report.kills == KILLS
     assert report.acked > KILLS, "the clients got too few messages through to test anything"
     assert report.info["tool_executions"] > 0 and report.info["child_threads"] > 0
+    assert report.settled, f"seed {SEED}: the last server never settled\n{report.format()}"
     nonzero = {name: report.counts[name] for name in MUST_BE_ZERO if report.counts[name]}
     assert not nonzero, f"seed {SEED}: {nonzero}\n{report.format()}"
