@@ -10,7 +10,8 @@ with concurrent clients against a real ``sa serve`` subprocess on 127.0.0.1, kil
 SIGKILL at seeded random moments (every third kill right after a 202), restarts it on the same
 database, lets it settle and prints the counts that must be zero: acknowledged-but-unanswered
 messages, completed tools run again, duplicate child sessions, lost or doubled queue entries,
-lost or doubled effects. Exits 1 when any of them is not zero. ``tests/test_crash.py`` runs a
+lost or doubled effects. Exits 1 when any of them is not zero or when the last server never
+settled (it stopped making progress while it still owed work). ``tests/test_crash.py`` runs a
 short version.
 """
 

@@ -11,7 +11,7 @@ import asyncio
 import os
 from pathlib import Path
 
-from crashpack.harness import MUST_BE_ZERO, Settings, run
+from crashpack.harness import MUST_BE_ZERO, Pending, Report, Settings, _killed_after_each, run
 
 KILLS = 15
 SEED = int(os.environ.get("SA_CRASH_SEED", "915"))
@@ -32,5 +32,22 @@ def test_sigkill_under_load_loses_nothing_and_repeats_nothing(tmp_path: Path) ->
     assert report.kills == KILLS
     assert report.acked > KILLS, "the clients got too few messages through to test anything"
     assert report.info["tool_executions"] > 0 and report.info["child_threads"] > 0
+    assert report.settled, f"seed {SEED}: the last server never settled\n{report.format()}"
     nonzero = {name: report.counts[name] for name in MUST_BE_ZERO if report.counts[name]}
     assert not nonzero, f"seed {SEED}: {nonzero}\n{report.format()}"
+
+
+def test_a_run_that_did_not_settle_says_so_with_what_was_still_owed() -> None:
+    pending = Pending(owed=["k0.1~tool"], queue=0, effects=2, executions=1)
+    report = Report(seed=1, settled=False, unsettled=pending.describe())
+    text = report.format()
+    assert "settled=False" in text
+    assert "NOT SETTLED" in text
+    assert "1 acknowledged jobs unanswered, 0 queue entries, 2 effects pending or running, " in text
+    assert Report(seed=1, settled=True).format().count("NOT SETTLED") == 0
+
+
+def test_a_given_up_effect_needs_a_kill_after_each_of_its_two_runs() -> None:
+    assert _killed_after_each([10, 20], [15, 25])
+    assert not _killed_after_each([10, 20], [25])  # the first run was not cut off by a kill
+    assert not _killed_after_each([10], [15])  # one run: the engine never gives up after one

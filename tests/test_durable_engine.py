@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +14,7 @@ import pytest
 import pytest_asyncio
 from pydantic import BaseModel
 
-from sa_core import Pack, define_agent, define_model, define_prompt, define_tool
+from sa_core import Pack, define_agent, define_effect, define_model, define_prompt, define_tool
 from sa_core.store import Store, ThreadRow, open_store
 from sa_core.store.executions import ExecutionRecord, ResumePoint
 from sa_core.testing import FunctionProvider
@@ -85,21 +87,76 @@ async def test_execution_record_is_deleted_with_its_thread(store: Store) -> None
 
 
 @pytest.mark.asyncio
-async def test_claimed_effects_count_attempts_and_a_second_interruption_fails_them(
+async def test_started_effects_count_attempts_and_a_second_interruption_fails_them(
     store: Store,
 ) -> None:
     effect = await store.schedule_effect("t1", "tick", {}, 0)
     (run,) = await store.claim_due_effects(10**18)
     assert run.id == effect.id and run.attempt == 1
+    assert await store.start_effect(run.id)
     assert await store.reset_processing_effects(max_attempts=2) == 1  # crash during run 1
     (run,) = await store.claim_due_effects(10**18)
     assert run.attempt == 2
+    assert await store.start_effect(run.id)
     assert await store.reset_processing_effects(max_attempts=2) == 0  # crash during run 2
     assert await store.claim_due_effects(10**18) == []
     assert await store.list_effects("t1") == []
 
 
+@pytest.mark.asyncio
+async def test_a_crash_between_claim_and_body_uses_up_no_attempt(store: Store) -> None:
+    effect = await store.schedule_effect("t1", "tick", {}, 0)
+    for _ in range(3):  # claimed, then a crash before the body started, three times over
+        (run,) = await store.claim_due_effects(10**18)
+        assert run.id == effect.id and run.attempt == 1
+        assert await store.reset_processing_effects(max_attempts=2) == 1
+    (run,) = await store.claim_due_effects(10**18)
+    assert run.attempt == 1  # the body still gets its first run, and one more after that
+    assert await store.start_effect(run.id)
+    assert await store.reset_processing_effects(max_attempts=2) == 1
+    (run,) = await store.claim_due_effects(10**18)
+    assert run.attempt == 2
+
+
+@pytest.mark.asyncio
+async def test_starting_an_effect_that_is_not_claimed_counts_nothing(store: Store) -> None:
+    effect = await store.schedule_effect("t1", "tick", {}, 0)
+    assert not await store.start_effect(effect.id)  # pending, not claimed
+    assert not await store.start_effect("no-such-effect")
+    (run,) = await store.claim_due_effects(10**18)
+    assert run.attempt == 1
+
+
 # -- the engine --------------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_an_effect_run_commits_its_attempt_before_its_body_runs(
+    sa_runtime_factory: Any, tmp_path: Path
+) -> None:
+    seen: list[tuple[str, int, int]] = []
+
+    def body(state: Any, args: dict[str, Any]) -> None:
+        effect_id = state.context["scheduled_effect"]["id"]
+        with closing(sqlite3.connect(tmp_path / "sa.db")) as db:
+            status, attempts = db.execute(
+                "SELECT status, attempts FROM effects WHERE id = ?", (effect_id,)
+            ).fetchone()
+        seen.append((status, attempts, state.effect_attempt))
+
+    pack = Pack(
+        name="fx",
+        agents=[define_agent(name="a", side_a={"prompt": "p"})],
+        prompts=[define_prompt(name="p", model="m", prompt="x")],
+        models=[define_model(name="m", provider="test", model="x")],
+        effects=[define_effect(name="tick", execute=body)],
+    )
+    async with sa_runtime_factory(packs=[pack], providers={"test": FunctionProvider(str)}) as rt:
+        thread = await rt.create_thread("a")
+        await thread.schedule_effect("tick", {}, 0)
+        await rt.wait_idle(timeout=10)
+    # a crash from here on has used up the first attempt; one before it would have used none
+    assert seen == [("processing", 1, 1)]
 
 
 @pytest.mark.asyncio

@@ -5,9 +5,10 @@ earliest one is due, claims due rows atomically, and runs each with a fresh Thre
 execution). Rows claimed by a process that died are reset to pending on start, so an effect
 still pending when the process stops runs when a runtime starts on the same database.
 
-Each claim counts an attempt. An effect a restart interrupted runs again at most once: its
-second run sees ``state.effect_attempt == 2``; one interrupted twice is marked ``failed`` with
-``Interrupted by a restart before it finished.``
+Each run counts an attempt when its body starts (committed just before it, so a crash between
+the claim and the body uses up nothing). An effect a restart interrupted runs again at most
+once: its second run sees ``state.effect_attempt == 2``; one interrupted twice is marked
+``failed`` with ``Interrupted by a restart before it finished.``
 """
 
 from __future__ import annotations
@@ -104,6 +105,8 @@ class EffectScheduler:
                 "name": run.name,
                 "attempt": run.attempt,
             }
+            if not await store.start_effect(run.id):
+                return  # deleted with its thread since the claim: nothing to run
             result = effect.execute(state, value)
             if inspect.isawaitable(result):
                 await result

@@ -47,7 +47,7 @@ def _claim(conn: Connection, now: int) -> list[EffectRun]:
         conn.execute(
             update(t.effects)
             .where(_E.id.in_([run.id for run in runs]), _E.status == "pending")
-            .values(status="processing", started_at=now_us(), attempts=_E.attempts + 1)
+            .values(status="processing", started_at=now_us())
         )
     return runs
 
@@ -129,8 +129,24 @@ class EffectsMixin(StoreBase):
     async def claim_due_effects(
         self, now_us: int, *, tx: Transaction | None = None
     ) -> list[EffectRun]:
-        """Mark every pending effect due at ``now_us`` as processing and return them."""
+        """Mark every pending effect due at ``now_us`` as processing and return them.
+
+        A claim does not count an attempt: :meth:`start_effect` does, when the body starts.
+        """
         return await self._write(lambda conn: _claim(conn, now_us), tx)
+
+    async def start_effect(self, effect_id: str, *, tx: Transaction | None = None) -> bool:
+        """Count the attempt of a claimed effect whose body is about to run.
+
+        Committed right before the body runs, so that a crash between the claim and the body
+        does not use up one of the effect's attempts; returns whether the effect is still claimed.
+        """
+        stmt = (
+            update(t.effects)
+            .where(_E.id == effect_id, _E.status == "processing")
+            .values(attempts=_E.attempts + 1)
+        )
+        return await self._write(lambda conn: conn.execute(stmt).rowcount > 0, tx)
 
     async def finish_effect(
         self,
@@ -156,8 +172,9 @@ class EffectsMixin(StoreBase):
         """Return effects left ``processing`` by a crash to ``pending``; returns how many.
 
         Args:
-            max_attempts: Effects that already started this many runs are not run again: they
-                are marked ``failed`` with ``INTERRUPTED_EFFECT`` instead.
+            max_attempts: Effects whose body already started this many times (see
+                :meth:`start_effect`) are not run again: they are marked ``failed`` with
+                ``INTERRUPTED_EFFECT`` instead.
             tx: An open transaction to write in.
         """
         reset = update(t.effects).where(_E.status == "processing")

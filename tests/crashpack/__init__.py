@@ -15,9 +15,13 @@ and answer ``done <id>`` once the tool result is back. Tool call ids are ``c-<id
 
 ``note`` and ``remind`` are idempotent the way the engine's guarantees ask tool authors to be:
 keyed by the tool call id, a second execution does not queue or schedule again (it checks its
-ledger, and on a rerun also the thread's messages or scheduled effects, which covers a kill between
-the action and its ledger row). A rerun therefore shows as a rerun tool, and a doubled note or
-effect points at the queue or the effect scheduler.
+ledger, and on a rerun also the thread's queue and messages, or its effects in any status, which
+covers a kill between the action and its ledger row). A rerun therefore shows as a rerun tool,
+and a doubled note or effect points at the queue or the effect scheduler.
+
+A job can reach the parent while an earlier one still runs (after a restart a client sends its
+next job); the brain then answers every unanswered job of the conversation, one ``done <id>``
+line each, in the same response as the next calls of the others.
 """
 
 from __future__ import annotations
@@ -62,6 +66,10 @@ async def _record(state: Any, args: Op) -> str:
 
 
 async def _note_exists(state: Any, text: str) -> bool:
+    # still queued (a restart runs the interrupted call before it drains the queue) or stored
+    queued = await state.runtime.store.list_queue(state.thread_id)
+    if any(entry.content == text for entry in queued):
+        return True
     page = await state.get_messages(limit=200, order="desc", include_silent=True)
     return any(m.content == text for m in page.messages)
 
@@ -69,7 +77,19 @@ async def _note_exists(state: Any, text: str) -> bool:
 async def _effect_exists(state: Any, op: str) -> bool:
     if ledger.recorded_op("effect_start", state.thread_id, op):
         return True
-    return any(e.args.get("op") == op for e in await state.get_scheduled_effects("ledger_effect"))
+    # any status: the effect the first run scheduled may be claimed (running) or done already
+    from sqlalchemy import func, select
+
+    from sa_core.store import tables
+
+    effects = tables.effects.c
+    stmt = select(func.count()).where(
+        effects.thread_id == state.thread_id,
+        effects.name == "ledger_effect",
+        func.json_extract(effects.args, "$.op") == op,
+    )
+    count = await state.runtime.store._read(lambda conn: conn.execute(stmt).scalar_one())
+    return bool(count)
 
 
 async def _note(state: Any, args: Op) -> str:

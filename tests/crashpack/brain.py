@@ -35,37 +35,60 @@ def _conversation(request: ProviderRequest) -> list[Any]:
 
 
 def _parent(request: ProviderRequest) -> Any:
+    """Take the next step of every job in the conversation that is not answered yet.
+
+    A job can arrive while an earlier one is still running (a client whose server restarted
+    sends its next job; it is queued and reaches the conversation before the next step), so
+    the answer covers all of them: one line ``done <job>`` per finished job and the next tool
+    call of each unfinished one, in a single response.
+    """
     messages = _conversation(request)
     if not messages:
         return "idle"
-    last = messages[-1]
-    text = (last.content or "").strip() if last.role == "user" else ""
-    matched = _JOB.match(text)
-    if matched is not None:
-        job = f"{matched.group(1)}~{matched.group(2)}"
-        name, key = _FIRST[matched.group(2)]
-        value = f"{'blk' if name == 'worker' else 'bg'} {job}" if key == "task" else None
-        return _call(name, key, job, "1", value)
-    return _continue(messages)
-
-
-def _continue(messages: list[Any]) -> Any:
-    """Take the next step of the latest job (a notification may have arrived in between)."""
-    job = None
-    for message in reversed(messages):
+    jobs = []
+    for message in messages:
         matched = _JOB.match((message.content or "").strip()) if message.role == "user" else None
         if matched is not None:
-            job = f"{matched.group(1)}~{matched.group(2)}"
-            break
-    if job is None:
-        return "noted"
-    answered = any(m.role == "assistant" and m.content == f"done {job}" for m in messages)
+            jobs.append((f"{matched.group(1)}~{matched.group(2)}", matched.group(2)))
+    answered = {
+        line[len("done ") :]
+        for m in messages
+        if m.role == "assistant"
+        for line in (m.content or "").splitlines()
+        if line.startswith("done ")
+    }
+    called = {call.id for m in messages if m.role == "assistant" for call in m.tool_calls or []}
     results = {m.tool_call_id for m in messages if m.role == "tool"}
-    if answered or f"c-{job}-1" not in results:
-        return "noted"
-    if job.endswith("~tool") and f"c-{job}-2" not in results:
-        return _call("record", "op", job, "2")
-    return f"done {job}"
+    finished: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for job, kind in jobs:
+        if job in answered:
+            continue
+        step = _next_step(job, kind, called, results)
+        if step == "done":
+            finished.append(job)
+        elif step is not None:
+            calls.extend(step["tool_calls"])
+    text = "\n".join(f"done {job}" for job in finished)
+    if calls:
+        return {"content": text or None, "tool_calls": calls}
+    return text or "noted"
+
+
+def _next_step(job: str, kind: str, called: set[str], results: set[str]) -> Any:
+    """A job's next call, ``"done"`` when its work is complete, or None while a call runs."""
+    if f"c-{job}-1" not in called:
+        name, key = _FIRST[kind]
+        value = f"{'blk' if name == 'worker' else 'bg'} {job}" if key == "task" else None
+        return _call(name, key, job, "1", value)
+    if f"c-{job}-1" not in results:
+        return None
+    if kind == "tool":
+        if f"c-{job}-2" not in called:
+            return _call("record", "op", job, "2")
+        if f"c-{job}-2" not in results:
+            return None
+    return "done"
 
 
 def _child(request: ProviderRequest) -> Any:
