@@ -1,0 +1,223 @@
+"""Approvals across restarts with a blocking parent, and stop/terminate with pending approvals.
+
+A blocking parent waits on a child whose tool call awaits approval; the runtime is closed (or,
+in the crash tests, killed with SIGKILL) and reopened on the same database. The child's call
+must still be pending, approving it must run the tool once, and the parent's original subagent
+call must receive the child's result (no second child, no duplicate notification).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sa_core import Runtime
+from sa_core.engine.approvals import ApprovalNotFoundError
+from tests.test_approvals import bank_model, bank_pack, delegating_model, delegating_pack
+
+WORKER = Path(__file__).with_name("approval_worker.py")
+
+
+async def park_child(rt: Runtime) -> tuple[Any, str]:
+    """Start the lead's blocking call; return (lead, child id) once the child awaits approval."""
+    lead = await rt.create_thread("lead")
+    await lead.send_message("pay cy", wait=False)
+    for _ in range(1000):
+        await asyncio.sleep(0.01)
+        await lead.refresh()
+        if lead.children and lead.children[0].status == "awaiting_approval":
+            return lead, lead.children[0].reference
+    raise AssertionError("the parent's registry never showed awaiting_approval")
+
+
+async def check_after_restart(rt: Runtime, lead_id: str, child_id: str, executed: list[Any]) -> None:
+    """The shared post-restart story: still pending, approve, one tool run, parent answered."""
+    lead = await rt.get_thread(lead_id)
+    child = await rt.get_thread(child_id)
+    assert executed == []
+    assert child._row.execution["status"] == "awaiting_approval"
+    assert [(p["tool_call_id"], p["status"]) for p in await child.pending_approvals()] == [
+        ("w1", "pending")
+    ]
+    assert [(c.reference, c.status) for c in lead.children] == [(child_id, "awaiting_approval")]
+    await child.approve("w1")
+    await rt.wait_idle(30)
+    await lead.refresh()
+    page = await lead.get_messages(limit=1000, include_silent=True)
+    child_page = await child.get_messages(limit=1000, include_silent=True)
+    assert executed == [("cy", 3)]
+    assert len(lead.children) == 1 and lead.children[0].status == "idle"
+    calls = [c for m in page.messages if m.role == "assistant" for c in (m.tool_calls or [])]
+    assert [c.name for c in calls] == ["payer"]
+    tools = [m for m in page.messages if m.role == "tool"]
+    assert [(m.tool_call_id, m.tool_status) for m in tools] == [(calls[0].id, "success")]
+    assert tools[0].subagent_id == child_id
+    assert "Sent 3 to cy" in (tools[0].content or "")
+    assert not [m for m in page.messages if (m.metadata or {}).get("status_kind")]
+    assert page.messages[-1].content.startswith("Parent saw: done: ['Sent 3 to cy']")
+    assert [m.content for m in child_page.messages if m.role == "tool"][:1] == ["Sent 3 to cy"]
+    assert await child.pending_approvals() == []
+    await lead.refresh()
+    assert lead._row.execution["status"] == "awaiting_human"
+
+
+@pytest.mark.asyncio
+async def test_blocking_parent_gets_its_child_result_after_a_clean_restart_and_approval(
+    sa_runtime_factory,
+):
+    executed: list[Any] = []
+    async with sa_runtime_factory(
+        packs=[delegating_pack(executed)], providers={"test": delegating_model()}
+    ) as rt:
+        lead, child_id = await park_child(rt)
+        lead_id = lead.thread_id
+    async with sa_runtime_factory(
+        packs=[delegating_pack(executed)], providers={"test": delegating_model()}
+    ) as rt:
+        # not wait_idle: the resumed parent's turn is in flight, blocked on its child
+        await check_after_restart(rt, lead_id, child_id, executed)
+
+
+def kill_while_child_awaits_approval(tmp_path: Path) -> tuple[Path, Path, str]:
+    """Run ``approval_worker.py`` until the child parks, SIGKILL it; returns (db, ledger, lead)."""
+    database, ledger = tmp_path / "sa.db", tmp_path / "ledger.jsonl"
+    process = subprocess.Popen(
+        [sys.executable, str(WORKER), str(database), str(ledger)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lead_id = ""
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:
+            if line.startswith("THREAD "):
+                lead_id = line.split()[1]
+            if line.strip() == "POINT":
+                break
+        else:
+            error = process.stderr.read() if process.stderr else ""
+            raise AssertionError(f"worker ended early: {error}")
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+    assert process.returncode == -signal.SIGKILL and lead_id
+    return database, ledger, lead_id
+
+
+@pytest.mark.asyncio
+async def test_blocking_parent_gets_its_child_result_after_a_kill_and_approval(tmp_path):
+    database, ledger, lead_id = kill_while_child_awaits_approval(tmp_path)
+    assert not ledger.exists()  # the gated tool never ran in the killed process
+    executed: list[Any] = []
+    runtime = Runtime(
+        packs=[delegating_pack(executed)],
+        providers={"test": delegating_model()},
+        database_url=f"sqlite:///{database}",
+        load_entrypoints=False,
+    )
+    async with runtime:
+        lead = await runtime.get_thread(lead_id)
+        await check_after_restart(runtime, lead_id, lead.children[0].reference, executed)
+
+
+# -- stop and terminate ---------------------------------------------------------------------
+
+CANCELLED = "Failed to execute tool: Not run: the thread was {how} before a human decided."
+
+
+@pytest.mark.asyncio
+async def test_stopping_a_thread_cancels_its_pending_approvals_and_the_next_turn_runs(
+    sa_runtime_factory,
+):
+    executed: list[Any] = []
+    provider = bank_model()
+    async with sa_runtime_factory(packs=[bank_pack(executed)], providers={"test": provider}) as rt:
+        thread = await rt.create_thread("teller")
+        await thread.send_message("pay bob")
+        await rt.wait_idle(10)
+        assert [p["tool_call_id"] for p in await thread.pending_approvals()] == ["t1"]
+        await thread.stop()
+        await thread.refresh()
+        assert await thread.pending_approvals() == []
+        assert thread._row.execution["status"] == "idle"
+        assert thread._row.execution["last_stop_reason"] == "aborted_by_user"
+        page = await thread.get_messages()
+        tools = [(m.tool_call_id, m.tool_status, m.content) for m in page.messages if m.role == "tool"]
+        assert tools == [("t1", "error", CANCELLED.format(how="stopped"))]
+        with pytest.raises(ApprovalNotFoundError):
+            await thread.approve("t1")
+        await thread.send_message("never mind")
+        await rt.wait_idle(10)
+        await thread.refresh()
+        page = await thread.get_messages()
+    assert executed == []
+    assert len(provider.requests) == 2  # the next turn ran: nothing kept it parked
+    assert CANCELLED.format(how="stopped") in str(provider.requests[-1].messages[-2].content)
+    assert page.messages[-1].content == f"Result: [{CANCELLED.format(how='stopped')!r}]"
+    assert thread._row.execution["status"] == "awaiting_human"
+
+
+@pytest.mark.asyncio
+async def test_a_decided_call_not_yet_run_is_also_cancelled_by_a_stop(sa_runtime_factory):
+    executed: list[Any] = []
+    calls = [
+        {"name": "transfer", "arguments": {"to": "bob", "amount": 5}, "id": "t1"},
+        {"name": "transfer", "arguments": {"to": "eve", "amount": 9}, "id": "t2"},
+    ]
+    async with sa_runtime_factory(
+        packs=[bank_pack(executed)], providers={"test": bank_model(calls)}
+    ) as rt:
+        thread = await rt.create_thread("teller")
+        await thread.send_message("pay")
+        await rt.wait_idle(10)
+        await thread.approve("t1")  # t2 still undecided: nothing runs yet
+        await thread.stop()
+        await rt.wait_idle(10)
+        page = await thread.get_messages()
+        assert await thread.pending_approvals() == []
+    assert executed == []
+    tools = [(m.tool_call_id, m.content) for m in page.messages if m.role == "tool"]
+    assert tools == [
+        ("t1", CANCELLED.format(how="stopped")),
+        ("t2", CANCELLED.format(how="stopped")),
+    ]
+
+
+@pytest.mark.asyncio
+async def test_terminating_a_child_with_pending_approvals_releases_its_blocking_parent(
+    sa_runtime_factory,
+):
+    executed: list[Any] = []
+    async with sa_runtime_factory(
+        packs=[delegating_pack(executed)], providers={"test": delegating_model()}
+    ) as rt:
+        lead, child_id = await park_child(rt)
+        child = await rt.get_thread(child_id)
+        await child.terminate()
+        await rt.wait_idle(10)
+        await lead.refresh()
+        page = await lead.get_messages()
+        child_page = await child.get_messages(limit=1000, include_silent=True)
+        assert await child.pending_approvals() == []
+    assert executed == []
+    assert [m.content for m in child_page.messages if m.role == "tool"] == [
+        CANCELLED.format(how="terminated")
+    ]
+    assert [c.status for c in lead.children] == ["terminated"]
+    tools = [m for m in page.messages if m.role == "tool"]
+    assert len(tools) == 1 and tools[0].subagent_id == child_id
+    assert lead._row.execution["status"] == "awaiting_human"
