@@ -655,7 +655,13 @@ class ThreadState:
     async def stop(self) -> None:
         """Abort the in-flight turn; the next message continues the thread."""
         await self._runtime.stop_thread(self.thread_id)
+        from sa_core.engine.approvals import cancel_pending
+
+        await cancel_pending(self, "stopped")  # no orphan approval keeps later turns parked
 
     async def terminate(self) -> None:
         """Soft-terminate: abort in-flight work and reject new messages and queue entries."""
         await self._runtime.terminate(self)
+        from sa_core.engine.approvals import cancel_pending
+
+        await cancel_pending(self, "terminated")

@@ -290,6 +290,58 @@ async def _check_arguments(
         raise ApprovalArgumentsError(name, problems)
 
 
+async def cancel_pending(state: ThreadState, how: Literal["stopped", "terminated"]) -> None:
+    """On ``stop`` / ``terminate``: settle every call still awaiting approval as not run.
+
+    Each pending call (decided or not: none of them ran) gets the failed tool result ``Not run:
+    the thread was <how> before a human decided.`` (error code ``approval_cancelled``), stored
+    with the approvals dropped in one transaction, so that the conversation stays complete and no
+    later turn stays parked on them. The thread's status leaves ``awaiting_approval``, a parent's
+    registry entry follows, and a blocking parent waiting through the approvals stops waiting.
+    """
+    from sa_core.engine.messages import create_messages, new_message
+    from sa_core.engine.tools import result_text
+
+    runtime = state.runtime
+    store = runtime.store
+    thread_id = state.thread_id
+    if _pending_known.get(runtime, {}).get(thread_id) is False:
+        return
+    pending = await store.get_value(thread_id, KEY)
+    if pending:
+        error = f"Not run: the thread was {how} before a human decided."
+        content = result_text(ToolResult(status="error", error=error))
+        rows = [
+            new_message(
+                thread_id,
+                "tool",
+                content,
+                name=entry["name"],
+                tool_call_id=entry["tool_call_id"],
+                tool_status="error",
+                metadata={"error_code": "approval_cancelled", "error_data": None},
+            )
+            for entry in pending.get("calls", {}).values()
+        ]
+        async with store.transaction():
+            await create_messages(state, rows)
+            await store.delete_value(thread_id, KEY)
+    _mark(runtime, thread_id, False)
+    if not pending:
+        return
+    row = runtime.live_row(thread_id) or state.row
+    if row.execution.get("status") == STATUS:
+        execution = {**row.execution, "status": "idle", "last_stop_reason": "aborted_by_user"}
+        row.execution = execution
+        await store.update_thread(thread_id, execution=execution)
+    waiting = thread_id in runtime.scheduler.awaited  # the waiter settles the registry status
+    if state.parent_id is not None and row.terminated is None and not waiting:
+        await runtime.update_child(state.parent_id, thread_id, status="idle")
+    event = _events.get(runtime, {}).pop(thread_id, None)
+    if event is not None:
+        event.set()
+
+
 async def wait_through_approvals(runtime: Runtime, thread_id: str) -> None:
     """For a blocking parent: after the child's runner ends, wait while it awaits approval."""
     while True:
