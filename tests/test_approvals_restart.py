@@ -232,3 +232,66 @@ async def test_terminating_a_child_with_pending_approvals_releases_its_blocking_
     tools = [m for m in page.messages if m.role == "tool"]
     assert len(tools) == 1 and tools[0].subagent_id == child_id
     assert lead._row.execution["status"] == "awaiting_human"
+
+
+@pytest.mark.asyncio
+async def test_stopping_a_blocking_parent_leaves_its_childs_approval_pending(sa_runtime_factory):
+    executed: list[Any] = []
+    delegating = delegating_model()
+
+    def answer(request: Any) -> Any:
+        last = request.messages[-1].content or ""
+        if last.startswith("Subagent (reference:"):
+            return "Noted."
+        return delegating.fn(request)
+
+    async with sa_runtime_factory(
+        packs=[delegating_pack(executed)], providers={"test": FunctionProvider(answer)}
+    ) as rt:
+        lead, child_id = await park_child(rt)
+        await lead.stop()
+        child = await rt.get_thread(child_id)
+        assert [p["status"] for p in await child.pending_approvals()] == ["pending"]
+        await child.approve("w1")
+        await rt.wait_idle(10)
+        page = await lead.get_messages(limit=1000, include_silent=True)
+        await lead.refresh()
+    assert executed == [("cy", 3)]
+    assert len(lead.children) == 1
+    tools = [m.content for m in page.messages if m.role == "tool"]
+    assert tools == ["Failed to execute tool: Execution stopped by user"]
+    reports = [m.content or "" for m in page.messages if m.role == "user"][1:]
+    assert len(reports) == 1 and "Sent 3 to cy" in reports[0]  # one notification, no 2nd call
+    assert page.messages[-1].content == "Noted."
+
+
+def test_stop_over_http_clears_pending_approvals(sa_database_url):
+    from litestar.testing import TestClient
+
+    from sa_core.server import create_app
+
+    executed: list[Any] = []
+    runtime = Runtime(
+        packs=[bank_pack(executed)],
+        providers={"test": bank_model()},
+        database_url=sa_database_url,
+        load_entrypoints=False,
+    )
+    with TestClient(create_app(runtime)) as client:
+        key, _ = client.blocking_portal.call(runtime.store.create_api_key, "tests")
+        client.headers["Authorization"] = f"Bearer {key}"
+        base = "/api/packages/bank/threads"
+        thread_id = client.post(base + "/", json={"agent": "teller"}).json()["id"]
+        client.post(f"{base}/{thread_id}/messages", json={"content": "pay"})
+        client.blocking_portal.call(runtime.wait_idle, 10)
+        before = client.get(f"{base}/{thread_id}/approvals").json()
+        stopped = client.post(f"{base}/{thread_id}/stop")
+        after = client.get(f"{base}/{thread_id}/approvals").json()
+        status = client.get(f"{base}/{thread_id}").json()["status"]
+        late = client.post(f"{base}/{thread_id}/approvals/t1", json={"approve": True})
+    assert [a["status"] for a in before["approvals"]] == ["pending"]
+    assert stopped.status_code == 200
+    assert after == {"approvals": [], "thread_status": "idle"}
+    assert status == "idle"
+    assert late.status_code == 404 and late.json()["error"] == "approval_not_found"
+    assert executed == []
