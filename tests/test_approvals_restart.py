@@ -295,3 +295,26 @@ def test_stop_over_http_clears_pending_approvals(sa_database_url):
     assert status == "idle"
     assert late.status_code == 404 and late.json()["error"] == "approval_not_found"
     assert executed == []
+
+
+@pytest.mark.asyncio
+async def test_childs_approval_stays_pending_through_a_kill_and_a_second_restart(tmp_path):
+    database, ledger, lead_id = kill_while_child_awaits_approval(tmp_path)
+    executed: list[Any] = []
+
+    def runtime() -> Runtime:
+        return Runtime(
+            packs=[delegating_pack(executed)],
+            providers={"test": delegating_model()},
+            database_url=f"sqlite:///{database}",
+            load_entrypoints=False,
+        )
+
+    async with runtime() as first:  # resumes the parent, which re-attaches and waits; closed
+        lead = await first.get_thread(lead_id)
+        child_id = lead.children[0].reference
+        child = await first.get_thread(child_id)
+        assert [p["status"] for p in await child.pending_approvals()] == ["pending"]
+    async with runtime() as second:
+        await check_after_restart(second, lead_id, child_id, executed)
+    assert not ledger.exists()

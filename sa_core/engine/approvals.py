@@ -13,7 +13,8 @@ At the top of its loop the flow executes the decided calls in the order the mode
 approved call runs with its possibly edited arguments, through the tool hooks; a denied one stores
 a failed tool result carrying the reason) and steps on once no call is left undecided, so the
 model sees every result. Everything is in the database, so a restart keeps pending approvals and
-decisions; a blocking parent waits through its child's approvals.
+decisions; a blocking parent waits through its child's approvals. Stopping or terminating the
+thread settles its pending calls as not run (:func:`cancel_pending`).
 """
 
 from __future__ import annotations
@@ -309,6 +310,8 @@ async def cancel_pending(state: ThreadState, how: Literal["stopped", "terminated
         return
     pending = await store.get_value(thread_id, KEY)
     if pending:
+        # a decided call the stopped runner finished but had not yet crossed off has its row
+        answered = {m.tool_call_id for m in await store.history(thread_id) if m.role == "tool"}
         error = f"Not run: the thread was {how} before a human decided."
         content = result_text(ToolResult(status="error", error=error))
         rows = [
@@ -322,6 +325,7 @@ async def cancel_pending(state: ThreadState, how: Literal["stopped", "terminated
                 metadata={"error_code": "approval_cancelled", "error_data": None},
             )
             for entry in pending.get("calls", {}).values()
+            if entry["tool_call_id"] not in answered
         ]
         async with store.transaction():
             await create_messages(state, rows)
