@@ -11,7 +11,9 @@ the next. Printed:
 - POST -> first stream frame p50 / p99 at 20 concurrent threads (target p50 <= 5 ms);
 - server CPU (user + system, from ``/proc``) per turn in the throughput run;
 - server RSS at the start, the peak and the end of a bounded load run (steady is the goal;
-  ``--load-seconds 600`` for a ten-minute run).
+  ``--load-seconds 600`` for a ten-minute run); RSS climbs while the store's history cache
+  and the kept conversions fill (50,000 messages each at most), then stays flat;
+- users whose stream the server ended early (``slow_consumer``): they stop instead of waiting.
 """
 
 from __future__ import annotations
@@ -95,6 +97,10 @@ class Connection:
         return data[:-2]
 
 
+class StreamEnded(Exception):
+    """The server ended a thread's stream (e.g. ``slow_consumer``): that user stops."""
+
+
 class Stream:
     """A thread's server-sent-event stream, read frame by frame."""
 
@@ -121,9 +127,15 @@ class Stream:
                     if line.startswith(b"data:")
                 ]
                 if data:
-                    return dict(json.loads(b"\n".join(data)))
+                    frame = dict(json.loads(b"\n".join(data)))
+                    if frame.get("type") == "error":
+                        raise StreamEnded(frame)
+                    return frame
                 continue
-            self.buffer += await self.connection.chunk()
+            chunk = await self.connection.chunk()
+            if not chunk:  # the last chunk of the response: waiting on would hang forever
+                raise StreamEnded("the stream ended without an error frame")
+            self.buffer += chunk
 
 
 def answered(frame: dict[str, Any]) -> bool:
@@ -162,6 +174,7 @@ async def simulate(
     first_frames: list[float] = []
     counts: list[int] = []
     rss: list[float] = []
+    cut_off: list[str] = []
     ready = asyncio.Event()
     prepared = 0
     stop = float("inf")
@@ -183,6 +196,8 @@ async def simulate(
             while time.perf_counter() < stop:
                 first_frames.append(await post_and_wait(api, stream, path, f"message {turns}"))
                 turns += 1
+        except StreamEnded as exc:
+            cut_off.append(str(exc))
         finally:
             api.close()
             stream.connection.close()
@@ -214,6 +229,7 @@ async def simulate(
         "rss_peak": max(rss, default=rss_before),
         "rss_end": server_rss(pid),
         "rss_series": rss,
+        "cut_off": cut_off,
     }
 
 
@@ -308,6 +324,9 @@ def main() -> None:
     print(f"  server RSS over the last {load_seconds:.0f} s load run ({last['turns']} turns): "
           f"start {last['rss_start']:.0f} MiB, peak {last['rss_peak']:.0f} MiB, "
           f"end {last['rss_end']:.0f} MiB")
+    ended = [reason for r in load + latency for reason in r["cut_off"]]
+    print(f"  users whose stream the server ended early: {len(ended)}"
+          + (f" (first: {ended[0]})" if ended else ""))
     series = last["rss_series"]
     step = max(1, len(series) // 12)
     print("  RSS samples (MiB): " + ", ".join(f"{v:.0f}" for v in series[::step]))

@@ -6,6 +6,11 @@ A frame is one of the typed dicts below (:data:`Frame`), told apart by ``type``:
 ``tool_call_done``) and ``queued`` (a queue entry). A child thread's frames are also delivered
 to its ancestors with ``subagent_id`` set. Publishing with no subscribers costs one dict lookup.
 Subscribers receive them as plain dicts (:data:`FrameDict`), ready to encode.
+
+A subscription may bound its backlog (``max_backlog``): a subscriber that falls that many
+frames behind is dropped at once, its queued frames are released and it receives
+:data:`OVERFLOW` as its last frame, so a client that stops reading holds a bounded amount of
+memory however long the thread keeps publishing.
 """
 
 from __future__ import annotations
@@ -61,6 +66,8 @@ Frame = MessageDataFrame | ChunkFrame | EventFrame | QueuedFrame
 """Every frame the engine publishes."""
 FrameDict = dict[str, Any]
 """A frame as subscribers receive it."""
+OVERFLOW: FrameDict = {"type": "overflow"}
+"""The last frame of a subscriber dropped for falling ``max_backlog`` frames behind."""
 
 
 class EventBus:
@@ -68,7 +75,19 @@ class EventBus:
 
     def __init__(self) -> None:
         self._subscribers: dict[str, set[asyncio.Queue[FrameDict]]] = {}
+        self._limits: dict[asyncio.Queue[FrameDict], int] = {}
         self.parent_of: Callable[[str], str | None] = lambda _thread_id: None
+
+    def subscriber_count(self, thread_id: str | None = None) -> int:
+        """Open subscriptions of a thread (of every thread without an id)."""
+        if thread_id is not None:
+            return len(self._subscribers.get(thread_id, ()))
+        return sum(len(queues) for queues in self._subscribers.values())
+
+    @property
+    def thread_count(self) -> int:
+        """Threads with at least one open subscription (entries the bus holds)."""
+        return len(self._subscribers)
 
     @property
     def has_listeners(self) -> bool:
@@ -80,8 +99,8 @@ class EventBus:
         frame = cast(FrameDict, typed)
         queues = self._subscribers.get(thread_id)
         if queues:
-            for queue in queues:
-                queue.put_nowait(frame)
+            for queue in list(queues):
+                self._put(thread_id, queue, frame)
         if not self._subscribers:
             return
         child = thread_id
@@ -91,21 +110,50 @@ class EventBus:
             parent_queues = self._subscribers.get(parent)
             if parent_queues:
                 tagged = {**frame, "subagent_id": frame.get("subagent_id") or child}
-                for queue in parent_queues:
-                    queue.put_nowait(tagged)
+                for queue in list(parent_queues):
+                    self._put(parent, queue, tagged)
             child, parent = parent, self.parent_of(parent)
             hops += 1
 
+    def _put(self, thread_id: str, queue: asyncio.Queue[FrameDict], frame: FrameDict) -> None:
+        limit = self._limits.get(queue)
+        if limit is not None and queue.qsize() >= limit:
+            self._drop(thread_id, queue)
+            while not queue.empty():
+                queue.get_nowait()
+            queue.put_nowait(OVERFLOW)
+            return
+        queue.put_nowait(frame)
+
+    def _drop(self, thread_id: str, queue: asyncio.Queue[FrameDict]) -> None:
+        self._limits.pop(queue, None)
+        subscribers = self._subscribers.get(thread_id)
+        if subscribers is not None:
+            subscribers.discard(queue)
+            if not subscribers:
+                del self._subscribers[thread_id]
+
     @asynccontextmanager
-    async def subscribe(self, thread_id: str) -> AsyncIterator[asyncio.Queue[FrameDict]]:
-        """Receive the thread's frames while the context is open."""
+    async def subscribe(
+        self, thread_id: str, *, max_backlog: int | None = None
+    ) -> AsyncIterator[asyncio.Queue[FrameDict]]:
+        """Receive the thread's frames while the context is open.
+
+        Args:
+            thread_id: the thread whose frames (and its descendants' frames) to receive.
+            max_backlog: drop the subscription once this many frames wait unread: the queued
+                frames are released and :data:`OVERFLOW` is the last frame. ``None``: no bound.
+
+        Raises:
+            ValueError: ``max_backlog`` is below 1.
+        """
+        if max_backlog is not None and max_backlog < 1:
+            raise ValueError(f"max_backlog must be a whole number >= 1 or None, got {max_backlog}.")
         queue: asyncio.Queue[FrameDict] = asyncio.Queue()
         self._subscribers.setdefault(thread_id, set()).add(queue)
+        if max_backlog is not None:
+            self._limits[queue] = max_backlog
         try:
             yield queue
         finally:
-            subscribers = self._subscribers.get(thread_id)
-            if subscribers is not None:
-                subscribers.discard(queue)
-                if not subscribers:
-                    del self._subscribers[thread_id]
+            self._drop(thread_id, queue)

@@ -5,8 +5,9 @@ A stream subscribes to the runtime's event bus for one thread. Frames (JSON obje
 or updated), ``message_chunk`` / ``reasoning_chunk`` (deltas as they stream), ``event``
 (``tool_call_started``, ``tool_call_done`` and ``state.emit`` events), ``queued``; frames of
 child threads carry ``subagent_id``. Silent messages are left out unless ``include_silent``.
-A client too slow to keep up (more than ``MAX_BACKLOG`` frames behind) gets an ``error`` frame
-and the stream ends.
+A client too slow to keep up (``MAX_BACKLOG`` frames behind) is dropped by the event bus at
+once, so its unread frames are released while it is still blocked; it then gets an ``error``
+frame (``slow_consumer``) and the stream ends (a WebSocket is closed).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from litestar.exceptions import NotAuthorizedException, WebSocketDisconnect
 from litestar.params import FromPath, FromQuery, SkipValidation
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 
+from sa_core.engine.events import OVERFLOW
 from sa_core.runtime import Runtime
 from sa_core.server.auth import PUBLIC, QUERY_TOKEN, check_key
 from sa_core.server.context import PackDep, RuntimeDep, ThreadDep, load_thread
@@ -53,7 +55,7 @@ class StreamHub:
     @asynccontextmanager
     async def listen(self, runtime: Runtime, thread_id: str) -> AsyncIterator[LiveStream]:
         """Subscribe to a thread's frames while the context is open."""
-        async with runtime.events.subscribe(thread_id) as queue:
+        async with runtime.events.subscribe(thread_id, max_backlog=MAX_BACKLOG) as queue:
             self._queues.add(queue)
             stream = LiveStream(thread_id, queue)
             try:
@@ -114,12 +116,13 @@ class LiveStream:
                     return
                 if frame is _PING:
                     batch.append(None)
-                elif queue.qsize() > MAX_BACKLOG:
+                elif frame is OVERFLOW:
                     batch.append(
                         {
                             "type": "error",
                             "error": "slow_consumer",
-                            "detail": f"The client fell more than {MAX_BACKLOG} frames behind.",
+                            "detail": f"The client fell {MAX_BACKLOG} frames behind; "
+                            "reconnect and reload the thread's messages.",
                         }
                     )
                     yield batch
