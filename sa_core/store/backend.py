@@ -138,8 +138,11 @@ class SQLiteBackend(Backend):
         """Connect and create the tables."""
         self._writer = self._engine.connect().execution_options(**{WRITE_OPTION: True})
         self._reader = self._writer if self._memory else self._engine.connect()
+        from sa_core.store.upgrade import add_missing_columns
+
         with self._writer.begin():
             SQLModel.metadata.create_all(self._writer)
+            add_missing_columns(self._writer)
 
     def _conns(self) -> tuple[Connection, Connection]:
         if self._writer is None or self._reader is None:
@@ -236,8 +239,11 @@ class AsyncBackend(Backend):
 
     async def setup(self) -> None:
         """Connect and create the tables."""
+        from sa_core.store.upgrade import add_missing_columns
+
         async with self._engine.begin() as conn:
             await conn.run_sync(SQLModel.metadata.create_all)
+            await conn.run_sync(add_missing_columns)
 
     async def read(self, op: Op[T]) -> T:
         """Run a read-only operation in its own short transaction."""
