@@ -13,7 +13,7 @@ from litestar.testing import TestClient
 from test_server_packs import alpha_pack, beta_pack, provider
 
 from sa_core import Runtime
-from sa_core.server import create_app
+from sa_core.server.testing import signed_in_client
 
 A = "/api/packages/alpha"
 
@@ -26,9 +26,7 @@ def client(sa_database_url: str) -> Iterator[TestClient[Any]]:
         database_url=sa_database_url,
         load_entrypoints=False,
     )
-    with TestClient(create_app(runtime)) as test_client:
-        token, _ = test_client.blocking_portal.call(runtime.store.create_api_key, "tests")
-        test_client.headers["Authorization"] = f"Bearer {token}"
+    with signed_in_client(runtime) as test_client:
         yield test_client
 
 

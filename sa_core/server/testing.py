@@ -6,6 +6,7 @@
 
 ``live_server`` shares the test's event loop, so the test may also use the runtime directly.
 ``serve_in_thread`` runs its own loop, for synchronous clients (``requests``, schemathesis).
+``signed_in_client`` is Litestar's in-process ``TestClient`` with a fresh API key already sent.
 """
 
 from __future__ import annotations
@@ -16,12 +17,34 @@ import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
+from typing import TYPE_CHECKING, Any
 
 from litestar import Litestar
 
 from sa_core.server.runner import Server, build_server
 
+if TYPE_CHECKING:
+    from litestar.testing import TestClient
+
+    from sa_core.runtime import Runtime
+
 STARTUP_TIMEOUT = 20.0
+
+
+@contextlib.contextmanager
+def signed_in_client(runtime: Runtime) -> Iterator[TestClient[Any]]:
+    """A ``TestClient`` of ``create_app(runtime)`` whose requests carry a new API key.
+
+    The runtime starts and stops with the client; the key is created in its store.
+    """
+    from litestar.testing import TestClient
+
+    from sa_core.server.app import create_app
+
+    with TestClient(create_app(runtime)) as client:
+        token, _ = client.blocking_portal.call(runtime.store.create_api_key, "tests")
+        client.headers["Authorization"] = f"Bearer {token}"
+        yield client
 
 
 def _bound_socket(host: str) -> socket.socket:
