@@ -44,14 +44,26 @@ _MAX_ORIGINS = 10_000
 
 
 def active() -> bool:
-    """Whether spans are recorded: the ``otel`` extra is installed and not switched off."""
+    """Whether spans are recorded: the ``otel`` extra is installed, not switched off, and a
+    tracer provider is configured (without one, spans would be no-ops costing a step time).
+    """
     global _available
     if os.environ.get("SA_TELEMETRY", "").strip().lower() in ("off", "0", "false", "no"):
         return False
     if _available is None:
         # find_spec on a top-level name does not import the package.
         _available = importlib.util.find_spec("opentelemetry") is not None
-    return _available
+    return _available and _configured()
+
+
+def _configured() -> bool:
+    """Whether a tracer provider records anything (no SDK configured: every span is a no-op)."""
+    if _provider is not None:
+        return True
+    from opentelemetry import trace
+
+    provider = trace.get_tracer_provider()
+    return not isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
 
 
 def set_tracer_provider(provider: Any) -> None:

@@ -268,3 +268,13 @@ def test_without_the_extra_nothing_is_imported_and_runs_are_unchanged(tmp_path):
         "[('user', 'hi'), ('assistant', None), ('tool', 'sun'), ('assistant', 'Sunny.')]"
     )
     assert lines[1] == "loaded: [] None"
+
+
+def test_no_span_work_without_a_configured_tracer_provider():
+    provider = TracerProvider()
+    assert not telemetry.active()  # the extra is installed, but nothing would record spans
+    telemetry.set_tracer_provider(provider)
+    try:
+        assert telemetry.active()
+    finally:
+        telemetry.set_tracer_provider(None)
