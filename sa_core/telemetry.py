@@ -44,8 +44,9 @@ _MAX_ORIGINS = 10_000
 
 
 def active() -> bool:
-    """Whether spans are recorded: the ``otel`` extra is installed, not switched off, and a
-    tracer provider is configured (without one, spans would be no-ops costing a step time).
+    """Whether spans are recorded: the ``otel`` extra is on and a tracer provider is configured.
+
+    Without a configured provider every span would be a no-op that still costs step time.
     """
     global _available
     if os.environ.get("SA_TELEMETRY", "").strip().lower() in ("off", "0", "false", "no"):
