@@ -100,6 +100,7 @@ class Runtime:
         self._kicked: set[str] = set()
         self._settling: set[str] = set()
         self._queued: set[str] = set()
+        self._starting: set[str] = set()
         self._initial: dict[str, list[Message]] = {}
         self._background: set[asyncio.Task[Any]] = set()
         self._tables: dict[tuple[str, str], ToolTable] = {}
@@ -424,7 +425,8 @@ class Runtime:
         if task is not None and task.cancelling() and task is not asyncio.current_task():
             # a stopped turn is still unwinding: it drains nothing more, so start after it
             await asyncio.wait([task])
-        if thread_id in self._tasks:
+        if thread_id in self._tasks or thread_id in self._starting:
+            # a turn runs, or another send is starting one (its writes may suspend): queue
             message_id = new_id()
             entry = QueueMessageInput(
                 role=role,
@@ -436,18 +438,25 @@ class Runtime:
             await self.store.enqueue(thread_id, entry)
             self._queued.add(thread_id)
             self._note_queued(thread_id)
+            if thread_id not in self._tasks and thread_id not in self._starting:
+                # the turn ended while the entry was being written (an async backend)
+                self._kick(thread_id, side_for_role(role))
             message = new_message(
                 thread_id, role, content, id=message_id, silent=silent, attachments=refs or None
             )
         else:
-            message = await create_message(
-                state,
-                new_message(thread_id, role, content, silent=silent, attachments=refs or None),
-            )
-            if role == "user" and state.agent.type == "ai_human":
-                await self._count_human_turn(state)
-            self._initial.setdefault(thread_id, []).append(message)
-            self._kick(thread_id, side_for_role(role))
+            self._starting.add(thread_id)
+            try:
+                message = await create_message(
+                    state,
+                    new_message(thread_id, role, content, silent=silent, attachments=refs or None),
+                )
+                if role == "user" and state.agent.type == "ai_human":
+                    await self._count_human_turn(state)
+                self._initial.setdefault(thread_id, []).append(message)
+                self._kick(thread_id, side_for_role(role))
+            finally:
+                self._starting.discard(thread_id)
         if wait:
             await self._wait_thread(thread_id)
         return message
