@@ -114,3 +114,9 @@ def sa_database_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest
     if backend == "postgresql":
         return str(request.getfixturevalue("pg_database_url"))
     return f"sqlite:///{tmp_path / 'sa.db'}"
+
+
+@pytest.fixture
+def pg_empty_database_url(pg_cluster: Cluster) -> str:
+    """A fresh, empty PostgreSQL database (no tables) for this test."""
+    return new_pg_database(pg_cluster, template="template0")

@@ -26,9 +26,9 @@ from typing import Any, TypeVar
 from sqlalchemy import create_engine
 from sqlalchemy.engine import Connection
 from sqlalchemy.pool import NullPool, StaticPool
-from sqlmodel import SQLModel
 
 from sa_core.store.connect import WRITE_OPTION, install_sqlite_listeners, is_memory
+from sa_core.store.migrate import ensure_schema
 
 T = TypeVar("T")
 Op = Callable[[Connection], T]
@@ -118,11 +118,11 @@ class SQLiteBackend(Backend):
         self._reader: Connection | None = None
 
     async def setup(self) -> None:
-        """Connect and create the tables."""
+        """Connect and create or upgrade the tables."""
         self._writer = self._engine.connect().execution_options(**{WRITE_OPTION: True})
         self._reader = self._writer if self._memory else self._engine.connect()
         with self._writer.begin():
-            SQLModel.metadata.create_all(self._writer)
+            ensure_schema(self._writer)
 
     def _conns(self) -> tuple[Connection, Connection]:
         if self._writer is None or self._reader is None:
@@ -190,9 +190,9 @@ class AsyncBackend(Backend):
             install_sqlite_listeners(self._engine.sync_engine, memory=memory)
 
     async def setup(self) -> None:
-        """Connect and create the tables."""
+        """Connect and create or upgrade the tables."""
         async with self._engine.begin() as conn:
-            await conn.run_sync(SQLModel.metadata.create_all)
+            await conn.run_sync(ensure_schema)
 
     async def read(self, op: Op[T]) -> T:
         """Run a read-only operation in its own short transaction."""

@@ -256,6 +256,30 @@ class ApiKeyTable(SQLModel, table=True):
     revoked_at: int | None = Field(default=None, sa_column=_c(BigInteger))
 
 
+class LeaseTable(SQLModel, table=True):
+    """Which worker executes a thread, until when (renewed by the worker's heartbeat)."""
+
+    __tablename__ = "thread_leases"
+    __table_args__ = (Index("ix_thread_leases_expires", "expires_at"),)
+
+    thread_id: str = Field(sa_column=_c(String, _thread_fk(), primary_key=True))
+    owner: str = Field(sa_column=_c(String, nullable=False))
+    expires_at: int = Field(sa_column=_c(BigInteger, nullable=False))
+    acquired_at: int = Field(sa_column=_c(BigInteger, nullable=False))
+
+
+class StreamFrameTable(SQLModel, table=True):
+    """A stream frame too large for a NOTIFY payload, fetched by the workers it is relayed to."""
+
+    __tablename__ = "stream_frames"
+    __table_args__ = (Index("ix_stream_frames_created", "created_at"),)
+
+    seq: int | None = Field(default=None, sa_column=_c(_Seq, primary_key=True, autoincrement=True))
+    thread_id: str = Field(sa_column=_c(String, nullable=False))
+    frame: dict[str, Any] | None = Field(default=None, sa_column=_c(_json()))
+    created_at: int = Field(sa_column=_c(BigInteger, nullable=False))
+
+
 def _table(name: str) -> Table:
     return SQLModel.metadata.tables[name]
 
@@ -271,6 +295,8 @@ children = _table("children")
 env_requests = _table("env_requests")
 thread_values = _table("thread_values")
 api_keys = _table("api_keys")
+thread_leases = _table("thread_leases")
+stream_frames = _table("stream_frames")
 
 PER_THREAD_TABLES: tuple[tuple[Table, str], ...] = (
     (thread_tags, "thread_id"),
@@ -282,5 +308,6 @@ PER_THREAD_TABLES: tuple[tuple[Table, str], ...] = (
     (children, "parent_id"),
     (env_requests, "parent_id"),
     (thread_values, "thread_id"),
+    (thread_leases, "thread_id"),
 )
 """Every table holding rows of a thread, with the column naming the thread."""
