@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from sa_core.engine.context import PromptTemplate
     from sa_core.engine.events import EventBus
     from sa_core.engine.flow import Flow
+    from sa_core.engine.leases import Workers
     from sa_core.engine.tools import OfferedTool, ToolTable
     from sa_core.plugins import PluginHost
     from sa_core.providers import Provider, ProviderMessage, ProviderResponse, ReasoningConfig
@@ -101,6 +102,8 @@ class Runtime:
         self._settling: set[str] = set()
         self._queued: set[str] = set()
         self._starting: set[str] = set()
+        self.workers: Workers | None = None
+        """Leases and stream relay shared with other workers (PostgreSQL), else ``None``."""
         self._initial: dict[str, list[Message]] = {}
         self._background: set[asyncio.Task[Any]] = set()
         self._tables: dict[tuple[str, str], ToolTable] = {}
@@ -151,6 +154,9 @@ class Runtime:
         self.events: EventBus = EventBus()
         self.events.parent_of = self._parents.get
         self.effects = EffectScheduler(self)
+        from sa_core.engine.leases import attach_workers
+
+        self.workers = await attach_workers(self)
         self._open = True
         await self.effects.start()
         await self._resume_interrupted()
@@ -201,6 +207,8 @@ class Runtime:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        if self.workers is not None:
+            await self.workers.stop()
         for provider in self.providers.values():
             closer = getattr(provider, "aclose", None)
             if closer is not None:
@@ -425,7 +433,14 @@ class Runtime:
         if task is not None and task.cancelling() and task is not asyncio.current_task():
             # a stopped turn is still unwinding: it drains nothing more, so start after it
             await asyncio.wait([task])
-        if thread_id in self._tasks or thread_id in self._starting:
+        busy = thread_id in self._tasks or thread_id in self._starting
+        if not busy and self.workers is not None:
+            self._starting.add(thread_id)
+            try:  # another worker runs the thread: queue for it (acquire notifies it)
+                busy = not await self.workers.acquire(thread_id)
+            finally:
+                self._starting.discard(thread_id)
+        if busy:
             # a turn runs, or another send is starting one (its writes may suspend): queue
             message_id = new_id()
             entry = QueueMessageInput(
@@ -508,6 +523,8 @@ class Runtime:
         from sa_core.engine.flow import Flow, side_for_role
 
         try:
+            if self.workers is not None and not await self.workers.acquire(thread_id):
+                return  # another worker runs it and was told about the work
             while True:
                 self._kicked.discard(thread_id)
                 row = await self.store.get_thread(thread_id)
@@ -534,6 +551,8 @@ class Runtime:
             self._flows.pop(thread_id, None)
             self._tasks.pop(thread_id, None)
             self._initial.pop(thread_id, None)
+            if self.workers is not None:
+                self.workers.release(thread_id)
 
     async def _settle(self, state: ThreadState, flow: Flow, reason: str) -> None:
         execution = dict(state._row.execution)

@@ -20,7 +20,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from pgcluster import Cluster, PostgresUnavailable, start_cluster
 
 BOTH_BACKENDS = re.compile(r"^test_(engine|server|composition|store|postgres|hooks|isolation)")

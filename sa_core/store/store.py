@@ -9,6 +9,7 @@ from sa_core.store.backend import AsyncBackend, Backend, SQLiteBackend
 from sa_core.store.connect import resolve_database_url
 from sa_core.store.effects import EffectsMixin
 from sa_core.store.files import FilesMixin
+from sa_core.store.leases import LeasesMixin
 from sa_core.store.messages import MessagesMixin
 from sa_core.store.queue import QueueMixin
 from sa_core.store.registry import RegistryMixin
@@ -23,8 +24,9 @@ class Store(
     EffectsMixin,
     RegistryMixin,
     ApiKeysMixin,
+    LeasesMixin,
 ):
-    """Durable state of threads, messages, logs, files, queues, effects, registries and keys.
+    """Durable state of threads, messages, logs, files, queues, effects, registries, keys, leases.
 
     Every method takes an optional ``tx=`` from :meth:`transaction`; without it, a method runs
     in its own short transaction (or joins the transaction open in the calling task).

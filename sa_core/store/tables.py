@@ -200,6 +200,8 @@ class EffectTable(SQLModel, table=True):
     error: str | None = Field(default=None, sa_column=_c(String))
     started_at: int | None = Field(default=None, sa_column=_c(BigInteger))
     finished_at: int | None = Field(default=None, sa_column=_c(BigInteger))
+    owner: str | None = Field(default=None, sa_column=_c(String))
+    """The worker running a ``processing`` effect (reset when that worker's heartbeat stops)."""
 
 
 class ChildTable(SQLModel, table=True):
@@ -268,6 +270,16 @@ class LeaseTable(SQLModel, table=True):
     acquired_at: int = Field(sa_column=_c(BigInteger, nullable=False))
 
 
+class WorkerTable(SQLModel, table=True):
+    """A worker process and its last heartbeat."""
+
+    __tablename__ = "workers"
+
+    id: str = Field(sa_column=_c(String, primary_key=True))
+    started_at: int = Field(sa_column=_c(BigInteger, nullable=False))
+    heartbeat_at: int = Field(sa_column=_c(BigInteger, nullable=False))
+
+
 class StreamFrameTable(SQLModel, table=True):
     """A stream frame too large for a NOTIFY payload, fetched by the workers it is relayed to."""
 
@@ -297,6 +309,7 @@ thread_values = _table("thread_values")
 api_keys = _table("api_keys")
 thread_leases = _table("thread_leases")
 stream_frames = _table("stream_frames")
+workers = _table("workers")
 
 PER_THREAD_TABLES: tuple[tuple[Table, str], ...] = (
     (thread_tags, "thread_id"),

@@ -1,4 +1,4 @@
-"""Many workers: thread leases, and stream frames relayed between workers.
+"""Many workers: thread leases, worker heartbeats, effect owners, relayed stream frames.
 
 Revision ID: 0002_workers
 Revises: 0001_baseline
@@ -16,7 +16,15 @@ _seq = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 
 def upgrade() -> None:
-    """Add ``thread_leases`` and ``stream_frames``."""
+    """Add ``thread_leases``, ``workers``, ``stream_frames`` and ``effects.owner``."""
+    op.add_column("effects", sa.Column("owner", sa.String(), nullable=True))
+    op.create_table(
+        "workers",
+        sa.Column("id", sa.String(), nullable=False),
+        sa.Column("started_at", sa.BigInteger(), nullable=False),
+        sa.Column("heartbeat_at", sa.BigInteger(), nullable=False),
+        sa.PrimaryKeyConstraint("id"),
+    )
     op.create_table(
         "thread_leases",
         sa.Column("thread_id", sa.String(), nullable=False),
@@ -39,7 +47,10 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    """Drop ``stream_frames`` and ``thread_leases``."""
+    """Drop what :func:`upgrade` added."""
+    op.drop_table("workers")
+    with op.batch_alter_table("effects") as batch:
+        batch.drop_column("owner")
     op.drop_index("ix_stream_frames_created", table_name="stream_frames")
     op.drop_table("stream_frames")
     op.drop_index("ix_thread_leases_expires", table_name="thread_leases")
