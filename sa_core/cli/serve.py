@@ -3,11 +3,16 @@
 Each package is served under ``/api/packages/{package}/``; the OpenAPI schema is at
 ``/schema/openapi.json`` and the interactive docs at ``/schema``. The first start on a database
 that never had an API key creates one and prints it once.
+
+``--workers N`` starts N worker processes sharing the port (PostgreSQL only): see
+:mod:`sa_core.cli.workers` and ``docs/deployment.md``.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import socket
 import sys
 from typing import Any
 
@@ -42,6 +47,21 @@ def register(subparsers: Any) -> None:
         "(repeatable)",
     )
     parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="worker processes sharing the port (1); more than one needs a postgresql:// --db",
+    )
+    parser.add_argument(
+        "--lease-seconds",
+        type=float,
+        default=None,
+        metavar="S",
+        help="with PostgreSQL: seconds before a dead worker's threads are taken over (10)",
+    )
+    parser.add_argument("--worker-fd", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument(
         "--log-level",
         default="info",
         choices=["critical", "error", "warning", "info", "debug"],
@@ -58,6 +78,15 @@ async def run(args: argparse.Namespace) -> int:
     from sa_core.server.auth import ensure_first_key
     from sa_core.server.runner import build_server, websocket_protocol
 
+    if args.lease_seconds is not None:
+        if args.lease_seconds <= 0:
+            print("error: --lease-seconds must be a positive number of seconds", file=sys.stderr)
+            return 2
+        os.environ["SA_LEASE_SECONDS"] = str(args.lease_seconds)
+    if args.workers != 1 and args.worker_fd is None:
+        from sa_core.cli.workers import serve_workers
+
+        return await serve_workers(args)
     packs = [pack for target in args.packs for pack in load_packs_from(target)]
     runtime = Runtime(packs=packs, database_url=args.db, offline=args.test_provider)
     await runtime.start()
@@ -99,7 +128,10 @@ async def run(args: argparse.Namespace) -> int:
             flush=True,
         )
         server = build_server(create_app(runtime), args.host, args.port, log_level=args.log_level)
-        await server.serve()
+        if args.worker_fd is not None:
+            await server.serve(sockets=[socket.socket(fileno=args.worker_fd)])
+        else:
+            await server.serve()
         return 0 if server.started else 1
     finally:
         await runtime.close()
