@@ -9,9 +9,15 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 SERVE_ARGS ?=
 
-.PHONY: setup serve test lint bench clean
+.PHONY: setup postgres serve test lint bench clean
 
-setup: $(VENV)/.installed
+setup: postgres $(VENV)/.installed
+
+# PostgreSQL server binaries for the PostgreSQL half of the tests (Debian's package; skipped
+# when initdb is already there). The tests start their own throwaway server from them.
+postgres:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || \
+		{ apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql; }
 
 $(VENV)/.installed: pyproject.toml $(EXAMPLES)
 	$(PYTHON) -m venv $(VENV)

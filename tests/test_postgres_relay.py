@@ -1,0 +1,88 @@
+"""Streams across workers: two runtimes (workers) in this process on one PostgreSQL database."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+from test_server_packs import alpha_pack, provider
+
+from sa_core import Runtime
+from sa_core.engine.relay import MAX_NOTIFY_BYTES, RelayBus
+
+pytestmark = pytest.mark.asyncio
+
+
+@asynccontextmanager
+async def two_workers(url: str) -> AsyncIterator[tuple[Runtime, Runtime]]:
+    def worker() -> Runtime:
+        return Runtime(
+            packs=[alpha_pack()],
+            providers={"test": provider()},
+            database_url=url,
+            load_entrypoints=False,
+        )
+
+    async with worker() as first, worker() as second:
+        yield first, second
+
+
+def is_final_reply(frame: dict[str, Any]) -> bool:
+    data = frame.get("data") or {}
+    return (
+        frame["type"] == "message_data"
+        and not frame.get("subagent_id")
+        and data.get("role") == "assistant"
+        and data.get("status") == "completed"
+        and bool(data.get("content"))
+    )
+
+
+async def frames_until(queue: asyncio.Queue[dict[str, Any]], done: Any) -> list[dict[str, Any]]:
+    frames = []
+    async with asyncio.timeout(30):
+        while True:
+            frame = await queue.get()
+            frames.append(frame)
+            if done(frame):
+                return frames
+
+
+async def test_a_client_of_one_worker_receives_every_frame_of_a_thread_running_on_another(
+    pg_database_url: str,
+) -> None:
+    async with two_workers(pg_database_url) as (runner, watcher):
+        assert isinstance(runner.events, RelayBus) and isinstance(watcher.events, RelayBus)
+        state = await runner.create_thread("helper", package="alpha")
+        async with (
+            runner.events.subscribe(state.thread_id) as local,
+            watcher.events.subscribe(state.thread_id) as remote,
+        ):
+            await state.send_message("summarize please")
+            here = await frames_until(local, is_final_reply)
+            there = await frames_until(remote, is_final_reply)
+        assert not watcher.is_running(state.thread_id)  # it ran on the other worker
+        assert there == here  # every frame, in order, child-thread frames included
+        child_frames = [f for f in there if f.get("subagent_id")]
+        assert child_frames, "no child-thread frames reached the other worker"
+        assert any(f["type"] == "message_chunk" for f in there)
+        assert any(
+            f["type"] == "event" and f["eventType"] == "tool_call_done" for f in child_frames
+        )
+
+
+async def test_frames_larger_than_a_notification_reach_the_other_worker_intact(
+    pg_database_url: str,
+) -> None:
+    async with two_workers(pg_database_url) as (runner, watcher):
+        state = await runner.create_thread("helper", package="alpha")
+        big = {"type": "event", "eventType": "report", "data": {"text": "é" * MAX_NOTIFY_BYTES}}
+        small = {"type": "event", "eventType": "after", "data": {}}
+        async with watcher.events.subscribe(state.thread_id) as remote:
+            runner.events.publish(state.thread_id, big)
+            runner.events.publish(state.thread_id, small)
+            received = await frames_until(remote, lambda f: f["eventType"] == "after")
+        assert received == [big, small]
