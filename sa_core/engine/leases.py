@@ -96,7 +96,9 @@ class Workers:
         store.worker_id = self.worker_id
         store.worker_ttl_us = self.ttl_us
         await store.heartbeat(self.worker_id, self.ttl_us, [])
+        self.relay.peers = len(await store.live_workers(self.ttl_us)) > 1
         self.relay.start()
+        await self._notify([(WORK_CHANNEL, json.dumps({"w": self.worker_id, "hello": True}))])
         self._tasks = [
             asyncio.create_task(self._heartbeat_loop(), name="sa-heartbeat"),
             asyncio.create_task(self._reaper_loop(), name="sa-reaper"),
@@ -147,6 +149,9 @@ class Workers:
         note = json.loads(payload)
         if note.get("w") == self.worker_id:
             return
+        if note.get("hello"):  # a worker started: relay frames to it from now on
+            self.relay.peers = True
+            return
         thread_id = str(note["t"])
         runtime = self.runtime
         if thread_id in runtime._tasks:
@@ -169,6 +174,7 @@ class Workers:
                     if thread_id not in renewed and self.held.get(thread_id) == token:
                         self._lost(thread_id)
                 beats += 1
+                self.relay.peers = len(await store.live_workers(self.ttl_us)) > 1
                 if beats % 10 == 0:
                     await store.prune_stream_frames(FRAME_RETENTION_US)
             except asyncio.CancelledError:

@@ -1,8 +1,10 @@
 """Streams across workers: every frame a worker publishes reaches every other worker's bus.
 
 Workers sharing a PostgreSQL database relay frames with ``LISTEN``/``NOTIFY`` on the
-``sa_stream`` channel; no broker is needed. A frame is sent as JSON ``{"w": worker, "t": thread,
-"a": [ancestors], "f": frame}``. NOTIFY payloads are limited to 8000 bytes, so a larger frame is
+``sa_stream`` channel; no broker is needed. A frame is sent as ``<worker id>|`` followed by JSON
+``{"t": thread, "a": [ancestors], "f": frame}`` (a worker skips its own by the prefix, without
+decoding them). Frames are relayed only while another worker is alive (:attr:`RelayBus.peers`),
+so a lone worker pays nothing. NOTIFY payloads are limited to 8000 bytes, so a larger frame is
 written to ``stream_frames`` and only its row number (``"s"``) is notified; receivers fetch it.
 Frames are sent by one task per worker, in publish order, and received in order by one task.
 The ancestors travel with the frame, so a client on another worker watching a parent thread
@@ -64,11 +66,14 @@ class RelayBus(EventBus):
         self._tasks: list[asyncio.Task[None]] = []
         self.relayed = 0
         """Frames sent to other workers (for tests and benchmarks)."""
+        self.peers = False
+        """Whether another worker is alive (set by the heartbeat and by workers' greetings)."""
+        self._prefix = f"{worker_id}|"
 
     @property
     def has_listeners(self) -> bool:
-        """Always: a client of another worker may be watching."""
-        return True
+        """Whether anyone may be watching: a local subscriber, or any other worker."""
+        return self.peers or bool(self._subscribers)
 
     def start(self) -> None:
         """Start the sending and receiving tasks."""
@@ -89,7 +94,7 @@ class RelayBus(EventBus):
     def publish(self, thread_id: str, frame: Frame) -> None:
         """Deliver locally and queue the frame for the other workers."""
         super().publish(thread_id, frame)
-        if self._tasks:
+        if self.peers and self._tasks:
             self._outbox.put_nowait((thread_id, self._ancestors(thread_id), frame))
 
     def _ancestors(self, thread_id: str) -> list[str]:
@@ -101,8 +106,9 @@ class RelayBus(EventBus):
         return chain
 
     def on_notify(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
-        """Queue a notification's payload for the receiving task (the asyncpg listener callback)."""
-        self._inbox.put_nowait(payload)
+        """Queue another worker's frame for the receiving task (the asyncpg listener callback)."""
+        if not payload.startswith(self._prefix):
+            self._inbox.put_nowait(payload)
 
     def deliver(self, thread_id: str, frame: Frame, ancestors: list[str]) -> None:
         """Hand a frame from another worker to this worker's subscribers (and ancestors')."""
@@ -127,12 +133,12 @@ class RelayBus(EventBus):
             try:
                 notes = []
                 for thread_id, ancestors, frame in batch:
-                    body: dict[str, Any] = {"w": self.worker_id, "t": thread_id, "a": ancestors}
+                    body: dict[str, Any] = {"t": thread_id, "a": ancestors}
                     payload = json.dumps({**body, "f": frame}, separators=(",", ":"), default=str)
                     if len(payload.encode()) > MAX_NOTIFY_BYTES:
                         body["s"] = await self._store_frame(thread_id, frame)
                         payload = json.dumps(body, separators=(",", ":"))
-                    notes.append((STREAM_CHANNEL, payload))
+                    notes.append((STREAM_CHANNEL, self._prefix + payload))
                 await self._send(notes)
                 self.relayed += len(notes)
             except asyncio.CancelledError:
@@ -147,9 +153,7 @@ class RelayBus(EventBus):
         while True:
             payload = await self._inbox.get()
             try:
-                note = json.loads(payload)
-                if note.get("w") == self.worker_id:
-                    continue
+                note = json.loads(payload.partition("|")[2])
                 frame = note.get("f")
                 if frame is None and "s" in note:
                     frame = await self._fetch_frame(int(note["s"]))
