@@ -127,6 +127,8 @@ class Workers:
             Whether this worker may run the thread's turns now.
 
         """
+        if thread_id in self.held:  # held since the message that started this turn
+            return True
         token = await self.runtime.store.acquire_lease(thread_id, self.worker_id, self.ttl_us)
         if token is None:
             self.notify_work(thread_id)

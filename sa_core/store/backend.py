@@ -183,7 +183,17 @@ class AsyncBackend(Backend):
     def __init__(self, url: str) -> None:
         from sqlalchemy.ext.asyncio import create_async_engine
 
-        self._engine = create_async_engine(url)
+        options: dict[str, Any] = {}
+        if url.startswith("postgresql"):
+            # every use of a connection ends in COMMIT or ROLLBACK: skip the pool's extra
+            # ROLLBACK on return (a round trip per operation)
+            options["pool_reset_on_return"] = None
+        self._engine = create_async_engine(url, **options)
+        self._reader = self._engine
+        if url.startswith("postgresql"):
+            # reads run in autocommit: no BEGIN/COMMIT round trips (each statement still sees
+            # only committed rows)
+            self._reader = self._engine.execution_options(isolation_level="AUTOCOMMIT")
         if self._engine.dialect.name == "sqlite":
             memory = is_memory(url)
             self.serialize_reads = memory
@@ -195,8 +205,8 @@ class AsyncBackend(Backend):
             await conn.run_sync(ensure_schema)
 
     async def read(self, op: Op[T]) -> T:
-        """Run a read-only operation in its own short transaction."""
-        async with self._engine.connect() as conn, conn.begin():
+        """Run a read-only operation in its own short transaction (autocommit on PostgreSQL)."""
+        async with self._reader.connect() as conn, conn.begin():
             return await conn.run_sync(op)
 
     async def write(self, op: Op[T]) -> T:

@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlalchemy import delete, exists, select, update
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
 
 from sa_core.store import tables as t
 from sa_core.store.backend import StoreBase, Transaction
@@ -34,8 +35,6 @@ def _upsert(conn: Connection) -> Any:
 
 
 def _acquire(conn: Connection, thread_id: str, owner: str, ttl_us: int) -> int | None:
-    if not conn.execute(select(t.threads.c.id).where(t.threads.c.id == thread_id)).first():
-        return None
     now = now_us()
     stmt = _upsert(conn).values(
         thread_id=thread_id, owner=owner, expires_at=now + ttl_us, acquired_at=now
@@ -71,7 +70,10 @@ class LeasesMixin(StoreBase):
             when another worker holds the lease or the thread is gone.
 
         """
-        return await self._write(lambda conn: _acquire(conn, thread_id, owner, ttl_us), tx)
+        try:
+            return await self._write(lambda conn: _acquire(conn, thread_id, owner, ttl_us), tx)
+        except IntegrityError:  # the thread does not exist (the lease's foreign key)
+            return None
 
     async def release_lease(
         self,
