@@ -436,7 +436,7 @@ class Runtime:
         busy = thread_id in self._tasks or thread_id in self._starting
         if not busy and self.workers is not None:
             self._starting.add(thread_id)
-            try:  # another worker runs the thread: queue for it (acquire notifies it)
+            try:  # another worker runs the thread: queue for it and notify it
                 busy = not await self.workers.acquire(thread_id)
             finally:
                 self._starting.discard(thread_id)
@@ -454,8 +454,11 @@ class Runtime:
             self._queued.add(thread_id)
             self._note_queued(thread_id)
             if thread_id not in self._tasks and thread_id not in self._starting:
-                # the turn ended while the entry was being written (an async backend)
+                # the turn ended while the entry was being written (an async backend), or
+                # another worker runs the thread
                 self._kick(thread_id, side_for_role(role))
+                if self.workers is not None:
+                    self.workers.notify_work(thread_id)
             message = new_message(
                 thread_id, role, content, id=message_id, silent=silent, attachments=refs or None
             )
@@ -499,6 +502,8 @@ class Runtime:
             self._note_queued(state.thread_id)
         else:
             self._kick(state.thread_id, side_for_role(data.role))
+            if self.workers is not None:  # it may run on another worker
+                self.workers.notify_work(state.thread_id)
         return queue_id
 
     def _note_queued(self, thread_id: str) -> None:

@@ -86,3 +86,57 @@ async def test_frames_larger_than_a_notification_reach_the_other_worker_intact(
             runner.events.publish(state.thread_id, small)
             received = await frames_until(remote, lambda f: f["eventType"] == "after")
         assert received == [big, small]
+
+
+async def test_a_message_posted_through_another_worker_joins_the_running_thread(
+    pg_database_url: str,
+) -> None:
+    from sa_core import Pack, define_agent, define_model, define_prompt
+    from sa_core.testing import FunctionProvider
+
+    calls: list[tuple[str, str]] = []
+    gate = asyncio.Event()
+
+    def model(name: str) -> FunctionProvider:
+        async def answer(request: Any) -> str:
+            last = [m for m in request.messages if m.role == "user"][-1].content
+            calls.append((name, str(last)))
+            if last == "first":
+                await gate.wait()
+            return f"answer to {last}"
+
+        return FunctionProvider(answer)
+
+    prompt = define_prompt(name="main", model="m", prompt="Hi", include_chat=True)
+    pack = Pack(
+        name="joined",
+        agents=[define_agent(name="a", side_a={"prompt": "main"})],
+        prompts=[prompt],
+        models=[define_model(name="m", provider="test", model="x")],
+    )
+
+    def worker(name: str) -> Runtime:
+        return Runtime(packs=[pack], providers={"test": model(name)},
+                       database_url=pg_database_url, load_entrypoints=False)
+
+    async with worker("runner") as runner, worker("other") as other:
+        state = await runner.create_thread("a")
+        await state.send_message("first", wait=False)
+        async with asyncio.timeout(10):
+            while not calls:
+                await asyncio.sleep(0.01)
+        remote = await other.get_thread(state.thread_id)
+        await remote.send_message("second", wait=False)  # it runs on `runner`: queued there
+        gate.set()
+        async with asyncio.timeout(20):
+            while True:
+                page = await runner.store.list_messages(state.thread_id)
+                contents = [m.content for m in page[0]]
+                if "answer to second" in contents:
+                    break
+                await asyncio.sleep(0.05)
+        await asyncio.sleep(0.5)
+        assert contents == ["first", "answer to first", "second", "answer to second"]
+        assert calls == [("runner", "first"), ("runner", "second")]  # once each, one worker
+        assert runner.workers is not None and other.workers is not None
+        assert not other.is_running(state.thread_id)

@@ -121,17 +121,17 @@ class Workers:
     # -- leases ----------------------------------------------------------------------------
 
     async def acquire(self, thread_id: str) -> bool:
-        """Take the thread's lease for this worker; when another holds it, notify that one.
+        """Take the thread's lease for this worker.
 
         Returns:
-            Whether this worker may run the thread's turns now.
+            Whether this worker may run the thread's turns now (``False``: another worker
+            holds the lease; queue the work and :meth:`notify_work`).
 
         """
         if thread_id in self.held:  # held since the message that started this turn
             return True
         token = await self.runtime.store.acquire_lease(thread_id, self.worker_id, self.ttl_us)
         if token is None:
-            self.notify_work(thread_id)
             return False
         self.held[thread_id] = token
         return True
@@ -143,7 +143,12 @@ class Workers:
             self._spawn(self.runtime.store.release_lease(thread_id, self.worker_id, token))
 
     def notify_work(self, thread_id: str) -> None:
-        """Tell the worker holding the thread (or any, when none does) that it has work."""
+        """Tell the other workers that a thread has queued work.
+
+        The one running the thread takes it in before its next step; the others try to take
+        the lease (it may have just been released) and otherwise ignore it. A lost notification
+        is made up by the reapers, which start queued work nobody holds.
+        """
         payload = json.dumps({"w": self.worker_id, "t": thread_id})
         self._spawn(self._notify([(WORK_CHANNEL, payload)]))
 
