@@ -11,10 +11,11 @@ SERVE_ARGS ?=
 
 .PHONY: setup postgres serve test lint bench clean
 
-setup: postgres $(VENV)/.installed
+setup: $(VENV)/.installed
 
 # PostgreSQL server binaries for the PostgreSQL half of the tests (Debian's package; skipped
-# when initdb is already there). The tests start their own throwaway server from them.
+# when initdb is already there). The tests start their own throwaway server from them; the
+# tests fail saying why when it cannot start.
 postgres:
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || \
 		{ apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql; }
@@ -28,7 +29,7 @@ $(VENV)/.installed: pyproject.toml $(EXAMPLES)
 serve: setup
 	$(VENV)/bin/sa serve --host $(HOST) --port $(PORT) $(SERVE_ARGS)
 
-test: setup
+test: setup postgres
 	$(PY) -m pytest tests packs plugins
 
 lint: setup

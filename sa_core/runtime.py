@@ -608,6 +608,8 @@ class Runtime:
         elif task is not None:
             task.cancel()
         await self.store.update_thread(thread_id, stopped=True)
+        if task is None and self.workers is not None:
+            self.workers.notify_stop(thread_id)  # its turn may run on another worker
         if task is not None:
             await asyncio.gather(task, return_exceptions=True)
             row = shared.row if shared is not None else await self.store.get_thread(thread_id)

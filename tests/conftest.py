@@ -6,7 +6,7 @@ Runtime-building test uses) follows it. Other modules run on SQLite only.
 
 PostgreSQL is a real server started once per session from the binaries (see ``pgcluster``);
 each test gets its own database, copied from a migrated template (``CREATE DATABASE ...
-TEMPLATE``). When PostgreSQL cannot start, the PostgreSQL tests fail with the reason.
+TEMPLATE``, about 0.2 s). When PostgreSQL cannot start, the PostgreSQL tests fail with the reason.
 """
 
 from __future__ import annotations
@@ -97,7 +97,13 @@ def psql(cluster: Cluster, sql: str, database: str = "postgres") -> str:
 def new_pg_database(cluster: Cluster, *, template: str = TEMPLATE) -> str:
     """Create a fresh database (a copy of the migrated template) and return its URL."""
     name = f"t{next(_counter)}"
-    psql(cluster, f"CREATE DATABASE {name} TEMPLATE {template}")
+    # FILE_COPY copies the template's files: ~5x faster than the default WAL_LOG (PostgreSQL 15)
+    try:
+        psql(cluster, f"CREATE DATABASE {name} TEMPLATE {template} STRATEGY FILE_COPY")
+    except RuntimeError as error:
+        if "strategy" not in str(error).lower():  # PostgreSQL before 15 has no STRATEGY
+            raise
+        psql(cluster, f"CREATE DATABASE {name} TEMPLATE {template}")
     return cluster.url(name)
 
 

@@ -140,3 +140,41 @@ async def test_a_message_posted_through_another_worker_joins_the_running_thread(
         assert calls == [("runner", "first"), ("runner", "second")]  # once each, one worker
         assert runner.workers is not None and other.workers is not None
         assert not other.is_running(state.thread_id)
+
+
+async def test_a_stop_posted_through_another_worker_stops_the_turn_where_it_runs(
+    pg_database_url: str,
+) -> None:
+    from sa_core import Pack, define_agent, define_model, define_prompt
+    from sa_core.testing import FunctionProvider
+
+    started = asyncio.Event()
+
+    async def stuck(request: Any) -> str:
+        started.set()
+        await asyncio.sleep(60)
+        return "never"
+
+    prompt = define_prompt(name="main", model="m", prompt="Hi", include_chat=True)
+    pack = Pack(
+        name="stopped",
+        agents=[define_agent(name="a", side_a={"prompt": "main"})],
+        prompts=[prompt],
+        models=[define_model(name="m", provider="test", model="x")],
+    )
+
+    def worker() -> Runtime:
+        return Runtime(packs=[pack], providers={"test": FunctionProvider(stuck)},
+                       database_url=pg_database_url, load_entrypoints=False)
+
+    async with worker() as runner, worker() as other:
+        state = await runner.create_thread("a")
+        await state.send_message("go", wait=False)
+        async with asyncio.timeout(10):
+            await started.wait()
+        await (await other.get_thread(state.thread_id)).stop()
+        async with asyncio.timeout(10):
+            while runner.is_running(state.thread_id):
+                await asyncio.sleep(0.05)
+        row = await runner.store.get_thread(state.thread_id)
+        assert row is not None and row.stopped

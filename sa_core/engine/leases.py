@@ -152,6 +152,11 @@ class Workers:
         payload = json.dumps({"w": self.worker_id, "t": thread_id})
         self._spawn(self._notify([(WORK_CHANNEL, payload)]))
 
+    def notify_stop(self, thread_id: str) -> None:
+        """Ask the worker running the thread to stop its turn (a stop posted elsewhere)."""
+        payload = json.dumps({"w": self.worker_id, "t": thread_id, "stop": True})
+        self._spawn(self._notify([(WORK_CHANNEL, payload)]))
+
     def _on_work(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
         note = json.loads(payload)
         if note.get("w") == self.worker_id:
@@ -161,6 +166,10 @@ class Workers:
             return
         thread_id = str(note["t"])
         runtime = self.runtime
+        if note.get("stop"):
+            if thread_id in runtime._tasks:
+                self._spawn(runtime._stop(thread_id))
+            return
         if thread_id in runtime._tasks:
             runtime._queued.add(thread_id)
             runtime._note_queued(thread_id)
