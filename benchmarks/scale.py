@@ -132,7 +132,11 @@ async def run_config(
         limits = httpx.Limits(max_connections=threads * 2 + 20, max_keepalive_connections=threads * 2)
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", limits=limits,
                                      headers={"Authorization": f"Bearer {token}"},
-                                     timeout=httpx.Timeout(120)) as client:
+                                     timeout=httpx.Timeout(120)) as client, httpx.AsyncClient(
+            base_url=f"http://127.0.0.1:{port}",
+            limits=httpx.Limits(max_connections=threads + 10, max_keepalive_connections=0),
+            headers={"Authorization": f"Bearer {token}"}, timeout=httpx.Timeout(120),
+        ) as poster:  # POSTs on fresh connections: idle keep-alive ones are closed by uvicorn
             for _ in range(600):  # every worker up
                 try:
                     if (await client.get("/schema/openapi.json")).status_code == 200:
@@ -159,7 +163,7 @@ async def run_config(
                     await ready.wait()
                     for turn in range(turns):
                         posted = time.perf_counter()
-                        await client.post(f"{API}/threads/{thread_id}/messages",
+                        await poster.post(f"{API}/threads/{thread_id}/messages",
                                           json={"content": f"turn {turn}"})
                         first = None
                         async for line in lines:
@@ -175,9 +179,17 @@ async def run_config(
                         latencies.append(first or 0.0)
 
             tasks = [asyncio.create_task(one_thread(t)) for t in ids]
-            await ready.wait()
+            async with asyncio.timeout(120):
+                await ready.wait()
             started = time.perf_counter()
-            await asyncio.gather(*tasks)
+            try:
+                async with asyncio.timeout(300):
+                    await asyncio.gather(*tasks)
+            except TimeoutError:
+                raise SystemExit(
+                    f"{workers} workers on {db.split(':')[0]}: only {len(latencies)} of "
+                    f"{threads * turns} turns answered in 300 s"
+                ) from None
             elapsed = time.perf_counter() - started
             cpu = cpu_seconds(pids) - cpu_start
         latencies.sort()
