@@ -125,8 +125,9 @@ async def run_config(
                "--pack", str(tmp / "scale_pack.py"), "--log-level", "warning"]
     if workers > 1:
         command += ["--workers", str(workers)]
+    log = open(tmp / f"serve-{port}.log", "w")  # noqa: SIM115
     server = subprocess.Popen(command, cwd=tmp, env={**os.environ, **env},
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                              stdout=log, stderr=subprocess.STDOUT)
     try:
         wait_port(port, 120)
         limits = httpx.Limits(max_connections=threads * 2 + 20, max_keepalive_connections=threads * 2)
@@ -183,12 +184,17 @@ async def run_config(
                 await ready.wait()
             started = time.perf_counter()
             try:
-                async with asyncio.timeout(300):
+                async with asyncio.timeout(float(os.environ.get("SCALE_TIMEOUT", "300"))):
                     await asyncio.gather(*tasks)
             except TimeoutError:
+                stuck = [t for t, task in zip(ids, tasks, strict=True) if not task.done()]
+                for thread_id in stuck[:3]:
+                    page = (await client.get(f"{API}/threads/{thread_id}/messages")).json()
+                    print(thread_id, [(m["role"], m["content"], m["status"])
+                                      for m in page["messages"]], file=sys.stderr)
                 raise SystemExit(
                     f"{workers} workers on {db.split(':')[0]}: only {len(latencies)} of "
-                    f"{threads * turns} turns answered in 300 s"
+                    f"{threads * turns} turns answered in 300 s (server log: {log.name})"
                 ) from None
             elapsed = time.perf_counter() - started
             cpu = cpu_seconds(pids) - cpu_start
