@@ -453,12 +453,14 @@ class Runtime:
             await self.store.enqueue(thread_id, entry)
             self._queued.add(thread_id)
             self._note_queued(thread_id)
-            if thread_id not in self._tasks and thread_id not in self._starting:
-                # the turn ended while the entry was being written (an async backend), or
-                # another worker runs the thread
+            if thread_id in self._tasks or thread_id in self._starting:
+                pass  # this process runs it and takes the entry in
+            elif self.workers is not None:  # another worker may run it
+                self.workers.notify_work(thread_id, side_for_role(role))
+                self.workers.kick_if_queued(thread_id, side_for_role(role))
+            else:
+                # the turn ended while the entry was being written (an async backend)
                 self._kick(thread_id, side_for_role(role))
-                if self.workers is not None:
-                    self.workers.notify_work(thread_id)
             message = new_message(
                 thread_id, role, content, id=message_id, silent=silent, attachments=refs or None
             )
@@ -503,7 +505,7 @@ class Runtime:
         else:
             self._kick(state.thread_id, side_for_role(data.role))
             if self.workers is not None:  # it may run on another worker
-                self.workers.notify_work(state.thread_id)
+                self.workers.notify_work(state.thread_id, side_for_role(data.role))
         return queue_id
 
     def _note_queued(self, thread_id: str) -> None:

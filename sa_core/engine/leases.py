@@ -24,7 +24,7 @@ import logging
 import os
 import socket
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from sa_core.engine.relay import FRAME_RETENTION_US, STREAM_CHANNEL, RelayBus, asyncpg_dsn
 
@@ -142,14 +142,14 @@ class Workers:
         if token is not None:
             self._spawn(self.runtime.store.release_lease(thread_id, self.worker_id, token))
 
-    def notify_work(self, thread_id: str) -> None:
+    def notify_work(self, thread_id: str, side: Literal["a", "b"] = "a") -> None:
         """Tell the other workers that a thread has queued work.
 
         The one running the thread takes it in before its next step; the others try to take
         the lease (it may have just been released) and otherwise ignore it. A lost notification
         is made up by the reapers, which start queued work nobody holds.
         """
-        payload = json.dumps({"w": self.worker_id, "t": thread_id})
+        payload = json.dumps({"w": self.worker_id, "t": thread_id, "s": side})
         self._spawn(self._notify([(WORK_CHANNEL, payload)]))
 
     def notify_stop(self, thread_id: str) -> None:
@@ -174,7 +174,24 @@ class Workers:
             runtime._queued.add(thread_id)
             runtime._note_queued(thread_id)
         else:
-            runtime._kick(thread_id, "a")
+            self.kick_if_queued(thread_id, "b" if note.get("s") == "b" else "a")
+
+    def kick_if_queued(self, thread_id: str, side: Literal["a", "b"] = "a") -> None:
+        """Start the thread here if it has queued work (a lease held elsewhere stops it there).
+
+        Without queued work a turn would run on nothing new: the holder may have taken the
+        entries in already.
+        """
+
+        async def check() -> None:
+            runtime = self.runtime
+            if thread_id in runtime._tasks or thread_id in runtime._starting:
+                return
+            queued = await runtime.store.list_queue(thread_id)
+            if queued:
+                runtime._kick(thread_id, "b" if queued[0].role == "assistant" else side)
+
+        self._spawn(check())
 
     # -- loops -----------------------------------------------------------------------------
 
@@ -215,8 +232,7 @@ class Workers:
                     self.taken_over += 1
                     await self._resume(thread_id)
                 for thread_id in await store.unleased_queued_threads():
-                    if thread_id not in self.runtime._tasks:
-                        self.runtime._kick(thread_id, "a")
+                    self.kick_if_queued(thread_id)
                 await store.reset_processing_effects()
             except asyncio.CancelledError:
                 raise
