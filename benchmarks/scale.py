@@ -247,7 +247,11 @@ async def main() -> None:
                 db = cluster.url(f"scale{index}")
                 pg_pids = descendants(postmaster_pid(cluster))
             pg_before = cpu_seconds(pg_pids)
-            result = await run_config(db, int(workers), args.threads, args.turns, env, tmp)
+            try:
+                result = await run_config(db, int(workers), args.threads, args.turns, env, tmp)
+            except SystemExit as stalled:  # report it and go on with the next configuration
+                print(f"{config:<14}{stalled}", flush=True)
+                continue
             pg_pids = descendants(postmaster_pid(cluster)) if kind == "pg" and cluster else []
             pg_ms = (cpu_seconds(pg_pids) - pg_before) / (args.threads * args.turns) * 1000
             total = result["cpu_ms_per_turn"] + (pg_ms if kind == "pg" else 0)
