@@ -63,7 +63,8 @@ class Handler(BaseHTTPRequestHandler):
                 "message": {"role": "assistant", "content": "Hello there."},
                 "finish_reason": "stop"}]}).encode()
         self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream" if body.get("stream") else "application/json")
+        kind = "text/event-stream" if body.get("stream") else "application/json"
+        self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -130,7 +131,9 @@ async def run_config(
                               stdout=log, stderr=subprocess.STDOUT)
     try:
         wait_port(port, 120)
-        limits = httpx.Limits(max_connections=threads * 2 + 20, max_keepalive_connections=threads * 2)
+        limits = httpx.Limits(
+            max_connections=threads * 2 + 20, max_keepalive_connections=threads * 2
+        )
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", limits=limits,
                                      headers={"Authorization": f"Bearer {token}"},
                                      timeout=httpx.Timeout(120)) as client, httpx.AsyncClient(
