@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from sa_core.engine.context import PromptTemplate
     from sa_core.engine.events import EventBus, QueuedFrame
     from sa_core.engine.flow import Flow
+    from sa_core.engine.leases import Workers
     from sa_core.engine.mcp import McpManager
     from sa_core.engine.scheduler import Scheduler
     from sa_core.engine.tools import OfferedTool, ToolTable
@@ -106,6 +107,8 @@ class Runtime:
         self.pack_sources: dict[str, Any] = {}
         self.instance_id = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
         """Names this runtime in the execution records it claims."""
+        self.workers: Workers | None = None
+        """Leases and stream relay shared with other workers (PostgreSQL), else ``None``."""
         self._live: weakref.WeakValueDictionary[str, SharedThread] = weakref.WeakValueDictionary()
         self._open = False
         self.closing = False
@@ -155,12 +158,18 @@ class Runtime:
         self.store: Store = await open_store(self.database_url)
         self.events: EventBus = EventBus()
         self.events.parent_of = self._parent_of
+        from sa_core.engine.leases import attach_workers
+
+        self.workers = await attach_workers(self)  # PostgreSQL: relaying bus, thread leases
+        workers = self.workers
         self.scheduler: Scheduler = Scheduler(
             self.store,
             self.instance_id,
             self._run_flow,
             self._settle_flow,
             accepting=lambda: self._open,
+            claim=workers.acquire if workers is not None else None,
+            release=workers.release if workers is not None else None,
         )
         self.caches = PromptCaches()
         self.secrets = SecretRedactor(self.registry)
@@ -181,13 +190,18 @@ class Runtime:
         )
         self.effects = EffectScheduler(self)
         self._open = True
-        await self.store.release_claims()  # the processes that held them are gone
+        if workers is None:  # alone on the database: the processes that held claims are gone
+            await self.store.release_claims()
+        # with workers, a thread whose lease is valid runs elsewhere (its kick below finds the
+        # lease taken); expired leases are taken over here or by the other workers' reapers
         await self.effects.start()
         await self._resume_interrupted()
         for thread_id in await self.store.threads_with_queue():
             row = await self.store.get_thread(thread_id)
             if row is not None and row.terminated is None:
                 self.scheduler.kick(thread_id, "a")
+        if workers is not None:
+            workers.run()
 
     def live_row(self, thread_id: str) -> ThreadRow | None:
         """The row live handles of a thread share (their view of it), or None when none is open."""
@@ -257,6 +271,8 @@ class Runtime:
         await self.scheduler.close()
         if self._mcp is not None:
             await self._mcp.close()
+        if self.workers is not None:
+            await self.workers.stop()
         for provider in self.providers.values():
             closer = getattr(provider, "aclose", None)
             if closer is not None:
@@ -492,7 +508,15 @@ class Runtime:
             await self.store.update_thread(thread_id, stopped=False)
         # a stopped turn still unwinding drains nothing more, so start after it
         await self.scheduler.unwinding(thread_id)
-        if self.scheduler.is_running(thread_id):
+        if not self.scheduler.is_running(thread_id) and self.workers is not None:
+            # the thread's lease says which worker runs it: queue for another, or take it here
+            if not await self.workers.acquire(thread_id):
+                busy = True
+            else:  # a turn a dead worker left owed resumes first; this message queues behind
+                busy = await self._owes_turn(thread_id)
+        else:
+            busy = self.scheduler.is_running(thread_id)
+        if busy:
             message_id = new_id()
             entry = QueueMessageInput(
                 role=role,
@@ -503,6 +527,11 @@ class Runtime:
             )
             await self.store.enqueue(thread_id, entry)
             self.scheduler.note_queued(thread_id)
+            if self.workers is not None and not self.scheduler.is_running(thread_id):
+                # another worker runs it (or a turn it owes resumes here)
+                self.workers.notify_work(thread_id, side_for_role(role))
+                self.workers.kick_if_queued(thread_id, side_for_role(role))
+                await self.ensure_running(thread_id)
             message = new_message(
                 thread_id, role, content, id=message_id, silent=silent, attachments=refs or None
             )
@@ -522,6 +551,11 @@ class Runtime:
         if wait:
             await self.scheduler.wait(thread_id)
         return message
+
+    async def _owes_turn(self, thread_id: str) -> bool:
+        """Whether the thread's execution record owes a turn (one a stopped worker left)."""
+        record = await self.store.get_execution(thread_id)
+        return record is not None and record.status != "idle" and record.resume is not None
 
     async def _owe_turn(
         self, state: ThreadState, message: Message, side: Literal["a", "b"]
@@ -565,6 +599,8 @@ class Runtime:
             self.scheduler.note_queued(state.thread_id)
         else:
             self.scheduler.kick(state.thread_id, side_for_role(data.role))
+            if self.workers is not None:  # it may run on another worker
+                self.workers.notify_work(state.thread_id, side_for_role(data.role))
         return queue_id
 
     async def _run_flow(
@@ -636,6 +672,8 @@ class Runtime:
         elif task is not None:
             task.cancel()
         await self.store.update_thread(thread_id, stopped=True)
+        if task is None and self.workers is not None:
+            self.workers.notify_stop(thread_id)  # its turn may run on another worker
         if task is not None:
             await asyncio.gather(task, return_exceptions=True)
             row = shared.row if shared is not None else await self.store.get_thread(thread_id)
@@ -646,7 +684,11 @@ class Runtime:
                 and thread_id not in self.scheduler.awaited  # the waiter settles the status
             ):
                 await self.update_child(row.parent_id, thread_id, status="idle")
-        if not self.scheduler.is_running(thread_id):  # a message sent meanwhile owes a turn
+        if not self.scheduler.is_running(thread_id) and (
+            task is not None
+            or self.workers is None
+            or await self.store.lease_owner(thread_id) in (None, self.workers.worker_id)
+        ):  # a message sent meanwhile owes a turn; a turn on another worker records its end
             await self.store.finish_execution(thread_id, "aborted_by_user")
 
     async def terminate(self, state: ThreadState) -> None:
