@@ -95,6 +95,7 @@ class Workers:
         store = self.runtime.store
         store.worker_id = self.worker_id
         store.worker_ttl_us = self.ttl_us
+        store.lease_fence = self.fence
         await store.heartbeat(self.worker_id, self.ttl_us, [])
         self.relay.peers = len(await store.live_workers(self.ttl_us)) > 1
         self.relay.start()
@@ -131,18 +132,36 @@ class Workers:
             holds the lease; queue the work and :meth:`notify_work`).
 
         """
-        if thread_id in self.held:  # held since the message that started this turn
-            return True
+        # always asked of the database (renewed when this worker holds it): a lease kept in
+        # memory only could have been lost meanwhile
         token = await self.runtime.store.acquire_lease(thread_id, self.worker_id, self.ttl_us)
         if token is None:
+            if self.held.get(thread_id) is not None:
+                self._lost(thread_id)
             return False
         self.held[thread_id] = token
         return True
 
+    def fence(self, conn: Any, thread_id: str) -> None:
+        """Inside a write of a thread's execution record: refuse it if the lease was lost.
+
+        Only threads this worker believes it runs are checked (a stop or a takeover writes
+        records of threads it does not hold).
+
+        Raises:
+            LeaseLost: Another worker took the thread over; the write's transaction rolls back.
+        """
+        from sa_core.store.leases import LeaseLost, lease_valid
+
+        if thread_id in self.held and not lease_valid(conn, thread_id, self.worker_id):
+            self.held.pop(thread_id, None)
+            log.warning("lease on thread %s lost; its turn on this worker ends", thread_id)
+            raise LeaseLost(thread_id)
+
     def release(self, thread_id: str) -> None:
         """Give the lease back once the thread's work is done (in the background)."""
-        token = self.held.pop(thread_id, None)
-        if token is not None:
+        if thread_id in self.held:
+            token = self.held.pop(thread_id) or None  # 0: taken over, any acquisition
             self._spawn(self.runtime.store.release_lease(thread_id, self.worker_id, token))
 
     def notify_work(self, thread_id: str, side: Literal["a", "b"] = "a") -> None:
@@ -168,7 +187,9 @@ class Workers:
             self.relay.peers = True
             return
         thread_id = str(note["t"])
-        scheduler = self.runtime.scheduler
+        scheduler = getattr(self.runtime, "scheduler", None)
+        if scheduler is None:  # still starting: it kicks queued threads once started
+            return
         if note.get("stop"):
             if scheduler.is_running(thread_id):
                 self._spawn(self.runtime.stop_thread(thread_id))
@@ -251,15 +272,21 @@ class Workers:
         """
         runtime = self.runtime
         store = runtime.store
-        await store.release_lease(thread_id, self.worker_id)  # its runner takes it again
+        if runtime.scheduler.is_running(thread_id):  # cannot be: the lease was not ours
+            return
+        # the lease stays this worker's (held, renewed) until its runner exits: released in
+        # between, another worker could start the thread without its resume point
+        self.held[thread_id] = 0
         row = await store.get_thread(thread_id)
         if row is None or row.terminated is not None or row.stopped:
             record = await store.get_execution(thread_id)
             if row is not None and record is not None and record.status != "idle":
                 await store.finish_execution(thread_id, record.stop_reason)
-            return
-        log.info("resuming thread %s taken over from a stopped worker", thread_id)
-        await runtime.ensure_running(thread_id)
+        else:
+            log.info("resuming thread %s taken over from a stopped worker", thread_id)
+            await runtime.ensure_running(thread_id)
+        if not runtime.scheduler.is_running(thread_id):  # nothing to do after all
+            self.release(thread_id)
 
     # -- notifications ---------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ take over the same thread.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -49,6 +50,29 @@ def _acquire(conn: Connection, thread_id: str, owner: str, ttl_us: int) -> int |
         where=(_L.owner == owner) | (_L.expires_at < now),
     ).returning(_L.owner)
     return now if conn.execute(stmt).scalar() == owner else None
+
+
+class LeaseLost(asyncio.CancelledError):
+    """A worker's lease on a thread was taken over: its write is rolled back, its turn ends.
+
+    A cancellation (not an error), so that the turn unwinds as a stopped worker's would and
+    leaves the thread to the worker that took it over.
+    """
+
+
+def lease_valid(conn: Connection, thread_id: str, owner: str) -> bool:
+    """Whether ``owner`` holds an unexpired lease on the thread (share-locks it till commit).
+
+    The share lock keeps other workers' takeover (``FOR UPDATE SKIP LOCKED``) off the lease
+    until the caller's transaction ends, so a write checked here cannot race a takeover.
+    """
+    stmt = (
+        select(_L.expires_at)
+        .where(_L.thread_id == thread_id, _L.owner == owner)
+        .with_for_update(read=True)
+    )
+    expires = conn.execute(stmt).scalar()
+    return expires is not None and int(expires) >= now_us()
 
 
 class LeasesMixin(StoreBase):

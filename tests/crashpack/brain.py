@@ -61,8 +61,17 @@ def _continue(messages: list[Any]) -> Any:
         return "noted"
     answered = any(m.role == "assistant" and m.content == f"done {job}" for m in messages)
     results = {m.tool_call_id for m in messages if m.role == "tool"}
-    if answered or f"c-{job}-1" not in results:
+    if answered:
         return "noted"
+    if f"c-{job}-1" not in results:
+        # the job's message and a notification reached the same turn (a notification queued
+        # by one worker while another took the user's message): start the job now
+        called = {call.id for m in messages if m.role == "assistant" for call in m.tool_calls}
+        if f"c-{job}-1" in called:
+            return "noted"  # started, its result is on the way
+        name, key = _FIRST[job.split("~", 1)[1]]
+        value = f"{'blk' if name == 'worker' else 'bg'} {job}" if key == "task" else None
+        return _call(name, key, job, "1", value)
     if job.endswith("~tool") and f"c-{job}-2" not in results:
         return _call("record", "op", job, "2")
     return f"done {job}"
