@@ -552,6 +552,18 @@ class Runtime:
             await self.scheduler.wait(thread_id)
         return message
 
+    async def _has_work(self, thread_id: str) -> bool:
+        """Whether a thread kicked without a message has something to do (workers only).
+
+        Several workers are told about the same queued work; the one that gets the lease after
+        another already took the entries in must not run a turn on nothing new.
+        """
+        from sa_core.engine.approvals import KEY as APPROVALS
+
+        if await self.store.list_queue(thread_id):
+            return True
+        return await self.store.get_value(thread_id, APPROVALS) is not None
+
     async def _owes_turn(self, thread_id: str) -> bool:
         """Whether the thread's execution record owes a turn (one a stopped worker left)."""
         record = await self.store.get_execution(thread_id)
@@ -622,6 +634,8 @@ class Runtime:
             record = await self.store.get_execution(thread_id)
             if record is not None and record.status != "idle" and record.resume is not None:
                 resume, side = record.resume, record.resume.side
+            elif not await self._has_work(thread_id):
+                return None  # another worker took the queued work in meanwhile
         state = await self.state_for(row)
         flow = Flow(
             self.engine, state, side, initial_messages=initial, resume=resume, durable=True
