@@ -9,7 +9,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 SERVE_ARGS ?=
 
-.PHONY: setup chromium serve test lint bench clean
+.PHONY: setup chromium postgres serve test lint bench clean
 
 setup: $(VENV)/.installed
 
@@ -22,6 +22,13 @@ chromium:
 		else \
 			echo "warning: install Debian's chromium (apt-get install chromium) for the console browser tests" >&2; \
 		fi; }
+
+# PostgreSQL server binaries for the PostgreSQL half of the tests (Debian's package; skipped
+# when initdb is already there). The tests start their own throwaway server from them; the
+# tests fail saying why when it cannot start.
+postgres:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || \
+		{ apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql; }
 
 $(VENV)/.installed: pyproject.toml $(EXAMPLES)
 	@echo "==> [1/3] creating the virtual environment $(VENV)"
@@ -36,7 +43,7 @@ $(VENV)/.installed: pyproject.toml $(EXAMPLES)
 serve: setup
 	$(VENV)/bin/sa serve --host $(HOST) --port $(PORT) $(SERVE_ARGS)
 
-test: setup chromium
+test: setup chromium postgres
 	$(PY) -m pytest tests packs plugins
 
 lint: setup

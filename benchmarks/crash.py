@@ -3,6 +3,7 @@
 Usage::
 
     python benchmarks/crash.py --kills 100 [--seed N] [--clients 4] [--workdir DIR]
+    python benchmarks/crash.py --kills 30 --workers 3   # 3 sa serve workers on one PostgreSQL
 
 Drives the crash pack in ``tests/crashpack`` (a parent agent, a blocking and a non-blocking
 subagent, queued notes, effects, ledger-recording tools, a deterministic model plugin) over HTTP
@@ -12,7 +13,8 @@ database, lets it settle and prints the counts that must be zero: acknowledged-b
 messages, completed tools run again, duplicate child sessions, lost or doubled queue entries,
 lost or doubled effects. Exits 1 when any of them is not zero or when the last server never
 settled (it stopped making progress while it still owed work). ``tests/test_crash.py`` runs a
-short version.
+short version. ``--workers N`` runs N workers on one PostgreSQL database and kills the one
+running turns; ``tests/test_workers.py`` runs a short version of that too.
 """
 
 from __future__ import annotations

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from sa_core.engine.context import PromptTemplate
     from sa_core.engine.events import EventBus, QueuedFrame
     from sa_core.engine.flow import Flow
+    from sa_core.engine.leases import Workers
     from sa_core.engine.mcp import McpManager
     from sa_core.engine.scheduler import Scheduler
     from sa_core.engine.tools import OfferedTool, ToolTable
@@ -106,6 +107,8 @@ class Runtime:
         self.pack_sources: dict[str, Any] = {}
         self.instance_id = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
         """Names this runtime in the execution records it claims."""
+        self.workers: Workers | None = None
+        """Leases and stream relay shared with other workers (PostgreSQL), else ``None``."""
         self._live: weakref.WeakValueDictionary[str, SharedThread] = weakref.WeakValueDictionary()
         self._fresh: set[str] = set()
         """Threads whose live row and registry were read in the transaction owing their turn."""
@@ -157,12 +160,18 @@ class Runtime:
         self.store: Store = await open_store(self.database_url)
         self.events: EventBus = EventBus()
         self.events.parent_of = self._parent_of
+        from sa_core.engine.leases import attach_workers
+
+        self.workers = await attach_workers(self)  # PostgreSQL: relaying bus, thread leases
+        workers = self.workers
         self.scheduler: Scheduler = Scheduler(
             self.store,
             self.instance_id,
             self._run_flow,
             self._settle_flow,
             accepting=lambda: self._open,
+            claim=workers.acquire if workers is not None else None,
+            release=workers.release if workers is not None else None,
         )
         self.caches = PromptCaches()
         self.secrets = SecretRedactor(self.registry)
@@ -183,13 +192,18 @@ class Runtime:
         )
         self.effects = EffectScheduler(self)
         self._open = True
-        await self.store.release_claims()  # the processes that held them are gone
+        if workers is None:  # alone on the database: the processes that held claims are gone
+            await self.store.release_claims()
+        # with workers, a thread whose lease is valid runs elsewhere (its kick below finds the
+        # lease taken); expired leases are taken over here or by the other workers' reapers
         await self.effects.start()
         await self._resume_interrupted()
         for thread_id in await self.store.threads_with_queue():
             row = await self.store.get_thread(thread_id)
             if row is not None and row.terminated is None:
                 self.scheduler.kick(thread_id, "a")
+        if workers is not None:
+            workers.run()
 
     def live_row(self, thread_id: str) -> ThreadRow | None:
         """The row live handles of a thread share (their view of it), or None when none is open."""
@@ -259,6 +273,8 @@ class Runtime:
         await self.scheduler.close()
         if self._mcp is not None:
             await self._mcp.close()
+        if self.workers is not None:
+            await self.workers.stop()
         for provider in self.providers.values():
             closer = getattr(provider, "aclose", None)
             if closer is not None:
@@ -498,7 +514,15 @@ class Runtime:
             await self.store.update_thread(thread_id, stopped=False)
         # a stopped turn still unwinding drains nothing more, so start after it
         await self.scheduler.unwinding(thread_id)
-        if self.scheduler.is_running(thread_id):
+        if not self.scheduler.is_running(thread_id) and self.workers is not None:
+            # the thread's lease says which worker runs it: queue for another, or take it here
+            if not await self.workers.acquire(thread_id):
+                busy = True
+            else:  # a turn a dead worker left owed resumes first; this message queues behind
+                busy = await self._owes_turn(thread_id)
+        else:
+            busy = self.scheduler.is_running(thread_id)
+        if busy:
             message_id = new_id()
             entry = QueueMessageInput(
                 role=role,
@@ -509,6 +533,11 @@ class Runtime:
             )
             await self.store.enqueue(thread_id, entry)
             self.scheduler.note_queued(thread_id)
+            if self.workers is not None and not self.scheduler.is_running(thread_id):
+                # another worker runs it (or a turn it owes resumes here)
+                self.workers.notify_work(thread_id, side_for_role(role))
+                self.workers.kick_if_queued(thread_id, side_for_role(role))
+                await self.ensure_running(thread_id)
             message = new_message(
                 thread_id, role, content, id=message_id, silent=silent, attachments=refs or None
             )
@@ -524,8 +553,10 @@ class Runtime:
                 await self.store.insert_messages([message], tx=tx)
                 if role == "user" and state.agent.type == "ai_human":
                     await self._count_human_turn(state)
-                claimed = self.scheduler.accepts_work() and await self.store.claim_execution(
-                    thread_id, self.instance_id, tx=tx
+                # several workers: the thread's lease, taken above, is the claim
+                claimed = self.scheduler.accepts_work() and (
+                    self.workers is not None
+                    or await self.store.claim_execution(thread_id, self.instance_id, tx=tx)
                 )
                 await self._owe_turn(state, message, side_for_role(role))
                 fresh = claimed and await self._refresh_live(thread_id, tx)
@@ -557,6 +588,23 @@ class Runtime:
             setattr(shared.row, item.name, getattr(row, item.name))
         shared.children = children
         return True
+
+    async def _has_work(self, thread_id: str) -> bool:
+        """Whether a thread kicked without a message has something to do (workers only).
+
+        Several workers are told about the same queued work; the one that gets the lease after
+        another already took the entries in must not run a turn on nothing new.
+        """
+        from sa_core.engine.approvals import KEY as APPROVALS
+
+        if await self.store.list_queue(thread_id):
+            return True
+        return await self.store.get_value(thread_id, APPROVALS) is not None
+
+    async def _owes_turn(self, thread_id: str) -> bool:
+        """Whether the thread's execution record owes a turn (one a stopped worker left)."""
+        record = await self.store.get_execution(thread_id)
+        return record is not None and record.status != "idle" and record.resume is not None
 
     async def _owe_turn(
         self, state: ThreadState, message: Message, side: Literal["a", "b"]
@@ -597,8 +645,11 @@ class Runtime:
             self.scheduler.note_queued(thread_id)  # no first drain may be skipped from here on
             async with self.store.transaction() as tx:
                 queue_id = await self.store.enqueue(thread_id, entry, tx=tx)
-                claimed = self.scheduler.accepts_work() and await self.store.claim_execution(
-                    thread_id, self.instance_id, tx=tx
+                # several workers: the runner claims through the thread's lease instead
+                claimed = (
+                    self.workers is None
+                    and self.scheduler.accepts_work()
+                    and await self.store.claim_execution(thread_id, self.instance_id, tx=tx)
                 )
                 fresh = claimed and await self._refresh_live(thread_id, tx)
         frame: QueuedFrame = {
@@ -610,8 +661,12 @@ class Runtime:
         self.events.publish(thread_id, frame)
         if self.scheduler.is_running(thread_id):
             self.scheduler.note_queued(thread_id)
-        elif self.scheduler.kick(thread_id, side_for_role(data.role), claimed=claimed) and fresh:
-            self._fresh.add(thread_id)
+        else:
+            side = side_for_role(data.role)
+            if self.scheduler.kick(thread_id, side, claimed=claimed) and fresh:
+                self._fresh.add(thread_id)
+            if self.workers is not None:  # it may run on another worker
+                self.workers.notify_work(thread_id, side)
         return queue_id
 
     async def _run_flow(
@@ -635,6 +690,14 @@ class Runtime:
             row = await self.store.get_thread(thread_id)
             if row is None or row.terminated is not None:
                 return None
+            if resume is None and not initial and self.workers is not None:
+                # kicked for queued work on a thread another worker left mid-turn: finish that
+                # turn from its resume point first (the queue is drained on the way)
+                record = await self.store.get_execution(thread_id)
+                if record is not None and record.status != "idle" and record.resume is not None:
+                    resume, side = record.resume, record.resume.side
+                elif not await self._has_work(thread_id):
+                    return None  # another worker took the queued work in meanwhile
             state = await self.state_for(row)
         flow = Flow(
             self.engine, state, side, initial_messages=initial, resume=resume, durable=True
@@ -691,6 +754,8 @@ class Runtime:
         elif task is not None:
             task.cancel()
         await self.store.update_thread(thread_id, stopped=True)
+        if task is None and self.workers is not None:
+            self.workers.notify_stop(thread_id)  # its turn may run on another worker
         if task is not None:
             await asyncio.gather(task, return_exceptions=True)
             row = shared.row if shared is not None else await self.store.get_thread(thread_id)
@@ -701,7 +766,11 @@ class Runtime:
                 and thread_id not in self.scheduler.awaited  # the waiter settles the status
             ):
                 await self.update_child(row.parent_id, thread_id, status="idle")
-        if not self.scheduler.is_running(thread_id):  # a message sent meanwhile owes a turn
+        if not self.scheduler.is_running(thread_id) and (
+            task is not None
+            or self.workers is None
+            or await self.store.lease_owner(thread_id) in (None, self.workers.worker_id)
+        ):  # a message sent meanwhile owes a turn; a turn on another worker records its end
             await self.store.finish_execution(thread_id, "aborted_by_user")
 
     async def terminate(self, state: ThreadState) -> None:

@@ -196,12 +196,16 @@ async def test_threads_run_concurrently_and_each_thread_one_turn_at_a_time(
     async with serving(sa_database_url, FunctionProvider(slow)) as (client, runtime, _):
         threads = [await new_thread(client) for _ in range(4)]
         started = time.monotonic()
-        posts = [
-            client.post(f"{A}/threads/{t}/messages", json={"content": text})
-            for text in ("one", "two")
-            for t in threads
-        ]
-        assert {r.status_code for r in await asyncio.gather(*posts)} == {202}
+        for text in ("one", "two"):
+            # "two" is posted while every thread's first turn runs, so it queues behind it
+            posts = [
+                client.post(f"{A}/threads/{t}/messages", json={"content": text}) for t in threads
+            ]
+            assert {r.status_code for r in await asyncio.gather(*posts)} == {202}
+            for _ in range(500):
+                if text == "two" or sum(active.values()) == len(threads):
+                    break
+                await asyncio.sleep(0.01)
         await runtime.wait_idle(10)
         elapsed = time.monotonic() - started
         for thread_id in threads:
@@ -216,8 +220,10 @@ async def test_shutdown_stops_in_flight_turns_and_queued_work_resumes_on_restart
     sa_database_url: str,
 ) -> None:
     gate = asyncio.Event()
+    called = asyncio.Event()
 
     async def stuck(request: ProviderRequest) -> str:
+        called.set()
         await gate.wait()
         return "never"
 
@@ -225,8 +231,8 @@ async def test_shutdown_stops_in_flight_turns_and_queued_work_resumes_on_restart
         thread_id = await new_thread(client)
         await client.post(f"{A}/threads/{thread_id}/messages", json={"content": "first"})
         async with asyncio.timeout(5):
-            while not runtime.is_running(thread_id):
-                await asyncio.sleep(0.01)
+            await called.wait()  # the model step is in flight: "later" queues behind the turn
+        assert runtime.is_running(thread_id)
         queued = await client.post(f"{A}/threads/{thread_id}/messages", json={"content": "later"})
         assert queued.status_code == 202
         watcher = httpx.AsyncClient(base_url=client.base_url, headers=client.headers, timeout=10)

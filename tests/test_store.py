@@ -39,7 +39,8 @@ _ASYNC_MARKS = (
     [] if importlib.util.find_spec("greenlet") else [pytest.mark.skip(reason="needs greenlet")]
 )
 
-BACKENDS = ["sqlite", pytest.param("sqlite+aiosqlite", marks=_ASYNC_MARKS)]
+SQLITE_BACKENDS = ["sqlite", pytest.param("sqlite+aiosqlite", marks=_ASYNC_MARKS)]
+BACKENDS = [*SQLITE_BACKENDS, pytest.param("postgresql", marks=_ASYNC_MARKS)]
 
 
 def db_url(kind: str, path: Path) -> str:
@@ -48,7 +49,11 @@ def db_url(kind: str, path: Path) -> str:
 
 @pytest_asyncio.fixture(params=BACKENDS)
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    opened = await open_store(db_url(request.param, tmp_path / "db" / "sa.db"))
+    if request.param == "postgresql":
+        url = str(request.getfixturevalue("pg_database_url"))
+    else:
+        url = db_url(request.param, tmp_path / "db" / "sa.db")
+    opened = await open_store(url)
     try:
         yield opened
     finally:
@@ -824,7 +829,7 @@ async def test_api_keys(store: Store) -> None:
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("kind", BACKENDS)
+@pytest.mark.parametrize("kind", SQLITE_BACKENDS)
 async def test_reopen_sees_everything(kind: str, tmp_path: Path) -> None:
     url = db_url(kind, tmp_path / "sa.db")
     store = await open_store(url)
@@ -871,7 +876,7 @@ async def test_reopen_sees_everything(kind: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("kind", BACKENDS)
+@pytest.mark.parametrize("kind", SQLITE_BACKENDS)
 async def test_benchmark_step(
     kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

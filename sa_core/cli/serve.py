@@ -6,11 +6,16 @@ that never had an API key creates one and prints it once, with a curl line that 
 port is bound before anything else, so a taken port is an error (exit 1) before any "Serving"
 line; every pack model whose provider or key is missing is warned about at start-up (see
 :mod:`sa_core.cli.serve_banner`).
+
+``--workers N`` starts N worker processes sharing the port (PostgreSQL only): see
+:mod:`sa_core.cli.workers` and ``docs/deployment.md``.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import socket
 import sys
 from typing import Any
 
@@ -49,6 +54,21 @@ def register(subparsers: Any) -> None:
         help="do not serve the web console at / (the API and the docs stay)",
     )
     parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="worker processes sharing the port (1); more than one needs a postgresql:// --db",
+    )
+    parser.add_argument(
+        "--lease-seconds",
+        type=float,
+        default=None,
+        metavar="S",
+        help="with PostgreSQL: seconds before a dead worker's threads are taken over (10)",
+    )
+    parser.add_argument("--worker-fd", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument(
         "--log-level",
         default="info",
         choices=["critical", "error", "warning", "info", "debug"],
@@ -61,11 +81,23 @@ async def run(args: argparse.Namespace) -> int:
     """Load the packs, start the runtime, print a first key if needed, and serve."""
     from sa_core.cli.serve_banner import BindError, banner, bind, missing_key_warnings
 
-    try:
-        sock = bind(args.host, args.port)  # first, so a taken port fails before the slow part
-    except BindError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    if args.lease_seconds is not None:
+        if args.lease_seconds <= 0:
+            print("error: --lease-seconds must be a positive number of seconds", file=sys.stderr)
+            return 2
+        os.environ["SA_LEASE_SECONDS"] = str(args.lease_seconds)
+    if args.workers != 1 and args.worker_fd is None:
+        from sa_core.cli.workers import serve_workers
+
+        return await serve_workers(args)
+    if args.worker_fd is not None:  # a worker of `sa serve --workers N`: the parent bound it
+        sock = socket.socket(fileno=args.worker_fd)
+    else:
+        try:
+            sock = bind(args.host, args.port)  # first, so a taken port fails before the rest
+        except BindError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
     try:
         from sa_core.packloader import load_packs_from
         from sa_core.runtime import Runtime

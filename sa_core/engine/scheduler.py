@@ -2,10 +2,12 @@
 
 A thread has at most one runner task in a process. The runner claims the thread's execution
 row in the store (``claimed_by``) before each flow, so that the store, not this process's
-memory, says who runs a thread: a thread claimed by another live runtime is left to it (the
-claim is what the scale-out work turns into a lease). The claim is released when the flow
-settles (``finish_execution``), and a runtime starting on a database releases the claims of
-the processes that ran before it.
+memory, says who runs a thread: a thread claimed by another live runtime is left to it. The
+claim is released when the flow settles (``finish_execution``), and a runtime starting alone on
+a database (SQLite) releases the claims of the processes that ran before it. Several workers on
+one PostgreSQL database claim through their thread lease instead (``claim``/``release``,
+:mod:`sa_core.engine.leases`): owner plus expiry, renewed by a heartbeat while the flow runs,
+taken over once expired by another worker that resumes from the last committed point.
 
 Per-thread entries exist only while the thread has work: when its runner exits, every entry of
 the thread is dropped, so the scheduler keeps nothing per thread ever seen.
@@ -39,6 +41,10 @@ class Scheduler:
         run_flow: Runs one flow of a thread.
         settle_flow: Settles a finished flow.
         accepting: Whether new work may start (the runtime is open); default always.
+        claim: Claims a thread for this runtime before each flow (default: the execution
+            row's ``claimed_by``); several workers on PostgreSQL pass their thread lease, which
+            has an expiry, a heartbeat and takeover (:mod:`sa_core.engine.leases`).
+        release: Called when a thread's runner exits, with ``claim`` (gives the lease back).
     """
 
     def __init__(
@@ -48,12 +54,16 @@ class Scheduler:
         run_flow: RunFlow,
         settle_flow: SettleFlow,
         accepting: Callable[[], bool] = lambda: True,
+        claim: Callable[[str], Awaitable[bool]] | None = None,
+        release: Callable[[str], None] | None = None,
     ) -> None:
         self.store = store
         self.instance_id = instance_id
         self._run_flow = run_flow
         self._settle_flow = settle_flow
         self._accepting = accepting
+        self._claim = claim
+        self._release = release
         self._closed = False
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._flows: dict[str, Flow] = {}
@@ -245,13 +255,14 @@ class Scheduler:
                 self._kicked.discard(thread_id)
                 if thread_id in self._claimed:  # claimed with the owed turn (``send``)
                     self._claimed.discard(thread_id)
-                elif not await self.store.claim_execution(thread_id, self.instance_id):
+                elif not await self._claim_thread(thread_id):
                     return  # another runtime runs this thread
                 initial = self._initial.pop(thread_id, [])
                 resume = self._resume.pop(thread_id, None)
                 flow = await self._run_flow(thread_id, side, initial, resume)
                 if flow is None:
-                    await self.store.release_execution(thread_id, self.instance_id)
+                    if self._release is None:
+                        await self.store.release_execution(thread_id, self.instance_id)
                     return
                 self._settling.add(thread_id)
                 # the queue is read in the transaction that settles the flow (one commit)
@@ -263,12 +274,19 @@ class Scheduler:
                 self._settling.discard(thread_id)
                 side = side_for_role(queue[0].role) if queue else flow.current_side
         finally:
+            if self._release is not None:
+                self._release(thread_id)
             for entries in (
                 self._settling, self._kicked, self._queued, self._claimed, self._empty
             ):
                 entries.discard(thread_id)
             for mapping in (self._flows, self._tasks, self._initial, self._resume):
                 mapping.pop(thread_id, None)
+
+    async def _claim_thread(self, thread_id: str) -> bool:
+        if self._claim is not None:
+            return await self._claim(thread_id)
+        return await self.store.claim_execution(thread_id, self.instance_id)
 
     def attach(self, thread_id: str, flow: Flow) -> None:
         """Record the flow a runner runs (``state.execution``; stop from inside a tool)."""

@@ -26,10 +26,10 @@ from typing import Any, TypeVar
 from sqlalchemy import create_engine
 from sqlalchemy.engine import Connection
 from sqlalchemy.pool import NullPool, StaticPool
-from sqlmodel import SQLModel
 
 from sa_core.store.caches import StoreCaches
 from sa_core.store.connect import WRITE_OPTION, install_sqlite_listeners, is_memory
+from sa_core.store.migrate import ensure_schema
 
 T = TypeVar("T")
 Op = Callable[[Connection], T]
@@ -135,14 +135,11 @@ class SQLiteBackend(Backend):
         self._reader: Connection | None = None
 
     async def setup(self) -> None:
-        """Connect and create the tables."""
+        """Connect and create or upgrade the tables."""
         self._writer = self._engine.connect().execution_options(**{WRITE_OPTION: True})
         self._reader = self._writer if self._memory else self._engine.connect()
-        from sa_core.store.upgrade import add_missing_columns
-
         with self._writer.begin():
-            SQLModel.metadata.create_all(self._writer)
-            add_missing_columns(self._writer)
+            ensure_schema(self._writer)
 
     def _conns(self) -> tuple[Connection, Connection]:
         if self._writer is None or self._reader is None:
@@ -231,23 +228,30 @@ class AsyncBackend(Backend):
     def __init__(self, url: str) -> None:
         from sqlalchemy.ext.asyncio import create_async_engine
 
-        self._engine = create_async_engine(url)
+        options: dict[str, Any] = {}
+        if url.startswith("postgresql"):
+            # every use of a connection ends in COMMIT or ROLLBACK: skip the pool's extra
+            # ROLLBACK on return (a round trip per operation)
+            options["pool_reset_on_return"] = None
+        self._engine = create_async_engine(url, **options)
+        self._reader = self._engine
+        if url.startswith("postgresql"):
+            # reads run in autocommit: no BEGIN/COMMIT round trips (each statement still sees
+            # only committed rows)
+            self._reader = self._engine.execution_options(isolation_level="AUTOCOMMIT")
         if self._engine.dialect.name == "sqlite":
             memory = is_memory(url)
             self.serialize_reads = memory
             install_sqlite_listeners(self._engine.sync_engine, memory=memory)
 
     async def setup(self) -> None:
-        """Connect and create the tables."""
-        from sa_core.store.upgrade import add_missing_columns
-
+        """Connect and create or upgrade the tables."""
         async with self._engine.begin() as conn:
-            await conn.run_sync(SQLModel.metadata.create_all)
-            await conn.run_sync(add_missing_columns)
+            await conn.run_sync(ensure_schema)
 
     async def read(self, op: Op[T]) -> T:
-        """Run a read-only operation in its own short transaction."""
-        async with self._engine.connect() as conn, conn.begin():
+        """Run a read-only operation in its own short transaction (autocommit on PostgreSQL)."""
+        async with self._reader.connect() as conn, conn.begin():
             return await conn.run_sync(op)
 
     async def write(self, op: Op[T]) -> T:

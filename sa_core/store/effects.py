@@ -24,13 +24,15 @@ _DUE = (
     select(_E.id, _E.thread_id, _E.name, _E.args, _E.scheduled_at, _E.created_at, _E.attempts)
     .where(_E.status == "pending", _E.scheduled_at <= bindparam("b_now"))
     .order_by(_E.scheduled_at, _E.created_at)
+    .with_for_update(skip_locked=True)
 )
+"""Due effects, locked (``FOR UPDATE SKIP LOCKED`` on PostgreSQL): one worker claims each."""
 _REMOVE = delete(t.effects).where(
     _E.thread_id == bindparam("b_tid"), _E.id == bindparam("b_id"), _E.status == "pending"
 )
 
 
-def _claim(conn: Connection, now: int) -> list[EffectRun]:
+def _claim(conn: Connection, now: int, owner: str | None) -> list[EffectRun]:
     runs = [
         EffectRun(
             id=row.id,
@@ -47,13 +49,18 @@ def _claim(conn: Connection, now: int) -> list[EffectRun]:
         conn.execute(
             update(t.effects)
             .where(_E.id.in_([run.id for run in runs]), _E.status == "pending")
-            .values(status="processing", started_at=now_us())
+            .values(status="processing", started_at=now_us(), owner=owner)
         )
     return runs
 
 
 class EffectsMixin(StoreBase):
     """Scheduled effects."""
+
+    worker_id: str | None = None
+    """The worker claiming effects through this store (``None``: a single process)."""
+    worker_ttl_us: int | None = None
+    """Heartbeat expiry of workers (set when several workers share the database)."""
 
     async def schedule_effect(
         self,
@@ -131,9 +138,12 @@ class EffectsMixin(StoreBase):
     ) -> list[EffectRun]:
         """Mark every pending effect due at ``now_us`` as processing and return them.
 
-        A claim does not count an attempt: :meth:`start_effect` does, when the body starts.
+        The effects are claimed for this store's :attr:`worker_id` (several workers: each due
+        effect is claimed by exactly one). A claim does not count an attempt:
+        :meth:`start_effect` does, when the body starts.
         """
-        return await self._write(lambda conn: _claim(conn, now_us), tx)
+        owner = self.worker_id
+        return await self._write(lambda conn: _claim(conn, now_us, owner), tx)
 
     async def start_effect(self, effect_id: str, *, tx: Transaction | None = None) -> bool:
         """Count the attempt of a claimed effect whose body is about to run.
@@ -171,6 +181,9 @@ class EffectsMixin(StoreBase):
     ) -> int:
         """Return effects left ``processing`` by a crash to ``pending``; returns how many.
 
+        With several workers (:attr:`worker_ttl_us` set) only the effects of workers whose
+        heartbeat stopped are reset; effects other workers are running are left to them.
+
         Args:
             max_attempts: Effects whose body already started this many times (see
                 :meth:`start_effect`) are not run again: they are marked ``failed`` with
@@ -178,12 +191,17 @@ class EffectsMixin(StoreBase):
             tx: An open transaction to write in.
         """
         reset = update(t.effects).where(_E.status == "processing")
+        if self.worker_ttl_us is not None:
+            live = select(t.workers.c.id).where(
+                t.workers.c.heartbeat_at >= now_us() - self.worker_ttl_us
+            )
+            reset = reset.where(_E.owner.is_(None) | _E.owner.not_in(live))
         give_up = None
         if max_attempts is not None:
             give_up = reset.where(_E.attempts >= max_attempts).values(
-                status="failed", error=INTERRUPTED_EFFECT, finished_at=now_us()
+                status="failed", error=INTERRUPTED_EFFECT, finished_at=now_us(), owner=None
             )
-        stmt = reset.values(status="pending", started_at=None)
+        stmt = reset.values(status="pending", started_at=None, owner=None)
 
         def op(conn: Connection) -> int:
             if give_up is not None:

@@ -8,7 +8,8 @@ so after a crash the record and the messages always agree. A thread whose record
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field
 from sqlalchemy import and_, bindparam, delete, insert, or_, select, update
@@ -19,6 +20,7 @@ from sa_core.store.backend import StoreBase, Transaction
 from sa_core.store.clock import now_us
 from sa_core.store.fast import Prepared
 
+T = TypeVar("T")
 Side = Literal["a", "b"]
 ExecutionStatus = Literal["owed", "running", "idle"]
 
@@ -160,11 +162,30 @@ def _write(
 class ExecutionsMixin(StoreBase):
     """Execution records (one per thread)."""
 
+    lease_fence: Callable[[Connection, str], None] | None = None
+    """Checks, inside each write of a thread's record, that this process may still write it.
+
+    Set by workers sharing PostgreSQL (:mod:`sa_core.engine.leases`): a worker whose lease was
+    taken over raises there, so the step, drain or settle it was committing is rolled back
+    instead of racing the worker that took the thread over.
+    """
+
+    def _fenced(self, thread_id: str, op: Callable[[Connection], T]) -> Callable[[Connection], T]:
+        fence = self.lease_fence
+        if fence is None:
+            return op
+
+        def checked(conn: Connection) -> T:
+            fence(conn, thread_id)
+            return op(conn)
+
+        return checked
+
     async def save_execution(
         self, thread_id: str, record: ExecutionRecord, *, tx: Transaction | None = None
     ) -> None:
         """Create or replace a thread's execution record (its claim is left as it is)."""
-        await self._write(lambda conn: _save(conn, thread_id, record), tx)
+        await self._write(self._fenced(thread_id, lambda conn: _save(conn, thread_id, record)), tx)
 
     async def save_running_point(
         self,
@@ -183,7 +204,10 @@ class ExecutionsMixin(StoreBase):
             tx: An open transaction to write in.
         """
         body = {"resume": point, "stop_reason": None}
-        await self._write(lambda conn: _write(conn, thread_id, "running", body, claimed_by), tx)
+        def op(conn: Connection) -> None:
+            _write(conn, thread_id, "running", body, claimed_by)
+
+        await self._write(self._fenced(thread_id, op), tx)
 
     async def get_execution(
         self, thread_id: str, *, tx: Transaction | None = None
@@ -213,7 +237,8 @@ class ExecutionsMixin(StoreBase):
     ) -> None:
         """Mark a thread's execution idle: nothing owed, no resume point, no claim."""
         record = ExecutionRecord(status="idle", stop_reason=stop_reason)
-        await self._write(lambda conn: _save(conn, thread_id, record, release=True), tx)
+        op = self._fenced(thread_id, lambda conn: _save(conn, thread_id, record, release=True))
+        await self._write(op, tx)
 
     async def pending_message_ids(
         self, thread_id: str, *, tx: Transaction | None = None

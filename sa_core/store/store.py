@@ -10,6 +10,7 @@ from sa_core.store.connect import resolve_database_url
 from sa_core.store.effects import EffectsMixin
 from sa_core.store.executions import ExecutionsMixin
 from sa_core.store.files import FilesMixin
+from sa_core.store.leases import LeasesMixin
 from sa_core.store.messages import MessagesMixin
 from sa_core.store.queue import QueueMixin
 from sa_core.store.registry import RegistryMixin
@@ -25,8 +26,9 @@ class Store(
     RegistryMixin,
     ApiKeysMixin,
     ExecutionsMixin,
+    LeasesMixin,
 ):
-    """Durable state of threads, messages, logs, files, queues, effects, registries and keys.
+    """Durable state of threads, messages, logs, files, queues, effects, registries, keys, leases.
 
     Every method takes an optional ``tx=`` from :meth:`transaction`; without it, a method runs
     in its own short transaction (or joins the transaction open in the calling task).

@@ -202,6 +202,8 @@ class EffectTable(SQLModel, table=True):
     finished_at: int | None = Field(default=None, sa_column=_c(BigInteger))
     attempts: int = Field(default=0, sa_column=_c(Integer, nullable=False, default=0))
     """How many times a run was claimed (the current run's attempt number)."""
+    owner: str | None = Field(default=None, sa_column=_c(String))
+    """The worker running a ``processing`` effect (reset when that worker's heartbeat stops)."""
 
 
 class ChildTable(SQLModel, table=True):
@@ -277,6 +279,40 @@ class ApiKeyTable(SQLModel, table=True):
     revoked_at: int | None = Field(default=None, sa_column=_c(BigInteger))
 
 
+class LeaseTable(SQLModel, table=True):
+    """Which worker executes a thread, until when (renewed by the worker's heartbeat)."""
+
+    __tablename__ = "thread_leases"
+    __table_args__ = (Index("ix_thread_leases_expires", "expires_at"),)
+
+    thread_id: str = Field(sa_column=_c(String, _thread_fk(), primary_key=True))
+    owner: str = Field(sa_column=_c(String, nullable=False))
+    expires_at: int = Field(sa_column=_c(BigInteger, nullable=False))
+    acquired_at: int = Field(sa_column=_c(BigInteger, nullable=False))
+
+
+class WorkerTable(SQLModel, table=True):
+    """A worker process and its last heartbeat."""
+
+    __tablename__ = "workers"
+
+    id: str = Field(sa_column=_c(String, primary_key=True))
+    started_at: int = Field(sa_column=_c(BigInteger, nullable=False))
+    heartbeat_at: int = Field(sa_column=_c(BigInteger, nullable=False))
+
+
+class StreamFrameTable(SQLModel, table=True):
+    """A stream frame too large for a NOTIFY payload, fetched by the workers it is relayed to."""
+
+    __tablename__ = "stream_frames"
+    __table_args__ = (Index("ix_stream_frames_created", "created_at"),)
+
+    seq: int | None = Field(default=None, sa_column=_c(_Seq, primary_key=True, autoincrement=True))
+    thread_id: str = Field(sa_column=_c(String, nullable=False))
+    frame: dict[str, Any] | None = Field(default=None, sa_column=_c(_json()))
+    created_at: int = Field(sa_column=_c(BigInteger, nullable=False))
+
+
 def _table(name: str) -> Table:
     return SQLModel.metadata.tables[name]
 
@@ -293,6 +329,9 @@ env_requests = _table("env_requests")
 thread_values = _table("thread_values")
 api_keys = _table("api_keys")
 executions = _table("executions")
+thread_leases = _table("thread_leases")
+stream_frames = _table("stream_frames")
+workers = _table("workers")
 
 PER_THREAD_TABLES: tuple[tuple[Table, str], ...] = (
     (thread_tags, "thread_id"),
@@ -305,5 +344,6 @@ PER_THREAD_TABLES: tuple[tuple[Table, str], ...] = (
     (env_requests, "parent_id"),
     (thread_values, "thread_id"),
     (executions, "thread_id"),
+    (thread_leases, "thread_id"),
 )
 """Every table holding rows of a thread, with the column naming the thread."""

@@ -24,6 +24,12 @@ Counted (each should be 0):
   off is marked failed by the engine (at most twice in all, see ``docs/architecture.md``): it
   is reported as ``effects_given_up``, for information, only when the ledger shows both runs
   starting and a kill after each; any other effect that never finished is lost.
+
+With ``workers`` (``--workers N``) the run uses N ``sa serve`` workers on one PostgreSQL
+database (a throwaway cluster from ``tests/pgcluster.py`` unless a URL is given) instead of one
+server on SQLite: the clients spread over the workers, each kill SIGKILLs a worker that holds a
+thread's lease (one running turns), the other workers must take its threads over and finish
+them, and the killed worker is restarted before the next kill. The counts are the same.
 """
 
 from __future__ import annotations
@@ -40,9 +46,10 @@ import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -97,6 +104,12 @@ class Settings:
     max_delay: float = 1.5
     aimed_every: int = 3
     settle_timeout: float = 60.0
+    workers: int = 0
+    """0: one server on SQLite; N (at least 2): N workers on one PostgreSQL database."""
+    database_url: str | None = None
+    """The PostgreSQL database of the workers (default: a throwaway cluster)."""
+    lease_seconds: float = 2.0
+    """The workers' lease expiry: how soon a killed worker's threads are taken over."""
 
 
 @dataclass
@@ -106,6 +119,8 @@ class Report:
     seed: int
     kills: int = 0
     aimed_kills: int = 0
+    workers: int = 0
+    lease_holder_kills: int = 0
     jobs_sent: int = 0
     acked: int = 0
     counts: dict[str, int] = field(default_factory=dict)
@@ -118,8 +133,11 @@ class Report:
     def format(self) -> str:
         """The report as printable lines."""
         lines = [
-            f"crash run: seed={self.seed} kills={self.kills} (aimed after a 202: "
-            f"{self.aimed_kills}) jobs sent={self.jobs_sent} acknowledged={self.acked} "
+            f"crash run: seed={self.seed} workers={self.workers or 1} kills={self.kills} "
+            "(aimed after a 202: "
+            f"{self.aimed_kills}"
+            + (f", holding a lease: {self.lease_holder_kills}" if self.workers else "")
+            + f") jobs sent={self.jobs_sent} acknowledged={self.acked} "
             f"settled={self.settled} in {self.seconds:.1f}s",
         ]
         if not self.settled:
@@ -149,11 +167,27 @@ def free_port() -> int:
 
 
 class Server:
-    """``sa serve`` on the crash pack, as a subprocess on 127.0.0.1."""
+    """``sa serve`` on the crash pack, as a subprocess on 127.0.0.1.
 
-    def __init__(self, workdir: Path) -> None:
+    Args:
+        workdir: Where the database (SQLite), the ledger and the logs go.
+        database_url: A shared PostgreSQL database (a worker), or ``None`` for SQLite.
+        name: Names this server's log files.
+        lease_seconds: The worker's lease expiry (PostgreSQL only).
+    """
+
+    def __init__(
+        self,
+        workdir: Path,
+        database_url: str | None = None,
+        name: str = "server",
+        lease_seconds: float = 2.0,
+    ) -> None:
         self.workdir = workdir
         self.db_path = workdir / "sa.db"
+        self.database_url = database_url or f"sqlite:///{self.db_path}"
+        self.name = name
+        self.lease_seconds = lease_seconds
         self.ledger_path = workdir / "ledger.db"
         self.process: subprocess.Popen[bytes] | None = None
         self.token: str | None = None
@@ -175,7 +209,7 @@ class Server:
         port = free_port()
         self.starts += 1
         began = time.monotonic()
-        log_path = self.workdir / f"server-{self.starts}.log"
+        log_path = self.workdir / f"{self.name}-{self.starts}.log"
         command = [
             sys.executable,
             "-m",
@@ -186,12 +220,14 @@ class Server:
             "--port",
             str(port),
             "--db",
-            f"sqlite:///{self.db_path}",
+            self.database_url,
             "--pack",
             str(PACK_DIR),
             "--log-level",
             "warning",
         ]
+        if self.database_url.startswith("postgresql"):
+            command += ["--lease-seconds", str(self.lease_seconds)]
         with open(log_path, "wb") as log:
             self.process = subprocess.Popen(
                 command,
@@ -222,6 +258,11 @@ class Server:
                 await asyncio.sleep(0.05)
         self.kill()
         raise RuntimeError(f"sa serve did not answer within {timeout}s; see {log_path}")
+
+    @property
+    def pid(self) -> int | None:
+        """The running process's id."""
+        return self.process.pid if self.process is not None else None
 
     @property
     def headers(self) -> dict[str, str]:
@@ -267,7 +308,7 @@ def _first_key(log_path: Path) -> str | None:
 class Load:
     """What the clients share with the kill loop."""
 
-    server: Server
+    servers: list[Server]
     epoch: int = 0
     sending: bool = True
     stopped: bool = False
@@ -276,17 +317,25 @@ class Load:
     acked_now: asyncio.Event = field(default_factory=asyncio.Event)
     kill_times_us: list[int] = field(default_factory=list)
 
+    def server_for(self, index: int) -> Server | None:
+        """The server client ``index`` talks to: its own worker, else any running one."""
+        preferred = self.servers[index % len(self.servers)]
+        if preferred.base_url is not None:
+            return preferred
+        return next((s for s in self.servers if s.base_url is not None), None)
+
 
 async def _client(index: int, load: Load, rng: random.Random) -> None:
     thread_id: str | None = None
     number = 0
     async with httpx.AsyncClient(timeout=5.0) as http:
         while not load.stopped:
-            base = load.server.base_url
-            if base is None or not load.sending:
+            server = load.server_for(index)
+            base = server.base_url if server is not None else None
+            if server is None or base is None or not load.sending:
                 await asyncio.sleep(0.05)
                 continue
-            headers = load.server.headers
+            headers = server.headers
             try:
                 if thread_id is None:
                     created = await http.post(
@@ -313,21 +362,24 @@ async def _client(index: int, load: Load, rng: random.Random) -> None:
             expected = f"{job}~{kind}"
             load.acked.append((thread_id, expected))
             load.acked_now.set()
-            await _await_answer(http, load, base, thread_id, expected, epoch)
+            await _await_answer(http, load, server, thread_id, expected, epoch)
 
 
 async def _await_answer(
-    http: httpx.AsyncClient, load: Load, base: str, thread_id: str, job: str, epoch: int
+    http: httpx.AsyncClient, load: Load, server: Server, thread_id: str, job: str, epoch: int
 ) -> None:
     """Poll for ``done <job>`` until it comes, the server restarts, or 10 seconds pass."""
     deadline = time.monotonic() + 10
     while not load.stopped and load.epoch == epoch and time.monotonic() < deadline:
         await asyncio.sleep(0.1)
+        base = server.base_url
+        if base is None:
+            return
         try:
             page = await http.get(
                 f"{base}{PACKAGE}/threads/{thread_id}/messages",
                 params={"order": "desc", "limit": 50},
-                headers=load.server.headers,
+                headers=server.headers,
             )
         except httpx.HTTPError:
             return
@@ -342,22 +394,85 @@ async def _await_answer(
 # -- the run ------------------------------------------------------------------------------
 
 
+class Db:
+    """Read-only queries on the run's database: the SQLite file, or the workers' PostgreSQL."""
+
+    def __init__(self, url: str, sqlite_path: Path) -> None:
+        self.url = url
+        self.sqlite_path = sqlite_path
+        self.postgres = url.startswith("postgresql")
+        self._pg: Any = None
+        self._sqlite: sqlite3.Connection | None = None
+
+    def json(self, column: str, key: str) -> str:
+        """SQL reading ``key`` of a JSON column as text."""
+        if self.postgres:
+            return f"({column}->>'{key}')"
+        return f"json_extract({column}, '$.{key}')"
+
+    @contextlib.asynccontextmanager
+    async def session(self) -> AsyncIterator[Db]:
+        """Run the block's queries on one connection."""
+        if self.postgres:
+            import asyncpg  # type: ignore[import-untyped]
+
+            self._pg = await asyncpg.connect(self.url)
+            try:
+                yield self
+            finally:
+                await self._pg.close()
+                self._pg = None
+        else:
+            with _database(self.sqlite_path) as connection:
+                self._sqlite = connection
+                try:
+                    yield self
+                finally:
+                    self._sqlite = None
+
+    async def rows(self, sql: str) -> list[tuple[Any, ...]]:
+        """Every row of a query (inside :meth:`session`)."""
+        if self._pg is not None:
+            return [tuple(row) for row in await self._pg.fetch(sql)]
+        assert self._sqlite is not None, "query outside Db.session()"
+        return list(self._sqlite.execute(sql).fetchall())
+
+    async def one(self, sql: str) -> tuple[Any, ...]:
+        """The first row of a query."""
+        return (await self.rows(sql))[0]
+
+
 async def run(settings: Settings) -> Report:
     """Run the crash test and count what broke (see the module docstring)."""
+    if settings.workers and settings.database_url is None:
+        from pgcluster import running_cluster
+
+        with running_cluster() as cluster:
+            return await run(replace(settings, database_url=cluster.url()))
     started = time.monotonic()
     settings.workdir.mkdir(parents=True, exist_ok=True)
-    server = Server(settings.workdir)
+    if settings.workers:
+        if settings.workers < 2:
+            raise ValueError(f"workers={settings.workers}: give 0 (SQLite) or at least 2")
+        servers = [
+            Server(settings.workdir, settings.database_url, f"worker{i}", settings.lease_seconds)
+            for i in range(settings.workers)
+        ]
+    else:
+        servers = [Server(settings.workdir)]
+    server = servers[0]
+    db = Db(server.database_url, server.db_path)
     ledger.connect(str(server.ledger_path)).close()
     rng = random.Random(settings.seed)
-    report = Report(seed=settings.seed)
-    load = Load(server=server)
+    report = Report(seed=settings.seed, workers=settings.workers)
+    load = Load(servers=servers)
     clients = [
         asyncio.create_task(_client(i, load, random.Random(rng.random())))
         for i in range(settings.clients)
     ]
     try:
         for kill in range(settings.kills):
-            await server.start()
+            await _start_stopped(servers)
             aimed = settings.aimed_every > 0 and kill % settings.aimed_every == (
                 settings.aimed_every - 1
             )
@@ -368,13 +483,17 @@ async def run(settings: Settings) -> Report:
                 report.aimed_kills += 1
             else:
                 await asyncio.sleep(rng.uniform(settings.min_delay, settings.max_delay))
+            victim = server
+            if settings.workers:
+                victim, holds = await _lease_holder(db, servers, rng)
+                report.lease_holder_kills += holds
             load.kill_times_us.append(time.time_ns() // 1000)
-            server.kill()
+            victim.kill()
             load.epoch += 1
             report.kills += 1
         load.sending = False
-        await server.start()
-        unsettled = await _settle(server, load, settings.settle_timeout)
+        await _start_stopped(servers)
+        unsettled = await _settle(db, load, settings.settle_timeout)
         report.settled = unsettled is None
         report.unsettled = unsettled.describe() if unsettled is not None else ""
     finally:
@@ -382,15 +501,46 @@ async def run(settings: Settings) -> Report:
         for task in clients:
             task.cancel()
         await asyncio.gather(*clients, return_exceptions=True)
-        server.stop()
+        for each in servers:
+            each.stop()
     report.jobs_sent = load.sent
-    if server.start_seconds:
-        mean = sum(server.start_seconds) / len(server.start_seconds)
+    start_seconds = [seconds for each in servers for seconds in each.start_seconds]
+    if start_seconds:
+        mean = sum(start_seconds) / len(start_seconds)
         report.info["server_start_ms_mean"] = round(mean * 1000)
     report.acked = len(load.acked)
-    _count(server, load, report)
+    async with db.session():
+        await _count(db, server.ledger_path, load, report)
     report.seconds = time.monotonic() - started
     return report
+
+
+async def _start_stopped(servers: list[Server]) -> None:
+    """Start every server not running (one at a time: the first prints the API key)."""
+    for each in servers:
+        if each.process is None:
+            each.token = each.token or servers[0].token
+            await each.start()
+
+
+async def _lease_holder(db: Db, servers: list[Server], rng: random.Random) -> tuple[Server, int]:
+    """A worker running turns (holding a thread's lease), waiting up to 2 s for one.
+
+    Returns:
+        The worker to kill, and 1 when it holds a lease (0: none did, a random worker).
+    """
+    deadline = time.monotonic() + 2
+    while True:
+        now = time.time_ns() // 1000
+        async with db.session():
+            owners = await db.rows(f"SELECT owner FROM thread_leases WHERE expires_at > {now}")
+        pids = {int(owner.split(":")[-2]) for (owner,) in owners}
+        holders = [each for each in servers if each.pid in pids]
+        if holders:
+            return rng.choice(holders), 1
+        if time.monotonic() > deadline:
+            return rng.choice(servers), 0
+        await asyncio.sleep(0.05)
 
 
 @dataclass
@@ -415,30 +565,29 @@ class Pending:
         )
 
 
-def _pending(server: Server, load: Load) -> tuple[Pending, tuple[object, ...]]:
+async def _pending(db: Db, load: Load) -> tuple[Pending, tuple[object, ...]]:
     """What is still owed, and a fingerprint of the database that changes with any progress."""
-    with _database(server.db_path) as db:
-        queue = db.execute("SELECT COUNT(*) FROM queue").fetchone()[0]
-        effects = db.execute(
+    async with db.session():
+        (queue,) = await db.one("SELECT COUNT(*) FROM queue")
+        (effects,) = await db.one(
             "SELECT COUNT(*) FROM effects WHERE status IN ('pending', 'processing')"
-        ).fetchone()[0]
-        executions = db.execute(
+        )
+        # owed or running: a restarted server, or a worker taking over, resumes them
+        (executions,) = await db.one(
             "SELECT COUNT(*) FROM executions WHERE status IN ('owed', 'running')"
-        ).fetchone()[0]
-        answers = _answers(db)
+        )
+        answers = await _answers(db)
         fingerprint = (
-            *db.execute("SELECT COUNT(*), MAX(seq) FROM messages").fetchone(),
-            *db.execute("SELECT COUNT(*), MAX(updated_at) FROM executions").fetchone(),
-            *db.execute(
-                "SELECT COUNT(*), MAX(started_at), MAX(finished_at) FROM effects"
-            ).fetchone(),
+            *await db.one("SELECT COUNT(*), MAX(seq) FROM messages"),
+            *await db.one("SELECT COUNT(*), MAX(updated_at) FROM executions"),
+            *await db.one("SELECT COUNT(*), MAX(started_at), MAX(finished_at) FROM effects"),
             queue,
         )
     owed = [job for thread, job in load.acked if job not in answers.get(thread, set())]
     return Pending(owed, queue, effects, executions), fingerprint
 
 
-async def _settle(server: Server, load: Load, stall: float, quiet: float = 4.0) -> Pending | None:
+async def _settle(db: Db, load: Load, stall: float, quiet: float = 4.0) -> Pending | None:
     """Wait until every acknowledged job is answered and nothing is owed; None when it is so.
 
     The wait adapts to the machine: it goes on as long as the database shows progress (new
@@ -451,7 +600,7 @@ async def _settle(server: Server, load: Load, stall: float, quiet: float = 4.0) 
     deadline = time.monotonic() + 10 * stall
     while True:
         await asyncio.sleep(0.25)
-        pending, seen = _pending(server, load)
+        pending, seen = await _pending(db, load)
         if not pending.owed and not pending.busy:
             return None
         if seen != last_seen:
@@ -471,9 +620,9 @@ def _database(path: Path) -> Iterator[sqlite3.Connection]:
         connection.close()
 
 
-def _answers(db: sqlite3.Connection) -> dict[str, set[str]]:
+async def _answers(db: Db) -> dict[str, set[str]]:
     found: dict[str, set[str]] = defaultdict(set)
-    rows = db.execute(
+    rows = await db.rows(
         "SELECT thread_id, content FROM messages WHERE role = 'assistant' AND content LIKE 'done %'"
     )
     for thread_id, content in rows:  # one line "done <job>" per job a response answers
@@ -483,63 +632,60 @@ def _answers(db: sqlite3.Connection) -> dict[str, set[str]]:
     return found
 
 
-def _count(server: Server, load: Load, report: Report) -> None:
-    entries = ledger.read(str(server.ledger_path))
-    with _database(server.db_path) as db:
-        answers = _answers(db)
-        tool_rows: dict[tuple[str, str], list[int]] = defaultdict(list)
-        for thread_id, call_id, created in db.execute(
-            "SELECT thread_id, tool_call_id, created_at FROM messages WHERE role = 'tool'"
-        ):
-            tool_rows[(thread_id, call_id)].append(created)
-        children = db.execute(
-            "SELECT id, parent_id, created_at FROM threads WHERE parent_id IS NOT NULL"
-        ).fetchall()
-        first_user: dict[str, str] = {}
-        for thread_id, content in db.execute(
-            "SELECT thread_id, content FROM messages WHERE role = 'user' ORDER BY seq"
-        ):
-            first_user.setdefault(thread_id, content or "")
-        subagent_calls: dict[str, list[tuple[int, str]]] = defaultdict(list)
-        for thread_id, created, calls in db.execute(
-            "SELECT thread_id, created_at, tool_calls FROM messages "
-            "WHERE role = 'assistant' AND tool_calls IS NOT NULL ORDER BY seq"
-        ):
-            for call in json.loads(calls) or []:
-                name = (call.get("function") or {}).get("name") or call.get("name")
-                if name in ("worker", "scout"):
-                    task = "blk" if name == "worker" else "bg"
-                    job = str(call.get("id", ""))[2:].rsplit("-", 1)[0]
-                    subagent_calls[thread_id].append((created, f"{task} {job}"))
-        notes = Counter(
-            (thread_id, content[len("note ") :])
-            for thread_id, content in db.execute(
-                "SELECT thread_id, content FROM messages WHERE role = 'user' "
-                "AND content LIKE 'note %'"
-            )
+async def _count(db: Db, ledger_path: Path, load: Load, report: Report) -> None:
+    entries = ledger.read(str(ledger_path))
+    answers = await _answers(db)
+    tool_rows: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for thread_id, call_id, created in await db.rows(
+        "SELECT thread_id, tool_call_id, created_at FROM messages WHERE role = 'tool'"
+    ):
+        tool_rows[(thread_id, call_id)].append(created)
+    children = await db.rows(
+        "SELECT id, parent_id, created_at FROM threads WHERE parent_id IS NOT NULL"
+    )
+    first_user: dict[str, str] = {}
+    for thread_id, content in await db.rows(
+        "SELECT thread_id, content FROM messages WHERE role = 'user' ORDER BY seq"
+    ):
+        first_user.setdefault(thread_id, content or "")
+    subagent_calls: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    for thread_id, created, calls in await db.rows(
+        "SELECT thread_id, created_at, tool_calls FROM messages "
+        "WHERE role = 'assistant' AND tool_calls IS NOT NULL ORDER BY seq"
+    ):
+        for call in json.loads(calls) or []:
+            name = (call.get("function") or {}).get("name") or call.get("name")
+            if name in ("worker", "scout"):
+                task = "blk" if name == "worker" else "bg"
+                job = str(call.get("id", ""))[2:].rsplit("-", 1)[0]
+                subagent_calls[thread_id].append((created, f"{task} {job}"))
+    notes = Counter(
+        (thread_id, content[len("note ") :])
+        for thread_id, content in await db.rows(
+            "SELECT thread_id, content FROM messages WHERE role = 'user' AND content LIKE 'note %'"
         )
-        results = Counter(
-            (thread_id, meta_child)
-            for thread_id, meta_child in db.execute(
-                "SELECT thread_id, json_extract(meta, '$.subagent_id') FROM messages "
-                "WHERE json_extract(meta, '$.subagent_event') IN ('result', 'failure')"
-            )
+    )
+    results = Counter(
+        (thread_id, meta_child)
+        for thread_id, meta_child in await db.rows(
+            f"SELECT thread_id, {db.json('meta', 'subagent_id')} FROM messages "
+            f"WHERE {db.json('meta', 'subagent_event')} IN ('result', 'failure')"
         )
-        effect_rows = Counter(
-            op
-            for (op,) in db.execute(
-                "SELECT json_extract(args, '$.op') FROM effects WHERE name = 'ledger_effect'"
-            )
+    )
+    effect_rows = Counter(
+        op
+        for (op,) in await db.rows(
+            f"SELECT {db.json('args', 'op')} FROM effects WHERE name = 'ledger_effect'"
         )
-        given_up_rows = {
-            op
-            for (op,) in db.execute(
-                "SELECT json_extract(args, '$.op') FROM effects WHERE name = 'ledger_effect' "
-                "AND status = 'failed' AND error = ?",
-                (INTERRUPTED,),
-            )
-        }
-        queue_left = db.execute("SELECT COUNT(*) FROM queue").fetchone()[0]
+    )
+    given_up_rows = {
+        op
+        for (op,) in await db.rows(
+            f"SELECT {db.json('args', 'op')} FROM effects WHERE name = 'ledger_effect' "
+            f"AND status = 'failed' AND error = '{INTERRUPTED}'"
+        )
+    }
+    (queue_left,) = await db.one("SELECT COUNT(*) FROM queue")
 
     unanswered = [job for thread, job in load.acked if job not in answers.get(thread, set())]
     report.counts["unanswered"] = len(unanswered)
@@ -654,6 +800,20 @@ def main(argv: list[str] | None = None) -> int:
         default=60.0,
         help="seconds the last server may go without progress while it owes work (60)",
     )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help="N sa serve workers on one PostgreSQL database instead of one server on SQLite",
+    )
+    parser.add_argument(
+        "--database-url",
+        default=None,
+        help="with --workers: the postgresql:// database (default: a throwaway cluster)",
+    )
+    parser.add_argument(
+        "--lease-seconds", type=float, default=2.0, help="with --workers: lease expiry (2 s)"
+    )
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(1 << 31)
     print(f"seed {seed} (rerun with --seed {seed})", flush=True)
@@ -669,6 +829,9 @@ def main(argv: list[str] | None = None) -> int:
             workdir=workdir,
             clients=args.clients,
             settle_timeout=args.settle,
+            workers=args.workers,
+            database_url=args.database_url,
+            lease_seconds=args.lease_seconds,
         )
         report = asyncio.run(run(settings))
     print(report.format(), flush=True)

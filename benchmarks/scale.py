@@ -1,0 +1,275 @@
+"""Scale-out: turns/s and POST -> first stream frame latency, 1 worker SQLite vs 1/2/4 PostgreSQL.
+
+Run: ``python benchmarks/scale.py [--threads 200] [--turns 2] [--configs sqlite:1,pg:1,pg:2,pg:4]``.
+
+Each configuration starts ``sa serve`` (``--workers N`` for PostgreSQL) on a free loopback port
+with a pack whose model is a Chat Completions server on loopback (a separate process answering at
+once, streamed). The client opens one SSE stream per thread, then every thread posts a message,
+waits for the answer on its stream, and posts the next, all threads concurrently. Reported:
+turns per second, p50/p99 from POST to the first frame of the turn on the stream, and CPU
+seconds per turn of the ``sa serve`` processes (and of those plus PostgreSQL's). PostgreSQL is
+a throwaway cluster started from the server binaries (see ``tests/pgcluster.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from pgcluster import Cluster, free_port, start_cluster, wait_port  # noqa: E402
+
+PACK = """
+import os
+from sa_core import Pack, define_agent, define_model, define_prompt
+
+model = define_model(name="m", provider="openai_compatible", model="fake",
+                     provider_options={"base_url": os.environ["SCALE_MODEL_URL"]})
+prompt = define_prompt(name="main", model="m", prompt="Answer.", include_chat=True)
+pack = Pack(name="scale", agents=[define_agent(name="helper", side_a={"prompt": "main"})],
+            prompts=[prompt], models=[model])
+"""
+
+MODEL = r'''
+import json, sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *args):
+        pass
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        chunks = [{"choices": [{"index": 0, "delta": {"role": "assistant", "content": "Hello "}}]},
+                  {"choices": [{"index": 0, "delta": {"content": "there."}}]},
+                  {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}]
+        data = b"".join(f"data: {json.dumps(c)}\n\n".encode() for c in chunks) + b"data: [DONE]\n\n"
+        if not body.get("stream"):
+            data = json.dumps({"id": "x", "object": "chat.completion", "choices": [{"index": 0,
+                "message": {"role": "assistant", "content": "Hello there."},
+                "finish_reason": "stop"}]}).encode()
+        self.send_response(200)
+        kind = "text/event-stream" if body.get("stream") else "application/json"
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+class Server(ThreadingHTTPServer):
+    request_queue_size = 1024  # the default backlog of 5 stalls some of 200 concurrent clients
+    daemon_threads = True
+
+server = Server(("127.0.0.1", int(sys.argv[1])), Handler)
+server.serve_forever()
+'''
+
+API = "/api/packages/scale"
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """utime + stime of the processes, in seconds (0 for gone ones)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def descendants(root: int) -> list[int]:
+    """The process and every descendant of it."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, []))
+    return found
+
+
+def postmaster_pid(cluster: Cluster) -> int:
+    return int((cluster.data / "postmaster.pid").read_text().split()[0])
+
+
+async def run_config(
+    db: str, workers: int, threads: int, turns: int, env: dict[str, str], tmp: Path
+) -> dict[str, Any]:
+    async def key() -> str:
+        from sa_core.store import open_store
+
+        async with await open_store(db) as store:
+            return (await store.create_api_key("bench"))[0]
+
+    token = await key()
+    port = free_port()
+    command = [sys.executable, "-m", "sa_core.cli", "serve", "--port", str(port), "--db", db,
+               "--pack", str(tmp / "scale_pack.py"), "--log-level", "warning"]
+    if workers > 1:
+        command += ["--workers", str(workers)]
+    log = open(tmp / f"serve-{port}.log", "w")  # noqa: SIM115
+    server = subprocess.Popen(command, cwd=tmp, env={**os.environ, **env},
+                              stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_port(port, 120)
+        limits = httpx.Limits(
+            max_connections=threads * 2 + 20, max_keepalive_connections=threads * 2
+        )
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", limits=limits,
+                                     headers={"Authorization": f"Bearer {token}"},
+                                     timeout=httpx.Timeout(120)) as client, httpx.AsyncClient(
+            base_url=f"http://127.0.0.1:{port}",
+            limits=httpx.Limits(max_connections=threads + 10, max_keepalive_connections=0),
+            headers={"Authorization": f"Bearer {token}"}, timeout=httpx.Timeout(120),
+        ) as poster:  # POSTs on fresh connections: idle keep-alive ones are closed by uvicorn
+            for _ in range(600):  # every worker up
+                try:
+                    if (await client.get("/schema/openapi.json")).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                await asyncio.sleep(0.1)
+            await asyncio.sleep(2 if workers > 1 else 0)
+            ids = [
+                (await client.post(f"{API}/threads", json={"agent": "helper"})).json()["id"]
+                for _ in range(threads)
+            ]
+            latencies: list[float] = []
+            ready = asyncio.Barrier(threads + 1)
+            pids = descendants(server.pid)
+            cpu_start = cpu_seconds(pids)
+
+            async def one_thread(thread_id: str) -> None:
+                async with client.stream("GET", f"{API}/threads/{thread_id}/stream") as response:
+                    lines = response.aiter_lines()
+                    async for line in lines:
+                        if line.startswith("data:"):
+                            break  # connected
+                    await ready.wait()
+                    for turn in range(turns):
+                        posted = time.perf_counter()
+                        await poster.post(f"{API}/threads/{thread_id}/messages",
+                                          json={"content": f"turn {turn}"})
+                        first = None
+                        async for line in lines:
+                            if not line.startswith("data:"):
+                                continue
+                            if first is None:
+                                first = time.perf_counter() - posted
+                            frame = json.loads(line[5:])
+                            data = frame.get("data") or {}
+                            if (frame["type"] == "message_data" and data.get("role") == "assistant"
+                                    and data.get("status") == "completed"):
+                                break
+                        latencies.append(first or 0.0)
+
+            tasks = [asyncio.create_task(one_thread(t)) for t in ids]
+            async with asyncio.timeout(120):
+                await ready.wait()
+            started = time.perf_counter()
+            try:
+                async with asyncio.timeout(float(os.environ.get("SCALE_TIMEOUT", "300"))):
+                    await asyncio.gather(*tasks)
+            except TimeoutError:
+                stuck = [t for t, task in zip(ids, tasks, strict=True) if not task.done()]
+                for thread_id in stuck[:3]:
+                    page = (await client.get(f"{API}/threads/{thread_id}/messages")).json()
+                    print(thread_id, [(m["role"], m["content"], m["status"])
+                                      for m in page["messages"]], file=sys.stderr)
+                raise SystemExit(
+                    f"{workers} workers on {db.split(':')[0]}: only {len(latencies)} of "
+                    f"{threads * turns} turns answered in time (server log: {log.name})"
+                ) from None
+            elapsed = time.perf_counter() - started
+            cpu = cpu_seconds(pids) - cpu_start
+        latencies.sort()
+        done = threads * turns
+        return {
+            "turns_per_s": done / elapsed,
+            "p50_ms": statistics.median(latencies) * 1000,
+            "p99_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000,
+            "cpu_ms_per_turn": cpu / done * 1000,
+            "pids": pids,
+        }
+    finally:
+        server.send_signal(signal.SIGINT)
+        try:
+            server.wait(60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=200)
+    parser.add_argument("--turns", type=int, default=2)
+    parser.add_argument("--configs", default="sqlite:1,pg:1,pg:2,pg:4")
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="sa-scale-"))
+    (tmp / "scale_pack.py").write_text(PACK)
+    model_port = free_port()
+    (tmp / "model.py").write_text(MODEL)
+    model = subprocess.Popen([sys.executable, str(tmp / "model.py"), str(model_port)])
+    wait_port(model_port)
+    env = {"SCALE_MODEL_URL": f"http://127.0.0.1:{model_port}/v1"}
+    cluster = start_cluster() if "pg:" in args.configs else None
+    print(f"{args.threads} concurrent threads x {args.turns} turns, over HTTP on loopback, "
+          f"{os.cpu_count()} CPUs")
+    print(f"{'config':<14}{'turns/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'CPU ms/turn':>13}"
+          f"{'+postgres':>11}")
+    try:
+        for index, config in enumerate(args.configs.split(",")):
+            kind, workers = config.split(":")
+            if kind == "sqlite":
+                db = f"sqlite:///{tmp / f'scale{index}.db'}"
+                pg_pids: list[int] = []
+            else:
+                assert cluster is not None
+                subprocess.run([str(cluster.bindir / "psql"), cluster.url(), "-qc",
+                                f"CREATE DATABASE scale{index}"], check=True)
+                db = cluster.url(f"scale{index}")
+                pg_pids = descendants(postmaster_pid(cluster))
+            pg_before = cpu_seconds(pg_pids)
+            try:
+                result = await run_config(db, int(workers), args.threads, args.turns, env, tmp)
+            except SystemExit as stalled:  # report it and go on with the next configuration
+                print(f"{config:<14}{stalled}", flush=True)
+                continue
+            pg_pids = descendants(postmaster_pid(cluster)) if kind == "pg" and cluster else []
+            pg_ms = (cpu_seconds(pg_pids) - pg_before) / (args.threads * args.turns) * 1000
+            total = result["cpu_ms_per_turn"] + (pg_ms if kind == "pg" else 0)
+            print(f"{config:<14}{result['turns_per_s']:>9.1f}{result['p50_ms']:>9.0f}"
+                  f"{result['p99_ms']:>9.0f}{result['cpu_ms_per_turn']:>13.2f}{total:>11.2f}",
+                  flush=True)
+    finally:
+        model.terminate()
+        model.wait()
+        if cluster is not None:
+            cluster.stop()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,323 @@
+"""Many workers on one PostgreSQL database: one executor per thread, takeover on crash.
+
+Attached by the runtime when its store is PostgreSQL (:func:`attach_workers`); on SQLite the
+single process keeps working as before and nothing here runs.
+
+* **Leases.** A worker runs a thread's turns only while it holds the thread's lease
+  (``thread_leases``). The lease is taken before a turn starts, renewed by the worker's heartbeat
+  every third of the expiry, and released when the turn's work is done. A worker that finds the
+  lease held elsewhere queues the message (the queue is durable) and notifies the holder on the
+  ``sa_work`` channel, which drains it before its next step, or after its turn.
+* **Takeover.** A worker that dies stops renewing; its leases expire (default 10 s,
+  ``SA_LEASE_SECONDS``) and the other workers' reapers claim them with ``FOR UPDATE SKIP
+  LOCKED`` and resume each thread from its last committed point, as a restart would. A worker
+  that fails to renew a lease (it was partitioned and the lease taken over) cancels that turn.
+* **Streams.** Frames are relayed to every worker (:mod:`sa_core.engine.relay`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import socket
+import uuid
+from typing import TYPE_CHECKING, Any, Literal
+
+from sa_core.engine.relay import FRAME_RETENTION_US, STREAM_CHANNEL, RelayBus, asyncpg_dsn
+
+if TYPE_CHECKING:
+    from sa_core.runtime import Runtime
+
+WORK_CHANNEL = "sa_work"
+DEFAULT_LEASE_SECONDS = 10.0
+LEASE_ENV = "SA_LEASE_SECONDS"
+
+log = logging.getLogger("sa_core.workers")
+
+
+def lease_seconds() -> float:
+    """The lease expiry: ``$SA_LEASE_SECONDS`` or 10 s.
+
+    Raises:
+        ValueError: The variable is not a positive number.
+
+    """
+    raw = os.environ.get(LEASE_ENV)
+    if raw is None or raw == "":
+        return DEFAULT_LEASE_SECONDS
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if value <= 0:
+        raise ValueError(f"{LEASE_ENV}={raw!r}: give the lease expiry in seconds, e.g. 10")
+    return value
+
+
+class Workers:
+    """A worker's leases, heartbeat, reaper, work notifications and stream relay.
+
+    Args:
+        runtime: The runtime (its store must be PostgreSQL).
+        ttl: Lease expiry in seconds.
+
+    """
+
+    def __init__(self, runtime: Runtime, ttl: float) -> None:
+        self.runtime = runtime
+        self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.ttl = ttl
+        self.ttl_us = int(ttl * 1_000_000)
+        self.held: dict[str, int] = {}
+        """Thread id -> token of the lease this worker holds."""
+        self.taken_over = 0
+        self._conn: Any = None
+        self._listen: Any = None
+        self._lock = asyncio.Lock()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._background: set[asyncio.Task[Any]] = set()
+        self.relay = RelayBus(self.worker_id, self._notify, self._store_frame, self._fetch_frame)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect the notification connections and register (the loops start with :meth:`run`)."""
+        import asyncpg  # type: ignore[import-untyped]
+
+        dsn = asyncpg_dsn(self.runtime.store.url)
+        self._conn = await asyncpg.connect(dsn)
+        self._listen = await asyncpg.connect(dsn)
+        await self._listen.add_listener(STREAM_CHANNEL, self.relay.on_notify)
+        await self._listen.add_listener(WORK_CHANNEL, self._on_work)
+        store = self.runtime.store
+        store.worker_id = self.worker_id
+        store.worker_ttl_us = self.ttl_us
+        store.lease_fence = self.fence
+        await store.heartbeat(self.worker_id, self.ttl_us, [])
+        self.relay.peers = len(await store.live_workers(self.ttl_us)) > 1
+        self.relay.start()
+        await self._notify([(WORK_CHANNEL, json.dumps({"w": self.worker_id, "hello": True}))])
+
+    def run(self) -> None:
+        """Start the heartbeat and the reaper (once the runtime's scheduler accepts work)."""
+        self._tasks = [
+            asyncio.create_task(self._heartbeat_loop(), name="sa-heartbeat"),
+            asyncio.create_task(self._reaper_loop(), name="sa-reaper"),
+        ]
+
+    async def stop(self) -> None:
+        """Stop the loops, release every lease of this worker and close the connections."""
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, *self._background, return_exceptions=True)
+        await self.relay.stop()
+        with contextlib.suppress(Exception):
+            await self.runtime.store.retire_worker(self.worker_id)
+        for conn in (self._listen, self._conn):
+            if conn is not None:
+                with contextlib.suppress(Exception):
+                    await conn.close()
+        self._conn = self._listen = None
+
+    # -- leases ----------------------------------------------------------------------------
+
+    async def acquire(self, thread_id: str) -> bool:
+        """Take the thread's lease for this worker.
+
+        Returns:
+            Whether this worker may run the thread's turns now (``False``: another worker
+            holds the lease; queue the work and :meth:`notify_work`).
+
+        """
+        # always asked of the database (renewed when this worker holds it): a lease kept in
+        # memory only could have been lost meanwhile
+        token = await self.runtime.store.acquire_lease(thread_id, self.worker_id, self.ttl_us)
+        if token is None:
+            if self.held.get(thread_id) is not None:
+                self._lost(thread_id)
+            return False
+        self.held[thread_id] = token
+        return True
+
+    def fence(self, conn: Any, thread_id: str) -> None:
+        """Inside a write of a thread's execution record: refuse it if the lease was lost.
+
+        Only threads this worker believes it runs are checked (a stop or a takeover writes
+        records of threads it does not hold).
+
+        Raises:
+            LeaseLost: Another worker took the thread over; the write's transaction rolls back.
+        """
+        from sa_core.store.leases import LeaseLost, lease_valid
+
+        if thread_id in self.held and not lease_valid(conn, thread_id, self.worker_id):
+            self.held.pop(thread_id, None)
+            log.warning("lease on thread %s lost; its turn on this worker ends", thread_id)
+            raise LeaseLost(thread_id)
+
+    def release(self, thread_id: str) -> None:
+        """Give the lease back once the thread's work is done (in the background)."""
+        if thread_id in self.held:
+            token = self.held.pop(thread_id) or None  # 0: taken over, any acquisition
+            self._spawn(self.runtime.store.release_lease(thread_id, self.worker_id, token))
+
+    def notify_work(self, thread_id: str, side: Literal["a", "b"] = "a") -> None:
+        """Tell the other workers that a thread has queued work.
+
+        The one running the thread takes it in before its next step; the others try to take
+        the lease (it may have just been released) and otherwise ignore it. A lost notification
+        is made up by the reapers, which start queued work nobody holds.
+        """
+        payload = json.dumps({"w": self.worker_id, "t": thread_id, "s": side})
+        self._spawn(self._notify([(WORK_CHANNEL, payload)]))
+
+    def notify_stop(self, thread_id: str) -> None:
+        """Ask the worker running the thread to stop its turn (a stop posted elsewhere)."""
+        payload = json.dumps({"w": self.worker_id, "t": thread_id, "stop": True})
+        self._spawn(self._notify([(WORK_CHANNEL, payload)]))
+
+    def _on_work(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
+        note = json.loads(payload)
+        if note.get("w") == self.worker_id:
+            return
+        if note.get("hello"):  # a worker started: relay frames to it from now on
+            self.relay.peers = True
+            return
+        thread_id = str(note["t"])
+        scheduler = getattr(self.runtime, "scheduler", None)
+        if scheduler is None:  # still starting: it kicks queued threads once started
+            return
+        if note.get("stop"):
+            if scheduler.is_running(thread_id):
+                self._spawn(self.runtime.stop_thread(thread_id))
+            return
+        if scheduler.is_running(thread_id):
+            scheduler.note_queued(thread_id)
+        else:
+            self.kick_if_queued(thread_id, "b" if note.get("s") == "b" else "a")
+
+    def kick_if_queued(self, thread_id: str, side: Literal["a", "b"] = "a") -> None:
+        """Start the thread here if it has queued work (a lease held elsewhere stops it there).
+
+        Without queued work a turn would run on nothing new: the holder may have taken the
+        entries in already.
+        """
+
+        async def check() -> None:
+            runtime = self.runtime
+            if runtime.scheduler.is_running(thread_id):
+                return
+            queued = await runtime.store.list_queue(thread_id)
+            if queued:
+                runtime.scheduler.kick(thread_id, "b" if queued[0].role == "assistant" else side)
+
+        self._spawn(check())
+
+    # -- loops -----------------------------------------------------------------------------
+
+    async def _heartbeat_loop(self) -> None:
+        store = self.runtime.store
+        beats = 0
+        while True:
+            await asyncio.sleep(self.ttl / 3)
+            try:
+                held = dict(self.held)
+                renewed = set(await store.heartbeat(self.worker_id, self.ttl_us, list(held)))
+                for thread_id, token in held.items():
+                    if thread_id not in renewed and self.held.get(thread_id) == token:
+                        self._lost(thread_id)
+                beats += 1
+                self.relay.peers = len(await store.live_workers(self.ttl_us)) > 1
+                if beats % 10 == 0:
+                    await store.prune_stream_frames(FRAME_RETENTION_US)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("worker heartbeat failed")
+
+    def _lost(self, thread_id: str) -> None:
+        """Another worker took the thread over: stop running it here."""
+        log.warning("lease on thread %s lost; stopping its turn on this worker", thread_id)
+        self.held.pop(thread_id, None)
+        task = self.runtime.scheduler.runner(thread_id)
+        if task is not None:
+            task.cancel()
+
+    async def _reaper_loop(self) -> None:
+        store = self.runtime.store
+        while True:
+            await asyncio.sleep(max(0.2, self.ttl / 4))
+            try:
+                for thread_id in await store.claim_expired_leases(self.worker_id, self.ttl_us):
+                    self.taken_over += 1
+                    await self._resume(thread_id)
+                for thread_id in await store.unleased_queued_threads():
+                    self.kick_if_queued(thread_id)
+                from sa_core.engine.effects import MAX_EFFECT_ATTEMPTS
+
+                await store.reset_processing_effects(max_attempts=MAX_EFFECT_ATTEMPTS)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("worker reaper failed")
+
+    async def _resume(self, thread_id: str) -> None:
+        """Resume a thread taken over from a dead worker from its last committed point.
+
+        The thread's execution record (written with each committed step) says where; this is
+        what a restart does for a single process (``Runtime.ensure_running``).
+        """
+        runtime = self.runtime
+        store = runtime.store
+        if runtime.scheduler.is_running(thread_id):  # cannot be: the lease was not ours
+            return
+        # the lease stays this worker's (held, renewed) until its runner exits: released in
+        # between, another worker could start the thread without its resume point
+        self.held[thread_id] = 0
+        row = await store.get_thread(thread_id)
+        if row is None or row.terminated is not None or row.stopped:
+            record = await store.get_execution(thread_id)
+            if row is not None and record is not None and record.status != "idle":
+                await store.finish_execution(thread_id, record.stop_reason)
+        else:
+            log.info("resuming thread %s taken over from a stopped worker", thread_id)
+            await runtime.ensure_running(thread_id)
+        if not runtime.scheduler.is_running(thread_id):  # nothing to do after all
+            self.release(thread_id)
+
+    # -- notifications ---------------------------------------------------------------------
+
+    async def _notify(self, notes: list[tuple[str, str]]) -> None:
+        if self._conn is None:
+            return
+        async with self._lock:
+            await self._conn.executemany("SELECT pg_notify($1, $2)", notes)
+
+    async def _store_frame(self, thread_id: str, frame: dict[str, Any]) -> int:
+        return await self.runtime.store.put_stream_frame(thread_id, frame)
+
+    async def _fetch_frame(self, seq: int) -> dict[str, Any] | None:
+        return await self.runtime.store.get_stream_frame(seq)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+
+async def attach_workers(runtime: Runtime) -> Workers | None:
+    """Share the runtime's threads with the other workers of its PostgreSQL database.
+
+    Called by the runtime once its store is open; returns ``None`` (nothing to share) on SQLite.
+    Replaces ``runtime.events`` with a relaying bus.
+    """
+    if not runtime.store.url.startswith("postgresql"):
+        return None
+    workers = Workers(runtime, lease_seconds())
+    workers.relay.parent_of = runtime.events.parent_of
+    runtime.events = workers.relay
+    await workers.start()
+    return workers

@@ -1,0 +1,165 @@
+"""Streams across workers: every frame a worker publishes reaches every other worker's bus.
+
+Workers sharing a PostgreSQL database relay frames with ``LISTEN``/``NOTIFY`` on the
+``sa_stream`` channel; no broker is needed. A frame is sent as ``<worker id>|`` followed by JSON
+``{"t": thread, "a": [ancestors], "f": frame}`` (a worker skips its own by the prefix, without
+decoding them). Frames are relayed only while another worker is alive (:attr:`RelayBus.peers`),
+so a lone worker pays nothing. NOTIFY payloads are limited to 8000 bytes, so a larger frame is
+written to ``stream_frames`` and only its row number (``"s"``) is notified; receivers fetch it.
+Frames are sent by one task per worker, in publish order, and received in order by one task.
+The ancestors travel with the frame, so a client on another worker watching a parent thread
+receives its child threads' frames (tagged ``subagent_id``) just as locally.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Callable
+from typing import Any, cast
+
+from sa_core.engine.events import EventBus, Frame, FrameDict
+
+STREAM_CHANNEL = "sa_stream"
+MAX_NOTIFY_BYTES = 7000
+"""Payloads above this go through ``stream_frames`` (PostgreSQL's limit is 8000 bytes)."""
+FRAME_RETENTION_US = 60 * 1_000_000
+"""Relayed large frames are deleted after a minute."""
+
+log = logging.getLogger("sa_core.relay")
+
+
+def asyncpg_dsn(url: str) -> str:
+    """The plain ``postgresql://`` DSN asyncpg accepts, from a SQLAlchemy URL."""
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+class RelayBus(EventBus):
+    """An :class:`EventBus` whose frames also reach the buses of the other workers.
+
+    Args:
+        worker_id: This worker's id (its own notifications are ignored).
+        send: Coroutine function sending a batch of ``(channel, payload)`` notifications.
+        store_frame: Coroutine function storing a large frame; returns its row number.
+        fetch_frame: Coroutine function reading a stored frame back (``None``: pruned).
+
+    """
+
+    def __init__(
+        self,
+        worker_id: str,
+        send: Callable[[list[tuple[str, str]]], Any],
+        store_frame: Callable[[str, FrameDict], Any],
+        fetch_frame: Callable[[int], Any],
+    ) -> None:
+        super().__init__()
+        self.worker_id = worker_id
+        self._send = send
+        self._store_frame = store_frame
+        self._fetch_frame = fetch_frame
+        self._outbox: asyncio.Queue[tuple[str, list[str], Frame]] = asyncio.Queue()
+        self._inbox: asyncio.Queue[str] = asyncio.Queue()
+        self._tasks: list[asyncio.Task[None]] = []
+        self.relayed = 0
+        """Frames sent to other workers (for tests and benchmarks)."""
+        self.peers = False
+        """Whether another worker is alive (set by the heartbeat and by workers' greetings)."""
+        self._prefix = f"{worker_id}|"
+
+    @property
+    def has_listeners(self) -> bool:
+        """Whether anyone may be watching: a local subscriber, or any other worker."""
+        return self.peers or bool(self._subscribers)
+
+    def start(self) -> None:
+        """Start the sending and receiving tasks."""
+        self._tasks = [
+            asyncio.create_task(self._sender(), name="sa-relay-send"),
+            asyncio.create_task(self._receiver(), name="sa-relay-receive"),
+        ]
+
+    async def stop(self) -> None:
+        """Send what is queued (briefly), then stop both tasks."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._outbox.join(), 2)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+
+    def publish(self, thread_id: str, frame: Frame) -> None:
+        """Deliver locally and queue the frame for the other workers."""
+        super().publish(thread_id, frame)
+        if self.peers and self._tasks:
+            self._outbox.put_nowait((thread_id, self._ancestors(thread_id), frame))
+
+    def _ancestors(self, thread_id: str) -> list[str]:
+        chain: list[str] = []
+        parent = self.parent_of(thread_id)
+        while parent is not None and len(chain) < 16:
+            chain.append(parent)
+            parent = self.parent_of(parent)
+        return chain
+
+    def on_notify(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
+        """Queue another worker's frame for the receiving task (the asyncpg listener callback)."""
+        if not payload.startswith(self._prefix):
+            self._inbox.put_nowait(payload)
+
+    def deliver(self, thread_id: str, frame: FrameDict, ancestors: list[str]) -> None:
+        """Hand a frame from another worker to this worker's subscribers (and ancestors')."""
+        queues = self._subscribers.get(thread_id)
+        if queues:
+            for queue in queues:
+                queue.put_nowait(frame)
+        child = thread_id
+        for parent in ancestors:
+            parent_queues = self._subscribers.get(parent)
+            if parent_queues:
+                tagged = {**frame, "subagent_id": frame.get("subagent_id") or child}
+                for queue in parent_queues:
+                    queue.put_nowait(tagged)
+            child = parent
+
+    async def _sender(self) -> None:
+        while True:
+            batch = [await self._outbox.get()]
+            while not self._outbox.empty() and len(batch) < 500:
+                batch.append(self._outbox.get_nowait())
+            try:
+                notes = []
+                for thread_id, ancestors, frame in batch:
+                    body: dict[str, Any] = {"t": thread_id, "a": ancestors}
+                    payload = json.dumps({**body, "f": frame}, separators=(",", ":"), default=str)
+                    if len(payload.encode()) > MAX_NOTIFY_BYTES:
+                        body["s"] = await self._store_frame(thread_id, cast(FrameDict, frame))
+                        payload = json.dumps(body, separators=(",", ":"))
+                    notes.append((STREAM_CHANNEL, self._prefix + payload))
+                await self._send(notes)
+                self.relayed += len(notes)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a lost database connection must not end the stream task
+                log.exception("relaying %d stream frames failed", len(batch))
+            finally:
+                for _ in batch:
+                    self._outbox.task_done()
+
+    async def _receiver(self) -> None:
+        while True:
+            payload = await self._inbox.get()
+            try:
+                note = json.loads(payload.partition("|")[2])
+                frame = note.get("f")
+                if frame is None and "s" in note:
+                    frame = await self._fetch_frame(int(note["s"]))
+                if isinstance(frame, dict):
+                    self.deliver(str(note["t"]), frame, list(note.get("a") or []))
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("a relayed stream frame could not be delivered")

@@ -1,0 +1,233 @@
+"""Leases on threads' execution and worker heartbeats (several workers on one database).
+
+A worker runs a thread's turns only while it holds the thread's lease: a ``thread_leases`` row
+naming it, valid until ``expires_at`` and renewed by the worker's heartbeat. A lease whose
+holder stopped renewing it (a crashed worker) expires and another worker takes it over.
+Expired leases are claimed with ``FOR UPDATE SKIP LOCKED`` on PostgreSQL, so two workers never
+take over the same thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import delete, exists, select, update
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
+
+from sa_core.store import tables as t
+from sa_core.store.backend import StoreBase, Transaction
+from sa_core.store.clock import now_us
+
+_L = t.thread_leases.c
+_W = t.workers.c
+
+
+def _upsert(conn: Connection) -> Any:
+    if conn.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        return pg_insert(t.thread_leases)
+    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+    return sqlite_insert(t.thread_leases)
+
+
+def _acquire(conn: Connection, thread_id: str, owner: str, ttl_us: int) -> int | None:
+    now = now_us()
+    stmt = _upsert(conn).values(
+        thread_id=thread_id, owner=owner, expires_at=now + ttl_us, acquired_at=now
+    )
+    stmt = stmt.on_conflict_do_update(
+        index_elements=[_L.thread_id],
+        set_={
+            "owner": stmt.excluded.owner,
+            "expires_at": stmt.excluded.expires_at,
+            "acquired_at": stmt.excluded.acquired_at,
+        },
+        where=(_L.owner == owner) | (_L.expires_at < now),
+    ).returning(_L.owner)
+    return now if conn.execute(stmt).scalar() == owner else None
+
+
+class LeaseLost(asyncio.CancelledError):
+    """A worker's lease on a thread was taken over: its write is rolled back, its turn ends.
+
+    A cancellation (not an error), so that the turn unwinds as a stopped worker's would and
+    leaves the thread to the worker that took it over.
+    """
+
+
+def lease_valid(conn: Connection, thread_id: str, owner: str) -> bool:
+    """Whether ``owner`` holds an unexpired lease on the thread (share-locks it till commit).
+
+    The share lock keeps other workers' takeover (``FOR UPDATE SKIP LOCKED``) off the lease
+    until the caller's transaction ends, so a write checked here cannot race a takeover.
+    """
+    stmt = (
+        select(_L.expires_at)
+        .where(_L.thread_id == thread_id, _L.owner == owner)
+        .with_for_update(read=True)
+    )
+    expires = conn.execute(stmt).scalar()
+    return expires is not None and int(expires) >= now_us()
+
+
+class LeasesMixin(StoreBase):
+    """Thread leases and worker heartbeats."""
+
+    async def acquire_lease(
+        self, thread_id: str, owner: str, ttl_us: int, *, tx: Transaction | None = None
+    ) -> int | None:
+        """Take (or renew) a thread's lease unless another worker holds a valid one.
+
+        Args:
+            thread_id: The thread.
+            owner: The worker id.
+            ttl_us: How long the lease lasts without renewal (µs).
+            tx: An open transaction to write in.
+
+        Returns:
+            A token naming this acquisition (pass it to :meth:`release_lease`), or ``None``
+            when another worker holds the lease or the thread is gone.
+
+        """
+        try:
+            return await self._write(lambda conn: _acquire(conn, thread_id, owner, ttl_us), tx)
+        except IntegrityError:  # the thread does not exist (the lease's foreign key)
+            return None
+
+    async def release_lease(
+        self,
+        thread_id: str,
+        owner: str,
+        token: int | None = None,
+        *,
+        tx: Transaction | None = None,
+    ) -> bool:
+        """Give up a lease held by ``owner``; returns whether it held it.
+
+        With ``token`` only that acquisition is released: a later :meth:`acquire_lease` by the
+        same owner (a new turn) keeps its lease.
+        """
+        stmt = delete(t.thread_leases).where(_L.thread_id == thread_id, _L.owner == owner)
+        if token is not None:
+            stmt = stmt.where(_L.acquired_at == token)
+        return await self._write(lambda conn: conn.execute(stmt).rowcount > 0, tx)
+
+    async def lease_owner(self, thread_id: str, *, tx: Transaction | None = None) -> str | None:
+        """The worker holding a valid lease on the thread, or ``None``."""
+        stmt = select(_L.owner).where(_L.thread_id == thread_id, _L.expires_at >= now_us())
+        return await self._read(lambda conn: conn.execute(stmt).scalar(), tx)
+
+    async def heartbeat(
+        self,
+        owner: str,
+        ttl_us: int,
+        thread_ids: Sequence[str],
+        *,
+        tx: Transaction | None = None,
+    ) -> list[str]:
+        """Renew ``owner``'s leases on ``thread_ids`` and its ``workers`` row.
+
+        Returns:
+            The threads whose leases were renewed (a lease already taken over is not).
+
+        """
+        now = now_us()
+
+        def op(conn: Connection) -> list[str]:
+            found = conn.execute(
+                update(t.workers).where(_W.id == owner).values(heartbeat_at=now)
+            ).rowcount
+            if not found:
+                conn.execute(t.workers.insert().values(id=owner, started_at=now, heartbeat_at=now))
+            renewed = conn.execute(
+                update(t.thread_leases)
+                .where(_L.owner == owner, _L.thread_id.in_(list(thread_ids)))
+                .values(expires_at=now + ttl_us)
+                .returning(_L.thread_id)
+            )
+            return sorted(renewed.scalars())
+
+        return await self._write(op, tx)
+
+    async def claim_expired_leases(
+        self, owner: str, ttl_us: int, *, limit: int = 50, tx: Transaction | None = None
+    ) -> list[str]:
+        """Take over leases that expired (their worker died); returns the thread ids taken."""
+
+        def op(conn: Connection) -> list[str]:
+            now = now_us()
+            expired = (
+                select(_L.thread_id)
+                .where(_L.expires_at < now)
+                .order_by(_L.expires_at)
+                .limit(limit)
+                .with_for_update(skip_locked=True)
+            )
+            ids = list(conn.execute(expired).scalars())
+            if not ids:
+                return []
+            conn.execute(
+                update(t.thread_leases)
+                .where(_L.thread_id.in_(ids), _L.expires_at < now)
+                .values(owner=owner, expires_at=now + ttl_us, acquired_at=now)
+            )
+            return ids
+
+        return await self._write(op, tx)
+
+    async def retire_worker(self, owner: str, *, tx: Transaction | None = None) -> None:
+        """Remove a stopping worker's row and expire its leases.
+
+        Expired (not deleted) leases are taken over at once by the other workers' reapers,
+        which resume the turns this worker's shutdown interrupted.
+        """
+
+        def op(conn: Connection) -> None:
+            conn.execute(update(t.thread_leases).where(_L.owner == owner).values(expires_at=0))
+            conn.execute(delete(t.workers).where(_W.id == owner))
+
+        await self._write(op, tx)
+
+    async def live_workers(self, ttl_us: int, *, tx: Transaction | None = None) -> list[str]:
+        """Workers whose heartbeat is younger than ``ttl_us``."""
+        stmt = select(_W.id).where(_W.heartbeat_at >= now_us() - ttl_us).order_by(_W.id)
+        return await self._read(lambda conn: list(conn.execute(stmt).scalars()), tx)
+
+    async def unleased_queued_threads(self, *, tx: Transaction | None = None) -> list[str]:
+        """Threads with queued messages and no valid lease (work nobody is doing)."""
+        q = t.queue.c
+        held = select(_L.thread_id).where(_L.thread_id == q.thread_id, _L.expires_at >= now_us())
+        stmt = select(q.thread_id).where(~exists(held)).distinct().order_by(q.thread_id)
+        return await self._read(lambda conn: list(conn.execute(stmt).scalars()), tx)
+
+    async def put_stream_frame(
+        self, thread_id: str, frame: dict[str, Any], *, tx: Transaction | None = None
+    ) -> int:
+        """Store a frame too large for a notification; returns its row number."""
+        stmt = (
+            t.stream_frames.insert()
+            .values(thread_id=thread_id, frame=frame, created_at=now_us())
+            .returning(t.stream_frames.c.seq)
+        )
+        return await self._write(lambda conn: int(conn.execute(stmt).scalar_one()), tx)
+
+    async def get_stream_frame(
+        self, seq: int, *, tx: Transaction | None = None
+    ) -> dict[str, Any] | None:
+        """A stored frame, or ``None`` once pruned."""
+        stmt = select(t.stream_frames.c.frame).where(t.stream_frames.c.seq == seq)
+        return await self._read(lambda conn: conn.execute(stmt).scalar(), tx)
+
+    async def prune_stream_frames(
+        self, older_than_us: int, *, tx: Transaction | None = None
+    ) -> int:
+        """Delete stored frames older than ``older_than_us``; returns how many."""
+        stmt = delete(t.stream_frames).where(
+            t.stream_frames.c.created_at < now_us() - older_than_us
+        )
+        return await self._write(lambda conn: conn.execute(stmt).rowcount, tx)

@@ -1,0 +1,119 @@
+"""Versioned schema: Alembic revisions shipped in ``sa_core/store/migrations``, applied on open.
+
+:func:`ensure_schema` runs when a store opens, inside one transaction:
+
+* an empty database gets every table (``create_all``) and is stamped with the head revision;
+* a database at the head revision is left alone (one ``SELECT``; Alembic is not imported);
+* an older database is upgraded with Alembic; a database with tables but no version table is
+  one created before migrations existed and is taken as the baseline revision;
+* a database at a revision this code does not know (a newer release) is refused.
+
+On PostgreSQL the transaction first takes an advisory lock, so workers starting together
+migrate once. A test checks that upgrading from the baseline yields exactly ``create_all``'s
+schema.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Column, MetaData, PrimaryKeyConstraint, String, Table, inspect, select, text
+from sqlalchemy.engine import Connection
+from sqlmodel import SQLModel
+
+HEAD = "0003_executions"
+"""The newest revision in ``migrations/versions`` (a test keeps the two in step)."""
+BASELINE = "0001_baseline"
+"""The revision of databases created before migrations existed."""
+MIGRATIONS = Path(__file__).with_name("migrations")
+_LOCK_KEY = 0x5A_5C_4E_3A
+"""``pg_advisory_xact_lock`` key serialising migrations of concurrent workers."""
+
+_version_meta = MetaData()
+version_table = Table(
+    "alembic_version",
+    _version_meta,
+    Column("version_num", String(32), nullable=False),
+    PrimaryKeyConstraint("version_num", name="alembic_version_pkc"),
+)
+
+
+class SchemaVersionError(RuntimeError):
+    """The database was migrated by a newer release than this one."""
+
+
+def current_revision(conn: Connection) -> str | None:
+    """The database's schema revision (``None``: unversioned or empty)."""
+    if not inspect(conn).has_table("alembic_version"):
+        return None
+    return conn.execute(select(version_table.c.version_num)).scalar()
+
+
+def ensure_schema(conn: Connection) -> str:
+    """Create or upgrade the schema to :data:`HEAD` in the connection's open transaction.
+
+    Args:
+        conn: A connection inside a write transaction.
+
+    Returns:
+        What was done: ``"created"``, ``"current"`` or ``"upgraded from <revision>"``.
+
+    Raises:
+        SchemaVersionError: The database is at a revision this release does not know.
+
+    """
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _LOCK_KEY})
+    revision = current_revision(conn)
+    if revision == HEAD:
+        return "current"
+    if revision is None:
+        if not inspect(conn).has_table("threads"):
+            SQLModel.metadata.create_all(conn)
+            _version_meta.create_all(conn)
+            conn.execute(version_table.insert().values(version_num=HEAD))
+            return "created"
+        revision = BASELINE
+        _version_meta.create_all(conn)
+        conn.execute(version_table.insert().values(version_num=BASELINE))
+    upgrade(conn, revision)
+    return f"upgraded from {revision}"
+
+
+def _config() -> Any:
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    return config
+
+
+def upgrade(conn: Connection, revision: str | None, target: str = HEAD) -> None:
+    """Run the Alembic revisions after ``revision`` (``None``: from scratch) up to ``target``.
+
+    Raises:
+        SchemaVersionError: ``revision`` is not one of the shipped revisions.
+
+    """
+    from alembic.runtime.environment import EnvironmentContext
+    from alembic.script import ScriptDirectory
+
+    config = _config()
+    script = ScriptDirectory.from_config(config)
+    known = {rev.revision for rev in script.walk_revisions()}
+    if revision is not None and revision not in known:
+        raise SchemaVersionError(
+            f"The database schema is at revision {revision!r}, which this release of "
+            f"standard-agents does not know (newest known: {HEAD!r}); it was migrated by a "
+            "newer release: upgrade standard-agents on every worker."
+        )
+
+    def steps(rev: Any, _context: Any) -> Any:
+        return script._upgrade_revs(target, rev)
+
+    with EnvironmentContext(
+        config, script, fn=steps, destination_rev=target
+    ) as env:
+        env.configure(connection=conn, target_metadata=SQLModel.metadata)
+        env.run_migrations()
