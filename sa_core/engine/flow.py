@@ -28,6 +28,7 @@ from sa_core.engine.messages import (
     complete_prepared,
     create_message,
     create_messages,
+    new_id,
     new_message,
     prepare_message,
     publish_message,
@@ -654,7 +655,7 @@ class Flow:
             return held  # parked for approval (None), or refused inside a subprompt
         engine = self.engine
         state = self.state
-        tool_message_id = str(uuid.uuid4())
+        tool_message_id = new_id()
         state.emit("tool_call_started", {"id": call.id, "name": call.name})
         result = _refused_on_resume(call, offered, attempt)
         if result is None:
