@@ -24,9 +24,7 @@ def new_id() -> str:
     at a third of its cost (three ids per model step).
     """
     h = os.urandom(16).hex()
-    return (
-        f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[int(h[16], 16) & 3]}{h[17:20]}-{h[20:]}"
-    )
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[int(h[16], 16) & 3]}{h[17:20]}-{h[20:]}"
 
 
 def new_message(thread_id: str, role: Any, content: str | None, **fields: Any) -> Message:
