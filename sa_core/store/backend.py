@@ -38,11 +38,27 @@ Op = Callable[[Connection], T]
 class Transaction(ABC):
     """An open write transaction; pass it as ``tx=`` to store methods."""
 
-    __slots__ = ("owner", "active")
+    __slots__ = ("owner", "active", "_after_commit")
 
     def __init__(self, owner: object) -> None:
         self.owner = owner
         self.active = True
+        self._after_commit: list[Callable[[], None]] | None = None
+
+    def after_commit(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` once this transaction has committed (never after a rollback)."""
+        if self._after_commit is None:
+            self._after_commit = []
+        self._after_commit.append(callback)
+
+    def committed(self, caches: StoreCaches) -> None:
+        """Run the ``after_commit`` callbacks; a failing one empties the caches instead."""
+        callbacks, self._after_commit = self._after_commit, None
+        for callback in callbacks or ():
+            try:
+                callback()
+            except Exception:
+                caches.history.clear()
 
     @abstractmethod
     async def run(self, op: Op[T]) -> T:
@@ -354,6 +370,7 @@ class _TransactionContext:
                 except BaseException:
                     await tx.rollback()
                     raise
+                tx.committed(self._store._caches)
             else:
                 await tx.rollback()
         finally:
