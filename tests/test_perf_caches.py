@@ -115,7 +115,8 @@ async def test_committed_inserts_join_the_cached_history_without_being_read_back
     async with store.transaction() as tx:
         await store.insert_messages(
             [
-                Message(id="a2", thread_id="t1", role="tool", content="three", tool_call_id="c1"),
+                Message(id="a2", thread_id="t1", role="tool", content="three", tool_call_id="c1",
+                        metadata={"pair": (1, 2)}),  # reads back as a list
                 Message(id="sub", thread_id="t1", role="user", content="nested", depth=1),
             ],
             tx=tx,

@@ -93,19 +93,40 @@ def message_from_row(row: dict[str, Any]) -> Message:
     return Message.model_validate(row)
 
 
-def _history_rows(thread_id: str, rows: list[dict[str, Any]]) -> list[Message]:
+def _history_rows(
+    thread_id: str, messages: Sequence[Message], rows: list[dict[str, Any]]
+) -> list[Message]:
     """The messages :meth:`MessagesMixin.history` would load from these inserted rows.
 
-    Built from the insert parameters the way a reload builds them from the stored row (the
-    JSON columns hold JSON-ready values), in stored order: creation time, then insertion.
+    In stored order (creation time, then insertion). A message whose free-form values are
+    plain JSON already reads back equal to itself and is kept as it is (no copy, no
+    validation); any other is rebuilt from its row the way a reload builds it.
     """
-    found = [
-        message_from_row({column: row[f"p_{column}"] for column in _ROW_COLUMNS})
-        for row in rows
-        if row["p_thread_id"] == thread_id and row["p_depth"] == 0 and row["p_status"] != "pending"
-    ]
+    found = []
+    for message, row in zip(messages, rows, strict=True):
+        if message.thread_id != thread_id or message.depth != 0 or message.status == "pending":
+            continue
+        if (
+            _plain_json(message.metadata)
+            and _plain_json(message.reasoning_details)
+            and _plain_json(message.model_extra)
+        ):
+            found.append(message)
+        else:
+            found.append(message_from_row({column: row[f"p_{column}"] for column in _ROW_COLUMNS}))
     found.sort(key=lambda message: message.created_at)
     return found
+
+
+def _plain_json(value: Any) -> bool:
+    """Whether a value reads back from JSON as itself (str keys, JSON scalars, lists)."""
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return True
+    if isinstance(value, list):
+        return all(_plain_json(item) for item in value)
+    if isinstance(value, dict):
+        return all(isinstance(key, str) and _plain_json(item) for key, item in value.items())
+    return False
 
 
 def _messages(rows: list[dict[str, Any]]) -> list[Message]:
@@ -164,7 +185,7 @@ class MessagesMixin(StoreBase):
             def keep() -> None:
                 for thread_id, token in tokens.items():
                     if token is not None:
-                        cache.appended(thread_id, token, _history_rows(thread_id, rows))
+                        cache.appended(thread_id, token, _history_rows(thread_id, messages, rows))
 
             transaction = tx if tx is not None else self._ambient()
             if transaction is None:
