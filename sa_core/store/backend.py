@@ -165,10 +165,10 @@ def _run_in_raw(conn: Connection, begin: str, op: Op[T]) -> T:
     raw.execute(begin)
     try:
         result = op(conn)
+        _finish(conn, raw, commit=True)
     except BaseException:
-        _finish(conn, raw, commit=False)
+        _finish(conn, raw, commit=False)  # nothing left to do when the commit went through
         raise
-    _finish(conn, raw, commit=True)
     return result
 
 
