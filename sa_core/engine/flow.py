@@ -164,7 +164,7 @@ class Flow:
 
         self.engine = engine
         self.state = state
-        self.flow_id = str(uuid.uuid4())
+        self.flow_id = new_id()
         self.current_side: Side = side
         self.depth = depth
         self.parent_message_id = parent_message_id

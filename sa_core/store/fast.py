@@ -46,14 +46,23 @@ class Prepared:
 
     """
 
-    __slots__ = ("stmt", "columns", "_plans")
+    __slots__ = ("stmt", "columns", "_plans", "_last")
 
     def __init__(self, stmt: Executable, columns: Sequence[ColumnElement[Any]] = ()) -> None:
         self.stmt = stmt
         self.columns = list(columns)
         self._plans: dict[tuple[Any, ...], _Plan | None] = {}
+        self._last: tuple[Dialect, _Plan | None] | None = None
 
     def _plan(self, dialect: Dialect) -> _Plan | None:
+        last = self._last
+        if last is not None and last[0] is dialect:
+            return last[1]
+        plan = self._plan_for(dialect)
+        self._last = (dialect, plan)
+        return plan
+
+    def _plan_for(self, dialect: Dialect) -> _Plan | None:
         # Plans are shared by every engine of the same dialect kind (not kept per instance, so
         # opening many stores does not grow the cache).
         key = (type(dialect), dialect.paramstyle, dialect.server_version_info)
