@@ -507,13 +507,13 @@ class ThreadState:
 
     def emit(self, event: str, data: Any = None) -> None:
         """Send a custom event to the thread's live subscribers (secret values redacted)."""
+        events = self._runtime.events
+        if not events.has_listeners:
+            return
         from sa_core.engine.events import EventFrame
         from sa_core.engine.scrub import scrub_payload
         from sa_core.store import now_us
 
-        events = self._runtime.events
-        if not events.has_listeners:
-            return
         data = scrub_payload(self, data)
         frame: EventFrame = {
             "type": "event",

@@ -213,6 +213,20 @@ async def test_stream_error_chunks_and_provider_bugs_are_retried() -> None:
 
 
 @pytest.mark.asyncio
+async def test_an_attempt_ended_by_an_error_chunk_closes_its_stream_and_its_deadline() -> None:
+    # the stream's stall deadline must not outlive the attempt: a deadline left armed would
+    # cancel the caller's task later, while it does something else
+    error_chunk = [StreamChunk("error", error="down", code="invalid_request")]
+    provider = Script("p", [error_chunk])
+    with pytest.raises(ProviderError):
+        await call_model([attempt(provider)], stall_timeout=0.02, first_chunk_timeout=0.02)
+    assert provider.closed == 1
+    await asyncio.sleep(0.1)  # well past both limits: still running, never cancelled
+    current = asyncio.current_task()
+    assert current is not None and current.cancelling() == 0
+
+
+@pytest.mark.asyncio
 async def test_when_everything_fails_the_error_names_the_model_and_fallback_count() -> None:
     chain = [
         attempt(Script("a", [fail("server_error"), fail("server_error")])),

@@ -80,10 +80,65 @@ async def test_history_reloads_only_rows_written_since_it_was_cached(store, monk
     first = await store.history("t1")
     again = await store.history("t1")
     assert loads == [None] and texts(again) == texts(first)
-    answer = Message(id="a1", thread_id="t1", role="assistant", content="four")
+    third = first[2]
+    await store.update_message(third.id, {"content": "THREE"})
+    assert texts(await store.history("t1")) == ["one", "two", "THREE"]
+    assert loads == [None, third.created_at - 1]
+
+
+def count_loads(monkeypatch: pytest.MonkeyPatch) -> list[int | None]:
+    loads: list[int | None] = []
+    original = Store._load_history
+
+    async def counted(self: Store, thread_id: str, since: int | None, tx: Any) -> list[Message]:
+        loads.append(since)
+        return await original(self, thread_id, since, tx)
+
+    monkeypatch.setattr(Store, "_load_history", counted)
+    return loads
+
+
+@pytest.mark.asyncio
+async def test_committed_inserts_join_the_cached_history_without_being_read_back(
+    store, monkeypatch
+):
+    await thread_with(store, "one")
+    loads = count_loads(monkeypatch)
+    await store.history("t1")
+    answer = Message(
+        id="a1", thread_id="t1", role="assistant", content="two",
+        metadata={"nested": [1, {"a": None}]}, tool_calls=[
+            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        ],
+    )  # fmt: skip
     await store.insert_messages([answer])
-    assert texts(await store.history("t1")) == ["one", "two", "three", "four"]
-    assert loads == [None, answer.created_at - 1]
+    async with store.transaction() as tx:
+        await store.insert_messages(
+            [
+                Message(id="a2", thread_id="t1", role="tool", content="three", tool_call_id="c1",
+                        metadata={"pair": (1, 2)}),  # reads back as a list
+                Message(id="sub", thread_id="t1", role="user", content="nested", depth=1),
+            ],
+            tx=tx,
+        )
+    cached = await store.history("t1")
+    assert loads == [None]  # only the first read went to the database
+    assert texts(cached) == ["one", "two", "three"]
+    fresh = await store.history("t1", since=-1)  # bypasses the cache
+    assert [m.model_dump() for m in cached] == [m.model_dump() for m in fresh]
+
+
+@pytest.mark.asyncio
+async def test_an_insert_rolled_back_never_reaches_the_cached_history(store):
+    await thread_with(store, "one")
+    await store.history("t1")
+    with pytest.raises(RuntimeError):
+        async with store.transaction() as tx:
+            await store.insert_messages(
+                [Message(id="a1", thread_id="t1", role="assistant", content="lost")], tx=tx
+            )
+            raise RuntimeError("abort")
+    assert texts(await store.history("t1")) == ["one"]
 
 
 @pytest.mark.asyncio

@@ -227,6 +227,10 @@ class IncrementalConverter:
         self._acting: Side | None = None
         self._reusable = False
         self.cache: dict[tuple[str, Side], tuple[Message, ProviderMessage]] = {}
+        self.kept = False
+        """Whether :func:`converter_for` keeps it (its cache then counts towards the bound)."""
+        self.counted = 0
+        """How many of its cached conversions the bound's running total includes."""
 
     async def convert(
         self,
@@ -248,19 +252,24 @@ class IncrementalConverter:
             "cache": self.cache,
         }
         # list equality compares by identity first, so unchanged messages cost no field compare
-        if (
-            self._reusable
-            and acting == self._acting
-            and known
-            and current[:known] == self._messages
-        ):
-            suffix = messages[known:]
-            converted = await to_provider_messages(suffix, **options)  # type: ignore[arg-type]
-            output = self._output + converted
-            reusable = _self_contained(suffix, acting, converted)
-        else:
-            output = await to_provider_messages(messages, **options)  # type: ignore[arg-type]
-            reusable = _self_contained(messages, acting, output)
+        try:
+            if (
+                self._reusable
+                and acting == self._acting
+                and known
+                and current[:known] == self._messages
+            ):
+                suffix = messages[known:]
+                converted = await to_provider_messages(suffix, **options)  # type: ignore[arg-type]
+                output = self._output + converted
+                reusable = _self_contained(suffix, acting, converted)
+            else:
+                output = await to_provider_messages(messages, **options)  # type: ignore[arg-type]
+                reusable = _self_contained(messages, acting, output)
+        finally:
+            if self.kept:
+                _held[0] += len(self.cache) - self.counted
+                self.counted = len(self.cache)
         self._messages, self._output, self._acting, self._reusable = (
             current,
             output,
@@ -275,6 +284,8 @@ CONVERTED_THREADS = 256
 CONVERTED_MESSAGES = 50_000
 """Converted messages :func:`converter_for` keeps at most over every thread."""
 _converters: OrderedDict[str, IncrementalConverter] = OrderedDict()
+_held = [0]
+"""Converted messages held over every kept converter (kept up to date by ``convert``)."""
 
 
 def converter_for(thread_id: str) -> IncrementalConverter:
@@ -289,23 +300,34 @@ def converter_for(thread_id: str) -> IncrementalConverter:
     converter = _converters.get(thread_id)
     if converter is None:
         converter = _converters[thread_id] = IncrementalConverter()
+        converter.kept = True
         while len(_converters) > CONVERTED_THREADS:
-            _converters.popitem(last=False)
+            _release(_converters.popitem(last=False)[1])
     else:
         _converters.move_to_end(thread_id)
-    held = sum(len(kept.cache) for kept in _converters.values())
-    while held > CONVERTED_MESSAGES and len(_converters) > 1:
-        _, evicted = _converters.popitem(last=False)
-        held -= len(evicted.cache)
+    while _held[0] > CONVERTED_MESSAGES and len(_converters) > 1:
+        _release(_converters.popitem(last=False)[1])
     return converter
+
+
+def _release(converter: IncrementalConverter) -> None:
+    """Stop counting an evicted or forgotten converter."""
+    if converter.kept:
+        converter.kept = False
+        _held[0] -= converter.counted
+        converter.counted = 0
 
 
 def forget_converted(thread_id: str | None = None) -> None:
     """Drop a thread's kept conversion (every thread's without an id)."""
     if thread_id is None:
+        for converter in _converters.values():
+            _release(converter)
         _converters.clear()
     else:
-        _converters.pop(thread_id, None)
+        dropped = _converters.pop(thread_id, None)
+        if dropped is not None:
+            _release(dropped)
 
 
 def _self_contained(

@@ -28,10 +28,12 @@ from sa_core.engine.messages import (
     complete_prepared,
     create_message,
     create_messages,
+    new_id,
     new_message,
     prepare_message,
     publish_message,
 )
+from sa_core.engine.pastcontext import UNSENT, excluding, filtered_history, strip_past_tools
 from sa_core.providers import ProviderMessage, ReasoningConfig
 from sa_core.spec import (
     AttachmentRef,
@@ -62,8 +64,6 @@ REPEATED_ERROR_MESSAGE = (
     "I've stopped because the same error kept happening {n} times in a row. "
     "The last error was: {error}"
 )
-UNSENT = ("pending", "failed")
-"""Statuses of assistant rows that never got a model answer; they stay out of contexts."""
 STOPPED_BY_USER = "Execution stopped by user"
 INTERRUPTED = "Execution interrupted by a runtime shutdown; the turn resumes on restart"
 INTERRUPTED_CALL = (
@@ -163,7 +163,7 @@ class Flow:
 
         self.engine = engine
         self.state = state
-        self.flow_id = str(uuid.uuid4())
+        self.flow_id = new_id()
         self.current_side: Side = side
         self.depth = depth
         self.parent_message_id = parent_message_id
@@ -465,13 +465,14 @@ class Flow:
         if not (prompt.include_chat and self.depth == 0):
             return list(sent)
         if self._before is None:
-            history = await self.engine.store.history(self.state.thread_id)
+            thread_id = self.state.thread_id
+            history = await self.engine.store.history(thread_id)
+            sent, stripped = filtered_history(thread_id, history)
             in_flow = {m.id for m in self.messages}
-            self._before = [m for m in history if m.id not in in_flow and m.status not in UNSENT]
-        before = self._before_filtered.get(prompt.include_past_tools)
-        if before is None:
-            before = self._before if prompt.include_past_tools else without_past_tools(self._before)
-            self._before_filtered[prompt.include_past_tools] = before
+            since = min((m.created_at for m in self.messages), default=None)
+            self._before = excluding(sent, in_flow, since)
+            self._before_filtered[False] = excluding(stripped, in_flow, since)
+        before = self._before if prompt.include_past_tools else self._before_filtered[False]
         return before + top
 
     def _sent_messages(self) -> tuple[list[Message], list[Message]]:
@@ -654,7 +655,7 @@ class Flow:
             return held  # parked for approval (None), or refused inside a subprompt
         engine = self.engine
         state = self.state
-        tool_message_id = str(uuid.uuid4())
+        tool_message_id = new_id()
         state.emit("tool_call_started", {"id": call.id, "name": call.name})
         result = _refused_on_resume(call, offered, attempt)
         if result is None:
@@ -906,16 +907,7 @@ class Flow:
 
 def without_past_tools(messages: list[Message]) -> list[Message]:
     """Drop the tool traffic of earlier turns (calls are stripped, results removed)."""
-    kept: list[Message] = []
-    for message in messages:
-        if message.role == "tool":
-            continue
-        elif message.tool_calls:
-            if (message.content or "").strip():
-                kept.append(message.model_copy(update={"tool_calls": None}))
-        else:
-            kept.append(message)
-    return kept
+    return [m for m in map(strip_past_tools, messages) if m is not None]
 
 
 def _binding_for(config: SideConfig, name: str) -> SessionToolBinding | None:

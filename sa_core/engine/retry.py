@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -123,12 +123,16 @@ class _Guarded:
     first_output: float | None = None
     emitted: bool = False
 
-    async def chunks(self) -> AsyncIterator[StreamChunk]:
-        # One deadline rescheduled per chunk (no task per chunk, unlike wait_for); it is lifted
-        # while the consumer handles a chunk, so only the provider's silence counts.
+    async def chunks(self) -> AsyncGenerator[StreamChunk, None]:
+        # One deadline, moved once per chunk (no task per chunk, unlike wait_for). Only the
+        # provider's silence counts: the deadline is lifted before an asynchronous ``on_chunk``
+        # is awaited. The one consumer, ``collect_stream`` in ``call_model``, never awaits
+        # between chunks, so the task can only be suspended (and the deadline fire) inside
+        # the provider's ``anext``; a synchronous callback needs no lift.
         iterator = aiter(self.entry.provider.stream(self.entry.request))
         loop = asyncio.get_running_loop()
         timeout, what = self.first_chunk_timeout, "first chunk"
+        on_chunk = self.on_chunk
         try:
             async with asyncio.timeout(None) as deadline:
                 while True:
@@ -138,14 +142,18 @@ class _Guarded:
                         chunk = await anext(iterator)
                     except StopAsyncIteration:
                         return
-                    deadline.reschedule(None)
                     if chunk.type in _OUTPUT_CHUNKS:
                         self.emitted = True
                         if self.first_output is None:
                             self.first_output = time.monotonic()
-                    if chunk.type != "error":
+                    if chunk.type == "error":
+                        deadline.reschedule(None)  # the consumer raises on it and stops
+                    elif on_chunk is not None:
                         try:
-                            await _notify(self.on_chunk, chunk)
+                            result = on_chunk(chunk)
+                            if inspect.isawaitable(result):
+                                deadline.reschedule(None)
+                                await result
                         except Exception as exc:
                             raise _CallbackFailed(exc) from exc
                     yield chunk
@@ -249,8 +257,14 @@ async def call_model(
                 dirty = False
             started_at = time.time_ns() // 1000
             guarded = _Guarded(entry, on_chunk, first_chunk_timeout, stall_timeout)
+            stream = guarded.chunks()
             try:
-                response = await collect_stream(guarded.chunks())
+                try:
+                    response = await collect_stream(stream)
+                finally:
+                    # a consumer that stopped early leaves the stream inside its deadline:
+                    # close it now, never later from another task
+                    await stream.aclose()
             except _CallbackFailed as failed:
                 raise failed.error from None
             except ProviderError as exc:

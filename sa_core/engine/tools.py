@@ -7,10 +7,11 @@ native tools, prompts (subprompts), ``ai_human`` agents (handoffs) and ``dual_ai
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -279,16 +280,27 @@ async def run_native(tool: ToolDefinition, state: Any, arguments: dict[str, Any]
 
 def _call_no_args(tool: ToolDefinition, state: Any, value: Any) -> Any:
     """Tools without args take ``(state)``; accept ``(state, args)`` too."""
+    execute = tool.execute
     try:
-        params = inspect.signature(tool.execute).parameters
+        takes_args = _takes_args(execute)
+    except TypeError:  # an unhashable callable: inspect it every time
+        takes_args = _takes_args.__wrapped__(execute)
+    if takes_args:
+        return execute(state, value)
+    return execute(state)
+
+
+@functools.lru_cache(maxsize=1024)
+def _takes_args(execute: Callable[..., Any]) -> bool:
+    """Whether a tool function accepts a second positional argument (cached per function)."""
+    try:
+        params = inspect.signature(execute).parameters
     except (TypeError, ValueError):
-        return tool.execute(state, value)
+        return True
     positional = [
         p for p in params.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
     ]
-    if len(positional) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params.values()):
-        return tool.execute(state, value)
-    return tool.execute(state)
+    return len(positional) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params.values())
 
 
 def result_text(result: ToolResult, mapped_message: str | None = None) -> str:

@@ -38,11 +38,27 @@ Op = Callable[[Connection], T]
 class Transaction(ABC):
     """An open write transaction; pass it as ``tx=`` to store methods."""
 
-    __slots__ = ("owner", "active")
+    __slots__ = ("owner", "active", "_after_commit")
 
     def __init__(self, owner: object) -> None:
         self.owner = owner
         self.active = True
+        self._after_commit: list[Callable[[], None]] | None = None
+
+    def after_commit(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` once this transaction has committed (never after a rollback)."""
+        if self._after_commit is None:
+            self._after_commit = []
+        self._after_commit.append(callback)
+
+    def committed(self, caches: StoreCaches) -> None:
+        """Run the ``after_commit`` callbacks; a failing one empties the caches instead."""
+        callbacks, self._after_commit = self._after_commit, None
+        for callback in callbacks or ():
+            try:
+                callback()
+            except Exception:
+                caches.history.clear()
 
     @abstractmethod
     async def run(self, op: Op[T]) -> T:
@@ -100,22 +116,60 @@ class Backend(ABC):
         return None
 
 
-class _SyncTransaction(Transaction):
-    __slots__ = ("_conn",)
+class _SQLiteTransaction(Transaction):
+    """A write transaction driven on the raw ``sqlite3`` connection (``BEGIN IMMEDIATE``).
+
+    Operations still receive the SQLAlchemy ``Connection``: prepared statements run on its
+    DBAPI cursor, and one that goes through ``Connection.execute`` autobegins a SQLAlchemy
+    transaction, which joins the open SQLite one (the ``begin`` listener emits no second
+    ``BEGIN``) and is committed or rolled back with it.
+    """
+
+    __slots__ = ("_conn", "_raw")
 
     def __init__(self, owner: object, conn: Connection) -> None:
         super().__init__(owner)
         self._conn = conn
-        conn.begin()
+        self._raw = _raw_connection(conn)
+        self._raw.execute("BEGIN IMMEDIATE")
 
     async def run(self, op: Op[T]) -> T:
         return op(self._conn)
 
     async def commit(self) -> None:
-        self._conn.commit()
+        _finish(self._conn, self._raw, commit=True)
 
     async def rollback(self) -> None:
-        self._conn.rollback()
+        _finish(self._conn, self._raw, commit=False)
+
+
+def _raw_connection(conn: Connection) -> Any:
+    """The ``sqlite3.Connection`` under a SQLAlchemy connection."""
+    return conn.connection.dbapi_connection
+
+
+def _finish(conn: Connection, raw: Any, *, commit: bool) -> None:
+    """End a transaction begun on ``raw``, and SQLAlchemy's joined one if an operation began it."""
+    if conn.in_transaction():
+        if commit:
+            conn.commit()
+        else:
+            conn.rollback()
+    if raw.in_transaction:
+        raw.execute("COMMIT" if commit else "ROLLBACK")
+
+
+def _run_in_raw(conn: Connection, begin: str, op: Op[T]) -> T:
+    """Run ``op`` in a transaction begun with ``begin`` on the raw connection; commit it."""
+    raw = _raw_connection(conn)
+    raw.execute(begin)
+    try:
+        result = op(conn)
+        _finish(conn, raw, commit=True)
+    except BaseException:
+        _finish(conn, raw, commit=False)  # nothing left to do when the commit went through
+        raise
+    return result
 
 
 class SQLiteBackend(Backend):
@@ -148,9 +202,7 @@ class SQLiteBackend(Backend):
 
     async def read(self, op: Op[T]) -> T:
         """Run a read-only operation in its own short transaction."""
-        conn = self._conns()[1]
-        with conn.begin():
-            return op(conn)
+        return _run_in_raw(self._conns()[1], "BEGIN", op)
 
     async def read_one(self, op: Op[T]) -> T:
         """Run a single-statement read in SQLite's own statement transaction (no BEGIN/COMMIT).
@@ -169,13 +221,11 @@ class SQLiteBackend(Backend):
 
     async def write(self, op: Op[T]) -> T:
         """Run a write operation in its own transaction."""
-        conn = self._conns()[0]
-        with conn.begin():
-            return op(conn)
+        return _run_in_raw(self._conns()[0], "BEGIN IMMEDIATE", op)
 
     async def begin(self, owner: object) -> Transaction:
         """Open a write transaction."""
-        return _SyncTransaction(owner, self._conns()[0])
+        return _SQLiteTransaction(owner, self._conns()[0])
 
     def external_version(self) -> int | None:
         """``PRAGMA data_version`` of the writer: it changes when another connection commits.
@@ -320,6 +370,7 @@ class _TransactionContext:
                 except BaseException:
                     await tx.rollback()
                     raise
+                tx.committed(self._store._caches)
             else:
                 await tx.rollback()
         finally:

@@ -41,6 +41,13 @@ class _History:
     messages: list[Message]
     dirty_from: int | None = None
     """``None``: current; else reload rows created at or after this time (µs)."""
+    writes: int = 0
+    """Writes that touched the entry (a committed insert applies its rows only if it was the
+    one write since the entry was current)."""
+
+
+WriteToken = tuple[_History, int]
+"""An entry and its write count, taken before an insert (see :meth:`HistoryCache.appended`)."""
 
 
 class HistoryCache:
@@ -104,12 +111,40 @@ class HistoryCache:
         entry = self._entries.get(thread_id)
         if entry is None:
             return
+        entry.writes += 1
         if created_at is None or created_at <= 0:
             entry.dirty_from = EVERYTHING
         elif entry.dirty_from is None or (
             entry.dirty_from != EVERYTHING and created_at < entry.dirty_from
         ):
             entry.dirty_from = created_at
+
+    def before_insert(self, thread_id: str) -> WriteToken | None:
+        """Call before an insert touches the thread: a token if its entry is current."""
+        entry = self._entries.get(thread_id)
+        if entry is None or entry.dirty_from is not None:
+            return None
+        return entry, entry.writes
+
+    def appended(self, thread_id: str, token: WriteToken, messages: list[Message]) -> None:
+        """An insert committed ``messages`` (its history rows, in stored order): keep them.
+
+        Applied only when the insert was the one write since the entry was current and its
+        rows sort after every cached one; otherwise the entry stays dirty and is reloaded.
+        The caller passes messages built from the rows it wrote (equal to a reload).
+        """
+        entry, writes = token
+        if self._entries.get(thread_id) is not entry or entry.writes != writes + 1:
+            return
+        kept = entry.messages
+        if messages and kept and messages[0].created_at < kept[-1].created_at:
+            return
+        kept.extend(messages)
+        entry.dirty_from = None
+        self._size += len(messages)
+        while self._size > self._max_messages or len(self._entries) > self._max_threads:
+            _, evicted = self._entries.popitem(last=False)
+            self._size -= len(evicted.messages)
 
     def forget(self, thread_ids: list[str]) -> None:
         """Drop the histories of deleted threads."""

@@ -78,8 +78,11 @@ def install_sqlite_listeners(engine: Engine, *, memory: bool) -> None:
         cursor.close()
 
     def on_begin(conn: Connection) -> None:
+        raw: Any = conn.connection.dbapi_connection
+        if getattr(raw, "in_transaction", False):
+            return  # joins a transaction the store began on the raw connection
         write = conn.get_execution_options().get(WRITE_OPTION, False)
-        cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+        cursor = raw.cursor()
         cursor.execute("BEGIN IMMEDIATE" if write else "BEGIN")
         cursor.close()
 

@@ -30,8 +30,9 @@ class _Plan:
     """Positional values: literals of the statement, caller slots overwritten per call."""
     slots: list[tuple[int, str]]
     """(position, bindparam name) of each value the caller passes."""
-    binders: list[tuple[int, Processor]]
-    """(position, bind processor) of the values the column type converts (JSON, ...)."""
+    binders: list[tuple[int, Processor, bool]]
+    """(position, bind processor, whether it keeps ``None``) of the values the column type
+    converts (JSON, ...); a processor that maps ``None`` to ``None`` is skipped for ``None``."""
     keys: list[str]
     converted: list[tuple[int, Processor]]
 
@@ -45,14 +46,23 @@ class Prepared:
 
     """
 
-    __slots__ = ("stmt", "columns", "_plans")
+    __slots__ = ("stmt", "columns", "_plans", "_last")
 
     def __init__(self, stmt: Executable, columns: Sequence[ColumnElement[Any]] = ()) -> None:
         self.stmt = stmt
         self.columns = list(columns)
         self._plans: dict[tuple[Any, ...], _Plan | None] = {}
+        self._last: tuple[Dialect, _Plan | None] | None = None
 
     def _plan(self, dialect: Dialect) -> _Plan | None:
+        last = self._last
+        if last is not None and last[0] is dialect:
+            return last[1]
+        plan = self._plan_for(dialect)
+        self._last = (dialect, plan)
+        return plan
+
+    def _plan_for(self, dialect: Dialect) -> _Plan | None:
         # Plans are shared by every engine of the same dialect kind (not kept per instance, so
         # opening many stores does not grow the cache).
         key = (type(dialect), dialect.paramstyle, dialect.server_version_info)
@@ -71,11 +81,11 @@ class Prepared:
                 processor: Any = column.type.dialect_impl(dialect).result_processor(dialect, None)
                 if processor is not None:
                     converted.append((index, processor))
-            binders: list[tuple[int, Processor]] = []
+            binders: list[tuple[int, Processor, bool]] = []
             for index, name in enumerate(names):
                 binder: Any = binds[name].type.dialect_impl(dialect).bind_processor(dialect)
                 if binder is not None:
-                    binders.append((index, binder))
+                    binders.append((index, binder, _keeps_none(binder)))
             plan = _Plan(
                 sql=compiled.string,
                 defaults=[binds[name].value for name in names],
@@ -95,8 +105,10 @@ class Prepared:
                 values[index] = params[name]
         except KeyError as missing:
             raise KeyError(f"Missing value for bound parameter {missing}") from None
-        for index, binder in plan.binders:
-            values[index] = binder(values[index])
+        for index, binder, keeps_none in plan.binders:
+            value = values[index]
+            if value is not None or not keeps_none:
+                values[index] = binder(value)
         return tuple(values)
 
     def run(self, conn: Connection, params: Mapping[str, Any]) -> int:
@@ -157,6 +169,14 @@ class Prepared:
         """Execute and return the first row, or ``None``."""
         found = self.rows(conn, params)
         return found[0] if found else None
+
+
+def _keeps_none(binder: Processor) -> bool:
+    """Whether a bind processor turns ``None`` into ``None`` (so ``None`` can skip it)."""
+    try:
+        return binder(None) is None
+    except Exception:
+        return False
 
 
 def _cursor(conn: Connection) -> Any:

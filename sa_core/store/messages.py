@@ -22,6 +22,7 @@ MESSAGE_FIELDS = frozenset(Message.model_fields)
 _JSON_FIELDS = frozenset({"tool_calls", "attachments", "metadata", "reasoning_details"})
 _COLUMN = {"metadata": "meta"}
 _MESSAGE_COLUMNS = [c for c in t.messages.c if c.name != "seq"]
+_ROW_COLUMNS = [c.name for c in _MESSAGE_COLUMNS]
 _STORED = {
     key: _COLUMN.get(key, key)
     for key in Message.model_fields
@@ -92,6 +93,42 @@ def message_from_row(row: dict[str, Any]) -> Message:
     return Message.model_validate(row)
 
 
+def _history_rows(
+    thread_id: str, messages: Sequence[Message], rows: list[dict[str, Any]]
+) -> list[Message]:
+    """The messages :meth:`MessagesMixin.history` would load from these inserted rows.
+
+    In stored order (creation time, then insertion). A message whose free-form values are
+    plain JSON already reads back equal to itself and is kept as it is (no copy, no
+    validation); any other is rebuilt from its row the way a reload builds it.
+    """
+    found = []
+    for message, row in zip(messages, rows, strict=True):
+        if message.thread_id != thread_id or message.depth != 0 or message.status == "pending":
+            continue
+        if (
+            _plain_json(message.metadata)
+            and _plain_json(message.reasoning_details)
+            and _plain_json(message.model_extra)
+        ):
+            found.append(message)
+        else:
+            found.append(message_from_row({column: row[f"p_{column}"] for column in _ROW_COLUMNS}))
+    found.sort(key=lambda message: message.created_at)
+    return found
+
+
+def _plain_json(value: Any) -> bool:
+    """Whether a value reads back from JSON as itself (str keys, JSON scalars, lists)."""
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return True
+    if isinstance(value, list):
+        return all(_plain_json(item) for item in value)
+    if isinstance(value, dict):
+        return all(isinstance(key, str) and _plain_json(item) for key, item in value.items())
+    return False
+
+
 def _messages(rows: list[dict[str, Any]]) -> list[Message]:
     return [message_from_row(row) for row in rows]
 
@@ -123,20 +160,38 @@ class MessagesMixin(StoreBase):
 
         """
         rows = []
+        oldest: dict[str, int] = {}
         for message in messages:
-            if message.thread_id is None:
+            thread_id = message.thread_id
+            if thread_id is None:
                 raise ValueError(f"Message {message.id} has no thread_id; set it before storing.")
             if not message.created_at:
                 message.created_at = now_us()
             rows.append(message_to_row(message))
+            if thread_id not in oldest or message.created_at < oldest[thread_id]:
+                oldest[thread_id] = message.created_at
         if not rows:
             return
-        for message in messages:
-            self._touched(message.thread_id, message.created_at)
+        cache = self._caches.history
+        tokens = {thread_id: cache.before_insert(thread_id) for thread_id in oldest}
+        for thread_id, created_at in oldest.items():
+            self._touched(thread_id, created_at)
         if len(rows) == 1:
             await self._write(lambda conn: _INSERT.run(conn, rows[0]), tx)
         else:
             await self._write(lambda conn: _INSERT.run_many(conn, rows), tx)
+        if any(token is not None for token in tokens.values()):
+            # a cached history takes the rows once they commit, instead of reading them back
+            def keep() -> None:
+                for thread_id, token in tokens.items():
+                    if token is not None:
+                        cache.appended(thread_id, token, _history_rows(thread_id, messages, rows))
+
+            transaction = tx if tx is not None else self._ambient()
+            if transaction is None:
+                keep()  # committed by the write itself
+            else:
+                transaction.after_commit(keep)
 
     async def update_message(
         self, message_id: str, fields: dict[str, Any], *, tx: Transaction | None = None

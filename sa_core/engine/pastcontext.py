@@ -1,0 +1,97 @@
+"""The stored history a top-level flow starts from, filtered incrementally per thread.
+
+Every flow of a thread whose prompt includes the chat starts from the thread's history without
+the rows that never reached a model and, unless the prompt includes past tools, without earlier
+turns' tool traffic. Both filters look at one message at a time, so when a turn's history is the
+previous turn's plus new rows (the usual case: the store's history cache shares its messages),
+only the new rows are filtered. The stripped copies of assistant messages are made once, which
+also lets the conversion cache recognise them by identity on the next turn.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sa_core.spec import Message
+
+UNSENT = ("pending", "failed")
+"""Statuses of assistant rows that never got a model answer; they stay out of contexts."""
+
+KEPT_THREADS = 256
+"""Threads whose filtered history is kept at most (least recently used go first)."""
+
+
+@dataclass(slots=True)
+class _Filtered:
+    source: list[Message] = field(default_factory=list)
+    sent: list[Message] = field(default_factory=list)
+    stripped: list[Message] = field(default_factory=list)
+
+
+_kept: OrderedDict[str, _Filtered] = OrderedDict()
+
+
+def strip_past_tools(message: Message) -> Message | None:
+    """One message without earlier turns' tool traffic: ``None`` to drop it."""
+    if message.role == "tool":
+        return None
+    if message.tool_calls:
+        if (message.content or "").strip():
+            return message.model_copy(update={"tool_calls": None})
+        return None
+    return message
+
+
+def filtered_history(thread_id: str, history: list[Message]) -> tuple[list[Message], list[Message]]:
+    """The history's messages that reached a model, and the same without past tool traffic.
+
+    Reuses the previous call's result for the thread when ``history`` starts with the previous
+    history (the same or equal messages). The lists returned are shared: do not change them.
+    """
+    kept = _kept.get(thread_id)
+    if kept is None:
+        kept = _kept[thread_id] = _Filtered()
+        while len(_kept) > KEPT_THREADS:
+            _kept.popitem(last=False)
+    else:
+        _kept.move_to_end(thread_id)
+    known = len(kept.source)
+    if known > len(history) or history[:known] != kept.source:
+        kept.source, kept.sent, kept.stripped, known = [], [], [], 0
+    sent, stripped = kept.sent, kept.stripped
+    for message in history[known:]:
+        if message.status in UNSENT:
+            continue
+        sent.append(message)
+        without = strip_past_tools(message)
+        if without is not None:
+            stripped.append(without)
+    kept.source = list(history)
+    return sent, stripped
+
+
+def excluding(messages: list[Message], ids: set[str], since: int | None) -> list[Message]:
+    """A copy of ``messages`` without the given ids, which are all created at ``since`` or later.
+
+    ``messages`` is ordered by creation time, so only its tail from ``since`` on is searched.
+    """
+    if not ids:
+        return list(messages)
+    cut = len(messages)
+    if since is None:
+        cut = 0
+    else:
+        while cut and messages[cut - 1].created_at >= since:
+            cut -= 1
+    return messages[:cut] + [m for m in messages[cut:] if m.id not in ids]
+
+
+def forget_filtered(thread_id: str | None = None) -> None:
+    """Drop a thread's kept filtered history (every thread's without an id)."""
+    if thread_id is None:
+        _kept.clear()
+    else:
+        _kept.pop(thread_id, None)
