@@ -787,6 +787,8 @@ class Runtime:
         state.row.terminated = terminated
         state.row.stopped = True
         await self.store.update_thread(state.thread_id, terminated=terminated, stopped=True)
+        if self.workers is not None and not self.scheduler.is_running(state.thread_id):
+            self.workers.notify_stop(state.thread_id)  # its turn may run on another worker
         await self.scheduler.cancel(state.thread_id)  # never the caller's own runner
         await self.store.finish_execution(state.thread_id, "aborted_by_user")
         if state.parent_id is not None:

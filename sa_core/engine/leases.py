@@ -221,12 +221,21 @@ class Workers:
             return
         if note.get("stop"):
             if scheduler.is_running(thread_id):
-                self._spawn(self.runtime.stop_thread(thread_id))
+                self._spawn(self._stop_here(thread_id))
             return
         if scheduler.is_running(thread_id):
             scheduler.note_queued(thread_id)
         else:
             self.kick_if_queued(thread_id, "b" if note.get("s") == "b" else "a")
+
+    async def _stop_here(self, thread_id: str) -> None:
+        """Stop the turn this worker runs: a stop or a terminate posted to another worker."""
+        runtime = self.runtime
+        row = await runtime.store.get_thread(thread_id)
+        live = runtime.live_row(thread_id)
+        if row is not None and live is not None:  # a terminate: this worker's view learns it
+            live.terminated = row.terminated
+        await runtime.stop_thread(thread_id)
 
     def kick_if_queued(self, thread_id: str, side: Literal["a", "b"] = "a") -> None:
         """Start the thread here if it has queued work (a lease held elsewhere stops it there).
