@@ -18,7 +18,7 @@ from sqlalchemy import update
 
 from sa_core import Pack, Runtime, define_agent, define_model, define_prompt, define_tool
 from sa_core.providers import ProviderRequest
-from sa_core.store import tables
+from sa_core.store import now_us, tables
 from sa_core.store.executions import ExecutionRecord, ResumePoint
 from sa_core.testing import FunctionProvider
 
@@ -37,6 +37,8 @@ class Gate:
         self.started = asyncio.Event()
         self.runs: list[tuple[str, str]] = []
         """(worker id, "start" | "end" | "cut") per tool execution event."""
+        self.cut_at: int | None = None
+        """When (µs) a run was cut off."""
 
 
 GATE = Gate()
@@ -49,6 +51,7 @@ async def _slow(state: Any, args: Label) -> str:
     try:
         await GATE.open.wait()
     except asyncio.CancelledError:
+        GATE.cut_at = now_us()
         GATE.runs.append((worker, "cut"))
         raise
     GATE.runs.append((worker, "end"))
@@ -156,8 +159,9 @@ async def test_a_turn_whose_lease_was_taken_over_commits_nothing_more(
 
 
 async def test_a_turn_stops_before_its_unrenewed_lease_expires_and_another_worker_finishes_it(
-    pg_database_url: str,
+    pg_database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("SA_LEASE_SECONDS", "2")  # the watchdog's margin: 0.5 s
     async with workers(pg_database_url, 2) as [(first, _), (second, _)]:
         state = await first.create_thread("helper", package="handover")
         thread_id = state.thread_id
@@ -173,9 +177,7 @@ async def test_a_turn_stops_before_its_unrenewed_lease_expires_and_another_worke
             return (first.workers.worker_id, "cut") in GATE.runs  # type: ignore[union-attr]
 
         await until(cut_off, "the first worker to stop its turn")
-        from sa_core.store import now_us
-
-        assert now_us() < lease_expiry  # stopped while its lease was still valid
+        assert GATE.cut_at is not None and GATE.cut_at < lease_expiry  # before it could expire
         GATE.open.set()
 
         async def answered() -> bool:
@@ -198,6 +200,7 @@ async def test_stop_and_terminate_posted_to_another_worker_end_the_running_turn(
     async with workers(pg_database_url, 2) as [(first, _), (second, _)]:
         for action in ("stop", "terminate"):
             GATE.started.clear()
+            GATE.runs.clear()
             state = await first.create_thread("helper", package="handover")
             thread_id = state.thread_id
             await state.send_message(action, wait=False)
@@ -209,11 +212,12 @@ async def test_stop_and_terminate_posted_to_another_worker_end_the_running_turn(
                 await elsewhere.terminate()
 
             async def ended() -> bool:
-                return not first.is_running(thread_id)  # noqa: B023
+                record = await first.store.get_execution(thread_id)  # noqa: B023
+                idle = record is not None and record.status == "idle"  # nothing owed
+                return idle and not first.is_running(thread_id)  # noqa: B023
 
             await until(ended, f"{action} to reach the worker running the turn")
-            record = await first.store.get_execution(thread_id)
-            assert record is not None and record.status == "idle"
+            assert (first.workers.worker_id, "cut") in GATE.runs  # type: ignore[union-attr]
             row = await first.store.get_thread(thread_id)
             assert row is not None and row.stopped
             assert (row.terminated is not None) == (action == "terminate")
