@@ -10,8 +10,12 @@ single process keeps working as before and nothing here runs.
   ``sa_work`` channel, which drains it before its next step, or after its turn.
 * **Takeover.** A worker that dies stops renewing; its leases expire (default 10 s,
   ``SA_LEASE_SECONDS``) and the other workers' reapers claim them with ``FOR UPDATE SKIP
-  LOCKED`` and resume each thread from its last committed point, as a restart would. A worker
-  that fails to renew a lease (it was partitioned and the lease taken over) cancels that turn.
+  LOCKED`` and resume each thread from its last committed point, as a restart would. The
+  resume point is read once the lease is taken, never before.
+* **One executor at a time.** A worker stops a turn before its lease could expire unrenewed
+  (the watchdog) and hands the lease over; every write transaction of a turn is fenced by the
+  lease at commit (:meth:`Workers.fence`), so a worker that lost a lease commits nothing more
+  for that thread. A turn ended this way writes nothing more, as a crash would.
 * **Streams.** Frames are relayed to every worker (:mod:`sa_core.engine.relay`).
 """
 
