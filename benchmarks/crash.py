@@ -14,7 +14,7 @@ messages, completed tools run again, duplicate child sessions, lost or doubled q
 lost or doubled effects. Exits 1 when any of them is not zero or when the last server never
 settled (it stopped making progress while it still owed work). ``tests/test_crash.py`` runs a
 short version. ``--workers N`` runs N workers on one PostgreSQL database and kills the one
-running turns; ``tests/test_workers.py`` runs a short version of that too.
+running turns; ``tests/test_crash.py`` runs a short version of that too.
 """
 
 from __future__ import annotations

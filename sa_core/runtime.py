@@ -690,14 +690,18 @@ class Runtime:
             row = await self.store.get_thread(thread_id)
             if row is None or row.terminated is not None:
                 return None
-            if resume is None and not initial and self.workers is not None:
-                # kicked for queued work on a thread another worker left mid-turn: finish that
+            if not initial and self.workers is not None:
+                # read under the lease just taken, never before it: a resume point read earlier
+                # (a restart's owed turns) may be one another worker has finished meanwhile.
+                # Kicked for queued work on a thread another worker left mid-turn: finish that
                 # turn from its resume point first (the queue is drained on the way)
                 record = await self.store.get_execution(thread_id)
                 if record is not None and record.status != "idle" and record.resume is not None:
                     resume, side = record.resume, record.resume.side
-                elif not await self._has_work(thread_id):
-                    return None  # another worker took the queued work in meanwhile
+                elif await self._has_work(thread_id):
+                    resume = None  # the turn it owed is done: only the queued work is left
+                else:
+                    return None  # another worker did the work meanwhile
             state = await self.state_for(row)
         flow = Flow(
             self.engine, state, side, initial_messages=initial, resume=resume, durable=True
@@ -783,6 +787,8 @@ class Runtime:
         state.row.terminated = terminated
         state.row.stopped = True
         await self.store.update_thread(state.thread_id, terminated=terminated, stopped=True)
+        if self.workers is not None and not self.scheduler.is_running(state.thread_id):
+            self.workers.notify_stop(state.thread_id)  # its turn may run on another worker
         await self.scheduler.cancel(state.thread_id)  # never the caller's own runner
         await self.store.finish_execution(state.thread_id, "aborted_by_user")
         if state.parent_id is not None:

@@ -1,8 +1,9 @@
-"""The crash test, short version: SIGKILL ``sa serve`` 15 times under load and count the damage.
+"""The crash test, short version: SIGKILL ``sa serve`` under load and count the damage.
 
-This is the acceptance test of the durable engine (issue 9): every count must be zero. The full
-run is ``python benchmarks/crash.py --kills 100``; both print the seed, and ``--seed`` replays
-the same job kinds and kill delays.
+This is the acceptance test of the durable engine (issue 9): every count must be zero. One run
+kills a single server on SQLite 15 times, one kills two workers sharing PostgreSQL (issue 10).
+The full runs are ``python benchmarks/crash.py --kills 100`` and ``--workers 3 --kills 30``;
+both print the seed, and ``--seed`` replays the same job kinds and kill delays.
 """
 
 from __future__ import annotations
@@ -51,3 +52,32 @@ def test_a_given_up_effect_needs_a_kill_after_each_of_its_two_runs() -> None:
     assert _killed_after_each([10, 20], [15, 25])
     assert not _killed_after_each([10, 20], [25])  # the first run was not cut off by a kill
     assert not _killed_after_each([10], [15])  # one run: the engine never gives up after one
+
+
+WORKER_KILLS = 3
+
+
+def test_sigkill_of_workers_on_one_postgres_loses_nothing_and_repeats_nothing(
+    tmp_path: Path, pg_database_url: str
+) -> None:
+    """The same count with two ``sa serve`` workers: each kill hits one running turns."""
+    settings = Settings(
+        kills=WORKER_KILLS,
+        seed=SEED,
+        workdir=tmp_path,
+        clients=3,
+        min_delay=0.1,
+        max_delay=0.6,
+        settle_timeout=30.0,
+        workers=2,
+        database_url=pg_database_url,
+    )
+    report = asyncio.run(run(settings))
+    print(report.format())
+    assert report.kills == WORKER_KILLS
+    assert report.lease_holder_kills > 0, "no kill hit a worker running a turn"
+    assert report.acked > WORKER_KILLS, "the clients got too few messages through"
+    assert report.info["tool_executions"] > 0 and report.info["child_threads"] > 0
+    assert report.settled, f"seed {SEED}: the workers never settled\n{report.format()}"
+    nonzero = {name: report.counts[name] for name in MUST_BE_ZERO if report.counts[name]}
+    assert not nonzero, f"seed {SEED}: {nonzero}\n{report.format()}"

@@ -261,7 +261,9 @@ class Flow:
         try:
             reason = await turn(self, self._loop)
         except asyncio.CancelledError:
-            await asyncio.shield(self._cleanup_after_abort())
+            # a turn handed over to another worker is left as a crash leaves it (no records)
+            if not self.engine.scheduler.interrupted(self.state.thread_id):
+                await asyncio.shield(self._cleanup_after_abort())
             raise
         except Exception as exc:  # a step crashed: record it and settle
             await self._record_step_error(exc)

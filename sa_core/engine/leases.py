@@ -10,8 +10,12 @@ single process keeps working as before and nothing here runs.
   ``sa_work`` channel, which drains it before its next step, or after its turn.
 * **Takeover.** A worker that dies stops renewing; its leases expire (default 10 s,
   ``SA_LEASE_SECONDS``) and the other workers' reapers claim them with ``FOR UPDATE SKIP
-  LOCKED`` and resume each thread from its last committed point, as a restart would. A worker
-  that fails to renew a lease (it was partitioned and the lease taken over) cancels that turn.
+  LOCKED`` and resume each thread from its last committed point, as a restart would. The
+  resume point is read once the lease is taken, never before.
+* **One executor at a time.** A worker stops a turn before its lease could expire unrenewed
+  (the watchdog) and hands the lease over; every write transaction of a turn is fenced by the
+  lease at commit (:meth:`Workers.fence`), so a worker that lost a lease commits nothing more
+  for that thread. A turn ended this way writes nothing more, as a crash would.
 * **Streams.** Frames are relayed to every worker (:mod:`sa_core.engine.relay`).
 """
 
@@ -24,9 +28,11 @@ import logging
 import os
 import socket
 import uuid
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal
 
 from sa_core.engine.relay import FRAME_RETENTION_US, STREAM_CHANNEL, RelayBus, asyncpg_dsn
+from sa_core.store.clock import now_us
 
 if TYPE_CHECKING:
     from sa_core.runtime import Runtime
@@ -36,6 +42,8 @@ DEFAULT_LEASE_SECONDS = 10.0
 LEASE_ENV = "SA_LEASE_SECONDS"
 
 log = logging.getLogger("sa_core.workers")
+
+_ACQUIRING: ContextVar[bool] = ContextVar("sa_lease_acquiring", default=False)
 
 
 def lease_seconds() -> float:
@@ -73,6 +81,10 @@ class Workers:
         self.ttl_us = int(ttl * 1_000_000)
         self.held: dict[str, int] = {}
         """Thread id -> token of the lease this worker holds."""
+        self.expires: dict[str, int] = {}
+        """Thread id -> when (µs) this worker's lease on it expires unless renewed again."""
+        self.margin_us = self.ttl_us // 4
+        """A turn stops this long before its lease could expire without a renewal."""
         self.taken_over = 0
         self._conn: Any = None
         self._listen: Any = None
@@ -95,7 +107,7 @@ class Workers:
         store = self.runtime.store
         store.worker_id = self.worker_id
         store.worker_ttl_us = self.ttl_us
-        store.lease_fence = self.fence
+        store.write_fence = self.fence
         await store.heartbeat(self.worker_id, self.ttl_us, [])
         self.relay.peers = len(await store.live_workers(self.ttl_us)) > 1
         self.relay.start()
@@ -106,6 +118,7 @@ class Workers:
         self._tasks = [
             asyncio.create_task(self._heartbeat_loop(), name="sa-heartbeat"),
             asyncio.create_task(self._reaper_loop(), name="sa-reaper"),
+            asyncio.create_task(self._watchdog_loop(), name="sa-lease-watchdog"),
         ]
 
     async def stop(self) -> None:
@@ -134,35 +147,55 @@ class Workers:
         """
         # always asked of the database (renewed when this worker holds it): a lease kept in
         # memory only could have been lost meanwhile
-        token = await self.runtime.store.acquire_lease(thread_id, self.worker_id, self.ttl_us)
+        unfenced = _ACQUIRING.set(True)  # the runner's own claim: not a write of its turn
+        try:
+            token = await self.runtime.store.acquire_lease(thread_id, self.worker_id, self.ttl_us)
+        finally:
+            _ACQUIRING.reset(unfenced)
         if token is None:
             if self.held.get(thread_id) is not None:
                 self._lost(thread_id)
             return False
         self.held[thread_id] = token
+        self.expires[thread_id] = token + self.ttl_us  # the token is the acquisition's time
         return True
 
-    def fence(self, conn: Any, thread_id: str) -> None:
-        """Inside a write of a thread's execution record: refuse it if the lease was lost.
+    def fence(self, conn: Any) -> None:
+        """Before a write of a thread's turn commits: refuse it if the lease was lost.
 
-        Only threads this worker believes it runs are checked (a stop or a takeover writes
-        records of threads it does not hold).
+        The store runs this in every write transaction (``write_fence``); only writes made by
+        a thread's runner (its turn, tools and hooks) are checked, against that thread's
+        lease. The check share-locks the lease row until the commit, so no other worker takes
+        the thread over between the check and the commit.
 
         Raises:
-            LeaseLost: Another worker took the thread over; the write's transaction rolls back.
+            LeaseLost: The lease expired or another worker took the thread over; the
+                transaction rolls back and the turn ends here.
         """
         from sa_core.store.leases import LeaseLost, lease_valid
 
-        if thread_id in self.held and not lease_valid(conn, thread_id, self.worker_id):
-            self.held.pop(thread_id, None)
+        scheduler = getattr(self.runtime, "scheduler", None)
+        if scheduler is None or _ACQUIRING.get():
+            return
+        thread_id = scheduler.current_thread()
+        if thread_id is not None and not lease_valid(conn, thread_id, self.worker_id):
             log.warning("lease on thread %s lost; its turn on this worker ends", thread_id)
+            scheduler.interrupt(thread_id, cancel=False)
             raise LeaseLost(thread_id)
 
     def release(self, thread_id: str) -> None:
-        """Give the lease back once the thread's work is done (in the background)."""
+        """Give the lease back once the thread's runner exits (in the background).
+
+        A runner cut off (a lost lease, a shutdown, a lease about to expire) may leave a turn
+        owed: that lease is expired rather than deleted, so the workers' reapers take the
+        thread over and resume the turn at once.
+        """
         if thread_id in self.held:
-            token = self.held.pop(thread_id) or None  # 0: taken over, any acquisition
-            self._spawn(self.runtime.store.release_lease(thread_id, self.worker_id, token))
+            token = self.held.pop(thread_id)
+            self.expires.pop(thread_id, None)
+            self._spawn(
+                self.runtime.store.release_lease(thread_id, self.worker_id, token, handover=True)
+            )
 
     def notify_work(self, thread_id: str, side: Literal["a", "b"] = "a") -> None:
         """Tell the other workers that a thread has queued work.
@@ -192,12 +225,21 @@ class Workers:
             return
         if note.get("stop"):
             if scheduler.is_running(thread_id):
-                self._spawn(self.runtime.stop_thread(thread_id))
+                self._spawn(self._stop_here(thread_id))
             return
         if scheduler.is_running(thread_id):
             scheduler.note_queued(thread_id)
         else:
             self.kick_if_queued(thread_id, "b" if note.get("s") == "b" else "a")
+
+    async def _stop_here(self, thread_id: str) -> None:
+        """Stop the turn this worker runs: a stop or a terminate posted to another worker."""
+        runtime = self.runtime
+        row = await runtime.store.get_thread(thread_id)
+        live = runtime.live_row(thread_id)
+        if row is not None and live is not None:  # a terminate: this worker's view learns it
+            live.terminated = row.terminated
+        await runtime.stop_thread(thread_id)
 
     def kick_if_queued(self, thread_id: str, side: Literal["a", "b"] = "a") -> None:
         """Start the thread here if it has queued work (a lease held elsewhere stops it there).
@@ -225,9 +267,15 @@ class Workers:
             await asyncio.sleep(self.ttl / 3)
             try:
                 held = dict(self.held)
+                before = now_us()  # the renewed leases expire no sooner than ttl after this
                 renewed = set(await store.heartbeat(self.worker_id, self.ttl_us, list(held)))
                 for thread_id, token in held.items():
-                    if thread_id not in renewed and self.held.get(thread_id) == token:
+                    if self.held.get(thread_id) != token:
+                        continue  # released or acquired again meanwhile
+                    if thread_id in renewed:
+                        expires = before + self.ttl_us
+                        self.expires[thread_id] = max(self.expires.get(thread_id, 0), expires)
+                    else:
                         self._lost(thread_id)
                 beats += 1
                 self.relay.peers = len(await store.live_workers(self.ttl_us)) > 1
@@ -242,18 +290,45 @@ class Workers:
         """Another worker took the thread over: stop running it here."""
         log.warning("lease on thread %s lost; stopping its turn on this worker", thread_id)
         self.held.pop(thread_id, None)
-        task = self.runtime.scheduler.runner(thread_id)
-        if task is not None:
-            task.cancel()
+        self.expires.pop(thread_id, None)
+        self.runtime.scheduler.interrupt(thread_id)
+
+    def expiring(self, now: int | None = None) -> list[str]:
+        """Threads whose lease this worker has not renewed in time: within the margin of expiry."""
+        limit = (now_us() if now is None else now) + self.margin_us
+        return [thread_id for thread_id, at in self.expires.items() if at <= limit]
+
+    async def _watchdog_loop(self) -> None:
+        """Stop turns whose lease could expire before it is renewed (a stalled heartbeat).
+
+        A worker's turns never run past its lease: once another worker could take a thread
+        over, this one has already stopped it (its lease is then expired for the reapers), so
+        two workers never run a thread's turns at the same time.
+        """
+        scheduler = self.runtime.scheduler
+        while True:
+            await asyncio.sleep(self.ttl / 8)
+            for thread_id in self.expiring():
+                if scheduler.runner(thread_id) is None or scheduler.interrupted(thread_id):
+                    continue
+                log.warning(
+                    "lease on thread %s not renewed in time; its turn here ends, to resume on "
+                    "whichever worker takes the lease over",
+                    thread_id,
+                )
+                scheduler.interrupt(thread_id)
 
     async def _reaper_loop(self) -> None:
         store = self.runtime.store
         while True:
             await asyncio.sleep(max(0.2, self.ttl / 4))
             try:
-                for thread_id in await store.claim_expired_leases(self.worker_id, self.ttl_us):
+                at = now_us()
+                for thread_id in await store.claim_expired_leases(
+                    self.worker_id, self.ttl_us, at=at
+                ):
                     self.taken_over += 1
-                    await self._resume(thread_id)
+                    await self._resume(thread_id, at)
                 for thread_id in await store.unleased_queued_threads():
                     self.kick_if_queued(thread_id)
                 from sa_core.engine.effects import MAX_EFFECT_ATTEMPTS
@@ -264,7 +339,7 @@ class Workers:
             except Exception:
                 log.exception("worker reaper failed")
 
-    async def _resume(self, thread_id: str) -> None:
+    async def _resume(self, thread_id: str, token: int) -> None:
         """Resume a thread taken over from a dead worker from its last committed point.
 
         The thread's execution record (written with each committed step) says where; this is
@@ -276,7 +351,8 @@ class Workers:
             return
         # the lease stays this worker's (held, renewed) until its runner exits: released in
         # between, another worker could start the thread without its resume point
-        self.held[thread_id] = 0
+        self.held[thread_id] = token
+        self.expires[thread_id] = token + self.ttl_us
         row = await store.get_thread(thread_id)
         if row is None or row.terminated is not None or row.stopped:
             record = await store.get_execution(thread_id)
@@ -285,8 +361,8 @@ class Workers:
         else:
             log.info("resuming thread %s taken over from a stopped worker", thread_id)
             await runtime.ensure_running(thread_id)
-        if not runtime.scheduler.is_running(thread_id):  # nothing to do after all
-            self.release(thread_id)
+        if not runtime.scheduler.is_running(thread_id) and self.held.get(thread_id) == token:
+            self.release(thread_id)  # nothing to do after all (and not acquired again since)
 
     # -- notifications ---------------------------------------------------------------------
 

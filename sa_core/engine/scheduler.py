@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Coroutine
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
@@ -30,6 +31,9 @@ RunFlow = Callable[[str, Side, list["Message"], "ResumePoint | None"], Awaitable
 """Runs one flow of a thread to its end (``None`` when the thread cannot run)."""
 SettleFlow = Callable[["Flow"], Awaitable[None]]
 """Records how a flow ended (outcome, parent report, nothing owed)."""
+
+_RUNNER: ContextVar[str | None] = ContextVar("sa_runner_thread", default=None)
+"""The thread whose runner task this is (set in the runner's own context)."""
 
 
 class Scheduler:
@@ -72,6 +76,7 @@ class Scheduler:
         self._queued: set[str] = set()
         self._claimed: set[str] = set()
         self._empty: set[str] = set()
+        self._interrupted: set[str] = set()
         self._initial: dict[str, list[Message]] = {}
         self._resume: dict[str, ResumePoint] = {}
         self._background: set[asyncio.Task[Any]] = set()
@@ -176,6 +181,16 @@ class Scheduler:
         """The thread's runner task, if any."""
         return self._tasks.get(thread_id)
 
+    def current_thread(self) -> str | None:
+        """The thread whose runner the caller runs in (its turn, tools, hooks), else ``None``.
+
+        Tasks the runner starts are not the runner: they get ``None``.
+        """
+        thread_id = _RUNNER.get()
+        if thread_id is None or self._tasks.get(thread_id) is not asyncio.current_task():
+            return None
+        return thread_id
+
     def flow(self, thread_id: str) -> Flow | None:
         """The flow the thread's runner is running, if any."""
         return self._flows.get(thread_id)
@@ -206,6 +221,7 @@ class Scheduler:
                 self._queued,
                 self._claimed,
                 self._empty,
+                self._interrupted,
                 self._initial,
                 self._resume,
             )
@@ -231,6 +247,29 @@ class Scheduler:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
 
+    def interrupt(self, thread_id: str, *, cancel: bool = True) -> None:
+        """End the thread's turn here the way a crash would: it resumes elsewhere.
+
+        Several workers: the worker lost the thread's lease (or could lose it before renewing
+        it). The runner unwinds without writing anything more (no stopped-turn records): the
+        worker that takes the thread over resumes it from its last committed point.
+
+        Args:
+            thread_id: The thread.
+            cancel: Cancel the runner (``False``: it is already unwinding, e.g. a refused
+                commit).
+        """
+        task = self._tasks.get(thread_id)
+        if task is None:
+            return
+        self._interrupted.add(thread_id)
+        if cancel and task is not asyncio.current_task():
+            task.cancel()
+
+    def interrupted(self, thread_id: str) -> bool:
+        """Whether the thread's runner is ending as a crash would (see :meth:`interrupt`)."""
+        return thread_id in self._interrupted
+
     async def unwinding(self, thread_id: str) -> None:
         """Wait for a runner that is being cancelled (a stopped turn) to finish unwinding."""
         task = self._tasks.get(thread_id)
@@ -250,6 +289,7 @@ class Scheduler:
     async def _drive(self, thread_id: str, side: Side) -> None:
         from sa_core.engine.flow import side_for_role
 
+        _RUNNER.set(thread_id)  # this task's own context
         try:
             while True:
                 self._kicked.discard(thread_id)
@@ -277,7 +317,12 @@ class Scheduler:
             if self._release is not None:
                 self._release(thread_id)
             for entries in (
-                self._settling, self._kicked, self._queued, self._claimed, self._empty
+                self._settling,
+                self._kicked,
+                self._queued,
+                self._claimed,
+                self._empty,
+                self._interrupted,
             ):
                 entries.discard(thread_id)
             for mapping in (self._flows, self._tasks, self._initial, self._resume):

@@ -366,6 +366,9 @@ class _TransactionContext:
         try:
             if exc_type is None:
                 try:
+                    fence = self._store.write_fence
+                    if fence is not None:  # workers: refuse a commit of a turn whose lease is lost
+                        await tx.run(fence)
                     await tx.commit()
                 except BaseException:
                     await tx.rollback()
@@ -393,6 +396,13 @@ def detached_context() -> Context:
 
 class StoreBase:
     """Connection handling shared by every part of the store."""
+
+    write_fence: Op[None] | None = None
+    """Run in each write transaction before it commits (several workers: the lease fence).
+
+    Set by :mod:`sa_core.engine.leases`: inside a thread's turn it raises when the worker's
+    lease on the thread was lost, so nothing the turn wrote commits.
+    """
 
     def __init__(self, backend: Backend) -> None:
         self._backend = backend
@@ -462,6 +472,14 @@ class StoreBase:
         ambient = self._ambient()
         if ambient is not None:
             return await ambient.run(op)
+        fence = self.write_fence
+        if fence is not None:
+            inner = op
+
+            def op(conn: Connection) -> T:
+                fence(conn)
+                return inner(conn)
+
         async with self._lock:
             return await self._backend.write(op)
 

@@ -8,8 +8,7 @@ so after a crash the record and the messages always agree. A thread whose record
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 from sqlalchemy import and_, bindparam, delete, insert, or_, select, update
@@ -20,7 +19,6 @@ from sa_core.store.backend import StoreBase, Transaction
 from sa_core.store.clock import now_us
 from sa_core.store.fast import Prepared
 
-T = TypeVar("T")
 Side = Literal["a", "b"]
 ExecutionStatus = Literal["owed", "running", "idle"]
 
@@ -162,30 +160,11 @@ def _write(
 class ExecutionsMixin(StoreBase):
     """Execution records (one per thread)."""
 
-    lease_fence: Callable[[Connection, str], None] | None = None
-    """Checks, inside each write of a thread's record, that this process may still write it.
-
-    Set by workers sharing PostgreSQL (:mod:`sa_core.engine.leases`): a worker whose lease was
-    taken over raises there, so the step, drain or settle it was committing is rolled back
-    instead of racing the worker that took the thread over.
-    """
-
-    def _fenced(self, thread_id: str, op: Callable[[Connection], T]) -> Callable[[Connection], T]:
-        fence = self.lease_fence
-        if fence is None:
-            return op
-
-        def checked(conn: Connection) -> T:
-            fence(conn, thread_id)
-            return op(conn)
-
-        return checked
-
     async def save_execution(
         self, thread_id: str, record: ExecutionRecord, *, tx: Transaction | None = None
     ) -> None:
         """Create or replace a thread's execution record (its claim is left as it is)."""
-        await self._write(self._fenced(thread_id, lambda conn: _save(conn, thread_id, record)), tx)
+        await self._write(lambda conn: _save(conn, thread_id, record), tx)
 
     async def save_running_point(
         self,
@@ -207,7 +186,7 @@ class ExecutionsMixin(StoreBase):
         def op(conn: Connection) -> None:
             _write(conn, thread_id, "running", body, claimed_by)
 
-        await self._write(self._fenced(thread_id, op), tx)
+        await self._write(op, tx)
 
     async def get_execution(
         self, thread_id: str, *, tx: Transaction | None = None
@@ -237,8 +216,7 @@ class ExecutionsMixin(StoreBase):
     ) -> None:
         """Mark a thread's execution idle: nothing owed, no resume point, no claim."""
         record = ExecutionRecord(status="idle", stop_reason=stop_reason)
-        op = self._fenced(thread_id, lambda conn: _save(conn, thread_id, record, release=True))
-        await self._write(op, tx)
+        await self._write(lambda conn: _save(conn, thread_id, record, release=True), tx)
 
     async def pending_message_ids(
         self, thread_id: str, *, tx: Transaction | None = None

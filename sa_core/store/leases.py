@@ -105,17 +105,32 @@ class LeasesMixin(StoreBase):
         owner: str,
         token: int | None = None,
         *,
+        handover: bool = False,
         tx: Transaction | None = None,
     ) -> bool:
         """Give up a lease held by ``owner``; returns whether it held it.
 
         With ``token`` only that acquisition is released: a later :meth:`acquire_lease` by the
-        same owner (a new turn) keeps its lease.
+        same owner (a new turn) keeps its lease. With ``handover``, a thread that still owes a
+        turn (its runner was cut off) has its lease expired instead of deleted: the workers'
+        reapers take it over at once and resume the turn.
         """
-        stmt = delete(t.thread_leases).where(_L.thread_id == thread_id, _L.owner == owner)
+        where = [_L.thread_id == thread_id, _L.owner == owner]
         if token is not None:
-            stmt = stmt.where(_L.acquired_at == token)
-        return await self._write(lambda conn: conn.execute(stmt).rowcount > 0, tx)
+            where.append(_L.acquired_at == token)
+        drop = delete(t.thread_leases).where(*where)
+        if handover:
+            x = t.executions.c
+            owed = exists().where(x.thread_id == thread_id, x.status.in_(("owed", "running")))
+            drop = drop.where(~owed)
+        expire = update(t.thread_leases).where(*where).values(expires_at=0)
+
+        def op(conn: Connection) -> bool:
+            if conn.execute(drop).rowcount > 0:
+                return True
+            return handover and conn.execute(expire).rowcount > 0
+
+        return await self._write(op, tx)
 
     async def lease_owner(self, thread_id: str, *, tx: Transaction | None = None) -> str | None:
         """The worker holding a valid lease on the thread, or ``None``."""
@@ -155,12 +170,27 @@ class LeasesMixin(StoreBase):
         return await self._write(op, tx)
 
     async def claim_expired_leases(
-        self, owner: str, ttl_us: int, *, limit: int = 50, tx: Transaction | None = None
+        self,
+        owner: str,
+        ttl_us: int,
+        *,
+        limit: int = 50,
+        at: int | None = None,
+        tx: Transaction | None = None,
     ) -> list[str]:
-        """Take over leases that expired (their worker died); returns the thread ids taken."""
+        """Take over leases that expired (their worker died); returns the thread ids taken.
+
+        Args:
+            owner: The worker taking them over.
+            ttl_us: How long the leases last without renewal (µs).
+            limit: At most this many.
+            at: The current time (µs), read by the caller just before: it is the token of
+                each acquisition (for :meth:`release_lease`) and ``at + ttl_us`` its expiry.
+            tx: An open transaction to write in.
+        """
 
         def op(conn: Connection) -> list[str]:
-            now = now_us()
+            now = at if at is not None else now_us()
             expired = (
                 select(_L.thread_id)
                 .where(_L.expires_at < now)

@@ -1,0 +1,229 @@
+"""One executor per thread across workers: leases fence, hand over and stop turns.
+
+Two or three runtimes (workers) in this process share one PostgreSQL database, with a 1 s
+lease. The pack's ``slow`` tool records which worker ran it and waits on a gate the test opens,
+so the tests decide when a turn is mid-tool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+from sqlalchemy import update
+
+from sa_core import Pack, Runtime, define_agent, define_model, define_prompt, define_tool
+from sa_core.providers import ProviderRequest
+from sa_core.store import now_us, tables
+from sa_core.store.executions import ExecutionRecord, ResumePoint
+from sa_core.testing import FunctionProvider
+
+pytestmark = pytest.mark.asyncio
+
+
+class Label(BaseModel):
+    label: str
+
+
+class Gate:
+    """What the ``slow`` tool did, and the event that lets it finish."""
+
+    def __init__(self) -> None:
+        self.open = asyncio.Event()
+        self.started = asyncio.Event()
+        self.runs: list[tuple[str, str]] = []
+        """(worker id, "start" | "end" | "cut") per tool execution event."""
+        self.cut_at: int | None = None
+        """When (µs) a run was cut off."""
+
+
+GATE = Gate()
+
+
+async def _slow(state: Any, args: Label) -> str:
+    worker = state.runtime.workers.worker_id
+    GATE.runs.append((worker, "start"))
+    GATE.started.set()
+    try:
+        await GATE.open.wait()
+    except asyncio.CancelledError:
+        GATE.cut_at = now_us()
+        GATE.runs.append((worker, "cut"))
+        raise
+    GATE.runs.append((worker, "end"))
+    return f"did {args.label}"
+
+
+def _brain(request: ProviderRequest) -> Any:
+    last = request.messages[-1]
+    if last.role == "tool":
+        return f"answer: {last.content}"
+    return {"tool_calls": [{"name": "slow", "arguments": {"label": last.content}}]}
+
+
+def _pack() -> Pack:
+    return Pack(
+        name="handover",
+        agents=[define_agent(name="helper", side_a={"prompt": "main"})],
+        prompts=[
+            define_prompt(name="main", model="m", prompt="Help.", include_chat=True, tools=["slow"])
+        ],
+        models=[define_model(name="m", provider="test", model="fake")],
+        tools=[define_tool(name="slow", description="Slow work.", args=Label, execute=_slow)],
+    )
+
+
+@pytest.fixture(autouse=True)
+def short_lease(monkeypatch: pytest.MonkeyPatch) -> None:
+    global GATE
+    GATE = Gate()
+    monkeypatch.setenv("SA_LEASE_SECONDS", "1")
+
+
+@asynccontextmanager
+async def workers(url: str, count: int) -> AsyncIterator[list[tuple[Runtime, FunctionProvider]]]:
+    async with AsyncExitStack() as stack:
+        started = []
+        for _ in range(count):
+            provider = FunctionProvider(_brain)
+            runtime = Runtime(
+                packs=[_pack()],
+                providers={"test": provider},
+                database_url=url,
+                load_entrypoints=False,
+            )
+            started.append((await stack.enter_async_context(runtime), provider))
+        yield started
+
+
+async def until(predicate: Any, what: str, timeout: float = 20) -> None:
+    async with asyncio.timeout(timeout):
+        while not await predicate():
+            await asyncio.sleep(0.02)
+
+
+async def contents(runtime: Runtime, thread_id: str) -> list[tuple[str, str | None]]:
+    messages, _total = await runtime.store.list_messages(thread_id, limit=100)
+    return [(m.role, m.content) for m in messages]
+
+
+async def test_a_resume_point_read_before_the_lease_does_not_rerun_a_turn_finished_meanwhile(
+    pg_database_url: str,
+) -> None:
+    async with workers(pg_database_url, 2) as [(first, _), (second, model)]:
+        state = await first.create_thread("helper", package="handover")
+        thread_id = state.thread_id
+        # a restarting worker read this owed turn; another worker then ran and finished it
+        stale = ResumePoint(since=0, side="a", turns={"a": 0, "b": 0})
+        await first.store.save_execution(thread_id, ExecutionRecord(status="owed", resume=stale))
+        await first.store.finish_execution(thread_id, "idle")
+        second.scheduler.kick(thread_id, "a", resume=stale)  # what its start-up does with it
+        await second.wait_idle(timeout=10)
+        assert model.requests == []  # no turn ran again
+        record = await second.store.get_execution(thread_id)
+        assert record is not None and record.status == "idle"
+
+        async def released() -> bool:
+            return await first.store.lease_owner(thread_id) is None
+
+        await until(released, "the lease to be given back")
+
+
+async def test_a_turn_whose_lease_was_taken_over_commits_nothing_more(
+    pg_database_url: str,
+) -> None:
+    async with workers(pg_database_url, 2) as [(first, _), (second, _)]:
+        state = await first.create_thread("helper", package="handover")
+        thread_id = state.thread_id
+        await state.send_message("one", wait=False)
+        await asyncio.wait_for(GATE.started.wait(), 10)
+        before = await contents(first, thread_id)
+        # the lease passes to another worker behind this one's back (it was partitioned)
+        async with first.store.transaction() as tx:
+            await tx.run(
+                lambda conn: conn.execute(
+                    update(tables.thread_leases)
+                    .where(tables.thread_leases.c.thread_id == thread_id)
+                    .values(owner="elsewhere", expires_at=10**18)
+                )
+            )
+        GATE.open.set()  # the tool finishes: its result must not commit
+        await first.scheduler.wait(thread_id)
+        assert await contents(first, thread_id) == before  # no tool row, no failure rows
+        assert first.scheduler.entries() == 0
+        assert await second.store.lease_owner(thread_id) == "elsewhere"
+
+
+async def test_a_turn_stops_before_its_unrenewed_lease_expires_and_another_worker_finishes_it(
+    pg_database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SA_LEASE_SECONDS", "2")  # the watchdog's margin: 0.5 s
+    async with workers(pg_database_url, 2) as [(first, _), (second, _)]:
+        state = await first.create_thread("helper", package="handover")
+        thread_id = state.thread_id
+        await state.send_message("two", wait=False)
+        await asyncio.wait_for(GATE.started.wait(), 10)
+        assert first.workers is not None and second.workers is not None
+        lease_expiry = first.workers.expires[thread_id]
+        # the first worker stalls: its heartbeat and reaper stop; its watchdog still runs
+        for task in first.workers._tasks[:2]:
+            task.cancel()
+
+        async def cut_off() -> bool:
+            return (first.workers.worker_id, "cut") in GATE.runs  # type: ignore[union-attr]
+
+        await until(cut_off, "the first worker to stop its turn")
+        assert GATE.cut_at is not None and GATE.cut_at < lease_expiry  # before it could expire
+        GATE.open.set()
+
+        async def answered() -> bool:
+            return ("assistant", "answer: did two") in await contents(second, thread_id)
+
+        await until(answered, "the second worker to finish the turn")
+        await second.wait_idle(timeout=10)
+        workers_in_order = [worker for worker, event in GATE.runs if event == "start"]
+        assert workers_in_order == [first.workers.worker_id, second.workers.worker_id]
+        assert GATE.runs.index((first.workers.worker_id, "cut")) < GATE.runs.index(
+            (second.workers.worker_id, "start")
+        )  # never two executors at once
+        roles = [role for role, _ in await contents(second, thread_id)]
+        assert roles == ["user", "assistant", "tool", "assistant"]  # one result, one answer
+
+
+async def test_stop_and_terminate_posted_to_another_worker_end_the_running_turn(
+    pg_database_url: str,
+) -> None:
+    async with workers(pg_database_url, 2) as [(first, _), (second, _)]:
+        for action in ("stop", "terminate"):
+            GATE.started.clear()
+            GATE.runs.clear()
+            state = await first.create_thread("helper", package="handover")
+            thread_id = state.thread_id
+            await state.send_message(action, wait=False)
+            await asyncio.wait_for(GATE.started.wait(), 10)
+            elsewhere = await second.get_thread(thread_id)
+            if action == "stop":
+                await elsewhere.stop()
+            else:
+                await elsewhere.terminate()
+
+            async def ended() -> bool:
+                record = await first.store.get_execution(thread_id)  # noqa: B023
+                idle = record is not None and record.status == "idle"  # nothing owed
+                return idle and not first.is_running(thread_id)  # noqa: B023
+
+            await until(ended, f"{action} to reach the worker running the turn")
+            assert (first.workers.worker_id, "cut") in GATE.runs  # type: ignore[union-attr]
+            row = await first.store.get_thread(thread_id)
+            assert row is not None and row.stopped
+            assert (row.terminated is not None) == (action == "terminate")
+            await first.wait_idle(timeout=10)
+
+            async def released() -> bool:
+                return await first.store.lease_owner(thread_id) is None  # noqa: B023
+
+            await until(released, "the lease to be given back")
