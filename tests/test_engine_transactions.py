@@ -199,6 +199,8 @@ async def test_a_blocking_delegation_commits_each_point_once_and_answers_the_cal
     assert child is not None and child.execution.get("answered")  # the call got the result
     assert "waiter" not in child.execution
     assert child_record is not None and child_record.status == "idle"
-    # parent: acknowledge, step (call), child created, tool result, step (answer), settle;
-    # child: drain, two steps, one tool result, settle; the call's result: one transaction
-    assert counts["write"] == 12
+    # parent: acknowledge, step (call), child created with its first message and owed turn,
+    # tool result, step (answer), settle; child: two steps, one tool result, and the settle
+    # that also answers the waiting call (no drain, no separate result transaction)
+    assert counts["write"] == 10
+    assert child.execution["answered"] == page.messages[1].tool_calls[0].id

@@ -50,6 +50,11 @@ def _mark(runtime: Runtime, thread_id: str, pending: bool) -> None:
     _pending_known.setdefault(runtime, {})[thread_id] = pending
 
 
+def mark_no_pending(runtime: Runtime, thread_id: str) -> None:
+    """Record that a thread created a moment ago has no approval requests (no read needed)."""
+    _mark(runtime, thread_id, False)
+
+
 class ApprovalError(SAError):
     """An approval request that cannot be decided."""
 
