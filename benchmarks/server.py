@@ -14,6 +14,11 @@ the next. Printed:
   ``--load-seconds 600`` for a ten-minute run); RSS climbs while the store's history cache
   and the kept conversions fill (50,000 messages each at most), then stays flat;
 - users whose stream the server ended early (``slow_consumer``): they stop instead of waiting.
+
+On a machine with two or more cores the server is pinned to one core and this client to
+another (``os.sched_setaffinity``), so the figures measure the server, not the load generator
+competing with it for a core. ``SA_BENCH_PROFILE=/path/server.prof`` runs the server under
+cProfile and writes its profile there when it stops (the figures are then not comparable).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import asyncio
 import json
 import os
 import re
+import signal
 import socket
 import statistics
 import subprocess
@@ -247,13 +253,33 @@ def server_rss(pid: int) -> float:
     return 0.0
 
 
+def pin(server_pid: int) -> str:
+    """Pin the server to the first allowed core and this client to the others.
+
+    Returns:
+        How the processes were placed, for the printed report.
+    """
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        return f"not pinned (one core: {cores})"
+    os.sched_setaffinity(server_pid, {cores[0]})
+    os.sched_setaffinity(0, set(cores[1:]))
+    return f"server on core {cores[0]}, client on {cores[1:]}"
+
+
 class Served:
     """``sa serve --test-provider`` in a subprocess, with its first API key."""
 
     def __init__(self, database: Path) -> None:
         self.port = free_port()
+        profile = os.environ.get("SA_BENCH_PROFILE")
+        launcher = (
+            [sys.executable, "-m", "cProfile", "-o", profile, "-m", "sa_core.cli"]
+            if profile
+            else [str(Path(sys.executable).with_name("sa"))]
+        )
         command = [
-            str(Path(sys.executable).with_name("sa")), "serve", "--test-provider",
+            *launcher, "serve", "--test-provider",
             "--db", f"sqlite:///{database}", "--pack", str(HERE / "bench_pack.py"),
             "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning",
         ]  # fmt: skip
@@ -261,6 +287,7 @@ class Served:
             command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
         )
         self.key = ""
+        self.pinned = pin(self.process.pid)
 
     def start(self) -> Served:
         assert self.process.stdout is not None
@@ -281,7 +308,8 @@ class Served:
         raise RuntimeError("sa serve did not start listening within 30 s")
 
     def stop(self) -> None:
-        self.process.terminate()
+        # SIGINT: uvicorn shuts down cleanly, so a profiled server writes its profile
+        self.process.send_signal(signal.SIGINT)
         try:
             self.process.wait(timeout=15)
         except subprocess.TimeoutExpired:
@@ -297,9 +325,11 @@ def main() -> None:
     rounds = args.rounds or (1 if args.short else 3)
     latency: list[dict[str, Any]] = []
     load: list[dict[str, Any]] = []
+    placement = ""
     with tempfile.TemporaryDirectory() as tmp:
         for index in range(rounds):
             served = Served(Path(tmp) / f"server-{index}.db").start()
+            placement = served.pinned
             try:
                 pid = served.process.pid
                 port, key = served.port, served.key
@@ -310,7 +340,8 @@ def main() -> None:
     p50 = [statistics.median(r["first_frames"]) for r in latency]
     p99 = [percentile(r["first_frames"], 0.99) for r in latency]
     print(
-        f"sa serve --test-provider (one worker, loopback HTTP, SQLite; median of {rounds} rounds):"
+        f"sa serve --test-provider (one worker, loopback HTTP, SQLite; median of {rounds} rounds;"
+        f" {placement}):"
     )
     print(f"  200 concurrent threads: {statistics.median(r['turns_per_s'] for r in load):.0f} "
           f"turns/s ({[round(r['turns_per_s']) for r in load]}); target >= 400")
@@ -330,6 +361,9 @@ def main() -> None:
     series = last["rss_series"]
     step = max(1, len(series) // 12)
     print("  RSS samples (MiB): " + ", ".join(f"{v:.0f}" for v in series[::step]))
+    if len(series) >= 120:  # a long run: RSS at each minute (samples are one second apart)
+        minutes = ", ".join(f"{i // 60} min {v:.0f}" for i, v in enumerate(series) if i % 60 == 0)
+        print(f"  RSS each minute (MiB): {minutes}, end {last['rss_end']:.0f}")
 
 
 if __name__ == "__main__":
