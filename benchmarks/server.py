@@ -155,14 +155,31 @@ def answered(frame: dict[str, Any]) -> bool:
     )
 
 
+STALL_SECONDS = 30.0
+"""A user that gets no frame for this long while it waits for an answer stops (``stalled``)."""
+
+
+class Stalled(Exception):
+    """No frame came for ``STALL_SECONDS`` while a user waited for its answer."""
+
+
 async def post_and_wait(api: Connection, stream: Stream, path: str, text: str) -> float:
     """POST a message, wait for its answer on the stream; ms to the first frame."""
     start = time.perf_counter()
     api.send("POST", path, {"content": text})
     first: float | None = None
     response = asyncio.ensure_future(api.head())
+    seen: list[str] = []
     while True:
-        frame = await stream.frame()
+        try:
+            frame = await asyncio.wait_for(stream.frame(), STALL_SECONDS)
+        except TimeoutError:
+            posted = response.result()[0] if response.done() else "no response"
+            response.cancel()
+            raise Stalled(f"POST answered {posted}; frames of the turn: {seen}") from None
+        data = frame.get("data")
+        role = data.get("role") if isinstance(data, dict) else None
+        seen.append(f"{frame.get('type')}:{role}" if role else str(frame.get("type")))
         if first is None:
             first = (time.perf_counter() - start) * 1000
         if answered(frame):
@@ -181,6 +198,7 @@ async def simulate(
     counts: list[int] = []
     rss: list[float] = []
     cut_off: list[str] = []
+    stalled: list[str] = []
     ready = asyncio.Event()
     prepared = 0
     stop = float("inf")
@@ -204,6 +222,8 @@ async def simulate(
                 turns += 1
         except StreamEnded as exc:
             cut_off.append(str(exc))
+        except Stalled as exc:
+            stalled.append(str(exc))
         finally:
             api.close()
             stream.connection.close()
@@ -236,6 +256,7 @@ async def simulate(
         "rss_end": server_rss(pid),
         "rss_series": rss,
         "cut_off": cut_off,
+        "stalled": stalled,
     }
 
 
@@ -358,6 +379,9 @@ def main() -> None:
     ended = [reason for r in load + latency for reason in r["cut_off"]]
     print(f"  users whose stream the server ended early: {len(ended)}"
           + (f" (first: {ended[0]})" if ended else ""))
+    stalled = [reason for r in load + latency for reason in r["stalled"]]
+    print(f"  users that got no frame for {STALL_SECONDS:.0f} s while waiting (stalled): "
+          f"{len(stalled)}" + (f" (first: {stalled[0]})" if stalled else ""))
     series = last["rss_series"]
     step = max(1, len(series) // 12)
     print("  RSS samples (MiB): " + ", ".join(f"{v:.0f}" for v in series[::step]))
