@@ -236,6 +236,7 @@ async def simulate(
             raise failed[0].exception()  # type: ignore[misc]
         await asyncio.sleep(0.02)
     cpu_before, rss_before = server_cpu(pid), server_rss(pid)
+    loop_before = server_cpu(pid, loop_only=True)
     start = time.perf_counter()
     stop = start + seconds
     ready.set()
@@ -251,6 +252,9 @@ async def simulate(
         "turns_per_s": turns / elapsed,
         "first_frames": first_frames,
         "cpu_per_turn_ms": (server_cpu(pid) - cpu_before) / max(turns, 1) * 1000,
+        "loop_cpu_per_turn_ms": (server_cpu(pid, loop_only=True) - loop_before)
+        / max(turns, 1)
+        * 1000,
         "rss_start": rss_before,
         "rss_peak": max(rss, default=rss_before),
         "rss_end": server_rss(pid),
@@ -260,9 +264,10 @@ async def simulate(
     }
 
 
-def server_cpu(pid: int) -> float:
-    """Seconds of CPU (user + system) the process has used."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+def server_cpu(pid: int, *, loop_only: bool = False) -> float:
+    """Seconds of CPU (user + system) the process (or its event loop's thread) has used."""
+    stat = f"/proc/{pid}/task/{pid}/stat" if loop_only else f"/proc/{pid}/stat"
+    fields = Path(stat).read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
@@ -372,6 +377,8 @@ def main() -> None:
     cpu_per_turn = statistics.median(r["cpu_per_turn_ms"] for r in load)
     print(f"  server CPU per turn (200 threads): {cpu_per_turn:.2f} ms, so one free core "
           f"could serve about {1000 / cpu_per_turn:.0f} turns/s")
+    loop_cpu = statistics.median(r["loop_cpu_per_turn_ms"] for r in load)
+    print(f"  of which the event loop's thread: {loop_cpu:.2f} ms per turn")
     last = load[-1]
     print(f"  server RSS over the last {load_seconds:.0f} s load run ({last['turns']} turns): "
           f"start {last['rss_start']:.0f} MiB, peak {last['rss_peak']:.0f} MiB, "
