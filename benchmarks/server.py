@@ -165,6 +165,9 @@ class Stalled(Exception):
 
 async def post_and_wait(api: Connection, stream: Stream, path: str, text: str) -> float:
     """POST a message, wait for its answer on the stream; ms to the first frame."""
+    if api.reader.at_eof():  # the server closed the idle keep-alive connection (uvicorn: 5 s)
+        api.close()
+        await api.open()
     start = time.perf_counter()
     api.send("POST", path, {"content": text})
     first: float | None = None
@@ -174,7 +177,9 @@ async def post_and_wait(api: Connection, stream: Stream, path: str, text: str) -
         try:
             frame = await asyncio.wait_for(stream.frame(), STALL_SECONDS)
         except TimeoutError:
-            posted = response.result()[0] if response.done() else "no response"
+            posted: object = "no response"
+            if response.done():
+                posted = response.exception() or response.result()[0]
             response.cancel()
             raise Stalled(f"POST answered {posted}; frames of the turn: {seen}") from None
         data = frame.get("data")
