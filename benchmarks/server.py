@@ -14,6 +14,11 @@ the next. Printed:
   ``--load-seconds 600`` for a ten-minute run); RSS climbs while the store's history cache
   and the kept conversions fill (50,000 messages each at most), then stays flat;
 - users whose stream the server ended early (``slow_consumer``): they stop instead of waiting.
+
+On a machine with two or more cores the server is pinned to one core and this client to
+another (``os.sched_setaffinity``), so the figures measure the server, not the load generator
+competing with it for a core. ``SA_BENCH_PROFILE=/path/server.prof`` runs the server under
+cProfile and writes its profile there when it stops (the figures are then not comparable).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import asyncio
 import json
 import os
 import re
+import signal
 import socket
 import statistics
 import subprocess
@@ -149,14 +155,36 @@ def answered(frame: dict[str, Any]) -> bool:
     )
 
 
+STALL_SECONDS = 30.0
+"""A user that gets no frame for this long while it waits for an answer stops (``stalled``)."""
+
+
+class Stalled(Exception):
+    """No frame came for ``STALL_SECONDS`` while a user waited for its answer."""
+
+
 async def post_and_wait(api: Connection, stream: Stream, path: str, text: str) -> float:
     """POST a message, wait for its answer on the stream; ms to the first frame."""
+    if api.reader.at_eof():  # the server closed the idle keep-alive connection (uvicorn: 5 s)
+        api.close()
+        await api.open()
     start = time.perf_counter()
     api.send("POST", path, {"content": text})
     first: float | None = None
     response = asyncio.ensure_future(api.head())
+    seen: list[str] = []
     while True:
-        frame = await stream.frame()
+        try:
+            frame = await asyncio.wait_for(stream.frame(), STALL_SECONDS)
+        except TimeoutError:
+            posted: object = "no response"
+            if response.done():
+                posted = response.exception() or response.result()[0]
+            response.cancel()
+            raise Stalled(f"POST answered {posted}; frames of the turn: {seen}") from None
+        data = frame.get("data")
+        role = data.get("role") if isinstance(data, dict) else None
+        seen.append(f"{frame.get('type')}:{role}" if role else str(frame.get("type")))
         if first is None:
             first = (time.perf_counter() - start) * 1000
         if answered(frame):
@@ -175,6 +203,7 @@ async def simulate(
     counts: list[int] = []
     rss: list[float] = []
     cut_off: list[str] = []
+    stalled: list[str] = []
     ready = asyncio.Event()
     prepared = 0
     stop = float("inf")
@@ -198,6 +227,8 @@ async def simulate(
                 turns += 1
         except StreamEnded as exc:
             cut_off.append(str(exc))
+        except Stalled as exc:
+            stalled.append(str(exc))
         finally:
             api.close()
             stream.connection.close()
@@ -210,6 +241,7 @@ async def simulate(
             raise failed[0].exception()  # type: ignore[misc]
         await asyncio.sleep(0.02)
     cpu_before, rss_before = server_cpu(pid), server_rss(pid)
+    loop_before = server_cpu(pid, loop_only=True)
     start = time.perf_counter()
     stop = start + seconds
     ready.set()
@@ -225,17 +257,22 @@ async def simulate(
         "turns_per_s": turns / elapsed,
         "first_frames": first_frames,
         "cpu_per_turn_ms": (server_cpu(pid) - cpu_before) / max(turns, 1) * 1000,
+        "loop_cpu_per_turn_ms": (server_cpu(pid, loop_only=True) - loop_before)
+        / max(turns, 1)
+        * 1000,
         "rss_start": rss_before,
         "rss_peak": max(rss, default=rss_before),
         "rss_end": server_rss(pid),
         "rss_series": rss,
         "cut_off": cut_off,
+        "stalled": stalled,
     }
 
 
-def server_cpu(pid: int) -> float:
-    """Seconds of CPU (user + system) the process has used."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+def server_cpu(pid: int, *, loop_only: bool = False) -> float:
+    """Seconds of CPU (user + system) the process (or its event loop's thread) has used."""
+    stat = f"/proc/{pid}/task/{pid}/stat" if loop_only else f"/proc/{pid}/stat"
+    fields = Path(stat).read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
@@ -247,13 +284,33 @@ def server_rss(pid: int) -> float:
     return 0.0
 
 
+def pin(server_pid: int) -> str:
+    """Pin the server to the first allowed core and this client to the others.
+
+    Returns:
+        How the processes were placed, for the printed report.
+    """
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        return f"not pinned (one core: {cores})"
+    os.sched_setaffinity(server_pid, {cores[0]})
+    os.sched_setaffinity(0, set(cores[1:]))
+    return f"server on core {cores[0]}, client on {cores[1:]}"
+
+
 class Served:
     """``sa serve --test-provider`` in a subprocess, with its first API key."""
 
     def __init__(self, database: Path) -> None:
         self.port = free_port()
+        profile = os.environ.get("SA_BENCH_PROFILE")
+        launcher = (
+            [sys.executable, "-m", "cProfile", "-o", profile, "-m", "sa_core.cli"]
+            if profile
+            else [str(Path(sys.executable).with_name("sa"))]
+        )
         command = [
-            str(Path(sys.executable).with_name("sa")), "serve", "--test-provider",
+            *launcher, "serve", "--test-provider",
             "--db", f"sqlite:///{database}", "--pack", str(HERE / "bench_pack.py"),
             "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning",
         ]  # fmt: skip
@@ -261,6 +318,7 @@ class Served:
             command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
         )
         self.key = ""
+        self.pinned = pin(self.process.pid)
 
     def start(self) -> Served:
         assert self.process.stdout is not None
@@ -281,7 +339,8 @@ class Served:
         raise RuntimeError("sa serve did not start listening within 30 s")
 
     def stop(self) -> None:
-        self.process.terminate()
+        # SIGINT: uvicorn shuts down cleanly, so a profiled server writes its profile
+        self.process.send_signal(signal.SIGINT)
         try:
             self.process.wait(timeout=15)
         except subprocess.TimeoutExpired:
@@ -297,9 +356,11 @@ def main() -> None:
     rounds = args.rounds or (1 if args.short else 3)
     latency: list[dict[str, Any]] = []
     load: list[dict[str, Any]] = []
+    placement = ""
     with tempfile.TemporaryDirectory() as tmp:
         for index in range(rounds):
             served = Served(Path(tmp) / f"server-{index}.db").start()
+            placement = served.pinned
             try:
                 pid = served.process.pid
                 port, key = served.port, served.key
@@ -310,7 +371,8 @@ def main() -> None:
     p50 = [statistics.median(r["first_frames"]) for r in latency]
     p99 = [percentile(r["first_frames"], 0.99) for r in latency]
     print(
-        f"sa serve --test-provider (one worker, loopback HTTP, SQLite; median of {rounds} rounds):"
+        f"sa serve --test-provider (one worker, loopback HTTP, SQLite; median of {rounds} rounds;"
+        f" {placement}):"
     )
     print(f"  200 concurrent threads: {statistics.median(r['turns_per_s'] for r in load):.0f} "
           f"turns/s ({[round(r['turns_per_s']) for r in load]}); target >= 400")
@@ -320,6 +382,8 @@ def main() -> None:
     cpu_per_turn = statistics.median(r["cpu_per_turn_ms"] for r in load)
     print(f"  server CPU per turn (200 threads): {cpu_per_turn:.2f} ms, so one free core "
           f"could serve about {1000 / cpu_per_turn:.0f} turns/s")
+    loop_cpu = statistics.median(r["loop_cpu_per_turn_ms"] for r in load)
+    print(f"  of which the event loop's thread: {loop_cpu:.2f} ms per turn")
     last = load[-1]
     print(f"  server RSS over the last {load_seconds:.0f} s load run ({last['turns']} turns): "
           f"start {last['rss_start']:.0f} MiB, peak {last['rss_peak']:.0f} MiB, "
@@ -327,9 +391,15 @@ def main() -> None:
     ended = [reason for r in load + latency for reason in r["cut_off"]]
     print(f"  users whose stream the server ended early: {len(ended)}"
           + (f" (first: {ended[0]})" if ended else ""))
+    stalled = [reason for r in load + latency for reason in r["stalled"]]
+    print(f"  users that got no frame for {STALL_SECONDS:.0f} s while waiting (stalled): "
+          f"{len(stalled)}" + (f" (first: {stalled[0]})" if stalled else ""))
     series = last["rss_series"]
     step = max(1, len(series) // 12)
     print("  RSS samples (MiB): " + ", ".join(f"{v:.0f}" for v in series[::step]))
+    if len(series) >= 120:  # a long run: RSS at each minute (samples are one second apart)
+        minutes = ", ".join(f"{i // 60} min {v:.0f}" for i, v in enumerate(series) if i % 60 == 0)
+        print(f"  RSS each minute (MiB): {minutes}, end {last['rss_end']:.0f}")
 
 
 if __name__ == "__main__":

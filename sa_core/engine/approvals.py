@@ -43,11 +43,22 @@ _events: weakref.WeakKeyDictionary[Runtime, dict[str, asyncio.Event]] = weakref.
 _pending_known: weakref.WeakKeyDictionary[Runtime, dict[str, bool]] = weakref.WeakKeyDictionary()
 """Per runtime, whether a thread has pending approvals: read from the database once per thread,
 then kept up to date here (every approval write goes through this module), so a step of a
-thread without approvals costs no query."""
+thread without approvals costs no query. At most ``KNOWN_THREADS`` threads per runtime, the
+most recently marked: a thread dropped from it is read from the database again."""
+KNOWN_THREADS = 10_000
 
 
 def _mark(runtime: Runtime, thread_id: str, pending: bool) -> None:
-    _pending_known.setdefault(runtime, {})[thread_id] = pending
+    known = _pending_known.setdefault(runtime, {})
+    known.pop(thread_id, None)  # re-inserted last: the dict's order is the order of use
+    known[thread_id] = pending
+    if len(known) > KNOWN_THREADS:
+        del known[next(iter(known))]
+
+
+def mark_no_pending(runtime: Runtime, thread_id: str) -> None:
+    """Record that a thread created a moment ago has no approval requests (no read needed)."""
+    _mark(runtime, thread_id, False)
 
 
 class ApprovalError(SAError):

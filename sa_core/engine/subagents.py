@@ -19,8 +19,9 @@ import dataclasses
 import json
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
+from sa_core.engine.child_start import can_owe_directly, owe_first_turn, start_child
 from sa_core.engine.tools import LIFECYCLE_TOOLS, OfferedTool, flag_enabled
 from sa_core.spec import (
     AgentDefinition,
@@ -37,8 +38,9 @@ if TYPE_CHECKING:
     from sa_core.engine.tools import ToolTable
     from sa_core.registry import PackScope
     from sa_core.runtime import Runtime
-    from sa_core.spec import SessionToolBinding, ToolCall
+    from sa_core.spec import Message, SessionToolBinding, ToolCall
     from sa_core.state import ThreadState
+    from sa_core.store import ThreadRow
 
 RESULT_TEXT = "Subagent (reference: {ref}) has returned the following result:\n\n{result}"
 FAILURE_TEXT = "Subagent (reference: {ref}) has reported a failure:\n\n{result}"
@@ -373,7 +375,13 @@ async def _create(
         await runtime.store.upsert_child(state.thread_id, entry)
         state.children = [*[e for e in state.children if e.reference != entry.reference], entry]
         copied = await copy_attachments(state, refs_in, child) if refs_in else []
-        await _hand_over(state, child, config, message, copied, first=True)
+        if can_owe_directly(child):  # stored as a message with its owed turn: no drain
+            first_message = await _hand_over_first(state, child, config, message, copied)
+        else:
+            first_message = None
+            await _hand_over(state, child, config, message, copied, first=True)
+    if first_message is not None:
+        start_child(child, first_message)
     return await _collect(state, child.thread_id, config)
 
 
@@ -434,6 +442,31 @@ async def _hand_over(
         if config.blocking:
             await _await_child(child, state.tool_call_id or "")
         await child.queue_message({"role": role, "content": message, "attachments": attachments})
+
+
+async def _hand_over_first(
+    state: ThreadState,
+    child: ThreadState,
+    config: SubagentToolConfig,
+    message: str,
+    attachments: list[AttachmentRef],
+) -> Message:
+    """Like :func:`_hand_over` for a new child: the first message is stored, its turn owed."""
+    async with state.runtime.store.transaction():
+        for ref in attachments:
+            await child.inject_message(
+                {
+                    "role": "user",
+                    "content": f"Initial asset attachment path: {ref.path}",
+                    "silent": True,
+                }
+            )
+        if config.blocking:
+            await _await_child(child, state.tool_call_id or "")
+        role: Literal["user", "assistant"] = (
+            "assistant" if _child_role(config) == "assistant" else "user"
+        )
+        return await owe_first_turn(child, role, message, attachments)
 
 
 async def _collect(state: ThreadState, child_id: str, config: SubagentToolConfig) -> ToolResult:
@@ -510,33 +543,52 @@ async def _blocking_result(state: ThreadState, child_id: str) -> ToolResult:
     """The finished child's outcome as the call's result.
 
     One transaction: the reads, the copied attachments, the registry status and the call
-    marked ``answered`` on the child.
+    marked ``answered`` on the child. When the child's own settle already did those writes
+    (see :func:`_answer_waiter`), the result is read from its live row with no transaction.
     """
+    row = _answered_row(state, child_id)
+    if row is not None:
+        return _result(child_id, row, [])
     async with state.runtime.store.transaction():
         return await _blocking_result_in_tx(state, child_id)
 
 
-async def _blocking_result_in_tx(state: ThreadState, child_id: str) -> ToolResult:
-    from sa_core.engine.files import copy_attachments
-
+def _answered_row(state: ThreadState, child_id: str) -> ThreadRow | None:
+    """The child's live row when its settle already answered this call, else ``None``."""
     runtime = state.runtime
-    row = await runtime.store.get_thread(child_id)
+    call_id = state.tool_call_id
+    row = runtime.live_row(child_id) if runtime.workers is None else None
+    if row is None or call_id is None or "waiter" in row.execution:
+        return None
+    if row.execution.get("answered") != call_id:
+        return None
+    return row if not _outcome_attachments(row) else None
+
+
+def _outcome_attachments(row: ThreadRow) -> list[Any]:
+    outcome = row.execution.get("last_outcome") or {}
+    return list(outcome.get("attachments") or [])
+
+
+def _entry_status(row: ThreadRow | None) -> str:
+    """The registry status a finished blocking call leaves its child in."""
+    outcome = (row.execution.get("last_outcome") if row else None) or {}
+    failed = outcome.get("failed", True) if outcome else True
+    if row is not None and row.terminated is not None:
+        return "terminated"
+    return "failed" if failed else "idle"
+
+
+def _result(child_id: str, row: ThreadRow | None, copied: list[AttachmentRef]) -> ToolResult:
+    """The tool result a blocking call gets from its finished child's row."""
     outcome = (row.execution.get("last_outcome") if row else None) or {}
     reason = (row.execution.get("last_stop_reason") if row else None) or (
         "aborted_by_user" if row is not None and row.stopped else "unknown"
     )
-    refs = [AttachmentRef.model_validate(a) for a in outcome.get("attachments", [])]
-    child = await runtime.state_for(row) if (row and refs) else None
-    copied = await copy_attachments(child, refs, state) if (child and refs) else []
     failed = outcome.get("failed", True) if outcome else True
     text = outcome.get("content") if outcome else NO_TERMINAL_TEXT.format(reason=reason)
     if not outcome and row is not None and row.terminated is not None:
         text = NO_TERMINAL_TEXT.format(reason="terminated")
-    status = "failed" if failed else "idle"
-    if row is not None and row.terminated is not None:
-        status = "terminated"
-    await _set_entry_status(state.runtime, state.thread_id, child_id, status, state)
-    await _release_child(runtime, child_id, answered=True)
     suffix = f"\n\nReference: {child_id}"
     if copied:
         suffix = ATTACHMENTS_TEXT.format(paths="\n".join(r.path for r in copied)) + suffix
@@ -553,6 +605,32 @@ async def _blocking_result_in_tx(state: ThreadState, child_id: str) -> ToolResul
         subagent_id=child_id,
         attachments=list(copied),
     )
+
+
+async def _blocking_result_in_tx(state: ThreadState, child_id: str) -> ToolResult:
+    from sa_core.engine.files import copy_attachments
+
+    runtime = state.runtime
+    row = await runtime.store.get_thread(child_id)
+    refs = [AttachmentRef.model_validate(a) for a in (_outcome_attachments(row) if row else [])]
+    child = await runtime.state_for(row) if (row and refs) else None
+    copied = await copy_attachments(child, refs, state) if (child and refs) else []
+    await _set_entry_status(state.runtime, state.thread_id, child_id, _entry_status(row), state)
+    await _release_child(runtime, child_id, answered=True)
+    return _result(child_id, row, copied)
+
+
+def _can_answer_here(runtime: Runtime, execution: Mapping[str, Any]) -> bool:
+    """Whether a child's settle may answer its waiting blocking call itself.
+
+    The settle then commits the registry status and the call marked ``answered`` with the
+    child's outcome, and the parent reads its result from the live row with no transaction
+    (see :func:`_blocking_result`). Only for a single runtime (the parent waits in this
+    process) and an outcome without attachments (the parent copies those, in
+    :func:`_blocking_result_in_tx`).
+    """
+    outcome = execution.get("last_outcome") or {}
+    return runtime.workers is None and not runtime.closing and not outcome.get("attachments")
 
 
 async def _message_instance(
@@ -903,10 +981,25 @@ async def on_flow_end(state: ThreadState, flow: Flow, reason: str) -> None:
     else:
         execution.pop("last_outcome", None)
     execution["last_stop_reason"] = reason
+    answering = (
+        reason != "awaiting_approval"
+        and state.thread_id in runtime.scheduler.awaited
+        and bool(execution.get("waiter") or execution.get("answered"))
+        and _can_answer_here(runtime, execution)
+    )
+    if answering and execution.get("waiter"):  # the call is answered in this same write
+        execution["answered"] = execution.pop("waiter")
     state.row.execution = execution
     await runtime.store.update_thread(state.thread_id, execution=execution)
     if reason == "awaiting_approval":  # parked, not finished: the parent keeps waiting
         await runtime.update_child(state.parent_id, state.thread_id, status=reason)
+        return
+    if answering:
+        # answered in this settle (or in the settle of a flow before this one, while the
+        # call still waits): the waiting call reads the outcome without another transaction
+        await runtime.update_child(
+            state.parent_id, state.thread_id, status=_entry_status(state.row)
+        )
         return
     if state.thread_id in runtime.scheduler.awaited or execution.get("waiter"):
         return  # a blocking call receives the outcome as its result

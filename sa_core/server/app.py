@@ -104,7 +104,7 @@ class StandardAgentsPlugin(InitPluginProtocol):
     def package_router(self, scope: PackScope) -> Router:
         """Build one package's router: catalog, threads, messages, files, streams, endpoints."""
         layer = self._layer()
-        layer["dependencies"].update(package_dependencies(scope))
+        layer["dependencies"].update(package_dependencies(scope, self.runtime))
         return Router(
             f"/api/packages/{scope.package}",
             route_handlers=[

@@ -31,13 +31,29 @@ def runtime_dependency(runtime: Runtime) -> Provide:
     return Provide(provide_runtime, use_cache=True)
 
 
-def package_dependencies(scope: PackScope) -> dict[str, Provide]:
-    """Dependencies of one package's router: ``pack`` (its scope) and ``thread``."""
+def package_dependencies(scope: PackScope, runtime: Runtime | None = None) -> dict[str, Provide]:
+    """Dependencies of one package's router: ``pack`` (its scope) and ``thread``.
+
+    Given the ``runtime``, ``thread`` is resolved without other dependencies: Litestar resolves
+    two or more dependencies of one level in a task group (a task each, so a request waits a
+    turn of the event loop behind every other ready task per dependency), and a route that
+    needs only the thread (posting a message, the hot path) then needs no task.
+    """
 
     async def provide_pack() -> PackScope:
         return scope
 
-    return {"pack": Provide(provide_pack, use_cache=True), "thread": Provide(provide_thread)}
+    if runtime is None:
+        return {"pack": Provide(provide_pack, use_cache=True), "thread": Provide(provide_thread)}
+    bound = runtime
+
+    async def provide_package_thread(thread_id: FromPath[str]) -> ThreadState:
+        return await load_thread(bound, scope, thread_id)
+
+    return {
+        "pack": Provide(provide_pack, use_cache=True),
+        "thread": Provide(provide_package_thread),
+    }
 
 
 async def provide_thread(

@@ -66,12 +66,21 @@ def install_sqlite_listeners(engine: Engine, *, memory: bool) -> None:
         memory: Whether the database is in memory (no WAL there).
 
     """
+    checkpoints = None
+    database = engine.url.database or ""
+    if not memory and database and not database.startswith("file:"):
+        from sa_core.store.checkpoint import AUTOCHECKPOINT_PAGES, CheckpointerSet
+
+        checkpoints = CheckpointerSet(database)  # the log is checkpointed off the event loop
 
     def on_connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         if not memory:
             cursor.execute("PRAGMA journal_mode=WAL")
+        if checkpoints is not None:
+            cursor.execute(f"PRAGMA wal_autocheckpoint={AUTOCHECKPOINT_PAGES}")
+            checkpoints.connected()
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         cursor.execute("PRAGMA foreign_keys=ON")
@@ -88,3 +97,11 @@ def install_sqlite_listeners(engine: Engine, *, memory: bool) -> None:
 
     event.listen(engine, "connect", on_connect)
     event.listen(engine, "begin", on_begin)
+    if checkpoints is not None:
+        set_ = checkpoints
+
+        def on_close(_dbapi_connection: Any, _record: Any) -> None:
+            set_.closed()
+
+        event.listen(engine, "close", on_close)
+        event.listen(engine, "close_detached", on_close)

@@ -1,0 +1,100 @@
+"""A new child thread's first turn, owed in the transaction that creates the child.
+
+A subagent call used to queue the child's first message and let the child's runner drain it:
+one more write transaction (the drain) and the queue's claim and reads per delegation. A child
+created a moment ago has no runner, no queue and no history, so its first message is stored
+as a message straight away, with the turn it is owed (an ``owed`` execution record claimed by
+this runtime), in the caller's transaction: the child, its registry entry, its first message
+and (blocking) the waiting call's id commit together, as before. The runner starts after the
+commit with that message, without re-reading the child's row or registry.
+
+Several workers (leases) keep the queue path: there the thread's lease decides which worker
+runs the child.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from sa_core.spec import AttachmentRef, Message
+    from sa_core.state import ThreadState
+
+
+def can_owe_directly(child: ThreadState) -> bool:
+    """Whether a just-created child's first turn can be owed in its creation transaction.
+
+    True for a single runtime taking work, and a ``dual_ai`` child (both sides are models, so
+    no human turn is counted when the message is drained).
+    """
+    runtime = child.runtime
+    return (
+        runtime.workers is None
+        and runtime.scheduler.accepts_work()
+        and not runtime.scheduler.is_running(child.thread_id)
+        and child.agent.type == "dual_ai"
+    )
+
+
+async def owe_first_turn(
+    child: ThreadState,
+    role: Literal["user", "assistant"],
+    content: str,
+    attachments: list[AttachmentRef],
+) -> Message:
+    """Store the child's first message and the turn it is owed, claimed by this runtime.
+
+    Call inside the open creation transaction. The message looks as a drained queue entry
+    did (``metadata.queued``). Start the runner with :func:`start_child` once it commits.
+
+    Returns:
+        The stored message.
+    """
+    from sa_core.engine.flow import side_for_role
+    from sa_core.engine.messages import create_messages, new_message
+    from sa_core.store.executions import ExecutionRecord, ResumePoint
+
+    runtime = child.runtime
+    store = runtime.store
+    message = new_message(
+        child.thread_id,
+        role,
+        content,
+        metadata={"queued": True},
+        attachments=list(attachments) or None,
+    )
+    async with store.transaction() as tx:  # joins the creation transaction
+        [stored] = await create_messages(child, [message], tx=tx)
+        turns = child.row.execution.get("turns") or {}
+        point = ResumePoint(
+            since=stored.created_at,
+            side=side_for_role(role),
+            turns={"a": int(turns.get("a", 0)), "b": int(turns.get("b", 0))},
+        )
+        await store.save_execution(
+            child.thread_id, ExecutionRecord(status="owed", resume=point), tx=tx
+        )
+        await store.claim_execution(child.thread_id, runtime.instance_id, tx=tx)
+    return stored
+
+
+def start_child(child: ThreadState, first: Message) -> None:
+    """Start a child's runner on its committed first message (see :func:`owe_first_turn`).
+
+    The child's live handle was written in this process a moment ago, so the runner uses it
+    as it is; the queue is known to be empty and the claim is already held.
+    """
+    from sa_core.engine.approvals import mark_no_pending
+    from sa_core.engine.flow import side_for_role
+
+    runtime = child.runtime
+    mark_no_pending(runtime, child.thread_id)  # a new thread has no approval requests
+    started = runtime.scheduler.kick(
+        child.thread_id,
+        side_for_role(first.role),
+        initial=first,
+        claimed=True,
+        queue_empty=True,
+    )
+    if started:
+        runtime._fresh.add(child.thread_id)  # the runner reads nothing back (see Runtime.send)
