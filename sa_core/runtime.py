@@ -562,18 +562,45 @@ class Runtime:
                 fresh = claimed and await self._refresh_live(thread_id, tx)
                 queue_empty = fresh and not await self.store.list_queue(thread_id, tx=tx)
             await announce_created(state, [message])
-            started = self.scheduler.kick(
+            self.start_turn(
                 thread_id,
                 side_for_role(role),
                 initial=message,
                 claimed=claimed,
                 queue_empty=queue_empty,
+                fresh=fresh,
             )
-            if fresh and started:
-                self._fresh.add(thread_id)
         if wait:
             await self.scheduler.wait(thread_id)
         return message
+
+    def start_turn(
+        self,
+        thread_id: str,
+        side: Literal["a", "b"],
+        *,
+        initial: Message | None = None,
+        claimed: bool = False,
+        queue_empty: bool = False,
+        fresh: bool = False,
+    ) -> bool:
+        """Start the thread's runner on work just committed; returns whether it started.
+
+        Args:
+            thread_id: The thread.
+            side: The side whose turn it is.
+            initial: The message that owes the turn, already stored.
+            claimed: The committing transaction claimed the thread for this runtime.
+            queue_empty: That transaction also found the thread's queue empty.
+            fresh: The thread's live handle (row, registry) was written or re-read in that
+                transaction, so the runner uses it without reading it back.
+        """
+        started = self.scheduler.kick(
+            thread_id, side, initial=initial, claimed=claimed, queue_empty=queue_empty
+        )
+        if started and fresh:
+            self._fresh.add(thread_id)
+        return started
 
     async def _refresh_live(self, thread_id: str, tx: Transaction) -> bool:
         """Re-read a live thread's row and registry in ``tx``; False when it is not live."""
@@ -663,8 +690,7 @@ class Runtime:
             self.scheduler.note_queued(thread_id)
         else:
             side = side_for_role(data.role)
-            if self.scheduler.kick(thread_id, side, claimed=claimed) and fresh:
-                self._fresh.add(thread_id)
+            self.start_turn(thread_id, side, claimed=claimed, fresh=fresh)
             if self.workers is not None:  # it may run on another worker
                 self.workers.notify_work(thread_id, side)
         return queue_id

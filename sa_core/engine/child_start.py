@@ -89,12 +89,11 @@ def start_child(child: ThreadState, first: Message) -> None:
 
     runtime = child.runtime
     mark_no_pending(runtime, child.thread_id)  # a new thread has no approval requests
-    started = runtime.scheduler.kick(
+    runtime.start_turn(
         child.thread_id,
         side_for_role(first.role),
         initial=first,
         claimed=True,
         queue_empty=True,
+        fresh=True,  # the runner reads nothing back (see Runtime.send)
     )
-    if started:
-        runtime._fresh.add(child.thread_id)  # the runner reads nothing back (see Runtime.send)
