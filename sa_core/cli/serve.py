@@ -116,12 +116,7 @@ async def run(args: argparse.Namespace) -> int:
             print(f"warning: {error}", file=sys.stderr)
         token = await ensure_first_key(runtime.store)
         if token is not None:
-            print(
-                "Created API key 'default'. It is shown only this once; keep it safe:\n\n"
-                f"    {token}\n\n"
-                "Send it as 'Authorization: Bearer <key>'. Manage keys with 'sa keys'.",
-                flush=True,
-            )
+            announce_first_key(token)
         elif await runtime.store.count_api_keys() == 0:
             print(
                 "warning: every API key of this database is revoked, so every request will be "
@@ -154,3 +149,13 @@ async def run(args: argparse.Namespace) -> int:
     finally:
         sock.close()
         await runtime.close()
+
+
+def announce_first_key(token: str) -> None:
+    """Print the API key created on first start (the only time it is ever shown)."""
+    print(
+        "Created API key 'default'. It is shown only this once; keep it safe:\n\n"
+        f"    {token}\n\n"
+        "Send it as 'Authorization: Bearer <key>'. Manage keys with 'sa keys'.",
+        flush=True,
+    )

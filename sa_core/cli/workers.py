@@ -36,6 +36,7 @@ def worker_command(args: argparse.Namespace, fd: int) -> list[str]:
 
 async def serve_workers(args: argparse.Namespace) -> int:
     """Prepare the database, bind the port and supervise ``args.workers`` worker processes."""
+    from sa_core.cli.serve import announce_first_key
     from sa_core.cli.serve_banner import BindError, bind
     from sa_core.server.auth import ensure_first_key
     from sa_core.store import open_store
@@ -56,12 +57,7 @@ async def serve_workers(args: argparse.Namespace) -> int:
     finally:
         await store.close()
     if token is not None:
-        print(
-            "Created API key 'default'. It is shown only this once; keep it safe:\n\n"
-            f"    {token}\n\n"
-            "Send it as 'Authorization: Bearer <key>'. Manage keys with 'sa keys'.",
-            flush=True,
-        )
+        announce_first_key(token)
     try:
         listener = bind(args.host, args.port)
     except BindError as exc:

@@ -430,18 +430,18 @@ async def _hand_over(
     """
     role = _child_role(config)
     async with state.runtime.store.transaction():
-        if first and attachments:
-            for ref in attachments:
-                await child.inject_message(
-                    {
-                        "role": "user",
-                        "content": f"Initial asset attachment path: {ref.path}",
-                        "silent": True,
-                    }
-                )
+        if first:
+            await _announce_attachments(child, attachments)
         if config.blocking:
             await _await_child(child, state.tool_call_id or "")
         await child.queue_message({"role": role, "content": message, "attachments": attachments})
+
+
+async def _announce_attachments(child: ThreadState, attachments: list[AttachmentRef]) -> None:
+    """Tell a new child where the files of its first message are (silent user messages)."""
+    for ref in attachments:
+        content = f"Initial asset attachment path: {ref.path}"
+        await child.inject_message({"role": "user", "content": content, "silent": True})
 
 
 async def _hand_over_first(
@@ -453,14 +453,7 @@ async def _hand_over_first(
 ) -> Message:
     """Like :func:`_hand_over` for a new child: the first message is stored, its turn owed."""
     async with state.runtime.store.transaction():
-        for ref in attachments:
-            await child.inject_message(
-                {
-                    "role": "user",
-                    "content": f"Initial asset attachment path: {ref.path}",
-                    "silent": True,
-                }
-            )
+        await _announce_attachments(child, attachments)
         if config.blocking:
             await _await_child(child, state.tool_call_id or "")
         role: Literal["user", "assistant"] = (
