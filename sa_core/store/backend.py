@@ -33,6 +33,10 @@ from sa_core.store.connect import WRITE_OPTION, install_sqlite_listeners, is_mem
 from sa_core.store.migrate import ensure_schema
 
 T = TypeVar("T")
+POOL_SIZE = 5
+"""Connections of a PostgreSQL store's pool kept open (SQLAlchemy's default)."""
+POOL_OVERFLOW = 10
+"""Connections a PostgreSQL store opens beyond :data:`POOL_SIZE` under load."""
 Op = Callable[[Connection], T]
 
 
@@ -232,6 +236,18 @@ class _AsyncTransaction(Transaction):
         await self._end(commit=False)
 
 
+def _session_intact(error: Exception) -> bool:
+    """Whether a connection is still usable after an operation raised ``error``.
+
+    A constraint violation (or an error of the operation's own Python code) leaves the session
+    as it was once the transaction rolled back; any other driver error may come from a broken
+    or desynchronised connection, which is then not reused.
+    """
+    from sqlalchemy.exc import DBAPIError, IntegrityError
+
+    return not isinstance(error, DBAPIError) or isinstance(error, IntegrityError)
+
+
 def _in_transaction(op: Op[T]) -> Op[T]:
     """``op`` wrapped in a transaction of the sync connection (BEGIN ... COMMIT or ROLLBACK)."""
 
@@ -263,12 +279,17 @@ class AsyncBackend(Backend):
             # every use of a connection ends in COMMIT or ROLLBACK: skip the pool's extra
             # ROLLBACK on return (a round trip per operation)
             options["pool_reset_on_return"] = None
+            options["pool_size"] = POOL_SIZE
+            options["max_overflow"] = POOL_OVERFLOW
         self._engine = create_async_engine(url, **options)
         self._reader = self._engine
         self._keep = postgres
         self._idle_readers: list[Any] = []
         self._idle_writers: list[Any] = []
         self._closing = False
+        self._held = 0
+        """Connections checked out of the pool: kept idle here or in use."""
+        self._slots = asyncio.Semaphore(POOL_SIZE + POOL_OVERFLOW)
         if postgres:
             # reads run in autocommit: no BEGIN/COMMIT round trips (each statement still sees
             # only committed rows)
@@ -284,24 +305,43 @@ class AsyncBackend(Backend):
             await conn.run_sync(ensure_schema)
 
     async def _checkout(self, write: bool) -> Any:
-        idle = self._idle_writers if write else self._idle_readers
-        if idle:
-            return idle.pop()
+        """A kept connection of the kind, or a new one; waits while every connection is in use.
+
+        Kept and in-use connections never exceed the pool's capacity, so the pool's own
+        checkout never waits (a connection kept here is not returned to the pool, and a wait
+        there would never end).
+        """
+        await self._slots.acquire()
+        try:
+            idle = self._idle_writers if write else self._idle_readers
+            if idle:
+                return idle.pop()
+            other = self._idle_readers if write else self._idle_writers
+            if self._held >= POOL_SIZE + POOL_OVERFLOW and other:
+                self._held -= 1
+                with contextlib.suppress(Exception):
+                    await other.pop().close()
+            engine = self._engine if write else self._reader
+            conn = await engine.connect().start()
+        except BaseException:
+            self._slots.release()
+            raise
+        self._held += 1
         if write:
-            conn = await self._engine.connect().start()
             try:
                 await conn.execution_options(**{WRITE_OPTION: True})
             except BaseException:
-                await conn.close()
+                await self._checkin(conn, write, ok=False)
                 raise
-            return conn
-        return await self._reader.connect().start()
+        return conn
 
     async def _checkin(self, conn: Any, write: bool, ok: bool) -> None:
         """Keep a connection for the next operation, or drop it when it may be unusable."""
+        self._slots.release()
         if ok and not conn.invalidated and not self._closing:
             (self._idle_writers if write else self._idle_readers).append(conn)
             return
+        self._held -= 1
         with contextlib.suppress(Exception):  # already broken: the pool forgets it
             if not ok and not conn.invalidated:  # interrupted: the session state is unknown
                 await conn.invalidate()
@@ -314,8 +354,8 @@ class AsyncBackend(Backend):
             result: T = await conn.run_sync(_in_transaction(op))
             ok = True
             return result
-        except Exception:
-            ok = not conn.in_transaction()  # the statement failed, the transaction rolled back
+        except Exception as error:
+            ok = _session_intact(error) and not conn.in_transaction()
             raise
         finally:
             await self._checkin(conn, write, ok)
