@@ -6,12 +6,14 @@ import asyncio
 from typing import Any
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import bindparam, func, insert, select, text
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from sa_core.store import open_store
+from sa_core.store import tables as t
 from sa_core.store.backend import POOL_OVERFLOW, POOL_SIZE
+from sa_core.store.fast import Prepared, _direct
 
 
 def _backend_pids(conn: Connection) -> int:
@@ -80,3 +82,30 @@ async def test_a_cancelled_operation_leaves_no_busy_connection_behind(
         async with asyncio.timeout(5):  # the writer is usable again at once
             assert await store._write(lambda conn: conn.execute(text("SELECT 1")).scalar()) == 1
             assert await store._read(lambda conn: conn.execute(text("SELECT 2")).scalar()) == 2
+
+
+@pytest.mark.asyncio
+async def test_a_violation_on_the_driver_fast_path_is_an_integrity_error_and_rolls_back(
+    pg_database_url: str,
+) -> None:
+    add = Prepared(
+        insert(t.workers).values(
+            id=bindparam("p_id"), started_at=bindparam("p_at"), heartbeat_at=bindparam("p_at")
+        )
+    )
+    count = Prepared(select(func.count()).select_from(t.workers), [func.count()])
+
+    def twice(conn: Connection) -> None:
+        assert _direct(conn) is None  # the first statement begins the transaction
+        add.run(conn, {"p_id": "w1", "p_at": 1})
+        assert _direct(conn) is not None  # the next ones go straight to asyncpg
+        add.run(conn, {"p_id": "w1", "p_at": 2})
+
+    async with await open_store(pg_database_url) as store:
+        writer = await store._write(_backend_pids)
+        with pytest.raises(IntegrityError):
+            await store._write(twice)
+        left = await store._read(lambda conn: count.rows(conn, {}))
+        again = await store._write(_backend_pids)
+    assert list(left[0].values()) == [0]  # the first insert was rolled back with the second
+    assert again == writer  # a constraint violation leaves the kept writer usable
