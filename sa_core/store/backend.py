@@ -319,8 +319,7 @@ class AsyncBackend(Backend):
             other = self._idle_readers if write else self._idle_writers
             if self._held >= POOL_SIZE + POOL_OVERFLOW and other:
                 self._held -= 1
-                with contextlib.suppress(Exception):
-                    await other.pop().close()
+                await asyncio.shield(self._drop(other.pop(), True))
             engine = self._engine if write else self._reader
             conn = await engine.connect().start()
         except BaseException:
@@ -342,9 +341,17 @@ class AsyncBackend(Backend):
             (self._idle_writers if write else self._idle_readers).append(conn)
             return
         self._held -= 1
+        # shielded: a second cancellation must not leave the connection checked out of the
+        # pool while it is no longer counted here (the pool would run dry)
+        await asyncio.shield(self._drop(conn, ok))
+
+    @staticmethod
+    async def _drop(conn: Any, ok: bool) -> None:
+        """Give a connection back to the pool, invalidated when its session may be unusable."""
         with contextlib.suppress(Exception):  # already broken: the pool forgets it
             if not ok and not conn.invalidated:  # interrupted: the session state is unknown
                 await conn.invalidate()
+        with contextlib.suppress(Exception):
             await conn.close()
 
     async def _run(self, op: Op[T], write: bool) -> T:
