@@ -317,7 +317,11 @@ class AsyncBackend(Backend):
             if idle:
                 return idle.pop()
             other = self._idle_readers if write else self._idle_writers
-            if self._held >= POOL_SIZE + POOL_OVERFLOW and other:
+            pool: Any = self._engine.pool
+            while other and (
+                self._held >= POOL_SIZE + POOL_OVERFLOW
+                or pool.checkedout() >= POOL_SIZE + POOL_OVERFLOW
+            ):
                 self._held -= 1
                 await asyncio.shield(self._drop(other.pop(), True))
             engine = self._engine if write else self._reader
