@@ -9,6 +9,13 @@ waits for the answer on its stream, and posts the next, all threads concurrently
 turns per second, p50/p99 from POST to the first frame of the turn on the stream, and CPU
 seconds per turn of the ``sa serve`` processes (and of those plus PostgreSQL's). PostgreSQL is
 a throwaway cluster started from the server binaries (see ``tests/pgcluster.py``).
+
+CPU is user + system time from ``/proc``, taken when every thread is connected and again when
+the last turn is answered, divided by the turns: for ``sa serve``, its process and every worker
+process; for PostgreSQL, the postmaster and every process under it (the backends serving the
+workers' connections, the WAL writer, checkpointer, ...) plus the CPU of backends that exited
+meanwhile (the postmaster's reaped children, ``cutime + cstime``). ``--profile DIR`` runs each
+single-worker ``sa serve`` under cProfile (CPU time) and writes ``DIR/<config>.prof``.
 """
 
 from __future__ import annotations
@@ -77,6 +84,18 @@ server = Server(("127.0.0.1", int(sys.argv[1])), Handler)
 server.serve_forever()
 '''
 
+PROFILER = """
+import cProfile, runpy, sys, time
+out = sys.argv.pop(1)
+profiler = cProfile.Profile(time.process_time)  # CPU time, not time spent waiting
+profiler.enable()
+try:
+    runpy.run_module("sa_core.cli", run_name="__main__", alter_sys=True)
+finally:
+    profiler.disable()
+    profiler.dump_stats(out)
+"""
+
 API = "/api/packages/scale"
 
 
@@ -90,6 +109,16 @@ def cpu_seconds(pids: list[int]) -> float:
             continue
         total += int(fields[11]) + int(fields[12])
     return total / os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu_seconds(root: int) -> float:
+    """CPU of a process, every live descendant and every child it has reaped (seconds)."""
+    try:
+        fields = Path(f"/proc/{root}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    reaped = (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
+    return cpu_seconds(descendants(root)) + reaped
 
 
 def descendants(root: int) -> list[int]:
@@ -115,7 +144,14 @@ def postmaster_pid(cluster: Cluster) -> int:
 
 
 async def run_config(
-    db: str, workers: int, threads: int, turns: int, env: dict[str, str], tmp: Path
+    db: str,
+    workers: int,
+    threads: int,
+    turns: int,
+    env: dict[str, str],
+    tmp: Path,
+    pg_root: int | None = None,
+    profile: Path | None = None,
 ) -> dict[str, Any]:
     async def key() -> str:
         from sa_core.store import open_store
@@ -125,7 +161,11 @@ async def run_config(
 
     token = await key()
     port = free_port()
-    command = [sys.executable, "-m", "sa_core.cli", "serve", "--port", str(port), "--db", db,
+    python = [sys.executable, "-m", "sa_core.cli"]
+    if profile is not None and workers == 1:
+        (tmp / "profiler.py").write_text(PROFILER)
+        python = [sys.executable, str(tmp / "profiler.py"), str(profile)]
+    command = [*python, "serve", "--port", str(port), "--db", db,
                "--pack", str(tmp / "scale_pack.py"), "--log-level", "warning"]
     if workers > 1:
         command += ["--workers", str(workers)]
@@ -160,6 +200,7 @@ async def run_config(
             ready = asyncio.Barrier(threads + 1)
             pids = descendants(server.pid)
             cpu_start = cpu_seconds(pids)
+            pg_start = tree_cpu_seconds(pg_root) if pg_root else 0.0
 
             async def one_thread(thread_id: str) -> None:
                 async with client.stream("GET", f"{API}/threads/{thread_id}/stream") as response:
@@ -204,6 +245,7 @@ async def run_config(
                 ) from None
             elapsed = time.perf_counter() - started
             cpu = cpu_seconds(pids) - cpu_start
+            pg_cpu = tree_cpu_seconds(pg_root) - pg_start if pg_root else 0.0
         latencies.sort()
         done = threads * turns
         return {
@@ -211,6 +253,7 @@ async def run_config(
             "p50_ms": statistics.median(latencies) * 1000,
             "p99_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000,
             "cpu_ms_per_turn": cpu / done * 1000,
+            "pg_ms_per_turn": pg_cpu / done * 1000,
             "pids": pids,
         }
     finally:
@@ -227,6 +270,7 @@ async def main() -> None:
     parser.add_argument("--threads", type=int, default=200)
     parser.add_argument("--turns", type=int, default=2)
     parser.add_argument("--configs", default="sqlite:1,pg:1,pg:2,pg:4")
+    parser.add_argument("--profile", type=Path, help="write cProfile output of 1-worker runs here")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="sa-scale-"))
     (tmp / "scale_pack.py").write_text(PACK)
@@ -245,22 +289,23 @@ async def main() -> None:
             kind, workers = config.split(":")
             if kind == "sqlite":
                 db = f"sqlite:///{tmp / f'scale{index}.db'}"
-                pg_pids: list[int] = []
             else:
                 assert cluster is not None
                 subprocess.run([str(cluster.bindir / "psql"), cluster.url(), "-qc",
                                 f"CREATE DATABASE scale{index}"], check=True)
                 db = cluster.url(f"scale{index}")
-                pg_pids = descendants(postmaster_pid(cluster))
-            pg_before = cpu_seconds(pg_pids)
+            profile = None
+            if args.profile is not None:
+                args.profile.mkdir(parents=True, exist_ok=True)
+                profile = args.profile.resolve() / f"{config.replace(':', '-')}.prof"
+            pg_root = postmaster_pid(cluster) if kind == "pg" and cluster else None
             try:
-                result = await run_config(db, int(workers), args.threads, args.turns, env, tmp)
+                result = await run_config(db, int(workers), args.threads, args.turns, env, tmp,
+                                          pg_root, profile)
             except SystemExit as stalled:  # report it and go on with the next configuration
                 print(f"{config:<14}{stalled}", flush=True)
                 continue
-            pg_pids = descendants(postmaster_pid(cluster)) if kind == "pg" and cluster else []
-            pg_ms = (cpu_seconds(pg_pids) - pg_before) / (args.threads * args.turns) * 1000
-            total = result["cpu_ms_per_turn"] + (pg_ms if kind == "pg" else 0)
+            total = result["cpu_ms_per_turn"] + result["pg_ms_per_turn"]
             print(f"{config:<14}{result['turns_per_s']:>9.1f}{result['p50_ms']:>9.0f}"
                   f"{result['p99_ms']:>9.0f}{result['cpu_ms_per_turn']:>13.2f}{total:>11.2f}",
                   flush=True)

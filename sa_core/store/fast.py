@@ -6,6 +6,14 @@ processing, result set-up), more than SQLite spends running the statement. A
 then only converts its parameters with the column types' own bind/result processors and runs
 the SQL on the connection's DBAPI cursor. Statements the plan cannot handle (named
 paramstyles, expanding ``IN``) fall back to ``Connection.execute``.
+
+On asyncpg (PostgreSQL) a statement inside a started transaction, or on an autocommit
+connection, goes straight to the driver connection (``driver_connection.fetch`` with asyncpg's
+own statement cache) from the greenlet of the operation's ``run_sync``, skipping the DBAPI
+adapter's cursor (its lock, its statement cache, its status parsing): about a third of the
+client CPU of a statement. The first statement of a transaction still goes through the adapter,
+which starts the transaction (``BEGIN``); driver errors are translated by the adapter, so callers
+see the usual ``sqlalchemy.exc`` errors.
 """
 
 from __future__ import annotations
@@ -116,6 +124,12 @@ class Prepared:
         plan = self._plan(conn.dialect)
         if plan is None:
             return int(conn.execute(self.stmt, dict(params)).rowcount)
+        driver = _direct(conn)
+        if driver is not None:
+            args = self._args(plan, params)
+            status = _await(conn, plan.sql, args, driver.execute(plan.sql, *args))
+            count = status.rpartition(" ")[2]
+            return int(count) if count.isdigit() else -1
         cursor = _cursor(conn)
         args = self._args(plan, params)
         try:
@@ -147,15 +161,19 @@ class Prepared:
         if plan is None:
             result = conn.execute(self.stmt, dict(params))
             return [dict(row) for row in result.mappings()]
-        cursor = _cursor(conn)
         args = self._args(plan, params)
-        try:
-            cursor.execute(plan.sql, args)
-            raw = cursor.fetchall()
-        except Exception as error:
-            _reraise(conn.dialect, plan.sql, args, error)
-        finally:
-            cursor.close()
+        driver = _direct(conn)
+        if driver is not None:
+            raw = _await(conn, plan.sql, args, driver.fetch(plan.sql, *args))
+        else:
+            cursor = _cursor(conn)
+            try:
+                cursor.execute(plan.sql, args)
+                raw = cursor.fetchall()
+            except Exception as error:
+                _reraise(conn.dialect, plan.sql, args, error)
+            finally:
+                cursor.close()
         keys, converted = plan.keys, plan.converted
         out = []
         for row in raw:
@@ -177,6 +195,39 @@ def _keeps_none(binder: Processor) -> bool:
         return binder(None) is None
     except Exception:
         return False
+
+
+def _direct(conn: Connection) -> Any:
+    """The asyncpg connection to run a statement on directly, or ``None`` (use the cursor).
+
+    Only where the adapter would not start a transaction first: on an autocommit connection,
+    or once the transaction has begun.
+    """
+    if conn.dialect.driver != "asyncpg":
+        return None
+    proxied: Any = conn.connection
+    adapter = proxied.dbapi_connection
+    if getattr(adapter, "_handle_exception", None) is None:  # not the adapter we know
+        return None
+    driver = proxied.driver_connection
+    if driver.is_in_transaction() or adapter.autocommit:
+        return driver
+    return None
+
+
+def _await(conn: Connection, sql: str, args: Any, awaitable: Any) -> Any:
+    """Await a driver call from the operation's greenlet; errors as ``sqlalchemy.exc`` ones."""
+    from sqlalchemy.util.concurrency import await_
+
+    try:
+        try:
+            return await_(awaitable)
+        except Exception as error:
+            adapter: Any = conn.connection.dbapi_connection
+            adapter._handle_exception(error)  # raises the DBAPI-level error
+            raise
+    except Exception as error:
+        _reraise(conn.dialect, sql, args, error)
 
 
 def _cursor(conn: Connection) -> Any:
