@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     )
     from sa_core.state import SharedThread, ThreadState
     from sa_core.store import Store, ThreadRow, Transaction
-    from sa_core.store.executions import ResumePoint
+    from sa_core.store.executions import ExecutionRecord, ResumePoint
 
 DEFAULT_DATABASE = ".sa/sa.db"
 FLOW_MARKER = "sa:flow"
@@ -606,12 +606,17 @@ class Runtime:
                     await self.store.insert_messages([message], tx=tx)
                     if role == "user" and state.agent.type == "ai_human":
                         await self._count_human_turn(state)
-                    # several workers: the thread's lease, taken above, is the claim
-                    claimed = self.scheduler.accepts_work() and (
-                        self.workers is not None
-                        or await self.store.claim_execution(thread_id, self.instance_id, tx=tx)
-                    )
-                    await self._owe_turn(state, message, side_for_role(role))
+                    owed = self._owed_record(state, message, side_for_role(role))
+                    if not self.scheduler.accepts_work():
+                        claimed = False
+                        await self.store.save_execution(thread_id, owed, tx=tx)
+                    elif self.workers is not None:  # the thread's lease, taken above, is the claim
+                        claimed = True
+                        await self.store.save_execution(thread_id, owed, tx=tx)
+                    else:  # the owed turn and this runtime's claim, in one statement
+                        claimed = await self.store.owe_execution(
+                            thread_id, owed, self.instance_id, tx=tx
+                        )
                     # the runner needs the live row and registry as committed: re-read them unless
                     # the live handle is known current (read earlier with nothing committed since)
                     fresh = claimed and (
@@ -694,10 +699,10 @@ class Runtime:
         record = await self.store.get_execution(thread_id)
         return record is not None and record.status != "idle" and record.resume is not None
 
-    async def _owe_turn(
+    def _owed_record(
         self, state: ThreadState, message: Message, side: Literal["a", "b"]
-    ) -> None:
-        """Record that the thread owes a turn starting at ``message`` (joins the open tx)."""
+    ) -> ExecutionRecord:
+        """The execution record of a thread that owes a turn starting at ``message``."""
         from sa_core.store.executions import ExecutionRecord, ResumePoint
 
         turns = state.row.execution.get("turns") or {}
@@ -706,9 +711,7 @@ class Runtime:
             side=side,
             turns={"a": int(turns.get("a", 0)), "b": int(turns.get("b", 0))},
         )
-        await self.store.save_execution(
-            state.thread_id, ExecutionRecord(status="owed", resume=point)
-        )
+        return ExecutionRecord(status="owed", resume=point)
 
     async def _count_human_turn(self, state: ThreadState) -> None:
         execution = dict(state.row.execution)
