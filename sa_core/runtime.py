@@ -453,8 +453,15 @@ class Runtime:
         """
         from sa_core.state import SharedThread, ThreadState
 
-        children = await self.store.list_children(row.id)
         shared = self._live.get(row.id)
+        if shared is not None and read_at is not None and self._current.get(shared) == read_at:
+            # the live registry matched the database at ``read_at`` and nothing was committed
+            # elsewhere before ``row`` was read: only the row is new
+            if shared.row is not row:
+                for item in dataclasses.fields(row):
+                    setattr(shared.row, item.name, getattr(row, item.name))
+            return ThreadState(self, shared, flow=flow)
+        children = await self.store.list_children(row.id)
         if shared is None:
             shared = SharedThread(row, children)
             self._live[row.id] = shared

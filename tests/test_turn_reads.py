@@ -72,7 +72,7 @@ async def test_live_thread_turn_reads_no_row_or_registry_again(tmp_path: Path) -
         reopened = await runtime.get_thread(thread.thread_id)  # one read, as the server does
         await reopened.send_message("three")
         assert seen == ["one", "two", "three"]
-        assert counts == Counter(row=1, registry=1)  # only get_thread's own reads
+        assert counts == Counter(row=1)  # only get_thread's row: the registry is known current
 
 
 @pytest.mark.asyncio
@@ -125,3 +125,28 @@ async def test_deleted_thread_is_never_run_from_its_live_handle(tmp_path: Path) 
         assert not runtime._live_current(thread.thread_id)
         assert await runtime.store.get_thread(thread.thread_id) is None
         assert seen == ["one"]
+
+
+@pytest.mark.asyncio
+async def test_reopening_a_thread_reads_a_registry_changed_by_another_connection(
+    tmp_path: Path,
+) -> None:
+    from sa_core.spec import SubagentRegistryEntry
+
+    url = f"sqlite:///{tmp_path / 'sa.db'}"
+    async with runtime_on(url, []) as runtime:
+        thread = await runtime.create_thread("helper")
+        await thread.send_message("one")
+        other = await open_store(url)
+        try:
+            entry = SubagentRegistryEntry.model_validate(
+                {"reference": "child-1", "name": "helper", "status": "idle", "created_at": 1}
+            )
+            await other.upsert_child(thread.thread_id, entry)
+        finally:
+            await other.close()
+        counts = count_row_reads(runtime)
+        reopened = await runtime.get_thread(thread.thread_id)
+        assert counts == Counter(row=1, registry=1)
+        assert [e.reference for e in reopened.children] == ["child-1"]
+        assert [e.reference for e in thread.children] == ["child-1"]  # the same live handle
