@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     )
     from sa_core.state import SharedThread, ThreadState
     from sa_core.store import Store, ThreadRow, Transaction
-    from sa_core.store.executions import ResumePoint
+    from sa_core.store.executions import ExecutionRecord, ResumePoint
 
 DEFAULT_DATABASE = ".sa/sa.db"
 FLOW_MARKER = "sa:flow"
@@ -112,6 +112,14 @@ class Runtime:
         self._live: weakref.WeakValueDictionary[str, SharedThread] = weakref.WeakValueDictionary()
         self._fresh: set[str] = set()
         """Threads whose live row and registry were read in the transaction owing their turn."""
+        self._current: weakref.WeakKeyDictionary[SharedThread, int] = weakref.WeakKeyDictionary()
+        """Live handles known current, with the store's external version they were read at.
+
+        In-process writers update the live row and registry with the store (see
+        :meth:`update_child`, :meth:`stop_thread`, ...), so a live handle read, created or
+        refreshed while the version was ``v`` is still what the database holds as long as no
+        other connection has committed since (the version is still ``v``). A backend that
+        cannot tell (``None``, PostgreSQL) never marks a handle current."""
         self._open = False
         self.closing = False
         self._mcp: McpManager | None = None
@@ -345,11 +353,13 @@ class Runtime:
             tags=list(tags),
             properties=dict(properties or {}),
         )
+        version = self.store._cache_version()
         await self.store.create_thread(row)
         from sa_core.state import SharedThread, ThreadState
 
         shared = SharedThread(row, [])  # a new thread has no children yet: nothing to read
         self._live[row.id] = shared
+        self._mark_current(shared, version)
         state = ThreadState(self, shared)
         from sa_core.engine.subagents import boot_immediate
 
@@ -423,17 +433,35 @@ class Runtime:
         Raises:
             ThreadNotFoundError: no thread has this id.
         """
+        version = self.store._cache_version()  # before the reads: see ``_current``
         row = await self.store.get_thread(thread_id)
         if row is None:
             raise ThreadNotFoundError(thread_id)
-        return await self.state_for(row)
+        return await self.state_for(row, read_at=version)
 
-    async def state_for(self, row: ThreadRow, flow: Flow | None = None) -> ThreadState:
-        """A ThreadState over a stored thread row (sharing live handles of the same thread)."""
+    async def state_for(
+        self, row: ThreadRow, flow: Flow | None = None, *, read_at: int | None = None
+    ) -> ThreadState:
+        """A ThreadState over a stored thread row (sharing live handles of the same thread).
+
+        Args:
+            row: The thread's row, as read from the store.
+            flow: The flow running on the thread, if any.
+            read_at: The store's external version taken before ``row`` was read (lets the
+                next turn start without reading the row and registry again); ``None`` when
+                unknown.
+        """
         from sa_core.state import SharedThread, ThreadState
 
-        children = await self.store.list_children(row.id)
         shared = self._live.get(row.id)
+        if shared is not None and read_at is not None and self._current.get(shared) == read_at:
+            # the live registry matched the database at ``read_at`` and nothing was committed
+            # elsewhere before ``row`` was read: only the row is new
+            if shared.row is not row:
+                for item in dataclasses.fields(row):
+                    setattr(shared.row, item.name, getattr(row, item.name))
+            return ThreadState(self, shared, flow=flow)
+        children = await self.store.list_children(row.id)
         if shared is None:
             shared = SharedThread(row, children)
             self._live[row.id] = shared
@@ -442,7 +470,32 @@ class Runtime:
                 for item in dataclasses.fields(row):
                     setattr(shared.row, item.name, getattr(row, item.name))
             shared.children = children
+        self._mark_current(shared, read_at)
         return ThreadState(self, shared, flow=flow)
+
+    def _mark_current(self, shared: SharedThread, version: int | None) -> None:
+        """Record that ``shared`` matched the database at ``version`` (``None``: unknown)."""
+        if version is None:
+            self._current.pop(shared, None)
+        else:
+            self._current[shared] = version
+
+    def _forget_current(self, thread_id: str) -> None:
+        """The thread's live handle may differ from the database (a write rolled back)."""
+        shared = self._live.get(thread_id)
+        if shared is not None:
+            self._mark_current(shared, None)
+
+    def _live_current(self, thread_id: str) -> bool:
+        """Whether the thread's live handle is known to match the database (see ``_current``).
+
+        Call inside a write transaction: no other connection can commit until it ends.
+        """
+        shared = self._live.get(thread_id)
+        if shared is None:
+            return False
+        version = self._current.get(shared)
+        return version is not None and version == self.store._cache_version()
 
     async def update_child(self, parent_id: str, reference: str, **fields: Any) -> None:
         """Update a registry entry in the store and in every live handle of the parent."""
@@ -456,9 +509,15 @@ class Runtime:
 
     async def delete_thread(self, thread_id: str) -> list[str]:
         """Hard-delete a thread and its descendants; returns the deleted ids."""
+        parent = self._parent_of(thread_id)
         for descendant in [thread_id, *await self.store.descendant_ids(thread_id)]:
             await self.scheduler.cancel(descendant)
-        return await self.store.delete_thread(thread_id)
+        deleted = await self.store.delete_thread(thread_id)
+        for gone in [*deleted, parent]:  # rows gone, and the parent's registry changed
+            shared = self._live.get(gone) if gone is not None else None
+            if shared is not None:
+                self._mark_current(shared, None)
+        return deleted
 
     @property
     def is_open(self) -> bool:
@@ -549,18 +608,31 @@ class Runtime:
             # acknowledged only once the message and the turn it is owed commit together; the
             # same transaction claims the thread for this runtime and reads what the runner
             # needs (thread row, registry, queue), so the turn starts without more round trips
-            async with self.store.transaction() as tx:
-                await self.store.insert_messages([message], tx=tx)
-                if role == "user" and state.agent.type == "ai_human":
-                    await self._count_human_turn(state)
-                # several workers: the thread's lease, taken above, is the claim
-                claimed = self.scheduler.accepts_work() and (
-                    self.workers is not None
-                    or await self.store.claim_execution(thread_id, self.instance_id, tx=tx)
-                )
-                await self._owe_turn(state, message, side_for_role(role))
-                fresh = claimed and await self._refresh_live(thread_id, tx)
-                queue_empty = fresh and not await self.store.list_queue(thread_id, tx=tx)
+            try:
+                async with self.store.transaction() as tx:
+                    await self.store.insert_messages([message], tx=tx)
+                    if role == "user" and state.agent.type == "ai_human":
+                        await self._count_human_turn(state)
+                    owed = self._owed_record(state, message, side_for_role(role))
+                    if not self.scheduler.accepts_work():
+                        claimed = False
+                        await self.store.save_execution(thread_id, owed, tx=tx)
+                    elif self.workers is not None:  # the thread's lease, taken above, is the claim
+                        claimed = True
+                        await self.store.save_execution(thread_id, owed, tx=tx)
+                    else:  # the owed turn and this runtime's claim, in one statement
+                        claimed = await self.store.owe_execution(
+                            thread_id, owed, self.instance_id, tx=tx
+                        )
+                    # the runner needs the live row and registry as committed: re-read them unless
+                    # the live handle is known current (read earlier with nothing committed since)
+                    fresh = claimed and (
+                        self._live_current(thread_id) or await self._refresh_live(thread_id, tx)
+                    )
+                    queue_empty = fresh and not await self.store.list_queue(thread_id, tx=tx)
+            except BaseException:
+                self._forget_current(thread_id)  # the human turn count went ahead of the store
+                raise
             await announce_created(state, [message])
             self.start_turn(
                 thread_id,
@@ -614,6 +686,7 @@ class Runtime:
         for item in dataclasses.fields(row):
             setattr(shared.row, item.name, getattr(row, item.name))
         shared.children = children
+        self._mark_current(shared, self.store._cache_version())
         return True
 
     async def _has_work(self, thread_id: str) -> bool:
@@ -633,10 +706,10 @@ class Runtime:
         record = await self.store.get_execution(thread_id)
         return record is not None and record.status != "idle" and record.resume is not None
 
-    async def _owe_turn(
+    def _owed_record(
         self, state: ThreadState, message: Message, side: Literal["a", "b"]
-    ) -> None:
-        """Record that the thread owes a turn starting at ``message`` (joins the open tx)."""
+    ) -> ExecutionRecord:
+        """The execution record of a thread that owes a turn starting at ``message``."""
         from sa_core.store.executions import ExecutionRecord, ResumePoint
 
         turns = state.row.execution.get("turns") or {}
@@ -645,9 +718,7 @@ class Runtime:
             side=side,
             turns={"a": int(turns.get("a", 0)), "b": int(turns.get("b", 0))},
         )
-        await self.store.save_execution(
-            state.thread_id, ExecutionRecord(status="owed", resume=point)
-        )
+        return ExecutionRecord(status="owed", resume=point)
 
     async def _count_human_turn(self, state: ThreadState) -> None:
         execution = dict(state.row.execution)
@@ -713,6 +784,7 @@ class Runtime:
                 return None
             state = ThreadState(self, shared)
         else:
+            version = self.store._cache_version()  # before the reads: see ``_current``
             row = await self.store.get_thread(thread_id)
             if row is None or row.terminated is not None:
                 return None
@@ -728,21 +800,31 @@ class Runtime:
                     resume = None  # the turn it owed is done: only the queued work is left
                 else:
                     return None  # another worker did the work meanwhile
-            state = await self.state_for(row)
+            state = await self.state_for(row, read_at=version)
         flow = Flow(
             self.engine, state, side, initial_messages=initial, resume=resume, durable=True
         )
         state.execution = flow
         self.scheduler.attach(thread_id, flow)
-        flow.end_reason = await flow.run()
+        try:
+            flow.end_reason = await flow.run()
+        except BaseException:
+            self._forget_current(thread_id)  # a write of the step may have rolled back
+            raise
+        if flow.end_reason == "step_error":
+            self._forget_current(thread_id)
         return flow
 
     async def _settle_flow(self, flow: Flow) -> None:
         """Record a finished flow: the outcome, a parent's report and "nothing owed", at once."""
         reason = flow.end_reason or "idle"
-        async with self.store.transaction() as tx:
-            await self._settle(flow.state, flow, reason)
-            await self.store.finish_execution(flow.state.thread_id, reason, tx=tx)
+        try:
+            async with self.store.transaction() as tx:
+                await self._settle(flow.state, flow, reason)
+                await self.store.finish_execution(flow.state.thread_id, reason, tx=tx)
+        except BaseException:
+            self._forget_current(flow.state.thread_id)  # the live row went ahead of the store
+            raise
 
     async def _settle(self, state: ThreadState, flow: Flow, reason: str) -> None:
         execution = dict(state.row.execution)

@@ -274,3 +274,58 @@ class ExecutionsMixin(StoreBase):
         """Forget a thread's execution record."""
         stmt = delete(t.executions).where(_X.thread_id == thread_id)
         await self._write(lambda conn: conn.execute(stmt), tx)
+
+    async def owe_execution(
+        self, thread_id: str, record: ExecutionRecord, owner: str, *, tx: Transaction | None = None
+    ) -> bool:
+        """Save an owed record and claim the thread for ``owner``, in one statement when free.
+
+        Equal to :meth:`claim_execution` followed by :meth:`save_execution` (the record is saved
+        whether or not the claim succeeds), in one ``UPDATE`` when the claim is free.
+
+        Returns:
+            Whether ``owner`` holds the claim (False when another owner holds it).
+        """
+        body = record.model_dump(mode="json", exclude={"status", "claimed_by", "claimed_until"})
+        now = now_us()
+        params = {
+            "b_tid": thread_id,
+            "b_owner": owner,
+            "b_now": now,
+            "v_tid": thread_id,
+            "v_owner": owner,
+            "v_status": record.status,
+            "v_record": body,
+            "v_claimed_by": owner,
+            "v_updated_at": now,
+        }
+
+        def op(conn: Connection) -> bool:
+            if _CLAIM_SAVE.run(conn, params):
+                return True
+            if _UPDATE.run(conn, params):  # the record exists: another owner holds the claim
+                return False
+            _INSERT.run(conn, params)
+            return True
+
+        return await self._write(op, tx)
+
+
+_CLAIM_SAVE = Prepared(
+    update(t.executions)
+    .where(
+        _X.thread_id == bindparam("b_tid"),
+        or_(
+            _X.claimed_by.is_(None),
+            _X.claimed_by == bindparam("b_owner"),
+            and_(_X.claimed_until.is_not(None), _X.claimed_until < bindparam("b_now")),
+        ),
+    )
+    .values(
+        status=bindparam("v_status"),
+        record=bindparam("v_record"),
+        claimed_by=bindparam("v_owner"),
+        claimed_until=None,
+        updated_at=bindparam("v_updated_at"),
+    )
+)
