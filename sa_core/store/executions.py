@@ -103,16 +103,18 @@ _INSERT = Prepared(
         updated_at=bindparam("v_updated_at"),
     )
 )
+_CLAIMABLE = and_(
+    _X.thread_id == bindparam("b_tid"),
+    or_(
+        _X.claimed_by.is_(None),
+        _X.claimed_by == bindparam("b_owner"),
+        and_(_X.claimed_until.is_not(None), _X.claimed_until < bindparam("b_now")),
+    ),
+)
+"""The thread's record, when it is free, ``b_owner``'s already, or its claim has lapsed."""
 _CLAIM = Prepared(
     update(t.executions)
-    .where(
-        _X.thread_id == bindparam("b_tid"),
-        or_(
-            _X.claimed_by.is_(None),
-            _X.claimed_by == bindparam("b_owner"),
-            and_(_X.claimed_until.is_not(None), _X.claimed_until < bindparam("b_now")),
-        ),
-    )
+    .where(_CLAIMABLE)
     .values(claimed_by=bindparam("v_owner"), claimed_until=None)
 )
 _OWED = select(_X.thread_id, _X.status, _X.record, _X.claimed_by, _X.claimed_until).where(
@@ -313,14 +315,7 @@ class ExecutionsMixin(StoreBase):
 
 _CLAIM_SAVE = Prepared(
     update(t.executions)
-    .where(
-        _X.thread_id == bindparam("b_tid"),
-        or_(
-            _X.claimed_by.is_(None),
-            _X.claimed_by == bindparam("b_owner"),
-            and_(_X.claimed_until.is_not(None), _X.claimed_until < bindparam("b_now")),
-        ),
-    )
+    .where(_CLAIMABLE)
     .values(
         status=bindparam("v_status"),
         record=bindparam("v_record"),
