@@ -248,8 +248,9 @@ class Runtime:
         if self.scheduler.is_running(thread_id) or not self._open:
             return
         record = await self.store.get_execution(thread_id)
-        if record is not None and record.status != "idle" and record.resume is not None:
-            self.scheduler.kick(thread_id, record.resume.side, resume=record.resume)
+        point = record.owed_resume if record is not None else None
+        if point is not None:
+            self.scheduler.kick(thread_id, point.side, resume=point)
             return
         from sa_core.engine.flow import side_for_role
 
@@ -353,7 +354,7 @@ class Runtime:
             tags=list(tags),
             properties=dict(properties or {}),
         )
-        version = self.store._cache_version()
+        version = self.store.external_version()
         await self.store.create_thread(row)
         from sa_core.state import SharedThread, ThreadState
 
@@ -433,7 +434,7 @@ class Runtime:
         Raises:
             ThreadNotFoundError: no thread has this id.
         """
-        version = self.store._cache_version()  # before the reads: see ``_current``
+        version = self.store.external_version()  # before the reads: see ``_current``
         row = await self.store.get_thread(thread_id)
         if row is None:
             raise ThreadNotFoundError(thread_id)
@@ -495,7 +496,7 @@ class Runtime:
         if shared is None:
             return False
         version = self._current.get(shared)
-        return version is not None and version == self.store._cache_version()
+        return version is not None and version == self.store.external_version()
 
     async def update_child(self, parent_id: str, reference: str, **fields: Any) -> None:
         """Update a registry entry in the store and in every live handle of the parent."""
@@ -686,7 +687,7 @@ class Runtime:
         for item in dataclasses.fields(row):
             setattr(shared.row, item.name, getattr(row, item.name))
         shared.children = children
-        self._mark_current(shared, self.store._cache_version())
+        self._mark_current(shared, self.store.external_version())
         return True
 
     async def _has_work(self, thread_id: str) -> bool:
@@ -704,7 +705,7 @@ class Runtime:
     async def _owes_turn(self, thread_id: str) -> bool:
         """Whether the thread's execution record owes a turn (one a stopped worker left)."""
         record = await self.store.get_execution(thread_id)
-        return record is not None and record.status != "idle" and record.resume is not None
+        return record is not None and record.owed_resume is not None
 
     def _owed_record(
         self, state: ThreadState, message: Message, side: Literal["a", "b"]
@@ -784,7 +785,7 @@ class Runtime:
                 return None
             state = ThreadState(self, shared)
         else:
-            version = self.store._cache_version()  # before the reads: see ``_current``
+            version = self.store.external_version()  # before the reads: see ``_current``
             row = await self.store.get_thread(thread_id)
             if row is None or row.terminated is not None:
                 return None
@@ -794,8 +795,9 @@ class Runtime:
                 # Kicked for queued work on a thread another worker left mid-turn: finish that
                 # turn from its resume point first (the queue is drained on the way)
                 record = await self.store.get_execution(thread_id)
-                if record is not None and record.status != "idle" and record.resume is not None:
-                    resume, side = record.resume, record.resume.side
+                owed = record.owed_resume if record is not None else None
+                if owed is not None:
+                    resume, side = owed, owed.side
                 elif await self._has_work(thread_id):
                     resume = None  # the turn it owed is done: only the queued work is left
                 else:

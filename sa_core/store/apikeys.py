@@ -87,7 +87,7 @@ class ApiKeysMixin(StoreBase):
             return None
         digest = hash_token(token)
         cache = self._caches.keys
-        cached = tx is None and cache.check(self._cache_version())
+        cached = tx is None and cache.check(self.external_version())
         if cached:
             found = cache.get(digest)
             if found is not None:

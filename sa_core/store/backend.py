@@ -555,8 +555,13 @@ class StoreBase:
         self._closed = False
         self._caches = StoreCaches()
 
-    def _cache_version(self) -> int | None:
-        """The backend's external version (see :mod:`sa_core.store.caches`); ``None``: no cache."""
+    def external_version(self) -> int | None:
+        """A number that changes whenever another connection commits; ``None``: unknown.
+
+        SQLite's ``PRAGMA data_version`` (see :mod:`sa_core.store.caches`). Whatever was read
+        while it was ``v`` is still what the database holds as long as it is ``v`` and this
+        store wrote nothing more; a backend that cannot tell (PostgreSQL) returns ``None``.
+        """
         if self._closed:
             return None
         return self._backend.external_version()
@@ -588,28 +593,25 @@ class StoreBase:
             raise RuntimeError("This transaction is closed or belongs to another store.")
         return tx
 
-    async def _read(self, op: Op[T], tx: Transaction | None = None) -> T:
+    async def _read(self, op: Op[T], tx: Transaction | None = None, *, one: bool = False) -> T:
+        """Run a read in ``tx``, the task's open transaction, or a read of its own.
+
+        ``one``: the operation issues a single statement, so it runs without BEGIN/COMMIT.
+        """
         if tx is not None:
             return await self._check_tx(tx).run(op)
         ambient = self._ambient()
         if ambient is not None:
             return await ambient.run(op)
+        read = self._backend.read_one if one else self._backend.read
         if self._backend.serialize_reads:
             async with self._lock:
-                return await self._backend.read(op)
-        return await self._backend.read(op)
+                return await read(op)
+        return await read(op)
 
     async def _read_one(self, op: Op[T], tx: Transaction | None = None) -> T:
         """Like :meth:`_read`, for an operation that issues one statement (no BEGIN/COMMIT)."""
-        if tx is not None:
-            return await self._check_tx(tx).run(op)
-        ambient = self._ambient()
-        if ambient is not None:
-            return await ambient.run(op)
-        if self._backend.serialize_reads:
-            async with self._lock:
-                return await self._backend.read_one(op)
-        return await self._backend.read_one(op)
+        return await self._read(op, tx, one=True)
 
     async def _write(self, op: Op[T], tx: Transaction | None = None) -> T:
         if tx is not None:

@@ -66,6 +66,11 @@ class ExecutionRecord(BaseModel):
     claimed_by: str | None = None
     claimed_until: int | None = None
 
+    @property
+    def owed_resume(self) -> ResumePoint | None:
+        """Where the owed (or interrupted) turn resumes; ``None`` when no turn is owed."""
+        return self.resume if self.status != "idle" else None
+
 
 _X = t.executions.c
 _GET = Prepared(

@@ -328,7 +328,7 @@ class MessagesMixin(StoreBase):
         if since is not None or tx is not None or self._ambient() is not None:
             return await self._load_history(thread_id, since, tx)
         cache = self._caches.history
-        if not cache.check(self._cache_version()):
+        if not cache.check(self.external_version()):
             return await self._load_history(thread_id, None, None)
         fillable = self._cache_fillable()
         found = cache.lookup(thread_id)
