@@ -576,10 +576,11 @@ class Runtime:
         await self.scheduler.unwinding(thread_id)
         if not self.scheduler.is_running(thread_id) and self.workers is not None:
             # the thread's lease says which worker runs it: queue for another, or take it here
+            settled = self.workers.settled(thread_id)  # kept since its last turn: nothing owed
             if not await self.workers.acquire(thread_id):
                 busy = True
             else:  # a turn a dead worker left owed resumes first; this message queues behind
-                busy = await self._owes_turn(thread_id)
+                busy = not settled and await self._owes_turn(thread_id)
         else:
             busy = self.scheduler.is_running(thread_id)
         if busy:

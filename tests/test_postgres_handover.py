@@ -227,3 +227,40 @@ async def test_stop_and_terminate_posted_to_another_worker_end_the_running_turn(
                 return await first.store.lease_owner(thread_id) is None  # noqa: B023
 
             await until(released, "the lease to be given back")
+
+
+async def test_a_settled_threads_lease_is_kept_for_its_next_turn_then_given_back(
+    pg_database_url: str,
+) -> None:
+    GATE.open.set()  # the tool finishes at once
+    async with workers(pg_database_url, 2) as [(first, _), (second, _)]:
+        assert first.workers is not None and second.workers is not None
+        state = await first.create_thread("helper", package="handover")
+        thread_id = state.thread_id
+        await state.send_message("one", wait=True)
+        # the turn settled: the lease stays the first worker's, and its next turn there takes
+        # it without asking the database
+        assert await first.store.lease_owner(thread_id) == first.workers.worker_id
+        assert first.workers.settled(thread_id) and first.workers.holds(thread_id)
+        token = first.workers.held[thread_id]
+        await state.send_message("two", wait=True)
+        assert first.workers.held[thread_id] == token  # the same acquisition
+        # a message posted to the other worker meanwhile runs on the holder
+        elsewhere = await second.get_thread(thread_id)
+        await elsewhere.send_message("three", wait=False)
+
+        async def answered() -> bool:
+            return ("assistant", "answer: did three") in await contents(first, thread_id)
+
+        await until(answered, "the holder to run the message posted elsewhere")
+        assert [w for w, event in GATE.runs if event == "start"] == [
+            first.workers.worker_id
+        ] * 3
+        await first.wait_idle(timeout=10)
+
+        async def released() -> bool:
+            return await first.store.lease_owner(thread_id) is None
+
+        # a third of the 1 s expiry after the turn, at the next heartbeat: given back
+        await until(released, "the kept lease to be given back", timeout=5)
+        assert not first.workers.settled(thread_id)

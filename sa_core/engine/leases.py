@@ -5,7 +5,10 @@ single process keeps working as before and nothing here runs.
 
 * **Leases.** A worker runs a thread's turns only while it holds the thread's lease
   (``thread_leases``). The lease is taken before a turn starts, renewed by the worker's heartbeat
-  every third of the expiry, and released when the turn's work is done. A worker that finds the
+  every third of the expiry, and kept for a third of the expiry after the thread's work is done
+  (a conversation's next message usually follows soon, and reaches the same worker behind a
+  sticky load balancer: it then needs no round trip to take the lease, nor one to give it back),
+  then released. A worker that finds the
   lease held elsewhere queues the message (the queue is durable) and notifies the holder on the
   ``sa_work`` channel, which drains it before its next step, or after its turn.
 * **Takeover.** A worker that dies stops renewing; its leases expire (default 10 s,
@@ -85,6 +88,10 @@ class Workers:
         """Thread id -> when (µs) this worker's lease on it expires unless renewed again."""
         self.margin_us = self.ttl_us // 4
         """A turn stops this long before its lease could expire without a renewal."""
+        self.linger_us = self.ttl_us // 3
+        """How long a lease is kept once its thread's runner settled (for the next turn)."""
+        self.lingering: dict[str, int] = {}
+        """Thread id -> when (µs) its runner settled: the lease is kept, nothing is owed."""
         self.taken_over = 0
         self._conn: Any = None
         self._listen: Any = None
@@ -145,8 +152,10 @@ class Workers:
             holds the lease; queue the work and :meth:`notify_work`).
 
         """
-        # always asked of the database (renewed when this worker holds it): a lease kept in
-        # memory only could have been lost meanwhile
+        if self.holds(thread_id):
+            self.lingering.pop(thread_id, None)
+            return True
+        # otherwise asked of the database (renewed when this worker holds it)
         unfenced = _ACQUIRING.set(True)  # the runner's own claim: not a write of its turn
         try:
             token = await self.runtime.store.acquire_lease(thread_id, self.worker_id, self.ttl_us)
@@ -159,6 +168,24 @@ class Workers:
         self.held[thread_id] = token
         self.expires[thread_id] = token + self.ttl_us  # the token is the acquisition's time
         return True
+
+    def holds(self, thread_id: str) -> bool:
+        """Whether this worker surely holds the thread's lease, without asking the database.
+
+        True while the lease, taken or renewed by this worker, has at least half its expiry
+        left: no other worker can take a lease before it expires (taking one needs it expired
+        or held by the taker), and the heartbeat renews it every third of the expiry, so with a
+        healthy heartbeat this holds from one acquisition to the release. Commits of the
+        thread's turns are still fenced by the database (:meth:`fence`).
+        """
+        at = self.expires.get(thread_id)
+        return (
+            at is not None and thread_id in self.held and at - now_us() >= self.ttl_us // 2
+        )
+
+    def settled(self, thread_id: str) -> bool:
+        """Whether the thread's lease is kept after its runner settled (nothing owed since)."""
+        return thread_id in self.lingering
 
     def fence(self, conn: Any) -> None:
         """Before a write of a thread's turn commits: refuse it if the lease was lost.
@@ -183,13 +210,19 @@ class Workers:
             scheduler.interrupt(thread_id, cancel=False)
             raise LeaseLost(thread_id)
 
-    def release(self, thread_id: str) -> None:
+    def release(self, thread_id: str, settled: bool = False) -> None:
         """Give the lease back once the thread's runner exits (in the background).
 
-        A runner cut off (a lost lease, a shutdown, a lease about to expire) may leave a turn
-        owed: that lease is expired rather than deleted, so the workers' reapers take the
-        thread over and resume the turn at once.
+        A runner that settled its flow (``settled``) keeps the lease for :attr:`linger_us`:
+        the heartbeat renews it meanwhile and gives it back after. A runner cut off (a lost
+        lease, a shutdown, a lease about to expire) may leave a turn owed: that lease is
+        expired rather than deleted, so the workers' reapers take the thread over and resume
+        the turn at once.
         """
+        if settled and thread_id in self.held and self.runtime.scheduler.accepts_work():
+            self.lingering[thread_id] = now_us()
+            return
+        self.lingering.pop(thread_id, None)
         if thread_id in self.held:
             token = self.held.pop(thread_id)
             self.expires.pop(thread_id, None)
@@ -266,6 +299,7 @@ class Workers:
         while True:
             await asyncio.sleep(self.ttl / 3)
             try:
+                self._end_lingering()
                 held = dict(self.held)
                 before = now_us()  # the renewed leases expire no sooner than ttl after this
                 renewed = set(await store.heartbeat(self.worker_id, self.ttl_us, list(held)))
@@ -291,7 +325,16 @@ class Workers:
         log.warning("lease on thread %s lost; stopping its turn on this worker", thread_id)
         self.held.pop(thread_id, None)
         self.expires.pop(thread_id, None)
+        self.lingering.pop(thread_id, None)
         self.runtime.scheduler.interrupt(thread_id)
+
+    def _end_lingering(self) -> None:
+        """Give back the leases kept longer than :attr:`linger_us` after their runner settled."""
+        scheduler = self.runtime.scheduler
+        limit = now_us() - self.linger_us
+        for thread_id, since in list(self.lingering.items()):
+            if since <= limit and not scheduler.is_running(thread_id):
+                self.release(thread_id)
 
     def expiring(self, now: int | None = None) -> list[str]:
         """Threads whose lease this worker has not renewed in time: within the margin of expiry."""

@@ -48,7 +48,9 @@ class Scheduler:
         claim: Claims a thread for this runtime before each flow (default: the execution
             row's ``claimed_by``); several workers on PostgreSQL pass their thread lease, which
             has an expiry, a heartbeat and takeover (:mod:`sa_core.engine.leases`).
-        release: Called when a thread's runner exits, with ``claim`` (gives the lease back).
+        release: Called when a thread's runner exits, with ``claim`` (gives the lease back);
+            its ``settled`` argument says the runner ran a flow and settled it cleanly (no
+            turn left owed, not cut off), so the lease may be kept a while for the next turn.
     """
 
     def __init__(
@@ -59,7 +61,7 @@ class Scheduler:
         settle_flow: SettleFlow,
         accepting: Callable[[], bool] = lambda: True,
         claim: Callable[[str], Awaitable[bool]] | None = None,
-        release: Callable[[str], None] | None = None,
+        release: Callable[[str, bool], None] | None = None,
     ) -> None:
         self.store = store
         self.instance_id = instance_id
@@ -290,6 +292,7 @@ class Scheduler:
         from sa_core.engine.flow import side_for_role
 
         _RUNNER.set(thread_id)  # this task's own context
+        settled = False
         try:
             while True:
                 self._kicked.discard(thread_id)
@@ -310,12 +313,13 @@ class Scheduler:
                     await self._settle_flow(flow)
                     queue = await self.store.list_queue(thread_id, tx=tx)
                 if not queue and thread_id not in self._kicked:
+                    settled = thread_id not in self._interrupted
                     return
                 self._settling.discard(thread_id)
                 side = side_for_role(queue[0].role) if queue else flow.current_side
         finally:
             if self._release is not None:
-                self._release(thread_id)
+                self._release(thread_id, settled)
             for entries in (
                 self._settling,
                 self._kicked,

@@ -364,14 +364,17 @@ class AsyncBackend(Backend):
         await self._slots.acquire()
         try:
             idle = self._idle_writers if write else self._idle_readers
-            if idle:
-                return idle.pop()
             other = self._idle_readers if write else self._idle_writers
             pool: Any = self._engine.pool
-            while other and (
-                self._held >= POOL_SIZE + POOL_OVERFLOW
-                or pool.checkedout() >= POOL_SIZE + POOL_OVERFLOW
-            ):
+            while True:
+                if idle:  # also one checked in while an idle connection was being dropped
+                    return idle.pop()
+                full = (
+                    self._held >= POOL_SIZE + POOL_OVERFLOW
+                    or pool.checkedout() >= POOL_SIZE + POOL_OVERFLOW
+                )
+                if not full or not other:
+                    break  # a full pool here only waits for connections being given back
                 self._held -= 1
                 await asyncio.shield(self._drop(other.pop(), True))
             engine = self._engine if write else self._reader
