@@ -85,3 +85,28 @@ async def test_due_effects_are_claimed_once_and_only_dead_workers_effects_reset(
     assert await store.reset_processing_effects() == 0  # w1 is alive
     await store.retire_worker("w1")
     assert await store.reset_processing_effects() == 1
+
+
+async def test_a_fenced_execution_write_stands_for_the_commit_fence_only_while_the_lease_holds(
+    store: Store,
+) -> None:
+    from sa_core.store.executions import ExecutionRecord
+
+    fences: list[str] = []
+    store.write_fence = lambda conn: fences.append("checked")
+    store.write_fence_owner = lambda thread_id: "w1" if thread_id == "t1" else None
+    await store.save_execution("t1", ExecutionRecord(status="owed"))
+    await store.acquire_lease("t1", "w1", 10 * SECOND)
+    fences.clear()
+    async with store.transaction() as tx:  # w1's lease is valid: the update checked it
+        await store.save_running_point("t1", {"since": 1, "side": "a"}, "w1", tx=tx)
+        assert tx.fenced
+    assert fences == []
+    await store.acquire_lease("t1", "w1", -1)  # w1's lease expires
+    fences.clear()
+    async with store.transaction() as tx:  # written all the same, but the commit fence runs
+        await store.finish_execution("t1", None, tx=tx)
+        assert not tx.fenced
+    assert fences == ["checked"]
+    record = await store.get_execution("t1")
+    assert record is not None and record.status == "idle"

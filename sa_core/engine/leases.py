@@ -115,6 +115,7 @@ class Workers:
         store.worker_id = self.worker_id
         store.worker_ttl_us = self.ttl_us
         store.write_fence = self.fence
+        store.write_fence_owner = self.fence_owner
         await store.heartbeat(self.worker_id, self.ttl_us, [])
         self.relay.peers = len(await store.live_workers(self.ttl_us)) > 1
         self.relay.start()
@@ -186,6 +187,13 @@ class Workers:
     def settled(self, thread_id: str) -> bool:
         """Whether the thread's lease is kept after its runner settled (nothing owed since)."""
         return thread_id in self.lingering
+
+    def fence_owner(self, thread_id: str) -> str | None:
+        """This worker, when a write of the thread made now is its runner's (to be fenced)."""
+        scheduler = getattr(self.runtime, "scheduler", None)
+        if scheduler is None or _ACQUIRING.get() or scheduler.current_thread() != thread_id:
+            return None
+        return self.worker_id
 
     def fence(self, conn: Any) -> None:
         """Before a write of a thread's turn commits: refuse it if the lease was lost.

@@ -43,11 +43,13 @@ Op = Callable[[Connection], T]
 class Transaction(ABC):
     """An open write transaction; pass it as ``tx=`` to store methods."""
 
-    __slots__ = ("owner", "active", "_after_commit")
+    __slots__ = ("owner", "active", "fenced", "_after_commit")
 
     def __init__(self, owner: object) -> None:
         self.owner = owner
         self.active = True
+        self.fenced = False
+        """A statement of this transaction already checked and share-locked the lease."""
         self._after_commit: list[Callable[[], None]] | None = None
 
     def after_commit(self, callback: Callable[[], None]) -> None:
@@ -515,7 +517,8 @@ class _TransactionContext:
             if exc_type is None:
                 try:
                     fence = self._store.write_fence
-                    if fence is not None:  # workers: refuse a commit of a turn whose lease is lost
+                    # workers: refuse a commit of a turn whose lease is lost
+                    if fence is not None and not tx.fenced:
                         await tx.run(fence)
                     await tx.commit()
                 except BaseException:
@@ -552,6 +555,10 @@ class StoreBase:
     lease on the thread was lost, so nothing the turn wrote commits.
     """
 
+    write_fence_owner: Callable[[str], str | None] | None = None
+    """The worker whose lease fences a write of the thread now, else ``None`` (see
+    :meth:`fence_owner`); set by :mod:`sa_core.engine.leases` with :attr:`write_fence`."""
+
     def __init__(self, backend: Backend) -> None:
         self._backend = backend
         self._lock = asyncio.Lock()
@@ -568,6 +575,22 @@ class StoreBase:
         if self._closed:
             return None
         return self._backend.external_version()
+
+    def fence_owner(self, thread_id: str) -> str | None:
+        """The worker whose lease must fence a write of this thread made now, or ``None``.
+
+        A statement that writes the thread's row anyway can check the lease itself (and
+        share-lock it till the commit) and then call :meth:`fenced`: the transaction's
+        :attr:`write_fence` statement is skipped, one round trip fewer per commit.
+        """
+        owner_of = self.write_fence_owner
+        return owner_of(thread_id) if owner_of is not None else None
+
+    def fenced(self, tx: Transaction | None) -> None:
+        """Record that the transaction in effect (``tx`` or the task's) checked its lease."""
+        current = tx if tx is not None else self._ambient()
+        if current is not None:
+            current.fenced = True
 
     def _cache_fillable(self) -> bool:
         """Whether a read now sees only committed rows that no open transaction will change."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
-from sqlalchemy import and_, bindparam, delete, insert, or_, select, update
+from sqlalchemy import and_, bindparam, delete, exists, insert, literal, or_, select, update
 from sqlalchemy.engine import Connection
 
 from sa_core.store import tables as t
@@ -99,6 +99,19 @@ _UPDATE_RELEASE = Prepared(
         updated_at=bindparam("v_updated_at"),
     )
 )
+_LEASE = t.thread_leases.c
+_LEASE_HELD = exists(
+    select(literal(1))
+    .where(
+        _LEASE.thread_id == bindparam("b_tid"),
+        _LEASE.owner == bindparam("b_fence_owner"),
+        _LEASE.expires_at >= bindparam("b_fence_now"),
+    )
+    .with_for_update(read=True)
+)
+"""The worker ``b_fence_owner`` holds a valid lease on the thread (share-locked till commit)."""
+_UPDATE_FENCED = Prepared(_UPDATE.stmt.where(_LEASE_HELD))  # type: ignore[attr-defined]
+_UPDATE_RELEASE_FENCED = Prepared(_UPDATE_RELEASE.stmt.where(_LEASE_HELD))  # type: ignore[attr-defined]
 _INSERT = Prepared(
     insert(t.executions).values(
         thread_id=bindparam("v_tid"),
@@ -136,10 +149,17 @@ def _record(row: dict[str, Any]) -> ExecutionRecord:
 
 
 def _save(
-    conn: Connection, thread_id: str, record: ExecutionRecord, *, release: bool = False
-) -> None:
+    conn: Connection,
+    thread_id: str,
+    record: ExecutionRecord,
+    *,
+    release: bool = False,
+    fence_owner: str | None = None,
+) -> bool:
     body = record.model_dump(mode="json", exclude={"status", "claimed_by", "claimed_until"})
-    _write(conn, thread_id, record.status, body, None, release=release)
+    return _write(
+        conn, thread_id, record.status, body, None, release=release, fence_owner=fence_owner
+    )
 
 
 def _write(
@@ -150,18 +170,31 @@ def _write(
     claimed_by: str | None,
     *,
     release: bool = False,
-) -> None:
-    """Update the record (the claim stays unless ``release``), or insert it with ``claimed_by``."""
+    fence_owner: str | None = None,
+) -> bool:
+    """Update the record (the claim stays unless ``release``), or insert it with ``claimed_by``.
+
+    With ``fence_owner`` the update is also the transaction's lease fence: it changes the row
+    only while that worker holds a valid lease on the thread, and share-locks the lease until
+    the commit (see :meth:`StoreBase.fenced`). Returns whether it did (else the row is written
+    unfenced, and the fence runs before the commit as usual).
+    """
+    now = now_us()
     params = {
         "b_tid": thread_id,
         "v_tid": thread_id,
         "v_status": status,
         "v_record": body,
         "v_claimed_by": claimed_by,
-        "v_updated_at": now_us(),
+        "v_updated_at": now,
     }
+    if fence_owner is not None:
+        fenced = _UPDATE_RELEASE_FENCED if release else _UPDATE_FENCED
+        if fenced.run(conn, {**params, "b_fence_owner": fence_owner, "b_fence_now": now}):
+            return True
     if (_UPDATE_RELEASE if release else _UPDATE).run(conn, params) == 0:
         _INSERT.run(conn, params)
+    return False
 
 
 class ExecutionsMixin(StoreBase):
@@ -190,10 +223,13 @@ class ExecutionsMixin(StoreBase):
             tx: An open transaction to write in.
         """
         body = {"resume": point, "stop_reason": None}
-        def op(conn: Connection) -> None:
-            _write(conn, thread_id, "running", body, claimed_by)
+        owner = self.fence_owner(thread_id)
 
-        await self._write(op, tx)
+        def op(conn: Connection) -> bool:
+            return _write(conn, thread_id, "running", body, claimed_by, fence_owner=owner)
+
+        if await self._write(op, tx):
+            self.fenced(tx)
 
     async def get_execution(
         self, thread_id: str, *, tx: Transaction | None = None
@@ -223,7 +259,13 @@ class ExecutionsMixin(StoreBase):
     ) -> None:
         """Mark a thread's execution idle: nothing owed, no resume point, no claim."""
         record = ExecutionRecord(status="idle", stop_reason=stop_reason)
-        await self._write(lambda conn: _save(conn, thread_id, record, release=True), tx)
+        owner = self.fence_owner(thread_id)
+
+        def op(conn: Connection) -> bool:
+            return _save(conn, thread_id, record, release=True, fence_owner=owner)
+
+        if await self._write(op, tx):
+            self.fenced(tx)
 
     async def pending_message_ids(
         self, thread_id: str, *, tx: Transaction | None = None
