@@ -35,6 +35,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal
 
 from sa_core.engine.relay import FRAME_RETENTION_US, STREAM_CHANNEL, RelayBus, asyncpg_dsn
+from sa_core.store.apikeys import KEYS_CHANNEL
 from sa_core.store.clock import now_us
 
 if TYPE_CHECKING:
@@ -112,6 +113,10 @@ class Workers:
         await self._listen.add_listener(STREAM_CHANNEL, self.relay.on_notify)
         await self._listen.add_listener(WORK_CHANNEL, self._on_work)
         store = self.runtime.store
+        await self._listen.add_listener(KEYS_CHANNEL, self._on_keys_revoked)
+        # API keys are cached while revocations are heard; never once the listener is gone
+        self._listen.add_termination_listener(self._on_listener_lost)
+        store.keys_epoch = 0
         store.worker_id = self.worker_id
         store.worker_ttl_us = self.ttl_us
         store.write_fence = self.fence
@@ -137,6 +142,7 @@ class Workers:
         await self.relay.stop()
         with contextlib.suppress(Exception):
             await self.runtime.store.retire_worker(self.worker_id)
+        self.runtime.store.keys_epoch = None
         for conn in (self._listen, self._conn):
             if conn is not None:
                 with contextlib.suppress(Exception):
@@ -252,6 +258,14 @@ class Workers:
         """Ask the worker running the thread to stop its turn (a stop posted elsewhere)."""
         payload = json.dumps({"w": self.worker_id, "t": thread_id, "stop": True})
         self._spawn(self._notify([(WORK_CHANNEL, payload)]))
+
+    def _on_keys_revoked(self, _conn: Any, _pid: int, _channel: str, _payload: str) -> None:
+        store = self.runtime.store
+        if store.keys_epoch is not None:
+            store.keys_epoch += 1
+
+    def _on_listener_lost(self, _conn: Any) -> None:
+        self.runtime.store.keys_epoch = None
 
     def _on_work(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
         note = json.loads(payload)

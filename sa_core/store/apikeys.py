@@ -17,6 +17,8 @@ from sa_core.store.clock import now_us
 from sa_core.store.fast import Prepared
 from sa_core.store.rows import ApiKeyRow
 
+KEYS_CHANNEL = "sa_keys"
+"""PostgreSQL: notified when a key is revoked (the workers' key caches empty)."""
 TOKEN_PREFIX = "sa_"
 DISPLAY_PREFIX_CHARS = 11  # "sa_" and 8 random characters
 
@@ -47,6 +49,15 @@ def _row(row: Any) -> ApiKeyRow:
 
 class ApiKeysMixin(StoreBase):
     """API keys."""
+
+    keys_epoch: int | None = None
+    """PostgreSQL: counts the revocations notified on :data:`KEYS_CHANNEL` while a listener
+    (a worker's, :mod:`sa_core.engine.leases`) is connected; ``None`` without one."""
+
+    def _keys_version(self) -> int | None:
+        """What the key cache is valid for: SQLite's data version, or the notified revocations."""
+        version = self.external_version()
+        return version if version is not None else self.keys_epoch
 
     async def create_api_key(
         self, name: str, *, tx: Transaction | None = None
@@ -81,13 +92,15 @@ class ApiKeysMixin(StoreBase):
 
         Verified keys are kept in a small bounded cache (by token digest), emptied by every
         revocation of this store and whenever another process writes to the database, so a
-        revoked key is refused from the moment its revocation commits.
+        revoked key is refused from the moment its revocation commits. On PostgreSQL the cache
+        is used only while a listener hears the revocations of every process (notified as they
+        commit), so another worker refuses a revoked key once the notification arrives.
         """
         if not token.startswith(TOKEN_PREFIX):
             return None
         digest = hash_token(token)
         cache = self._caches.keys
-        cached = tx is None and cache.check(self.external_version())
+        cached = tx is None and cache.check(self._keys_version())
         if cached:
             found = cache.get(digest)
             if found is not None:
@@ -127,9 +140,16 @@ class ApiKeysMixin(StoreBase):
             )
             .values(revoked_at=now_us())
         )
+
+        def op(conn: Connection) -> bool:
+            revoked = conn.execute(stmt).rowcount > 0
+            if revoked and conn.dialect.name == "postgresql":  # delivered once this commits
+                conn.execute(select(func.pg_notify(KEYS_CHANNEL, "")))
+            return revoked
+
         self._caches.keys.clear()
         try:
-            return await self._write(lambda conn: conn.execute(stmt).rowcount > 0, tx)
+            return await self._write(op, tx)
         finally:
             self._caches.keys.clear()
 
