@@ -48,6 +48,7 @@ if TYPE_CHECKING:
         Pack,
         PromptDefinition,
         QueueMessageInput,
+        SubagentRegistryEntry,
         ToolAttachment,
     )
     from sa_core.state import SharedThread, ThreadState
@@ -178,7 +179,7 @@ class Runtime:
             self._run_flow,
             self._settle_flow,
             accepting=lambda: self._open,
-            claim=workers.acquire if workers is not None else None,
+            claim=workers.claim if workers is not None else None,
             release=workers.release if workers is not None else None,
         )
         self.caches = PromptCaches()
@@ -435,13 +436,23 @@ class Runtime:
             ThreadNotFoundError: no thread has this id.
         """
         version = self.store.external_version()  # before the reads: see ``_current``
+        if version is None:  # no version to keep the live registry by: read it with the row
+            found = await self.store.get_thread_with_children(thread_id)
+            if found is None:
+                raise ThreadNotFoundError(thread_id)
+            return await self.state_for(found[0], children=found[1])
         row = await self.store.get_thread(thread_id)
         if row is None:
             raise ThreadNotFoundError(thread_id)
         return await self.state_for(row, read_at=version)
 
     async def state_for(
-        self, row: ThreadRow, flow: Flow | None = None, *, read_at: int | None = None
+        self,
+        row: ThreadRow,
+        flow: Flow | None = None,
+        *,
+        read_at: int | None = None,
+        children: list[SubagentRegistryEntry] | None = None,
     ) -> ThreadState:
         """A ThreadState over a stored thread row (sharing live handles of the same thread).
 
@@ -451,6 +462,7 @@ class Runtime:
             read_at: The store's external version taken before ``row`` was read (lets the
                 next turn start without reading the row and registry again); ``None`` when
                 unknown.
+            children: The thread's registry, read with ``row`` (not read again).
         """
         from sa_core.state import SharedThread, ThreadState
 
@@ -462,7 +474,8 @@ class Runtime:
                 for item in dataclasses.fields(row):
                     setattr(shared.row, item.name, getattr(row, item.name))
             return ThreadState(self, shared, flow=flow)
-        children = await self.store.list_children(row.id)
+        if children is None:
+            children = await self.store.list_children(row.id)
         if shared is None:
             shared = SharedThread(row, children)
             self._live[row.id] = shared
@@ -681,10 +694,10 @@ class Runtime:
         shared = self._live.get(thread_id)
         if shared is None:
             return False
-        row = await self.store.get_thread(thread_id, tx=tx)
-        if row is None:
+        found = await self.store.get_thread_with_children(thread_id, tx=tx)
+        if found is None:
             return False
-        children = await self.store.list_children(thread_id, tx=tx)
+        row, children = found
         for item in dataclasses.fields(row):
             setattr(shared.row, item.name, getattr(row, item.name))
         shared.children = children
@@ -787,7 +800,12 @@ class Runtime:
             state = ThreadState(self, shared)
         else:
             version = self.store.external_version()  # before the reads: see ``_current``
-            row = await self.store.get_thread(thread_id)
+            children = None
+            if version is None:  # read the registry with the row (see ``get_thread``)
+                found = await self.store.get_thread_with_children(thread_id)
+                row, children = found if found is not None else (None, None)
+            else:
+                row = await self.store.get_thread(thread_id)
             if row is None or row.terminated is not None:
                 return None
             if not initial and self.workers is not None:
@@ -803,7 +821,7 @@ class Runtime:
                     resume = None  # the turn it owed is done: only the queued work is left
                 else:
                     return None  # another worker did the work meanwhile
-            state = await self.state_for(row, read_at=version)
+            state = await self.state_for(row, read_at=version, children=children)
         flow = Flow(
             self.engine, state, side, initial_messages=initial, resume=resume, durable=True
         )

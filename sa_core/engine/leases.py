@@ -176,6 +176,17 @@ class Workers:
         self.expires[thread_id] = token + self.ttl_us  # the token is the acquisition's time
         return True
 
+    async def claim(self, thread_id: str) -> bool:
+        """The scheduler's claim before a thread's flow: :meth:`acquire`, in its runner.
+
+        A lease this worker holds is taken without a round trip; the runner then waits for the
+        write transaction open in this process, if any, to end, as taking the lease in the
+        database would: the work it was kicked for may commit with that transaction.
+        """
+        if self.holds(thread_id):
+            await self.runtime.store.wait_for_writes()
+        return await self.acquire(thread_id)
+
     def holds(self, thread_id: str) -> bool:
         """Whether this worker surely holds the thread's lease, without asking the database.
 

@@ -85,6 +85,8 @@ class Backend(ABC):
 
     serialize_reads: bool = False
     """Reads also take the write lock (one shared connection, e.g. an in-memory database)."""
+    dialect = "sqlite"
+    """The database's SQL dialect: ``sqlite`` or ``postgresql``."""
 
     @abstractmethod
     async def setup(self) -> None:
@@ -334,6 +336,7 @@ class AsyncBackend(Backend):
             options["pool_size"] = POOL_SIZE
             options["max_overflow"] = POOL_OVERFLOW
         self._engine = create_async_engine(url, **options)
+        self.dialect = self._engine.dialect.name
         self._reader = self._engine
         self._keep = postgres
         self._idle_readers: list[Any] = []
@@ -575,6 +578,18 @@ class StoreBase:
         if self._closed:
             return None
         return self._backend.external_version()
+
+    async def wait_for_writes(self) -> None:
+        """Wait until the write transaction open now in this process, if any, has ended.
+
+        Work kicked from inside a transaction (a child queueing a message on its parent as
+        its flow settles) is committed only when that transaction ends: a runner waits here
+        before reading it. Never call it from inside a transaction block (it would wait on
+        itself).
+        """
+        if self._lock.locked():
+            async with self._lock:
+                pass
 
     def fence_owner(self, thread_id: str) -> str | None:
         """The worker whose lease must fence a write of this thread made now, or ``None``.

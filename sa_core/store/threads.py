@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Select, bindparam, delete, func, insert, literal, select, update
 from sqlalchemy.engine import Connection
@@ -13,6 +13,9 @@ from sa_core.store.backend import StoreBase, Transaction
 from sa_core.store.clock import now_us
 from sa_core.store.fast import Prepared
 from sa_core.store.rows import THREAD_FIELDS, UNSET, ThreadRow, Unset
+
+if TYPE_CHECKING:
+    from sa_core.spec import SubagentRegistryEntry
 
 _JSON_DEFAULTS: dict[str, type] = {
     "env": dict,
@@ -28,6 +31,28 @@ _INSERT = Prepared(insert(t.threads).values({c.name: bindparam(f"p_{c.name}") fo
 _INSERT_TAG = insert(t.thread_tags)
 _DELETE_TAGS = delete(t.thread_tags).where(t.thread_tags.c.thread_id == bindparam("b_id"))
 _UPDATES: dict[tuple[str, ...], Prepared] = {}
+
+
+_KIDS_KEY = "children_entries"
+
+
+def _get_with_children_pg() -> Prepared:
+    """The thread row and its registry entries (a JSON array, in order) in one statement."""
+    from sqlalchemy import JSON, type_coerce
+    from sqlalchemy.dialects.postgresql import aggregate_order_by
+
+    c = t.children.c
+    kids = (
+        select(func.json_agg(aggregate_order_by(c.entry, c.created_at, c.reference)))
+        .where(c.parent_id == t.threads.c.id)
+        .scalar_subquery()
+    )
+    column = type_coerce(kids, JSON).label(_KIDS_KEY)
+    stmt = select(*_COLUMNS, column).where(t.threads.c.id == bindparam("b_id"))
+    return Prepared(stmt, [*_COLUMNS, column])
+
+
+_GET_WITH_CHILDREN_PG = _get_with_children_pg()
 
 
 def thread_from_row(row: Mapping[Any, Any]) -> ThreadRow:
@@ -113,6 +138,33 @@ class ThreadsMixin(StoreBase):
             return thread_from_row(found) if found is not None else None
 
         return await self._read_one(op, tx)
+
+    async def get_thread_with_children(
+        self, thread_id: str, *, tx: Transaction | None = None
+    ) -> tuple[ThreadRow, list[SubagentRegistryEntry]] | None:
+        """A thread and its subagent registry (in creation order), or ``None`` when it is gone.
+
+        One statement on PostgreSQL (a round trip fewer than :meth:`get_thread` and
+        ``list_children``); two in one operation elsewhere.
+        """
+        from sa_core.spec import SubagentRegistryEntry
+        from sa_core.store.registry import _CHILDREN
+
+        def op(conn: Connection) -> tuple[ThreadRow, list[SubagentRegistryEntry]] | None:
+            if conn.dialect.name == "postgresql":
+                found = _GET_WITH_CHILDREN_PG.first(conn, {"b_id": thread_id})
+                if found is None:
+                    return None
+                entries = found.pop(_KIDS_KEY) or []
+            else:
+                found = _GET.first(conn, {"b_id": thread_id})
+                if found is None:
+                    return None
+                entries = [row["entry"] for row in _CHILDREN.rows(conn, {"b_pid": thread_id})]
+            children = [SubagentRegistryEntry.model_validate(entry) for entry in entries]
+            return thread_from_row(found), children
+
+        return await self._read(op, tx, one=self._backend.dialect == "postgresql")
 
     async def update_thread(
         self, thread_id: str, *, tx: Transaction | None = None, **fields: Any
