@@ -31,7 +31,7 @@ def chat_pack() -> Pack:
 
 
 def count_row_reads(runtime: Runtime) -> Counter[str]:
-    """Count the store's thread row and registry reads from now on."""
+    """Count the store's thread row and registry reads from now on (both at once count once each)."""
     store: Any = runtime.store
     counts: Counter[str] = Counter()
     get_thread, list_children = store.get_thread, store.list_children
@@ -44,7 +44,15 @@ def count_row_reads(runtime: Runtime) -> Counter[str]:
         counts["registry"] += 1
         return await list_children(*args, **kwargs)
 
+    with_children = store.get_thread_with_children
+
+    async def counted_with_children(*args: Any, **kwargs: Any) -> Any:
+        counts["row"] += 1
+        counts["registry"] += 1
+        return await with_children(*args, **kwargs)
+
     store.get_thread, store.list_children = counted_get_thread, counted_list_children
+    store.get_thread_with_children = counted_with_children
     return counts
 
 
