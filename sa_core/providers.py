@@ -303,12 +303,18 @@ async def response_chunks(response: ProviderResponse) -> AsyncIterator[StreamChu
     )
 
 
+HTTP_CLIENTS = 16
+"""HTTP clients a provider spreads its calls over (see :meth:`BaseProvider.client`)."""
+CONNECTIONS_PER_CLIENT = 16
+"""Connections each of them pools (all kept alive): 256 calls in flight before any waits."""
+
+
 class BaseProvider:
     """Convenience base for provider plugins.
 
     Subclasses set the class attributes and override :meth:`generate`, :meth:`stream`, or both:
-    each default derives itself from the other. :meth:`client` hands out one shared
-    ``httpx.AsyncClient`` per provider instance (connection pooling); tests inject their own
+    each default derives itself from the other. :meth:`client` hands out the provider
+    instance's shared ``httpx.AsyncClient`` objects (connection pooling); tests inject their own
     transport through ``transport=``.
     """
 
@@ -334,21 +340,42 @@ class BaseProvider:
         self.base_url = base_url or self.default_base_url
         self._transport = transport
         self._timeout = timeout
-        self._client: httpx.AsyncClient | None = None
+        self._clients: list[httpx.AsyncClient | None] = [None] * HTTP_CLIENTS
+        self._turn = 0
 
     def client(self) -> httpx.AsyncClient:
-        """The provider's shared ``httpx.AsyncClient``, created on first use."""
-        if self._client is None or self._client.is_closed:
+        """One of the provider's shared ``httpx.AsyncClient`` objects, created on first use.
+
+        Calls take the provider's :data:`HTTP_CLIENTS` clients in turn, each pooling up to
+        :data:`CONNECTIONS_PER_CLIENT` keep-alive connections. One client for every call costs
+        CPU quadratic in the calls in flight: httpcore's pool checks every waiting request
+        against every connection whenever a request starts or ends, and once it holds more
+        than its keep-alive limit it closes each connection that falls idle, so that under a
+        few hundred concurrent calls a new connection is opened for nearly every one. Small
+        pools keep each check short and every connection reused.
+        """
+        index = self._turn
+        self._turn = (index + 1) % HTTP_CLIENTS
+        client = self._clients[index]
+        if client is None or client.is_closed:
             import httpx
 
-            self._client = httpx.AsyncClient(transport=self._transport, timeout=self._timeout)
-        return self._client
+            limits = httpx.Limits(
+                max_connections=CONNECTIONS_PER_CLIENT,
+                max_keepalive_connections=CONNECTIONS_PER_CLIENT,
+            )
+            client = httpx.AsyncClient(
+                transport=self._transport, timeout=self._timeout, limits=limits
+            )
+            self._clients[index] = client
+        return client
 
     async def aclose(self) -> None:
-        """Close the shared HTTP client."""
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        """Close the shared HTTP clients."""
+        clients, self._clients = self._clients, [None] * HTTP_CLIENTS
+        for client in clients:
+            if client is not None:
+                await client.aclose()
 
     def resolve_base_url(self, request: ProviderRequest) -> str:
         """``provider_options['base_url']`` (or ``baseUrl``) wins over the configured URL."""

@@ -792,6 +792,7 @@ class Runtime:
         from sa_core.engine.flow import Flow
         from sa_core.state import ThreadState
 
+        continued = self.scheduler.take_continued(thread_id)  # nothing owed, work waits
         shared = self._live.get(thread_id) if thread_id in self._fresh else None
         self._fresh.discard(thread_id)
         if shared is not None:  # read in the transaction that owed this turn (see ``send``)
@@ -808,7 +809,7 @@ class Runtime:
                 row = await self.store.get_thread(thread_id)
             if row is None or row.terminated is not None:
                 return None
-            if not initial and self.workers is not None:
+            if not initial and not continued and self.workers is not None:
                 # read under the lease just taken, never before it: a resume point read earlier
                 # (a restart's owed turns) may be one another worker has finished meanwhile.
                 # Kicked for queued work on a thread another worker left mid-turn: finish that

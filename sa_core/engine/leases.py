@@ -262,6 +262,8 @@ class Workers:
         the lease (it may have just been released) and otherwise ignore it. A lost notification
         is made up by the reapers, which start queued work nobody holds.
         """
+        if not self.relay.peers:  # no other worker alive (one that starts says hello first)
+            return
         payload = json.dumps({"w": self.worker_id, "t": thread_id, "s": side})
         self._spawn(self._notify([(WORK_CHANNEL, payload)]))
 

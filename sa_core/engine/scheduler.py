@@ -78,6 +78,7 @@ class Scheduler:
         self._queued: set[str] = set()
         self._claimed: set[str] = set()
         self._empty: set[str] = set()
+        self._continued: set[str] = set()
         self._interrupted: set[str] = set()
         self._initial: dict[str, list[Message]] = {}
         self._resume: dict[str, ResumePoint] = {}
@@ -154,6 +155,17 @@ class Scheduler:
             return True
         return False
 
+    def take_continued(self, thread_id: str) -> bool:
+        """Whether the runner goes on after settling a flow of its own (clears the note).
+
+        Nothing is owed then (the settlement said so) and work is known to be waiting (the
+        settlement read the queue, or the thread was kicked meanwhile).
+        """
+        if thread_id in self._continued:
+            self._continued.discard(thread_id)
+            return True
+        return False
+
     def take_known_empty(self, thread_id: str) -> bool:
         """Whether the queue was read empty when the turn was owed, nothing queued here since.
 
@@ -223,6 +235,7 @@ class Scheduler:
                 self._queued,
                 self._claimed,
                 self._empty,
+                self._continued,
                 self._interrupted,
                 self._initial,
                 self._resume,
@@ -316,12 +329,14 @@ class Scheduler:
                     settled = thread_id not in self._interrupted
                     return
                 self._settling.discard(thread_id)
+                self._continued.add(thread_id)
                 side = side_for_role(queue[0].role) if queue else flow.current_side
         finally:
             if self._release is not None:
                 self._release(thread_id, settled)
             for entries in (
                 self._settling,
+                self._continued,
                 self._kicked,
                 self._queued,
                 self._claimed,
