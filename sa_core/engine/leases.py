@@ -206,7 +206,7 @@ class Workers:
         return thread_id in self.lingering
 
     def fence_owner(self, thread_id: str) -> str | None:
-        """This worker, when a write of the thread made now is its runner's (to be fenced)."""
+        """The worker id when a write of the thread made now is its runner's (to be fenced)."""
         scheduler = getattr(self.runtime, "scheduler", None)
         if scheduler is None or _ACQUIRING.get() or scheduler.current_thread() != thread_id:
             return None
