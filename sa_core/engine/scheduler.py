@@ -159,7 +159,8 @@ class Scheduler:
         """Whether the runner goes on after settling a flow of its own (clears the note).
 
         Nothing is owed then (the settlement said so) and work is known to be waiting (the
-        settlement read the queue, or the thread was kicked meanwhile).
+        settlement found the queue not empty); a runner going on because it was kicked meanwhile
+        is not noted (the work it was kicked for may have been taken in already).
         """
         if thread_id in self._continued:
             self._continued.discard(thread_id)
@@ -329,7 +330,8 @@ class Scheduler:
                     settled = thread_id not in self._interrupted
                     return
                 self._settling.discard(thread_id)
-                self._continued.add(thread_id)
+                if queue:  # work known to wait (a kick alone may find it taken already)
+                    self._continued.add(thread_id)
                 side = side_for_role(queue[0].role) if queue else flow.current_side
         finally:
             if self._release is not None:
