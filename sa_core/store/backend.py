@@ -290,6 +290,78 @@ class _AsyncTransaction(Transaction):
         await self._end(commit=False)
 
 
+class _DriverTransaction(Transaction):
+    """A PostgreSQL write transaction begun and ended on the asyncpg connection itself.
+
+    The store's PostgreSQL connections are in autocommit as far as SQLAlchemy knows, so it
+    sends no ``BEGIN`` or ``COMMIT`` of its own (nor spends a greenlet on them): this object
+    sends them on the driver connection, and every statement of its operations, prepared or
+    not, runs between them.
+    """
+
+    __slots__ = ("_conn", "_done")
+
+    def __init__(
+        self, owner: object, conn: Any, done: Callable[[Any, bool], Awaitable[None]]
+    ) -> None:
+        super().__init__(owner)
+        self._conn = conn
+        self._done: Callable[[Any, bool], Awaitable[None]] | None = done
+
+    async def run(self, op: Op[T]) -> T:
+        result: T = await self._conn.run_sync(op)
+        return result
+
+    async def _end(self, commit: bool) -> None:
+        from sa_core.store.fast import run_on_driver_async
+
+        done = self._done
+        if done is None:  # a failed commit already gave the connection up
+            return
+        self._done = None
+        ok = False
+        try:
+            if commit:
+                await run_on_driver_async(self._conn, "COMMIT")
+            else:
+                try:
+                    await run_on_driver_async(self._conn, "ROLLBACK")
+                except Exception:  # a broken connection: dropped below; the server rolls back
+                    return
+            if self._conn.in_transaction():  # SQLAlchemy's own (autocommit) bookkeeping
+                await self._conn.rollback()
+            ok = True
+        finally:
+            await done(self._conn, ok)
+
+    async def commit(self) -> None:
+        await self._end(commit=True)
+
+    async def rollback(self) -> None:
+        await self._end(commit=False)
+
+
+def _in_driver_transaction(op: Op[T]) -> Op[T]:
+    """``op`` between ``BEGIN`` and ``COMMIT`` (or ``ROLLBACK``) sent on the asyncpg connection."""
+    from sa_core.store.fast import run_on_driver
+
+    def run(conn: Connection) -> T:
+        run_on_driver(conn, "BEGIN")
+        try:
+            result = op(conn)
+        except BaseException:
+            with contextlib.suppress(Exception):  # a broken connection is dropped, not reused
+                run_on_driver(conn, "ROLLBACK")
+            raise
+        finally:
+            if conn.in_transaction():  # SQLAlchemy's own (autocommit) bookkeeping
+                conn.rollback()
+        run_on_driver(conn, "COMMIT")
+        return result
+
+    return run
+
+
 def _session_intact(error: Exception) -> bool:
     """Whether a connection is still usable after an operation raised ``error``.
 
@@ -315,13 +387,14 @@ def _in_transaction(op: Op[T]) -> Op[T]:
 class AsyncBackend(Backend):
     """An ``AsyncEngine`` (aiosqlite, asyncpg); each operation is one ``run_sync`` call.
 
-    On PostgreSQL the backend keeps the connections it checked out (readers in autocommit, and
-    writers) and reuses them, instead of checking one out of SQLAlchemy's pool for every
-    operation: a checkout, its events and the return cost about as much CPU as the statement's
-    round trip. A write runs its ``BEGIN``, statements and ``COMMIT`` inside one ``run_sync``
-    (one greenlet). The pool still bounds the connections (``pool_size`` + ``max_overflow``);
-    a connection that failed (lost, or its operation was cancelled) is invalidated rather than
-    reused.
+    On PostgreSQL the backend keeps the connections it checked out (readers and writers) and
+    reuses them, instead of checking one out of SQLAlchemy's pool for every operation: a
+    checkout, its events and the return cost about as much CPU as the statement's round trip.
+    They are all in autocommit as far as SQLAlchemy knows; a write sends its own ``BEGIN`` and
+    ``COMMIT`` on the asyncpg connection, inside the one ``run_sync`` (greenlet) of a single
+    operation, or from the :class:`_DriverTransaction` of a transaction block. The pool still
+    bounds the connections (``pool_size`` + ``max_overflow``); a connection that failed (lost,
+    or its operation was cancelled) is invalidated rather than reused.
     """
 
     def __init__(self, url: str) -> None:
@@ -338,6 +411,7 @@ class AsyncBackend(Backend):
         self._engine = create_async_engine(url, **options)
         self.dialect = self._engine.dialect.name
         self._reader = self._engine
+        self._writer = self._engine
         self._keep = postgres
         self._idle_readers: list[Any] = []
         self._idle_writers: list[Any] = []
@@ -349,6 +423,8 @@ class AsyncBackend(Backend):
             # reads run in autocommit: no BEGIN/COMMIT round trips (each statement still sees
             # only committed rows)
             self._reader = self._engine.execution_options(isolation_level="AUTOCOMMIT")
+            # writes too: they send BEGIN and COMMIT on the driver connection themselves
+            self._writer = self._reader
         if self._engine.dialect.name == "sqlite":
             memory = is_memory(url)
             self.serialize_reads = memory
@@ -382,7 +458,7 @@ class AsyncBackend(Backend):
                     break  # a full pool here only waits for connections being given back
                 self._held -= 1
                 await asyncio.shield(self._drop(other.pop(), True))
-            engine = self._engine if write else self._reader
+            engine = self._writer if write else self._reader
             conn = await engine.connect().start()
         except BaseException:
             self._slots.release()
@@ -417,14 +493,21 @@ class AsyncBackend(Backend):
             await conn.close()
 
     async def _run(self, op: Op[T], write: bool) -> T:
+        from sa_core.store.fast import in_driver_transaction
+
         conn = await self._checkout(write)
         ok = False
         try:
-            result: T = await conn.run_sync(_in_transaction(op))
+            wrapped = _in_driver_transaction(op) if write else _in_transaction(op)
+            result: T = await conn.run_sync(wrapped)
             ok = True
             return result
         except Exception as error:
-            ok = _session_intact(error) and not conn.in_transaction()
+            ok = (
+                _session_intact(error)
+                and not conn.in_transaction()
+                and not in_driver_transaction(conn.sync_connection)
+            )
             raise
         finally:
             await self._checkin(conn, write, ok)
@@ -448,7 +531,15 @@ class AsyncBackend(Backend):
     async def begin(self, owner: object) -> Transaction:
         """Open a write transaction."""
         if self._keep:
+            from sa_core.store.fast import run_on_driver_async
+
             conn = await self._checkout(write=True)
+            try:
+                await run_on_driver_async(conn, "BEGIN")
+            except BaseException:
+                await self._done(conn, False)
+                raise
+            return _DriverTransaction(owner, conn, self._done)
         else:
             conn = await self._engine.connect().start()
             try:

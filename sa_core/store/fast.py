@@ -25,6 +25,7 @@ from typing import Any, NoReturn
 from sqlalchemy import ColumnElement
 from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql import Executable
 from sqlalchemy.sql.elements import BindParameter
 
@@ -228,6 +229,36 @@ def _await(conn: Connection, sql: str, args: Any, awaitable: Any) -> Any:
             raise
     except Exception as error:
         _reraise(conn.dialect, sql, args, error)
+
+
+def run_on_driver(conn: Connection, sql: str) -> None:
+    """Run a statement without parameters (``BEGIN``, ``COMMIT``) on the asyncpg connection.
+
+    Call from the operation's greenlet; errors come as ``sqlalchemy.exc`` ones.
+    """
+    driver: Any = conn.connection.driver_connection
+    _await(conn, sql, (), driver.execute(sql))
+
+
+async def run_on_driver_async(conn: AsyncConnection, sql: str) -> None:
+    """:func:`run_on_driver` from async code (no greenlet)."""
+    sync = conn.sync_connection
+    assert sync is not None
+    fairy: Any = sync.connection
+    try:
+        try:
+            await fairy.driver_connection.execute(sql)
+        except Exception as error:
+            fairy.dbapi_connection._handle_exception(error)  # raises the DBAPI-level error
+            raise
+    except Exception as error:
+        _reraise(sync.dialect, sql, (), error)
+
+
+def in_driver_transaction(conn: Connection) -> bool:
+    """Whether the asyncpg connection under ``conn`` has a transaction open."""
+    driver: Any = conn.connection.driver_connection
+    return bool(driver.is_in_transaction())
 
 
 def _cursor(conn: Connection) -> Any:
