@@ -271,6 +271,11 @@ class _AsyncTransaction(Transaction):
         result: T = await self._conn.run_sync(op)
         return result
 
+    async def _finish(self, commit: bool) -> bool:
+        """Commit or roll back; returns whether the connection may be used again."""
+        await (self._conn.commit() if commit else self._conn.rollback())
+        return True
+
     async def _end(self, commit: bool) -> None:
         done = self._done
         if done is None:  # a failed commit already gave the connection up
@@ -278,8 +283,7 @@ class _AsyncTransaction(Transaction):
         self._done = None
         ok = False
         try:
-            await (self._conn.commit() if commit else self._conn.rollback())
-            ok = True
+            ok = await self._finish(commit)
         finally:
             await done(self._conn, ok)
 
@@ -290,7 +294,7 @@ class _AsyncTransaction(Transaction):
         await self._end(commit=False)
 
 
-class _DriverTransaction(Transaction):
+class _DriverTransaction(_AsyncTransaction):
     """A PostgreSQL write transaction begun and ended on the asyncpg connection itself.
 
     The store's PostgreSQL connections are in autocommit as far as SQLAlchemy knows, so it
@@ -299,46 +303,21 @@ class _DriverTransaction(Transaction):
     not, runs between them.
     """
 
-    __slots__ = ("_conn", "_done")
+    __slots__ = ()
 
-    def __init__(
-        self, owner: object, conn: Any, done: Callable[[Any, bool], Awaitable[None]]
-    ) -> None:
-        super().__init__(owner)
-        self._conn = conn
-        self._done: Callable[[Any, bool], Awaitable[None]] | None = done
-
-    async def run(self, op: Op[T]) -> T:
-        result: T = await self._conn.run_sync(op)
-        return result
-
-    async def _end(self, commit: bool) -> None:
+    async def _finish(self, commit: bool) -> bool:
         from sa_core.store.fast import run_on_driver_async
 
-        done = self._done
-        if done is None:  # a failed commit already gave the connection up
-            return
-        self._done = None
-        ok = False
-        try:
-            if commit:
-                await run_on_driver_async(self._conn, "COMMIT")
-            else:
-                try:
-                    await run_on_driver_async(self._conn, "ROLLBACK")
-                except Exception:  # a broken connection: dropped below; the server rolls back
-                    return
-            if self._conn.in_transaction():  # SQLAlchemy's own (autocommit) bookkeeping
-                await self._conn.rollback()
-            ok = True
-        finally:
-            await done(self._conn, ok)
-
-    async def commit(self) -> None:
-        await self._end(commit=True)
-
-    async def rollback(self) -> None:
-        await self._end(commit=False)
+        if commit:
+            await run_on_driver_async(self._conn, "COMMIT")
+        else:
+            try:
+                await run_on_driver_async(self._conn, "ROLLBACK")
+            except Exception:  # a broken connection: dropped, and the server rolls back
+                return False
+        if self._conn.in_transaction():  # SQLAlchemy's own (autocommit) bookkeeping
+            await self._conn.rollback()
+        return True
 
 
 def _in_driver_transaction(op: Op[T]) -> Op[T]:
