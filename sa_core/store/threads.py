@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -36,8 +37,12 @@ _UPDATES: dict[tuple[str, ...], Prepared] = {}
 _KIDS_KEY = "children_entries"
 
 
+@functools.cache
 def _get_with_children_pg() -> Prepared:
-    """The thread row and its registry entries (a JSON array, in order) in one statement."""
+    """The thread row and its registry entries (a JSON array, in order) in one statement.
+
+    Built on first use: SQLite stores never import the PostgreSQL dialect for it.
+    """
     from sqlalchemy import JSON, type_coerce
     from sqlalchemy.dialects.postgresql import aggregate_order_by
 
@@ -51,8 +56,6 @@ def _get_with_children_pg() -> Prepared:
     stmt = select(*_COLUMNS, column).where(t.threads.c.id == bindparam("b_id"))
     return Prepared(stmt, [*_COLUMNS, column])
 
-
-_GET_WITH_CHILDREN_PG = _get_with_children_pg()
 
 
 def thread_from_row(row: Mapping[Any, Any]) -> ThreadRow:
@@ -152,7 +155,7 @@ class ThreadsMixin(StoreBase):
 
         def op(conn: Connection) -> tuple[ThreadRow, list[SubagentRegistryEntry]] | None:
             if conn.dialect.name == "postgresql":
-                found = _GET_WITH_CHILDREN_PG.first(conn, {"b_id": thread_id})
+                found = _get_with_children_pg().first(conn, {"b_id": thread_id})
                 if found is None:
                     return None
                 entries = found.pop(_KIDS_KEY) or []
