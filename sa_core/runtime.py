@@ -435,16 +435,24 @@ class Runtime:
         Raises:
             ThreadNotFoundError: no thread has this id.
         """
-        version = self.store.external_version()  # before the reads: see ``_current``
-        if version is None:  # no version to keep the live registry by: read it with the row
-            found = await self.store.get_thread_with_children(thread_id)
-            if found is None:
-                raise ThreadNotFoundError(thread_id)
-            return await self.state_for(found[0], children=found[1])
-        row = await self.store.get_thread(thread_id)
+        version, row, children = await self._read_thread(thread_id)
         if row is None:
             raise ThreadNotFoundError(thread_id)
-        return await self.state_for(row, read_at=version)
+        return await self.state_for(row, read_at=version, children=children)
+
+    async def _read_thread(
+        self, thread_id: str
+    ) -> tuple[int | None, ThreadRow | None, list[SubagentRegistryEntry] | None]:
+        """A thread's row, with the store's external version taken before reading it.
+
+        Without a version (PostgreSQL) the live registry cannot be known current, so it is read
+        with the row in the same statement; otherwise it is left to :meth:`state_for`.
+        """
+        version = self.store.external_version()  # before the reads: see ``_current``
+        if version is not None:
+            return version, await self.store.get_thread(thread_id), None
+        found = await self.store.get_thread_with_children(thread_id)
+        return (None, *found) if found is not None else (None, None, None)
 
     async def state_for(
         self,
@@ -800,13 +808,7 @@ class Runtime:
                 return None
             state = ThreadState(self, shared)
         else:
-            version = self.store.external_version()  # before the reads: see ``_current``
-            children = None
-            if version is None:  # read the registry with the row (see ``get_thread``)
-                found = await self.store.get_thread_with_children(thread_id)
-                row, children = found if found is not None else (None, None)
-            else:
-                row = await self.store.get_thread(thread_id)
+            version, row, children = await self._read_thread(thread_id)
             if row is None or row.terminated is not None:
                 return None
             if not initial and not continued and self.workers is not None:
