@@ -148,6 +148,11 @@ def _record(row: dict[str, Any]) -> ExecutionRecord:
     return ExecutionRecord.model_validate(data)
 
 
+def _body(record: ExecutionRecord) -> dict[str, Any]:
+    """The ``record`` column of an execution record (its own columns left out)."""
+    return record.model_dump(mode="json", exclude={"status", "claimed_by", "claimed_until"})
+
+
 def _save(
     conn: Connection,
     thread_id: str,
@@ -156,7 +161,7 @@ def _save(
     release: bool = False,
     fence_owner: str | None = None,
 ) -> bool:
-    body = record.model_dump(mode="json", exclude={"status", "claimed_by", "claimed_until"})
+    body = _body(record)
     return _write(
         conn, thread_id, record.status, body, None, release=release, fence_owner=fence_owner
     )
@@ -335,7 +340,7 @@ class ExecutionsMixin(StoreBase):
         Returns:
             Whether ``owner`` holds the claim (False when another owner holds it).
         """
-        body = record.model_dump(mode="json", exclude={"status", "claimed_by", "claimed_until"})
+        body = _body(record)
         now = now_us()
         params = {
             "b_tid": thread_id,
