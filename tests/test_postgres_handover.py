@@ -106,6 +106,15 @@ async def until(predicate: Any, what: str, timeout: float = 20) -> None:
             await asyncio.sleep(0.02)
 
 
+async def until_released(runtime: Runtime, thread_id: str, timeout: float = 20) -> None:
+    """Wait until no worker holds the thread's lease."""
+
+    async def released() -> bool:
+        return await runtime.store.lease_owner(thread_id) is None
+
+    await until(released, "the lease to be given back", timeout)
+
+
 async def contents(runtime: Runtime, thread_id: str) -> list[tuple[str, str | None]]:
     messages, _total = await runtime.store.list_messages(thread_id, limit=100)
     return [(m.role, m.content) for m in messages]
@@ -126,11 +135,7 @@ async def test_a_resume_point_read_before_the_lease_does_not_rerun_a_turn_finish
         assert model.requests == []  # no turn ran again
         record = await second.store.get_execution(thread_id)
         assert record is not None and record.status == "idle"
-
-        async def released() -> bool:
-            return await first.store.lease_owner(thread_id) is None
-
-        await until(released, "the lease to be given back")
+        await until_released(first, thread_id)
 
 
 async def test_a_turn_whose_lease_was_taken_over_commits_nothing_more(
@@ -222,11 +227,7 @@ async def test_stop_and_terminate_posted_to_another_worker_end_the_running_turn(
             assert row is not None and row.stopped
             assert (row.terminated is not None) == (action == "terminate")
             await first.wait_idle(timeout=10)
-
-            async def released() -> bool:
-                return await first.store.lease_owner(thread_id) is None  # noqa: B023
-
-            await until(released, "the lease to be given back")
+            await until_released(first, thread_id)
 
 
 async def test_a_settled_threads_lease_is_kept_for_its_next_turn_then_given_back(
@@ -257,10 +258,6 @@ async def test_a_settled_threads_lease_is_kept_for_its_next_turn_then_given_back
             first.workers.worker_id
         ] * 3
         await first.wait_idle(timeout=10)
-
-        async def released() -> bool:
-            return await first.store.lease_owner(thread_id) is None
-
         # a third of the 1 s expiry after the turn, at the next heartbeat: given back
-        await until(released, "the kept lease to be given back", timeout=5)
+        await until_released(first, thread_id, timeout=5)
         assert not first.workers.settled(thread_id)
