@@ -20,14 +20,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from sqlalchemy import ColumnElement
 from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql import Executable
 from sqlalchemy.sql.elements import BindParameter
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection
 
 Processor = Callable[[Any], Any]
 
@@ -221,14 +223,19 @@ def _await(conn: Connection, sql: str, args: Any, awaitable: Any) -> Any:
     from sqlalchemy.util.concurrency import await_
 
     try:
-        try:
-            return await_(awaitable)
-        except Exception as error:
-            adapter: Any = conn.connection.dbapi_connection
-            adapter._handle_exception(error)  # raises the DBAPI-level error
-            raise
+        return await_(awaitable)
     except Exception as error:
-        _reraise(conn.dialect, sql, args, error)
+        _raise_translated(conn, sql, args, error)
+
+
+def _raise_translated(conn: Connection, sql: str, args: Any, error: Exception) -> NoReturn:
+    """Raise an asyncpg error as ``Connection.execute`` would (the adapter's translation)."""
+    try:
+        adapter: Any = conn.connection.dbapi_connection
+        adapter._handle_exception(error)  # raises the DBAPI-level error
+        raise error
+    except Exception as translated:
+        _reraise(conn.dialect, sql, args, translated)
 
 
 def run_on_driver(conn: Connection, sql: str) -> None:
@@ -244,15 +251,11 @@ async def run_on_driver_async(conn: AsyncConnection, sql: str) -> None:
     """:func:`run_on_driver` from async code (no greenlet)."""
     sync = conn.sync_connection
     assert sync is not None
-    fairy: Any = sync.connection
+    driver: Any = sync.connection.driver_connection
     try:
-        try:
-            await fairy.driver_connection.execute(sql)
-        except Exception as error:
-            fairy.dbapi_connection._handle_exception(error)  # raises the DBAPI-level error
-            raise
+        await driver.execute(sql)
     except Exception as error:
-        _reraise(sync.dialect, sql, (), error)
+        _raise_translated(sync, sql, (), error)
 
 
 def in_driver_transaction(conn: Connection) -> bool:
