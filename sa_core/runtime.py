@@ -749,7 +749,7 @@ class Runtime:
         turns["b"] = int(turns.get("b", 0)) + 1
         execution["turns"] = turns
         state.row.execution = execution
-        await self.store.update_thread(state.thread_id, execution=execution)
+        await self.store.set_thread_fields(state.thread_id, execution=execution)
 
     async def queue(self, state: ThreadState, data: QueueMessageInput) -> str:
         """Queue a message on a thread and wake it (``state.queue_message``)."""
@@ -861,7 +861,7 @@ class Runtime:
             else ("awaiting_approval" if reason == "awaiting_approval" else "idle"),
         )
         state.row.execution = execution
-        await self.store.update_thread(state.thread_id, execution=execution)
+        await self.store.set_thread_fields(state.thread_id, execution=execution)
         from sa_core.engine.subagents import on_flow_end
 
         await on_flow_end(state, flow, reason)

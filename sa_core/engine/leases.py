@@ -40,6 +40,7 @@ from sa_core.store.clock import now_us
 
 if TYPE_CHECKING:
     from sa_core.runtime import Runtime
+    from sa_core.store.fast import Deferred
 
 WORK_CHANNEL = "sa_work"
 DEFAULT_LEASE_SECONDS = 10.0
@@ -120,6 +121,7 @@ class Workers:
         store.worker_id = self.worker_id
         store.worker_ttl_us = self.ttl_us
         store.write_fence = self.fence
+        store.write_fence_guard = self.fence_guard
         store.write_fence_owner = self.fence_owner
         await store.heartbeat(self.worker_id, self.ttl_us, [])
         self.relay.peers = len(await store.live_workers(self.ttl_us)) > 1
@@ -234,6 +236,22 @@ class Workers:
             log.warning("lease on thread %s lost; its turn on this worker ends", thread_id)
             scheduler.interrupt(thread_id, cancel=False)
             raise LeaseLost(thread_id)
+
+    def fence_guard(self) -> Deferred | None:
+        """:meth:`fence` as a statement sent with a transaction's deferred writes, or ``None``.
+
+        It selects the lease row (share-locking it) while the lease holds; when it does not,
+        the store undoes the writes and runs :meth:`fence` itself, which raises.
+        """
+        from sa_core.store.leases import lease_guard
+
+        scheduler = getattr(self.runtime, "scheduler", None)
+        if scheduler is None or _ACQUIRING.get():
+            return None
+        thread_id = scheduler.current_thread()
+        if thread_id is None:
+            return None
+        return lease_guard(thread_id, self.worker_id, self.fence)
 
     def release(self, thread_id: str, settled: bool = False) -> None:
         """Give the lease back once the thread's runner exits (in the background).

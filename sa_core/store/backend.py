@@ -19,10 +19,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextvars import Context, ContextVar, copy_context
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import create_engine
 from sqlalchemy.engine import Connection
@@ -31,6 +31,9 @@ from sqlalchemy.pool import NullPool, StaticPool
 from sa_core.store.caches import StoreCaches
 from sa_core.store.connect import WRITE_OPTION, install_sqlite_listeners, is_memory
 from sa_core.store.migrate import ensure_schema
+
+if TYPE_CHECKING:
+    from sa_core.store.fast import Deferred
 
 T = TypeVar("T")
 POOL_SIZE = 5
@@ -67,6 +70,13 @@ class Transaction(ABC):
             except Exception:
                 caches.history.clear()
 
+    def defer(self, items: Sequence[Deferred]) -> bool:
+        """Keep writes to send with the next operation or the commit; ``False``: not here.
+
+        A backend that cannot batch writes returns ``False``, and the caller runs them now.
+        """
+        return False
+
     @abstractmethod
     async def run(self, op: Op[T]) -> T:
         """Run a repository operation on this transaction's connection."""
@@ -87,6 +97,9 @@ class Backend(ABC):
     """Reads also take the write lock (one shared connection, e.g. an in-memory database)."""
     dialect = "sqlite"
     """The database's SQL dialect: ``sqlite`` or ``postgresql``."""
+    defers = False
+    """Whether its transactions keep :class:`~sa_core.store.fast.Deferred` writes to send
+    together (PostgreSQL); elsewhere they run at once."""
 
     @abstractmethod
     async def setup(self) -> None:
@@ -301,13 +314,76 @@ class _DriverTransaction(_AsyncTransaction):
     sends no ``BEGIN`` or ``COMMIT`` of its own (nor spends a greenlet on them): this object
     sends them on the driver connection, and every statement of its operations, prepared or
     not, runs between them.
+
+    ``BEGIN`` is sent with the first operation, and deferred writes (:meth:`defer`) wait for
+    the next operation or the commit. A transaction that only wrote deferred writes sends them
+    as one statement outside ``BEGIN``/``COMMIT`` (one round trip, atomic as any statement);
+    one whose guarded write missed is undone by the server and sent again inside a transaction,
+    with the writes' fallbacks and the lease fence.
     """
 
-    __slots__ = ()
+    __slots__ = ("_begun", "_batch")
+
+    def __init__(
+        self, owner: object, conn: Any, done: Callable[[Any, bool], Awaitable[None]]
+    ) -> None:
+        super().__init__(owner, conn, done)
+        self._begun = False
+        self._batch: list[Deferred] = []
+
+    def defer(self, items: Sequence[Deferred]) -> bool:
+        self._batch.extend(items)
+        if any(item.fencing for item in items):
+            self.fenced = True
+        return True
+
+    async def _start(self) -> None:
+        """Send ``BEGIN`` if not yet sent, then the deferred writes."""
+        from sa_core.store.fast import run_batch_async, run_on_driver_async
+
+        if not self._begun:
+            await run_on_driver_async(self._conn, "BEGIN")
+            self._begun = True
+        if not self._batch:
+            return
+        batch, self._batch = self._batch, []
+        counts = await run_batch_async(self._conn, batch, guarded=False)
+        missed = [
+            item for item, count in zip(batch, counts, strict=True)
+            if count == 0 and item.on_miss is not None
+        ]
+        if missed:
+            if any(item.fencing for item in missed):
+                self.fenced = False
+
+            def fallbacks(conn: Connection) -> None:
+                for item in missed:
+                    assert item.on_miss is not None
+                    item.on_miss(conn)
+
+            await self._conn.run_sync(fallbacks)
+
+    async def run(self, op: Op[T]) -> T:
+        await self._start()
+        result: T = await self._conn.run_sync(op)
+        return result
 
     async def _finish(self, commit: bool) -> bool:
-        from sa_core.store.fast import run_on_driver_async
+        from sa_core.store.fast import GuardFailed, run_batch_async, run_on_driver_async
 
+        if not self._begun:
+            batch, self._batch = self._batch, []
+            if not commit or not batch:
+                return True  # nothing was sent
+            try:
+                await run_batch_async(self._conn, batch, guarded=True)
+                return True
+            except GuardFailed:  # nothing applied: again, in a transaction, with fallbacks
+                self._batch = batch
+            await self._start()
+            fence = getattr(self.owner, "write_fence", None)
+            if fence is not None and not self.fenced:
+                await self._conn.run_sync(fence)
         if commit:
             await run_on_driver_async(self._conn, "COMMIT")
         else:
@@ -392,6 +468,7 @@ class AsyncBackend(Backend):
         self._reader = self._engine
         self._writer = self._engine
         self._keep = postgres
+        self.defers = postgres
         self._idle_readers: list[Any] = []
         self._idle_writers: list[Any] = []
         self._closing = False
@@ -510,15 +587,8 @@ class AsyncBackend(Backend):
     async def begin(self, owner: object) -> Transaction:
         """Open a write transaction."""
         if self._keep:
-            from sa_core.store.fast import run_on_driver_async
-
             conn = await self._checkout(write=True)
-            try:
-                await run_on_driver_async(conn, "BEGIN")
-            except BaseException:
-                await self._done(conn, False)
-                raise
-            return _DriverTransaction(owner, conn, self._done)
+            return _DriverTransaction(owner, conn, self._done)  # BEGIN goes with its first use
         else:
             conn = await self._engine.connect().start()
             try:
@@ -589,10 +659,8 @@ class _TransactionContext:
         try:
             if exc_type is None:
                 try:
-                    fence = self._store.write_fence
-                    # workers: refuse a commit of a turn whose lease is lost
-                    if fence is not None and not tx.fenced:
-                        await tx.run(fence)
+                    if not tx.fenced:
+                        await self._store._fence(tx)
                     await tx.commit()
                 except BaseException:
                     await tx.rollback()
@@ -627,6 +695,11 @@ class StoreBase:
     Set by :mod:`sa_core.engine.leases`: inside a thread's turn it raises when the worker's
     lease on the thread was lost, so nothing the turn wrote commits.
     """
+
+    write_fence_guard: Callable[[], Deferred | None] | None = None
+    """The :attr:`write_fence` as a statement to send with a batch of deferred writes (it
+    selects the lease row when the lease holds), or ``None`` when no write is fenced now; set
+    by :mod:`sa_core.engine.leases` with :attr:`write_fence`."""
 
     write_fence_owner: Callable[[str], str | None] | None = None
     """The worker whose lease fences a write of the thread now, else ``None`` (see
@@ -676,6 +749,18 @@ class StoreBase:
         current = tx if tx is not None else self._ambient()
         if current is not None:
             current.fenced = True
+
+    async def _fence(self, tx: Transaction) -> None:
+        """Before ``tx`` commits: check the lease (workers refuse a turn whose lease is lost)."""
+        fence = self.write_fence
+        if fence is None:
+            return
+        guard = self.write_fence_guard
+        if guard is not None:
+            item = guard()
+            if item is None or tx.defer([item]):
+                return
+        await tx.run(fence)
 
     def _cache_fillable(self) -> bool:
         """Whether a read now sees only committed rows that no open transaction will change."""
@@ -740,6 +825,25 @@ class StoreBase:
 
         async with self._lock:
             return await self._backend.write(op)
+
+    async def _write_deferred(
+        self, op: Op[T], items: Sequence[Deferred], result: T, tx: Transaction | None = None
+    ) -> T:
+        """Like :meth:`_write`, for an operation that is exactly ``items`` (see :class:`Deferred`).
+
+        Where the transaction can keep them (PostgreSQL), the writes wait for its next
+        operation or its commit and ``result`` is returned: what ``op`` returns when each write
+        changed a row. A write outside a transaction block gets one of its own, committed here.
+        """
+        if not self._backend.defers:
+            return await self._write(op, tx)
+        current = tx if tx is not None else self._ambient()
+        if current is None:
+            async with self.transaction() as opened:
+                return await self._write_deferred(op, items, result, opened)
+        if self._check_tx(current).defer(items):
+            return result
+        return await current.run(op)
 
     async def close(self) -> None:
         """Close the store's connections (waits for a running write transaction)."""

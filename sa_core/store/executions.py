@@ -17,7 +17,9 @@ from sqlalchemy.engine import Connection
 from sa_core.store import tables as t
 from sa_core.store.backend import StoreBase, Transaction
 from sa_core.store.clock import now_us
-from sa_core.store.fast import Prepared
+from sa_core.store.fast import Deferred, Prepared
+
+Params = dict[str, Any]
 
 Side = Literal["a", "b"]
 ExecutionStatus = Literal["owed", "running", "idle"]
@@ -167,6 +169,17 @@ def _save(
     )
 
 
+def _params(thread_id: str, status: str, body: dict[str, Any], claimed_by: str | None) -> Params:
+    return {
+        "b_tid": thread_id,
+        "v_tid": thread_id,
+        "v_status": status,
+        "v_record": body,
+        "v_claimed_by": claimed_by,
+        "v_updated_at": now_us(),
+    }
+
+
 def _write(
     conn: Connection,
     thread_id: str,
@@ -184,22 +197,43 @@ def _write(
     the commit (see :meth:`StoreBase.fenced`). Returns whether it did (else the row is written
     unfenced, and the fence runs before the commit as usual).
     """
-    now = now_us()
-    params = {
-        "b_tid": thread_id,
-        "v_tid": thread_id,
-        "v_status": status,
-        "v_record": body,
-        "v_claimed_by": claimed_by,
-        "v_updated_at": now,
-    }
+    params = _params(thread_id, status, body, claimed_by)
     if fence_owner is not None:
         fenced = _UPDATE_RELEASE_FENCED if release else _UPDATE_FENCED
-        if fenced.run(conn, {**params, "b_fence_owner": fence_owner, "b_fence_now": now}):
+        if fenced.run(conn, _fenced_params(params, fence_owner)):
             return True
+    _upsert(conn, params, release)
+    return False
+
+
+def _fenced_params(params: Params, fence_owner: str) -> Params:
+    return {**params, "b_fence_owner": fence_owner, "b_fence_now": params["v_updated_at"]}
+
+
+def _upsert(conn: Connection, params: Params, release: bool) -> None:
     if (_UPDATE_RELEASE if release else _UPDATE).run(conn, params) == 0:
         _INSERT.run(conn, params)
-    return False
+
+
+def _deferred(
+    thread_id: str,
+    status: str,
+    body: dict[str, Any],
+    claimed_by: str | None,
+    *,
+    release: bool = False,
+    fence_owner: str | None = None,
+) -> Deferred:
+    """:func:`_write` as one deferred update; when it misses, :func:`_write`'s fallback runs."""
+    params = _params(thread_id, status, body, claimed_by)
+
+    def on_miss(conn: Connection) -> None:
+        _upsert(conn, params, release)
+
+    if fence_owner is not None:
+        fenced = _UPDATE_RELEASE_FENCED if release else _UPDATE_FENCED
+        return Deferred(fenced, _fenced_params(params, fence_owner), on_miss, fencing=True)
+    return Deferred(_UPDATE_RELEASE if release else _UPDATE, params, on_miss)
 
 
 class ExecutionsMixin(StoreBase):
@@ -233,7 +267,8 @@ class ExecutionsMixin(StoreBase):
         def op(conn: Connection) -> bool:
             return _write(conn, thread_id, "running", body, claimed_by, fence_owner=owner)
 
-        if await self._write(op, tx):
+        item = _deferred(thread_id, "running", body, claimed_by, fence_owner=owner)
+        if await self._write_deferred(op, [item], owner is not None, tx):
             self.fenced(tx)
 
     async def get_execution(
@@ -269,7 +304,8 @@ class ExecutionsMixin(StoreBase):
         def op(conn: Connection) -> bool:
             return _save(conn, thread_id, record, release=True, fence_owner=owner)
 
-        if await self._write(op, tx):
+        item = _deferred(thread_id, "idle", _body(record), None, release=True, fence_owner=owner)
+        if await self._write_deferred(op, [item], owner is not None, tx):
             self.fenced(tx)
 
     async def pending_message_ids(

@@ -18,6 +18,7 @@ see the usual ``sqlalchemy.exc`` errors.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -274,3 +275,115 @@ def _reraise(dialect: Dialect, sql: str, args: Any, error: Exception) -> NoRetur
     if isinstance(error, base):
         raise DBAPIError.instance(sql, args, error, base, dialect=dialect) from error
     raise error
+
+
+@dataclass(frozen=True, slots=True)
+class Deferred:
+    """A write whose caller does not wait for its result: sent later, batched with others.
+
+    On PostgreSQL a transaction's deferred writes go to the server together, as one statement
+    (each a data-modifying ``WITH`` part), when the transaction next reads or commits: one round
+    trip instead of one per write, and none for ``BEGIN`` and ``COMMIT`` when nothing else was
+    sent. Elsewhere they run at once, as the operation they stand for.
+
+    Args:
+        prepared: An ``INSERT``, ``UPDATE`` or ``DELETE`` (or a ``SELECT`` used as a guard).
+        params: Its parameters.
+        on_miss: When the statement must change (or return) a row: what to run instead, in
+            the transaction, when it did not. ``None``: any row count will do.
+        fencing: The statement is also the transaction's lease fence (see
+            :meth:`~sa_core.store.backend.StoreBase.fenced`); when it misses, the fence runs
+            before the commit as usual.
+    """
+
+    prepared: Prepared
+    params: Mapping[str, Any]
+    on_miss: Callable[[Connection], Any] | None = None
+    fencing: bool = False
+
+
+_BATCH_SQL: dict[tuple[Any, ...], str] = {}
+_PLACEHOLDER = re.compile(r"\$(\d+)")
+
+
+def _batch_sql(plans: Sequence[_Plan], guarded: Sequence[bool], selects: Sequence[bool]) -> str:
+    """One statement running every plan as a ``WITH`` part; it returns each part's row count.
+
+    A guarded part that changes no row makes the statement fail (``1 / 0``), so nothing of it
+    is applied: the caller then runs the parts one by one, with their fallbacks.
+    """
+    key = (tuple(id(plan) for plan in plans), tuple(guarded))
+    sql = _BATCH_SQL.get(key)
+    if sql is not None:
+        return sql
+    parts, columns, offset = [], [], 0
+    for index, plan in enumerate(plans):
+        shifted = offset
+
+        def renumber(match: re.Match[str], shift: int = shifted) -> str:
+            return f"${int(match.group(1)) + shift}"
+
+        body = _PLACEHOLDER.sub(renumber, plan.sql)
+        offset += len(plan.defaults)
+        returns = selects[index] or " RETURNING " in body
+        parts.append(f"s{index} AS ({body}{'' if returns else ' RETURNING 1'})")
+        count = f"(SELECT count(*) FROM s{index})"
+        columns.append(f"1 / {count}" if guarded[index] else count)
+    sql = f"WITH {', '.join(parts)} SELECT {', '.join(columns)}"
+    if len(_BATCH_SQL) < 1024:
+        _BATCH_SQL[key] = sql
+    return sql
+
+
+class GuardFailed(Exception):
+    """A guarded write of a batch changed no row: nothing of the batch was applied."""
+
+
+async def run_batch_async(
+    conn: AsyncConnection, items: Sequence[Deferred], *, guarded: bool
+) -> list[int]:
+    """Send deferred writes on the asyncpg connection under ``conn``, in one round trip.
+
+    Args:
+        conn: A PostgreSQL connection (autocommit as far as SQLAlchemy knows).
+        items: The writes, in order.
+        guarded: Make it all or nothing: a write with an ``on_miss`` that changes no row undoes
+            the whole statement (for a batch sent outside a transaction).
+
+    Returns:
+        Each write's row count.
+
+    Raises:
+        GuardFailed: ``guarded`` and a write with an ``on_miss`` changed no row.
+    """
+    sync = conn.sync_connection
+    assert sync is not None
+    dialect = sync.dialect
+    driver: Any = sync.connection.driver_connection
+    plans: list[_Plan] = []
+    args: list[Any] = []
+    for item in items:
+        plan = item.prepared._plan(dialect)
+        assert plan is not None, "only statements with a prepared plan are deferred"
+        plans.append(plan)
+        args.extend(Prepared._args(plan, item.params))
+    if len(items) == 1:  # one statement changing no row has nothing to undo: no guard needed
+        try:
+            status = await driver.execute(plans[0].sql, *args)
+        except Exception as error:
+            _raise_translated(sync, plans[0].sql, args, error)
+        tail = status.rpartition(" ")[2]
+        count = int(tail) if tail.isdigit() else 0
+        if guarded and count == 0 and items[0].on_miss is not None:
+            raise GuardFailed
+        return [count]
+    marks = [guarded and item.on_miss is not None for item in items]
+    selects = [plan.sql.lstrip().upper().startswith("SELECT") for plan in plans]
+    sql = _batch_sql(plans, marks, selects)
+    try:
+        row = await driver.fetchrow(sql, *args)
+    except Exception as error:
+        if type(error).__name__ == "DivisionByZeroError" and any(marks):
+            raise GuardFailed from None
+        _raise_translated(sync, sql, args, error)
+    return [int(value) for value in row]

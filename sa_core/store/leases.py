@@ -10,16 +10,17 @@ take over the same thread.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from sqlalchemy import delete, exists, select, update
+from sqlalchemy import bindparam, delete, exists, literal, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from sa_core.store import tables as t
 from sa_core.store.backend import StoreBase, Transaction
 from sa_core.store.clock import now_us
+from sa_core.store.fast import Deferred, Prepared
 
 _L = t.thread_leases.c
 _W = t.workers.c
@@ -73,6 +74,29 @@ def lease_valid(conn: Connection, thread_id: str, owner: str) -> bool:
     )
     expires = conn.execute(stmt).scalar()
     return expires is not None and int(expires) >= now_us()
+
+
+_LEASE_HELD = Prepared(
+    select(literal(1))
+    .where(
+        _L.thread_id == bindparam("b_tid"),
+        _L.owner == bindparam("b_owner"),
+        _L.expires_at >= bindparam("b_now"),
+    )
+    .with_for_update(read=True)
+)
+
+
+def lease_guard(thread_id: str, owner: str, fence: Callable[[Connection], Any]) -> Deferred:
+    """:func:`lease_valid` as a deferred statement (it selects a row while the lease holds).
+
+    Args:
+        thread_id: The thread.
+        owner: The worker that must hold its lease.
+        fence: What runs when the lease does not hold (it raises :class:`LeaseLost`).
+    """
+    params = {"b_tid": thread_id, "b_owner": owner, "b_now": now_us()}
+    return Deferred(_LEASE_HELD, params, fence)
 
 
 class LeasesMixin(StoreBase):

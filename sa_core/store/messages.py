@@ -13,7 +13,7 @@ from sa_core.spec.records import Log, Message
 from sa_core.store import tables as t
 from sa_core.store.backend import StoreBase, Transaction
 from sa_core.store.clock import now_us
-from sa_core.store.fast import Prepared
+from sa_core.store.fast import Deferred, Prepared
 from sa_core.store.rows import UNSET, Unset
 
 _M = t.messages.c
@@ -176,10 +176,13 @@ class MessagesMixin(StoreBase):
         tokens = {thread_id: cache.before_insert(thread_id) for thread_id in oldest}
         for thread_id, created_at in oldest.items():
             self._touched(thread_id, created_at)
-        if len(rows) == 1:
-            await self._write(lambda conn: _INSERT.run(conn, rows[0]), tx)
-        else:
-            await self._write(lambda conn: _INSERT.run_many(conn, rows), tx)
+        def op(conn: Connection) -> None:
+            if len(rows) == 1:
+                _INSERT.run(conn, rows[0])
+            else:
+                _INSERT.run_many(conn, rows)
+
+        await self._write_deferred(op, [Deferred(_INSERT, row) for row in rows], None, tx)
         if any(token is not None for token in tokens.values()):
             # a cached history takes the rows once they commit, instead of reading them back
             def keep() -> None:
@@ -380,7 +383,9 @@ class MessagesMixin(StoreBase):
         extra = {key: value for key, value in dumped.items() if key not in _LOG_FIELDS}
         row["p_thread_id"] = thread_id
         row["p_extra"] = extra or None
-        await self._write(lambda conn: _INSERT_LOG.run(conn, row), tx)
+        await self._write_deferred(
+            lambda conn: _INSERT_LOG.run(conn, row), [Deferred(_INSERT_LOG, row)], None, tx
+        )
 
     async def list_logs(
         self,

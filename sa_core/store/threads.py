@@ -12,7 +12,7 @@ from sqlalchemy.engine import Connection
 from sa_core.store import tables as t
 from sa_core.store.backend import StoreBase, Transaction
 from sa_core.store.clock import now_us
-from sa_core.store.fast import Prepared
+from sa_core.store.fast import Deferred, Prepared
 from sa_core.store.rows import THREAD_FIELDS, UNSET, ThreadRow, Unset
 
 if TYPE_CHECKING:
@@ -103,6 +103,19 @@ def descendants(conn: Connection, thread_id: str) -> list[str]:
     return list(dict.fromkeys(conn.execute(stmt).scalars()))
 
 
+def _thread_update(thread_id: str, fields: dict[str, Any]) -> tuple[Prepared, dict[str, Any]]:
+    """The statement and parameters updating ``fields`` of a thread (and ``updated_at``)."""
+    unknown = (set(fields) - THREAD_FIELDS) | ({"id"} & set(fields))
+    if unknown:
+        raise ValueError(f"update_thread: unknown or read-only fields {sorted(unknown)}")
+    if "updated_at" not in fields:
+        fields["updated_at"] = now_us()
+    keys = tuple(sorted(fields))
+    params = {f"v_{key}": value for key, value in fields.items()}
+    params["b_id"] = thread_id
+    return _update_statement(keys), params
+
+
 class ThreadsMixin(StoreBase):
     """Thread rows."""
 
@@ -186,15 +199,7 @@ class ThreadsMixin(StoreBase):
             ValueError: An unknown field name.
 
         """
-        unknown = (set(fields) - THREAD_FIELDS) | ({"id"} & set(fields))
-        if unknown:
-            raise ValueError(f"update_thread: unknown or read-only fields {sorted(unknown)}")
-        if "updated_at" not in fields:
-            fields["updated_at"] = now_us()
-        keys = tuple(sorted(fields))
-        stmt = _update_statement(keys)
-        params = {f"v_{key}": value for key, value in fields.items()}
-        params["b_id"] = thread_id
+        stmt, params = _thread_update(thread_id, fields)
 
         def op(conn: Connection) -> bool:
             found = stmt.run(conn, params) > 0
@@ -203,6 +208,25 @@ class ThreadsMixin(StoreBase):
             return found
 
         return await self._write(op, tx)
+
+    async def set_thread_fields(
+        self, thread_id: str, *, tx: Transaction | None = None, **fields: Any
+    ) -> None:
+        """:meth:`update_thread` without telling whether the thread exists (nor ``tags``).
+
+        The write may wait for the transaction's next statement or its commit, and go with
+        the others (see :class:`~sa_core.store.fast.Deferred`): for a thread known to exist.
+
+        Raises:
+            ValueError: An unknown field name, or ``tags``.
+
+        """
+        if "tags" in fields:
+            raise ValueError("set_thread_fields: set tags with update_thread")
+        stmt, params = _thread_update(thread_id, fields)
+        await self._write_deferred(
+            lambda conn: stmt.run(conn, params), [Deferred(stmt, params)], None, tx
+        )
 
     async def list_threads(
         self,
