@@ -106,7 +106,7 @@ async def test_a_fenced_execution_write_stands_for_the_commit_fence_only_while_t
     fences.clear()
     async with store.transaction() as tx:  # written all the same, but the commit fence runs
         await store.finish_execution("t1", None, tx=tx)
-        assert not tx.fenced
+    assert not tx.fenced
     assert fences == ["checked"]
     record = await store.get_execution("t1")
     assert record is not None and record.status == "idle"

@@ -368,22 +368,35 @@ class _DriverTransaction(_AsyncTransaction):
         result: T = await self._conn.run_sync(op)
         return result
 
-    async def _finish(self, commit: bool) -> bool:
-        from sa_core.store.fast import GuardFailed, run_batch_async, run_on_driver_async
+    async def commit(self) -> None:
+        await self._send_deferred()
+        await self._end(commit=True)
 
+    async def _send_deferred(self) -> None:
+        """Before the commit: send the writes still kept (alone, when nothing else was sent)."""
+        from sa_core.store.fast import GuardFailed, run_batch_async
+
+        if not self._batch:
+            return
         if not self._begun:
-            batch, self._batch = self._batch, []
-            if not commit or not batch:
-                return True  # nothing was sent
             try:
-                await run_batch_async(self._conn, batch, guarded=True)
-                return True
+                await run_batch_async(self._conn, self._batch, guarded=True)
+                self._batch = []
+                return
             except GuardFailed:  # nothing applied: again, in a transaction, with fallbacks
-                self._batch = batch
-            await self._start()
-            fence = getattr(self.owner, "write_fence", None)
-            if fence is not None and not self.fenced:
-                await self._conn.run_sync(fence)
+                pass
+        fenced = self.fenced
+        await self._start()
+        fence = getattr(self.owner, "write_fence", None)
+        if fenced and not self.fenced and fence is not None:  # the fencing write missed
+            await self._conn.run_sync(fence)
+
+    async def _finish(self, commit: bool) -> bool:
+        from sa_core.store.fast import run_on_driver_async
+
+        self._batch = []
+        if not self._begun:
+            return True  # nothing was sent
         if commit:
             await run_on_driver_async(self._conn, "COMMIT")
         else:

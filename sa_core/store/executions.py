@@ -243,7 +243,8 @@ class ExecutionsMixin(StoreBase):
         self, thread_id: str, record: ExecutionRecord, *, tx: Transaction | None = None
     ) -> None:
         """Create or replace a thread's execution record (its claim is left as it is)."""
-        await self._write(lambda conn: _save(conn, thread_id, record), tx)
+        item = _deferred(thread_id, record.status, _body(record), None)
+        await self._write_deferred(lambda conn: _save(conn, thread_id, record), [item], None, tx)
 
     async def save_running_point(
         self,

@@ -1,0 +1,157 @@
+"""On PostgreSQL a transaction's deferred writes reach the server together, as one statement."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import asyncpg  # type: ignore[import-untyped]
+import pytest
+import pytest_asyncio
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
+
+from sa_core.spec.records import Log, Message
+from sa_core.store import Store, ThreadRow, now_us, open_store
+from sa_core.store.leases import LeaseLost, lease_guard
+
+pytestmark = pytest.mark.asyncio
+SECOND = 1_000_000
+
+
+@pytest_asyncio.fixture
+async def store(pg_database_url: str) -> AsyncIterator[Store]:
+    async with await open_store(pg_database_url) as opened:
+        await opened.create_thread(ThreadRow(id="t1", package="p", agent_id="a"))
+        yield opened
+
+
+@pytest.fixture
+def sent(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Every statement sent on an asyncpg connection (one round trip each)."""
+    statements: list[str] = []
+    connection = asyncpg.connection.Connection
+    for name in ("execute", "fetch", "fetchrow"):
+        original = getattr(connection, name)
+
+        def spy(self: Any, query: str, *args: Any, _original: Any = original, **kw: Any) -> Any:
+            statements.append(" ".join(query.split()))
+            return _original(self, query, *args, **kw)
+
+        monkeypatch.setattr(connection, name, spy)
+    yield statements
+
+
+def _message(message_id: str) -> Message:
+    return Message(id=message_id, thread_id="t1", role="assistant", content=message_id)
+
+
+def _log(log_id: str) -> Log:
+    return Log(id=log_id, type="model", data={}, created_at=now_us())
+
+
+async def _message_ids(store: Store) -> list[str]:
+    messages, _ = await store.list_messages("t1")
+    return [m.id for m in messages]
+
+
+async def _log_ids(store: Store) -> list[str]:
+    logs, _ = await store.list_logs("t1")
+    return [log.id for log in logs]
+
+
+async def test_a_step_commit_is_one_statement_without_begin_or_commit(
+    store: Store, sent: list[str]
+) -> None:
+    await store.save_running_point("t1", {"since": 1, "side": "a"}, None)
+    sent.clear()
+    async with store.transaction() as tx:
+        await store.insert_log("t1", _log("l1"), tx=tx)
+        await store.insert_messages([_message("m1")], tx=tx)
+        await store.save_running_point("t1", {"since": 2, "side": "a"}, None, tx=tx)
+        assert sent == []  # nothing sent yet
+    assert len(sent) == 1 and sent[0].startswith("WITH ")
+    assert await _message_ids(store) == ["m1"]
+    assert await _log_ids(store) == ["l1"]
+    record = await store.get_execution("t1")
+    assert record is not None and record.resume is not None and record.resume.since == 2
+
+
+async def test_a_read_in_the_transaction_sees_the_writes_deferred_before_it(
+    store: Store,
+) -> None:
+    async with store.transaction() as tx:
+        await store.insert_messages([_message("m1")], tx=tx)
+        seen = await store.get_message("t1", "m1", tx=tx)
+        await store.insert_messages([_message("m2")], tx=tx)
+    assert seen is not None and seen.content == "m1"
+    assert await _message_ids(store) == ["m1", "m2"]
+
+
+async def test_a_failing_write_of_a_batch_leaves_none_of_it_and_fails_the_commit(
+    store: Store,
+) -> None:
+    await store.insert_messages([_message("m1")])
+    with pytest.raises(IntegrityError):
+        async with store.transaction() as tx:
+            await store.insert_log("t1", _log("l1"), tx=tx)
+            await store.insert_messages([_message("m1")], tx=tx)  # the same id again
+    assert await _log_ids(store) == []
+    assert await _message_ids(store) == ["m1"]
+    await store.insert_log("t1", _log("l2"))  # the kept connection is usable
+    assert await _log_ids(store) == ["l2"]
+
+
+async def test_an_update_that_finds_no_row_is_undone_with_its_batch_and_falls_back(
+    store: Store,
+) -> None:
+    # no execution record yet: the update misses, the whole statement is undone, and the
+    # writes go again inside a transaction, the record inserted by the update's fallback
+    async with store.transaction() as tx:
+        await store.insert_log("t1", _log("l1"), tx=tx)
+        await store.save_running_point("t1", {"since": 3, "side": "a"}, "me", tx=tx)
+    record = await store.get_execution("t1")
+    assert record is not None and record.status == "running" and record.claimed_by == "me"
+    assert await _log_ids(store) == ["l1"]
+
+
+def _fence_on(store: Store, checks: list[str], running: list[bool]) -> None:
+    """The lease fence of worker w1 while it runs thread t1 (as the workers install it)."""
+
+    def fence(conn: Connection) -> None:
+        from sa_core.store.leases import lease_valid
+
+        if not running:
+            return
+        checks.append("fence")
+        if not lease_valid(conn, "t1", "w1"):
+            raise LeaseLost("t1")
+
+    store.write_fence = fence
+    store.write_fence_guard = lambda: lease_guard("t1", "w1", fence) if running else None
+
+
+async def test_the_lease_fence_goes_with_the_batch_and_refuses_it_once_the_lease_is_lost(
+    store: Store, sent: list[str]
+) -> None:
+    checks: list[str] = []
+    running: list[bool] = []
+    _fence_on(store, checks, running)
+    await store.acquire_lease("t1", "w1", 10 * SECOND)
+    running.append(True)
+    sent.clear()
+    await store.insert_messages([_message("m1")])  # a write of its own, fenced
+    assert len(sent) == 1 and "FOR SHARE" in sent[0]
+    assert checks == []  # the lease held: the fence statement itself never ran
+    running.clear()
+    await store.acquire_lease("t1", "w1", -1)  # the lease expires
+    running.append(True)
+    with pytest.raises(LeaseLost):
+        await store.insert_messages([_message("m2")])
+    with pytest.raises(LeaseLost):
+        async with store.transaction() as tx:
+            await store.insert_log("t1", _log("l1"), tx=tx)
+            await store.insert_messages([_message("m3")], tx=tx)
+    assert checks == ["fence", "fence"]
+    assert await _message_ids(store) == ["m1"]
+    assert await _log_ids(store) == []
