@@ -614,12 +614,15 @@ class Runtime:
                 metadata={"message_id": message_id},
             )
             await self.store.enqueue(thread_id, entry)
-            self.scheduler.note_queued(thread_id)
+            self.scheduler.note_queued(thread_id, committed_here=True)
             if self.workers is not None and not self.scheduler.is_running(thread_id):
-                # another worker runs it (or a turn it owes resumes here)
-                self.workers.notify_work(thread_id, side_for_role(role))
-                self.workers.kick_if_queued(thread_id, side_for_role(role))
-                await self.ensure_running(thread_id)
+                side = side_for_role(role)
+                self.workers.notify_work(thread_id, side)  # another worker may run it
+                if self.workers.settled(thread_id):
+                    # its runner here settled meanwhile (nothing owed) and kept the lease
+                    self.scheduler.kick(thread_id, side, waiting=True)
+                else:  # the lease is elsewhere, or a turn it owes resumes here first
+                    await self.ensure_running(thread_id)
             message = new_message(
                 thread_id, role, content, id=message_id, silent=silent, attachments=refs or None
             )

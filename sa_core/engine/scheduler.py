@@ -97,6 +97,7 @@ class Scheduler:
         resume: ResumePoint | None = None,
         claimed: bool = False,
         queue_empty: bool = False,
+        waiting: bool = False,
     ) -> bool:
         """Run the thread on ``side`` (with a first message or from a resume point).
 
@@ -111,6 +112,9 @@ class Scheduler:
                 transaction that owed the turn (the runner's first claim is skipped).
             queue_empty: That transaction also found the thread's queue empty (the flow's
                 first drain is skipped unless an entry is queued meanwhile).
+            waiting: The caller has just committed a queue entry for the thread (no await
+                since) and knows it owes no turn (its last runner here settled, nothing owed
+                since): the runner goes on as after its own settlement found work waiting.
 
         Returns:
             False when the runtime takes no new work (closed), else True.
@@ -124,6 +128,8 @@ class Scheduler:
         if thread_id in self._tasks:
             self._kicked.add(thread_id)
             self._empty.discard(thread_id)
+            if waiting and thread_id in self._settling:
+                self._continued.add(thread_id)
             return True
         from sa_core.store.backend import detached_context
 
@@ -131,6 +137,8 @@ class Scheduler:
             self._claimed.add(thread_id)
         if queue_empty:
             self._empty.add(thread_id)
+        if waiting:
+            self._continued.add(thread_id)
         self._tasks[thread_id] = asyncio.create_task(
             self._drive(thread_id, side), name=f"sa-thread-{thread_id}", context=detached_context()
         )
@@ -140,13 +148,22 @@ class Scheduler:
         """Whether :meth:`kick` starts runners (the runtime is open and not closing)."""
         return not self._closed and self._accepting()
 
-    def note_queued(self, thread_id: str) -> None:
-        """Note a new queue entry: a running flow drains it before its next step."""
+    def note_queued(self, thread_id: str, *, committed_here: bool = False) -> None:
+        """Note a new queue entry: a running flow drains it before its next step.
+
+        A runner settling its flow runs once more. With ``committed_here`` (the caller has just
+        committed the entry, with no await since) it also knows that work waits, as when its
+        settlement finds the entry: it reads neither the execution record nor the queue
+        again. A note from another worker does not say that: the runner may have taken the
+        entry in already.
+        """
         self._empty.discard(thread_id)
         if thread_id in self._tasks:
             self._queued.add(thread_id)
             if thread_id in self._settling:  # the flow took its last step: run once more
                 self._kicked.add(thread_id)
+                if committed_here:
+                    self._continued.add(thread_id)
 
     def take_queued(self, thread_id: str) -> bool:
         """Whether entries were queued for the thread since the last call (clears the note)."""

@@ -15,7 +15,7 @@ from sa_core.spec.records import QueueMessageInput
 from sa_core.store import tables as t
 from sa_core.store.backend import StoreBase, Transaction
 from sa_core.store.clock import now_us
-from sa_core.store.fast import Prepared
+from sa_core.store.fast import Deferred, Prepared
 from sa_core.store.rows import QueueEntry
 
 _Q = t.queue.c
@@ -98,8 +98,12 @@ class QueueMixin(StoreBase):
             "p_meta": to_jsonable_python(values.get("metadata")),
             "p_created_at": int(values.get("created_at") or now_us()),
         }
-        await self._write(lambda conn: _INSERT.run(conn, row), tx)
-        return queue_id
+
+        def op(conn: Connection) -> str:
+            _INSERT.run(conn, row)
+            return queue_id
+
+        return await self._write_deferred(op, [Deferred(_INSERT, row)], queue_id, tx)
 
     async def drain_queue(
         self, thread_id: str, *, tx: Transaction | None = None
