@@ -155,3 +155,37 @@ async def test_the_lease_fence_goes_with_the_batch_and_refuses_it_once_the_lease
     assert checks == ["fence", "fence"]
     assert await _message_ids(store) == ["m1"]
     assert await _log_ids(store) == []
+
+
+async def test_a_last_read_goes_with_the_deferred_writes_in_the_same_statement(
+    store: Store, sent: list[str]
+) -> None:
+    await store.save_running_point("t1", {"since": 1, "side": "a"}, None)
+    for queued in ([], ["first", "second"]):
+        for content in queued:
+            await store.enqueue("t1", {"content": content})
+        sent.clear()
+        async with store.transaction() as tx:
+            await store.set_thread_fields("t1", tx=tx, execution={"turns": {"a": len(queued)}})
+            await store.finish_execution("t1", "stop_on_response", tx=tx)
+            entries = await store.list_queue("t1", tx=tx, last=True)
+            with pytest.raises(RuntimeError, match="ended with its last read"):
+                await store.list_queue("t1", tx=tx)
+        assert len(sent) == 1 and sent[0].startswith("WITH ")
+        assert [entry.content for entry in entries] == queued
+        row = await store.get_thread("t1")
+        assert row is not None and row.execution == {"turns": {"a": len(queued)}}
+        record = await store.get_execution("t1")
+        assert record is not None and record.status == "idle"
+
+
+async def test_a_last_read_after_a_missed_update_reads_after_the_fallback(
+    store: Store,
+) -> None:
+    await store.enqueue("t1", {"content": "waiting"})
+    async with store.transaction() as tx:  # no execution record: the update misses
+        await store.finish_execution("t1", None, tx=tx)
+        entries = await store.list_queue("t1", tx=tx, last=True)
+    assert [entry.content for entry in entries] == ["waiting"]
+    record = await store.get_execution("t1")
+    assert record is not None and record.status == "idle"

@@ -342,7 +342,7 @@ class Scheduler:
                 # the queue is read in the transaction that settles the flow (one commit)
                 async with self.store.transaction() as tx:
                     await self._settle_flow(flow)
-                    queue = await self.store.list_queue(thread_id, tx=tx)
+                    queue = await self.store.list_queue(thread_id, tx=tx, last=True)
                 if not queue and thread_id not in self._kicked:
                     settled = thread_id not in self._interrupted
                     return

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import Context, ContextVar, copy_context
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -33,7 +33,7 @@ from sa_core.store.connect import WRITE_OPTION, install_sqlite_listeners, is_mem
 from sa_core.store.migrate import ensure_schema
 
 if TYPE_CHECKING:
-    from sa_core.store.fast import Deferred
+    from sa_core.store.fast import Deferred, Prepared
 
 T = TypeVar("T")
 POOL_SIZE = 5
@@ -76,6 +76,17 @@ class Transaction(ABC):
         A backend that cannot batch writes returns ``False``, and the caller runs them now.
         """
         return False
+
+    async def read_last(
+        self, read: Prepared, params: Mapping[str, Any]
+    ) -> list[dict[str, Any]] | None:
+        """The transaction's last statement: ``read``, sent with the deferred writes if it can.
+
+        Returns ``None`` when it cannot (the caller reads as usual); else the rows, and the
+        transaction takes no more operations (commit it). The read sees the database as the
+        writes began: use it for a table they do not write.
+        """
+        return None
 
     @abstractmethod
     async def run(self, op: Op[T]) -> T:
@@ -322,7 +333,7 @@ class _DriverTransaction(_AsyncTransaction):
     with the writes' fallbacks and the lease fence.
     """
 
-    __slots__ = ("_begun", "_batch")
+    __slots__ = ("_begun", "_batch", "_ended")
 
     def __init__(
         self, owner: object, conn: Any, done: Callable[[Any, bool], Awaitable[None]]
@@ -330,8 +341,15 @@ class _DriverTransaction(_AsyncTransaction):
         super().__init__(owner, conn, done)
         self._begun = False
         self._batch: list[Deferred] = []
+        self._ended = False
+        """Its last statement went (:meth:`read_last`): it takes no more operations."""
+
+    def _check_open(self) -> None:
+        if self._ended:
+            raise RuntimeError("This transaction ended with its last read; commit it.")
 
     def defer(self, items: Sequence[Deferred]) -> bool:
+        self._check_open()
         self._batch.extend(items)
         if any(item.fencing for item in items):
             self.fenced = True
@@ -364,9 +382,29 @@ class _DriverTransaction(_AsyncTransaction):
             await self._conn.run_sync(fallbacks)
 
     async def run(self, op: Op[T]) -> T:
+        self._check_open()
         await self._start()
         result: T = await self._conn.run_sync(op)
         return result
+
+    async def read_last(
+        self, read: Prepared, params: Mapping[str, Any]
+    ) -> list[dict[str, Any]] | None:
+        from sa_core.store.fast import GuardFailed, run_batch_reading_async
+
+        self._check_open()
+        if self._begun or not self._batch:
+            return None
+        if not self.fenced and getattr(self.owner, "write_fence", None) is not None:
+            return None  # the fence goes with the commit
+        try:
+            rows = await run_batch_reading_async(self._conn, self._batch, read, params)
+        except GuardFailed:  # nothing applied: the caller reads, which sends them as usual
+            return None
+        if rows is not None:
+            self._batch = []
+            self._ended = True
+        return rows
 
     async def commit(self) -> None:
         await self._send_deferred()
@@ -442,12 +480,19 @@ def _session_intact(error: Exception) -> bool:
     return not isinstance(error, DBAPIError) or isinstance(error, IntegrityError)
 
 
-def _in_transaction(op: Op[T]) -> Op[T]:
-    """``op`` wrapped in a transaction of the sync connection (BEGIN ... COMMIT or ROLLBACK)."""
+def _autocommit_read(op: Op[T]) -> Op[T]:
+    """``op`` on a connection in autocommit: each statement sees what is committed as it runs.
+
+    No ``BEGIN``/``COMMIT`` is sent, nor SQLAlchemy's own begin and commit (with their events)
+    run, for what would be no transaction at all on the server.
+    """
 
     def run(conn: Connection) -> T:
-        with conn.begin():
+        try:
             return op(conn)
+        finally:
+            if conn.in_transaction():  # SQLAlchemy's autobegin of a Core statement
+                conn.rollback()
 
     return run
 
@@ -567,7 +612,7 @@ class AsyncBackend(Backend):
         conn = await self._checkout(write)
         ok = False
         try:
-            wrapped = _in_driver_transaction(op) if write else _in_transaction(op)
+            wrapped = _in_driver_transaction(op) if write else _autocommit_read(op)
             result: T = await conn.run_sync(wrapped)
             ok = True
             return result

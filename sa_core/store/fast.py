@@ -306,30 +306,47 @@ _BATCH_SQL: dict[tuple[Any, ...], str] = {}
 _PLACEHOLDER = re.compile(r"\$(\d+)")
 
 
-def _batch_sql(plans: Sequence[_Plan], guarded: Sequence[bool], selects: Sequence[bool]) -> str:
+def _batch_sql(
+    plans: Sequence[_Plan],
+    guarded: Sequence[bool],
+    selects: Sequence[bool],
+    read: _Plan | None = None,
+) -> str:
     """One statement running every plan as a ``WITH`` part; it returns each part's row count.
 
     A guarded part that changes no row makes the statement fail (``1 / 0``), so nothing of it
-    is applied: the caller then runs the parts one by one, with their fallbacks.
+    is applied: the caller then runs the parts one by one, with their fallbacks. With ``read``,
+    each row of that query follows the counts (in its order; one row of ``NULL`` and a ``NULL``
+    last column when it has none). Like every part, it sees the database as the statement
+    began, without the parts' own writes: read no table the parts write.
     """
-    key = (tuple(id(plan) for plan in plans), tuple(guarded))
+    key = (tuple(id(plan) for plan in plans), tuple(guarded), id(read))
     sql = _BATCH_SQL.get(key)
     if sql is not None:
         return sql
     parts, columns, offset = [], [], 0
-    for index, plan in enumerate(plans):
-        shifted = offset
 
-        def renumber(match: re.Match[str], shift: int = shifted) -> str:
+    def shifted(plan: _Plan) -> str:
+        def renumber(match: re.Match[str], shift: int = offset) -> str:
             return f"${int(match.group(1)) + shift}"
 
-        body = _PLACEHOLDER.sub(renumber, plan.sql)
+        return _PLACEHOLDER.sub(renumber, plan.sql)
+
+    for index, plan in enumerate(plans):
+        body = shifted(plan)
         offset += len(plan.defaults)
         returns = selects[index] or " RETURNING " in body
         parts.append(f"s{index} AS ({body}{'' if returns else ' RETURNING 1'})")
         count = f"(SELECT count(*) FROM s{index})"
         columns.append(f"1 / {count}" if guarded[index] else count)
-    sql = f"WITH {', '.join(parts)} SELECT {', '.join(columns)}"
+    if read is None:
+        sql = f"WITH {', '.join(parts)} SELECT {', '.join(columns)}"
+    else:
+        parts.append(f"r AS (SELECT x.*, row_number() OVER () AS sa_n FROM ({shifted(read)}) x)")
+        sql = (
+            f"WITH {', '.join(parts)} SELECT {', '.join(columns)}, r.* "
+            "FROM (SELECT 1) AS one LEFT JOIN r ON true ORDER BY r.sa_n"
+        )
     if len(_BATCH_SQL) < 1024:
         _BATCH_SQL[key] = sql
     return sql
@@ -387,3 +404,54 @@ async def run_batch_async(
             raise GuardFailed from None
         _raise_translated(sync, sql, args, error)
     return [int(value) for value in row]
+
+
+async def run_batch_reading_async(
+    conn: AsyncConnection, items: Sequence[Deferred], read: Prepared, params: Mapping[str, Any]
+) -> list[dict[str, Any]] | None:
+    """Send deferred writes and a last read of their transaction as one statement.
+
+    All or nothing, as :func:`run_batch_async` with ``guarded``; ``read`` sees the database as
+    the statement began (it must read no table the writes change).
+
+    Returns:
+        The read's rows, or ``None`` when ``read`` cannot go with them (no prepared plan).
+
+    Raises:
+        GuardFailed: A write with an ``on_miss`` changed no row; nothing was applied.
+    """
+    sync = conn.sync_connection
+    assert sync is not None
+    dialect = sync.dialect
+    read_plan = read._plan(dialect)
+    if read_plan is None:
+        return None
+    plans: list[_Plan] = []
+    args: list[Any] = []
+    for item in items:
+        plan = item.prepared._plan(dialect)
+        assert plan is not None, "only statements with a prepared plan are deferred"
+        plans.append(plan)
+        args.extend(Prepared._args(plan, item.params))
+    args.extend(Prepared._args(read_plan, params))
+    marks = [item.on_miss is not None for item in items]
+    selects = [plan.sql.lstrip().upper().startswith("SELECT") for plan in plans]
+    sql = _batch_sql(plans, marks, selects, read_plan)
+    driver: Any = sync.connection.driver_connection
+    try:
+        records = await driver.fetch(sql, *args)
+    except Exception as error:
+        if type(error).__name__ == "DivisionByZeroError" and any(marks):
+            raise GuardFailed from None
+        _raise_translated(sync, sql, args, error)
+    first, keys, converted = len(items), read_plan.keys, read_plan.converted
+    out = []
+    for record in records:
+        values = list(record)[first:]
+        if values[-1] is None:  # the read found no row
+            break
+        values = values[:-1]
+        for index, processor in converted:
+            values[index] = processor(values[index])
+        out.append(dict(zip(keys, values, strict=True)))
+    return out
