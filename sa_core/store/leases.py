@@ -10,6 +10,7 @@ take over the same thread.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -26,31 +27,60 @@ _L = t.thread_leases.c
 _W = t.workers.c
 
 
-def _upsert(conn: Connection) -> Any:
-    if conn.dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert as pg_insert
-
-        return pg_insert(t.thread_leases)
-    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-
-    return sqlite_insert(t.thread_leases)
-
-
-def _acquire(conn: Connection, thread_id: str, owner: str, ttl_us: int) -> int | None:
-    now = now_us()
-    stmt = _upsert(conn).values(
-        thread_id=thread_id, owner=owner, expires_at=now + ttl_us, acquired_at=now
+@functools.cache
+def _acquire_statement(dialect: str) -> Prepared:
+    """Take the lease unless another owner holds a valid one; returns the holder after."""
+    if dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as upsert
+    else:
+        from sqlalchemy.dialects.sqlite import insert as upsert  # type: ignore[assignment]
+    stmt = upsert(t.thread_leases).values(
+        thread_id=bindparam("v_tid"),
+        owner=bindparam("v_owner"),
+        expires_at=bindparam("v_expires"),
+        acquired_at=bindparam("v_now"),
     )
-    stmt = stmt.on_conflict_do_update(
+    taken = stmt.on_conflict_do_update(
         index_elements=[_L.thread_id],
         set_={
             "owner": stmt.excluded.owner,
             "expires_at": stmt.excluded.expires_at,
             "acquired_at": stmt.excluded.acquired_at,
         },
-        where=(_L.owner == owner) | (_L.expires_at < now),
+        where=(_L.owner == bindparam("b_owner")) | (_L.expires_at < bindparam("b_now")),
     ).returning(_L.owner)
-    return now if conn.execute(stmt).scalar() == owner else None
+    return Prepared(taken, [_L.owner])
+
+
+def _acquire(conn: Connection, thread_id: str, owner: str, ttl_us: int) -> int | None:
+    now = now_us()
+    params = {
+        "v_tid": thread_id,
+        "v_owner": owner,
+        "v_expires": now + ttl_us,
+        "v_now": now,
+        "b_owner": owner,
+        "b_now": now,
+    }
+    row = _acquire_statement(conn.dialect.name).first(conn, params)
+    return now if row is not None and row["owner"] == owner else None
+
+
+@functools.cache
+def _release_statements(token: bool, handover: bool) -> tuple[Prepared, Prepared]:
+    """Delete the lease (kept when a turn is owed, with ``handover``), and expire it instead."""
+    where = [_L.thread_id == bindparam("b_tid"), _L.owner == bindparam("b_owner")]
+    if token:
+        where.append(_L.acquired_at == bindparam("b_token"))
+    drop = delete(t.thread_leases).where(*where)
+    if handover:
+        x = t.executions.c
+        owed = exists().where(
+            x.thread_id == bindparam("b_tid"), x.status.in_(("owed", "running"))
+        )
+        drop = drop.where(~owed)
+    expire = update(t.thread_leases).where(*where).values(expires_at=0)
+    return Prepared(drop), Prepared(expire)
 
 
 class LeaseLost(asyncio.CancelledError):
@@ -67,13 +97,16 @@ def lease_valid(conn: Connection, thread_id: str, owner: str) -> bool:
     The share lock keeps other workers' takeover (``FOR UPDATE SKIP LOCKED``) off the lease
     until the caller's transaction ends, so a write checked here cannot race a takeover.
     """
-    stmt = (
-        select(_L.expires_at)
-        .where(_L.thread_id == thread_id, _L.owner == owner)
-        .with_for_update(read=True)
-    )
-    expires = conn.execute(stmt).scalar()
-    return expires is not None and int(expires) >= now_us()
+    row = _LEASE_EXPIRES.first(conn, {"b_tid": thread_id, "b_owner": owner})
+    return row is not None and int(row["expires_at"]) >= now_us()
+
+
+_LEASE_EXPIRES = Prepared(
+    select(_L.expires_at)
+    .where(_L.thread_id == bindparam("b_tid"), _L.owner == bindparam("b_owner"))
+    .with_for_update(read=True),
+    [_L.expires_at],
+)
 
 
 _LEASE_HELD = Prepared(
@@ -139,20 +172,13 @@ class LeasesMixin(StoreBase):
         turn (its runner was cut off) has its lease expired instead of deleted: the workers'
         reapers take it over at once and resume the turn.
         """
-        where = [_L.thread_id == thread_id, _L.owner == owner]
-        if token is not None:
-            where.append(_L.acquired_at == token)
-        drop = delete(t.thread_leases).where(*where)
-        if handover:
-            x = t.executions.c
-            owed = exists().where(x.thread_id == thread_id, x.status.in_(("owed", "running")))
-            drop = drop.where(~owed)
-        expire = update(t.thread_leases).where(*where).values(expires_at=0)
+        drop, expire = _release_statements(token is not None, handover)
+        params = {"b_tid": thread_id, "b_owner": owner, "b_token": token}
 
         def op(conn: Connection) -> bool:
-            if conn.execute(drop).rowcount > 0:
+            if drop.run(conn, params) > 0:
                 return True
-            return handover and conn.execute(expire).rowcount > 0
+            return handover and expire.run(conn, params) > 0
 
         return await self._write(op, tx)
 
