@@ -128,6 +128,10 @@ class Backend(ABC):
         """
         return await self.read(op)
 
+    async def fetch(self, query: Prepared, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The rows of one prepared query, read on its own (see :meth:`read_one`)."""
+        return await self.read_one(lambda conn: query.rows(conn, params))
+
     @abstractmethod
     async def write(self, op: Op[T]) -> T:
         """Run a write operation in its own transaction (the caller holds the write lock)."""
@@ -626,6 +630,22 @@ class AsyncBackend(Backend):
         finally:
             await self._checkin(conn, write, ok)
 
+    async def fetch(self, query: Prepared, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """On PostgreSQL, straight on a kept reader's asyncpg connection (no greenlet)."""
+        if not self._keep:
+            return await super().fetch(query, params)
+        conn = await self._checkout(write=False)
+        ok = False
+        try:
+            rows = await query.rows_async(conn, params)
+            ok = True
+            return rows
+        except Exception as error:
+            ok = _session_intact(error)
+            raise
+        finally:
+            await self._checkin(conn, False, ok)
+
     async def read(self, op: Op[T]) -> T:
         """Run a read-only operation in its own short transaction (autocommit on PostgreSQL)."""
         if self._keep:
@@ -866,6 +886,15 @@ class StoreBase:
     async def _read_one(self, op: Op[T], tx: Transaction | None = None) -> T:
         """Like :meth:`_read`, for an operation that issues one statement (no BEGIN/COMMIT)."""
         return await self._read(op, tx, one=True)
+
+    async def _fetch(
+        self, query: Prepared, params: Mapping[str, Any], tx: Transaction | None = None
+    ) -> list[dict[str, Any]]:
+        """The rows of one prepared query, in ``tx`` or the task's transaction, else alone."""
+        current = tx if tx is not None else self._ambient()
+        if current is not None or self._backend.serialize_reads:
+            return await self._read_one(lambda conn: query.rows(conn, params), current)
+        return await self._backend.fetch(query, params)
 
     async def _write(self, op: Op[T], tx: Transaction | None = None) -> T:
         if tx is not None:

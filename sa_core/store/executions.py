@@ -276,12 +276,8 @@ class ExecutionsMixin(StoreBase):
         self, thread_id: str, *, tx: Transaction | None = None
     ) -> ExecutionRecord | None:
         """A thread's execution record, or ``None`` when it never ran."""
-
-        def op(conn: Connection) -> ExecutionRecord | None:
-            row = _GET.first(conn, {"b_tid": thread_id})
-            return _record(row) if row is not None else None
-
-        return await self._read(op, tx)
+        found = await self._fetch(_GET, {"b_tid": thread_id}, tx)
+        return _record(found[0]) if found else None
 
     async def owed_executions(
         self, *, tx: Transaction | None = None

@@ -178,19 +178,44 @@ class Prepared:
                 _reraise(conn.dialect, plan.sql, args, error)
             finally:
                 cursor.close()
-        keys, converted = plan.keys, plan.converted
-        out = []
-        for row in raw:
-            values = list(row)
-            for index, processor in converted:
-                values[index] = processor(values[index])
-            out.append(dict(zip(keys, values, strict=True)))
-        return out
+        return _converted(plan, raw)
+
+    async def rows_async(
+        self, conn: AsyncConnection, params: Mapping[str, Any]
+    ) -> list[dict[str, Any]]:
+        """:meth:`rows` from async code, straight on the asyncpg connection (no greenlet).
+
+        For a PostgreSQL connection in autocommit (a read outside a transaction).
+        """
+        sync = conn.sync_connection
+        assert sync is not None
+        plan = self._plan(sync.dialect)
+        if plan is None:
+            return await conn.run_sync(lambda c: self.rows(c, params))
+        args = self._args(plan, params)
+        driver: Any = sync.connection.driver_connection
+        try:
+            raw = await driver.fetch(plan.sql, *args)
+        except Exception as error:
+            _raise_translated(sync, plan.sql, args, error)
+        return _converted(plan, raw)
 
     def first(self, conn: Connection, params: Mapping[str, Any]) -> dict[str, Any] | None:
         """Execute and return the first row, or ``None``."""
         found = self.rows(conn, params)
         return found[0] if found else None
+
+
+def _converted(plan: _Plan, raw: Sequence[Any]) -> list[dict[str, Any]]:
+    """Driver rows as dicts keyed by column, values through the columns' result processors."""
+    keys, converted = plan.keys, plan.converted
+    out = []
+    for row in raw:
+        values = list(row)
+        for index, processor in converted:
+            values[index] = processor(values[index])
+        out.append(dict(zip(keys, values, strict=True)))
+    return out
 
 
 def _keeps_none(binder: Processor) -> bool:

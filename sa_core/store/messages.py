@@ -354,7 +354,7 @@ class MessagesMixin(StoreBase):
         self, thread_id: str, since: int | None, tx: Transaction | None
     ) -> list[Message]:
         params = {"b_tid": thread_id, "b_since": -1 if since is None else since}
-        return await self._read_one(lambda conn: _messages(_HISTORY.rows(conn, params)), tx)
+        return _messages(await self._fetch(_HISTORY, params, tx))
 
     def _touched(self, thread_id: str | None, created_at: int | None) -> None:
         """Mark a thread's cached history changed from ``created_at`` on (see ``caches``)."""

@@ -128,7 +128,7 @@ class QueueMixin(StoreBase):
             rows = await self._check_tx(tx).read_last(_LIST, params)
             if rows is not None:
                 return [_entry(row) for row in rows]
-        return await self._read(lambda conn: [_entry(row) for row in _LIST.rows(conn, params)], tx)
+        return [_entry(row) for row in await self._fetch(_LIST, params, tx)]
 
     async def delete_queue_entry(
         self, thread_id: str, queue_id: str, *, tx: Transaction | None = None

@@ -148,12 +148,8 @@ class ThreadsMixin(StoreBase):
         self, thread_id: str, *, tx: Transaction | None = None
     ) -> ThreadRow | None:
         """Return a thread, or ``None`` when it does not exist."""
-
-        def op(conn: Connection) -> ThreadRow | None:
-            found = _GET.first(conn, {"b_id": thread_id})
-            return thread_from_row(found) if found is not None else None
-
-        return await self._read_one(op, tx)
+        found = await self._fetch(_GET, {"b_id": thread_id}, tx)
+        return thread_from_row(found[0]) if found else None
 
     async def get_thread_with_children(
         self, thread_id: str, *, tx: Transaction | None = None
@@ -166,21 +162,26 @@ class ThreadsMixin(StoreBase):
         from sa_core.spec import SubagentRegistryEntry
         from sa_core.store.registry import _CHILDREN
 
-        def op(conn: Connection) -> tuple[ThreadRow, list[SubagentRegistryEntry]] | None:
-            if conn.dialect.name == "postgresql":
-                found = _get_with_children_pg().first(conn, {"b_id": thread_id})
-                if found is None:
-                    return None
-                entries = found.pop(_KIDS_KEY) or []
-            else:
-                found = _GET.first(conn, {"b_id": thread_id})
-                if found is None:
-                    return None
-                entries = [row["entry"] for row in _CHILDREN.rows(conn, {"b_pid": thread_id})]
+        def built(
+            found: dict[str, Any], entries: list[Any]
+        ) -> tuple[ThreadRow, list[SubagentRegistryEntry]]:
             children = [SubagentRegistryEntry.model_validate(entry) for entry in entries]
             return thread_from_row(found), children
 
-        return await self._read(op, tx, one=self._backend.dialect == "postgresql")
+        if self._backend.dialect == "postgresql":
+            rows = await self._fetch(_get_with_children_pg(), {"b_id": thread_id}, tx)
+            if not rows:
+                return None
+            return built(rows[0], rows[0].pop(_KIDS_KEY) or [])
+
+        def op(conn: Connection) -> tuple[ThreadRow, list[SubagentRegistryEntry]] | None:
+            found = _GET.first(conn, {"b_id": thread_id})
+            if found is None:
+                return None
+            children = _CHILDREN.rows(conn, {"b_pid": thread_id})
+            return built(found, [row["entry"] for row in children])
+
+        return await self._read(op, tx)
 
     async def update_thread(
         self, thread_id: str, *, tx: Transaction | None = None, **fields: Any
