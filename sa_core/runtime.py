@@ -650,12 +650,16 @@ class Runtime:
                         claimed = await self.store.owe_execution(
                             thread_id, owed, self.instance_id, tx=tx
                         )
+                    # the queue, which nothing here writes, may go with the writes (PostgreSQL)
+                    queued = claimed and await self.store.list_queue(
+                        thread_id, tx=tx, unwritten=True
+                    )
                     # the runner needs the live row and registry as committed: re-read them unless
                     # the live handle is known current (read earlier with nothing committed since)
                     fresh = claimed and (
                         self._live_current(thread_id) or await self._refresh_live(thread_id, tx)
                     )
-                    queue_empty = fresh and not await self.store.list_queue(thread_id, tx=tx)
+                    queue_empty = fresh and not queued
             except BaseException:
                 self._forget_current(thread_id)  # the human turn count went ahead of the store
                 raise

@@ -189,3 +189,19 @@ async def test_a_last_read_after_a_missed_update_reads_after_the_fallback(
     assert [entry.content for entry in entries] == ["waiting"]
     record = await store.get_execution("t1")
     assert record is not None and record.status == "idle"
+
+
+async def test_a_read_of_rows_the_transaction_does_not_write_goes_with_its_writes(
+    store: Store, sent: list[str]
+) -> None:
+    await store.enqueue("t1", {"content": "waiting"})
+    sent.clear()
+    async with store.transaction() as tx:
+        await store.insert_messages([_message("m1")], tx=tx)
+        entries = await store.list_queue("t1", tx=tx, unwritten=True)
+        seen = await store.get_message("t1", "m1", tx=tx)  # after the writes went
+        await store.insert_log("t1", _log("l1"), tx=tx)
+    assert [entry.content for entry in entries] == ["waiting"]
+    assert seen is not None
+    assert [s.split(" ")[0] for s in sent] == ["BEGIN", "WITH", "SELECT", "INSERT", "COMMIT"]
+    assert await _log_ids(store) == ["l1"]

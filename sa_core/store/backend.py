@@ -77,14 +77,19 @@ class Transaction(ABC):
         """
         return False
 
-    async def read_last(
-        self, read: Prepared, params: Mapping[str, Any]
+    async def read_with_writes(
+        self, read: Prepared, params: Mapping[str, Any], *, last: bool = False
     ) -> list[dict[str, Any]] | None:
-        """The transaction's last statement: ``read``, sent with the deferred writes if it can.
+        """Run ``read`` in the statement that sends the deferred writes, if there are any.
 
-        Returns ``None`` when it cannot (the caller reads as usual); else the rows, and the
-        transaction takes no more operations (commit it). The read sees the database as the
-        writes began: use it for a table they do not write.
+        The read sees the database as that statement began, without the writes: use it only
+        for rows the transaction does not write. With ``last`` (the transaction's last
+        statement; commit it right after), a transaction that sent nothing yet may go out
+        whole, as one statement outside ``BEGIN``/``COMMIT``; it then takes no more
+        operations.
+
+        Returns:
+            The rows, or ``None`` when there is nothing to send with them (read as usual).
         """
         return None
 
@@ -346,7 +351,7 @@ class _DriverTransaction(_AsyncTransaction):
         self._begun = False
         self._batch: list[Deferred] = []
         self._ended = False
-        """Its last statement went (:meth:`read_last`): it takes no more operations."""
+        """It went out whole with its last read (:meth:`read_with_writes`): commit it."""
 
     def _check_open(self) -> None:
         if self._ended:
@@ -359,17 +364,25 @@ class _DriverTransaction(_AsyncTransaction):
             self.fenced = True
         return True
 
-    async def _start(self) -> None:
-        """Send ``BEGIN`` if not yet sent, then the deferred writes."""
+    async def _start(
+        self, read: Prepared | None = None, params: Mapping[str, Any] | None = None
+    ) -> list[dict[str, Any]]:
+        """Send ``BEGIN`` if not yet sent, then the deferred writes (with ``read``, if given).
+
+        Returns:
+            The rows of ``read`` (none without it).
+        """
         from sa_core.store.fast import run_batch_async, run_on_driver_async
 
         if not self._begun:
             await run_on_driver_async(self._conn, "BEGIN")
             self._begun = True
         if not self._batch:
-            return
+            return []
         batch, self._batch = self._batch, []
-        counts = await run_batch_async(self._conn, batch, guarded=False)
+        counts, rows = await run_batch_async(
+            self._conn, batch, guarded=False, read=read, read_params=params
+        )
         missed = [
             item for item, count in zip(batch, counts, strict=True)
             if count == 0 and item.on_miss is not None
@@ -384,6 +397,7 @@ class _DriverTransaction(_AsyncTransaction):
                     item.on_miss(conn)
 
             await self._conn.run_sync(fallbacks)
+        return rows
 
     async def run(self, op: Op[T]) -> T:
         self._check_open()
@@ -391,24 +405,27 @@ class _DriverTransaction(_AsyncTransaction):
         result: T = await self._conn.run_sync(op)
         return result
 
-    async def read_last(
-        self, read: Prepared, params: Mapping[str, Any]
+    async def read_with_writes(
+        self, read: Prepared, params: Mapping[str, Any], *, last: bool = False
     ) -> list[dict[str, Any]] | None:
-        from sa_core.store.fast import GuardFailed, run_batch_reading_async
+        from sa_core.store.fast import GuardFailed, run_batch_async
 
         self._check_open()
-        if self._begun or not self._batch:
+        if not self._batch or read._plan(self._conn.sync_connection.dialect) is None:
             return None
-        if not self.fenced and getattr(self.owner, "write_fence", None) is not None:
-            return None  # the fence goes with the commit
-        try:
-            rows = await run_batch_reading_async(self._conn, self._batch, read, params)
-        except GuardFailed:  # nothing applied: the caller reads, which sends them as usual
-            return None
-        if rows is not None:
-            self._batch = []
-            self._ended = True
-        return rows
+        fence = getattr(self.owner, "write_fence", None)
+        if last and not self._begun and (self.fenced or fence is None):
+            try:  # all of the transaction in one statement, outside BEGIN/COMMIT
+                _, rows = await run_batch_async(
+                    self._conn, self._batch, guarded=True, read=read, read_params=params
+                )
+            except GuardFailed:  # nothing applied: sent again in a transaction, below
+                pass
+            else:
+                self._batch = []
+                self._ended = True
+                return rows
+        return await self._start(read, params)
 
     async def commit(self) -> None:
         await self._send_deferred()

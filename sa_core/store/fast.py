@@ -382,18 +382,27 @@ class GuardFailed(Exception):
 
 
 async def run_batch_async(
-    conn: AsyncConnection, items: Sequence[Deferred], *, guarded: bool
-) -> list[int]:
-    """Send deferred writes on the asyncpg connection under ``conn``, in one round trip.
+    conn: AsyncConnection,
+    items: Sequence[Deferred],
+    *,
+    guarded: bool,
+    read: Prepared | None = None,
+    read_params: Mapping[str, Any] | None = None,
+) -> tuple[list[int], list[dict[str, Any]]]:
+    """Send deferred writes (and a read) on the asyncpg connection under ``conn``, as one statement.
 
     Args:
         conn: A PostgreSQL connection (autocommit as far as SQLAlchemy knows).
         items: The writes, in order.
         guarded: Make it all or nothing: a write with an ``on_miss`` that changes no row undoes
             the whole statement (for a batch sent outside a transaction).
+        read: A query whose rows come back with the counts; it sees the database as the
+            statement began, so it must read nothing the writes change. It needs a prepared
+            plan on this dialect.
+        read_params: Its parameters.
 
     Returns:
-        Each write's row count.
+        Each write's row count, and the read's rows (none without ``read``).
 
     Raises:
         GuardFailed: ``guarded`` and a write with an ``on_miss`` changed no row.
@@ -409,7 +418,11 @@ async def run_batch_async(
         assert plan is not None, "only statements with a prepared plan are deferred"
         plans.append(plan)
         args.extend(Prepared._args(plan, item.params))
-    if len(items) == 1:  # one statement changing no row has nothing to undo: no guard needed
+    read_plan = read._plan(dialect) if read is not None else None
+    if read is not None:
+        assert read_plan is not None, "only queries with a prepared plan go with a batch"
+        args.extend(Prepared._args(read_plan, read_params or {}))
+    if len(items) == 1 and read_plan is None:  # one statement: nothing to undo if it misses
         try:
             status = await driver.execute(plans[0].sql, *args)
         except Exception as error:
@@ -418,65 +431,19 @@ async def run_batch_async(
         count = int(tail) if tail.isdigit() else 0
         if guarded and count == 0 and items[0].on_miss is not None:
             raise GuardFailed
-        return [count]
+        return [count], []
     marks = [guarded and item.on_miss is not None for item in items]
     selects = [plan.sql.lstrip().upper().startswith("SELECT") for plan in plans]
-    sql = _batch_sql(plans, marks, selects)
-    try:
-        row = await driver.fetchrow(sql, *args)
-    except Exception as error:
-        if type(error).__name__ == "DivisionByZeroError" and any(marks):
-            raise GuardFailed from None
-        _raise_translated(sync, sql, args, error)
-    return [int(value) for value in row]
-
-
-async def run_batch_reading_async(
-    conn: AsyncConnection, items: Sequence[Deferred], read: Prepared, params: Mapping[str, Any]
-) -> list[dict[str, Any]] | None:
-    """Send deferred writes and a last read of their transaction as one statement.
-
-    All or nothing, as :func:`run_batch_async` with ``guarded``; ``read`` sees the database as
-    the statement began (it must read no table the writes change).
-
-    Returns:
-        The read's rows, or ``None`` when ``read`` cannot go with them (no prepared plan).
-
-    Raises:
-        GuardFailed: A write with an ``on_miss`` changed no row; nothing was applied.
-    """
-    sync = conn.sync_connection
-    assert sync is not None
-    dialect = sync.dialect
-    read_plan = read._plan(dialect)
-    if read_plan is None:
-        return None
-    plans: list[_Plan] = []
-    args: list[Any] = []
-    for item in items:
-        plan = item.prepared._plan(dialect)
-        assert plan is not None, "only statements with a prepared plan are deferred"
-        plans.append(plan)
-        args.extend(Prepared._args(plan, item.params))
-    args.extend(Prepared._args(read_plan, params))
-    marks = [item.on_miss is not None for item in items]
-    selects = [plan.sql.lstrip().upper().startswith("SELECT") for plan in plans]
     sql = _batch_sql(plans, marks, selects, read_plan)
-    driver: Any = sync.connection.driver_connection
     try:
         records = await driver.fetch(sql, *args)
     except Exception as error:
         if type(error).__name__ == "DivisionByZeroError" and any(marks):
             raise GuardFailed from None
         _raise_translated(sync, sql, args, error)
-    first, keys, converted = len(items), read_plan.keys, read_plan.converted
-    out = []
-    for record in records:
-        values = list(record)[first:]
-        if values[-1] is None:  # the read found no row
-            break
-        values = values[:-1]
-        for index, processor in converted:
-            values[index] = processor(values[index])
-        out.append(dict(zip(keys, values, strict=True)))
-    return out
+    first = len(items)
+    counts = [int(value or 0) for value in list(records[0])[:first]]
+    if read_plan is None:
+        return counts, []
+    found = [list(record)[first:-1] for record in records if record[-1] is not None]
+    return counts, _converted(read_plan, found)

@@ -112,20 +112,26 @@ class QueueMixin(StoreBase):
         return await self._write(lambda conn: _drain(conn, thread_id), tx)
 
     async def list_queue(
-        self, thread_id: str, *, tx: Transaction | None = None, last: bool = False
+        self,
+        thread_id: str,
+        *,
+        tx: Transaction | None = None,
+        unwritten: bool = False,
+        last: bool = False,
     ) -> list[QueueEntry]:
         """List the queued entries of a thread, oldest first.
 
         Args:
             thread_id: The thread.
             tx: An open transaction to read in.
-            last: The last statement of ``tx``, committed right after, and no write of ``tx``
-                changes this thread's entries: on PostgreSQL the read may go with the transaction's
-                deferred writes, as one statement (see :meth:`Transaction.read_last`).
+            unwritten: ``tx`` writes none of this thread's entries: on PostgreSQL the read may
+                go with the transaction's deferred writes, in the same statement (see
+                :meth:`Transaction.read_with_writes`).
+            last: Also ``tx``'s last statement, committed right after.
         """
         params = {"b_tid": thread_id}
-        if last and tx is not None:
-            rows = await self._check_tx(tx).read_last(_LIST, params)
+        if (unwritten or last) and tx is not None:
+            rows = await self._check_tx(tx).read_with_writes(_LIST, params, last=last)
             if rows is not None:
                 return [_entry(row) for row in rows]
         return [_entry(row) for row in await self._fetch(_LIST, params, tx)]
