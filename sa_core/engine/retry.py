@@ -114,18 +114,32 @@ class _CallbackFailed(Exception):
 class _Deadline:
     """A stream's silence limit: one timer, not moved per chunk, that re-arms itself.
 
-    :meth:`start` marks activity and sets the limit (``None`` lifts it). The timer fires at the
-    earliest possible deadline; finding activity since, it re-arms at the last activity plus
-    the limit, so the task is cancelled exactly ``limit`` seconds after the last
-    :meth:`start` (as ``asyncio.timeout`` moved per chunk would), while a chunk costs a clock
-    read instead of a new timer handle. An expiry cancels the task; :meth:`expired` tells
-    that cancellation apart from any other (the ``asyncio.timeout`` way, with ``uncancel``).
+    :meth:`start` marks activity and sets the limit (``None`` lifts it). The timer is armed at
+    the earliest deadline any of the stream's limits (``shortest``) could set, so a shorter
+    limit after the first chunk needs no new timer; when it fires and finds activity since (or
+    a longer limit), it re-arms at the last activity plus the limit. So the task is cancelled
+    exactly ``limit`` seconds after the last :meth:`start` (as ``asyncio.timeout`` moved per
+    chunk would), while a chunk costs a clock read instead of a new timer handle. An expiry
+    cancels the task; :meth:`expired` tells that cancellation apart from any other (the
+    ``asyncio.timeout`` way, with ``uncancel``).
     """
 
-    __slots__ = ("_loop", "_task", "_cancelling", "_limit", "_last", "_handle", "_fired")
+    __slots__ = (
+        "_loop",
+        "_task",
+        "_cancelling",
+        "_shortest",
+        "_limit",
+        "_last",
+        "_handle",
+        "_fired",
+    )
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any]) -> None:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any], shortest: float | None
+    ) -> None:
         self._loop = loop
+        self._shortest = shortest
         self._task = task
         self._cancelling = task.cancelling()
         self._limit: float | None = None
@@ -144,7 +158,9 @@ class _Deadline:
         if handle is None or handle.when() > due:
             if handle is not None:
                 handle.cancel()
-            self._handle = self._loop.call_at(due, self._fire)
+            shortest = self._shortest
+            early = due if shortest is None or shortest >= limit else now + shortest
+            self._handle = self._loop.call_at(early, self._fire)
 
     def _fire(self) -> None:
         self._handle = None
@@ -199,7 +215,8 @@ class _Guarded:
         iterator = aiter(self.entry.provider.stream(self.entry.request))
         task = asyncio.current_task()
         assert task is not None, "a model stream runs in a task"
-        deadline = _Deadline(asyncio.get_running_loop(), task)
+        limits = [limit for limit in (self.first_chunk_timeout, self.stall_timeout) if limit > 0]
+        deadline = _Deadline(asyncio.get_running_loop(), task, min(limits, default=None))
         timeout, what = self.first_chunk_timeout, "first chunk"
         on_chunk = self.on_chunk
         try:
@@ -220,7 +237,7 @@ class _Guarded:
                 elif on_chunk is not None:
                     try:
                         result = on_chunk(chunk)
-                        if inspect.isawaitable(result):
+                        if result is not None and inspect.isawaitable(result):
                             deadline.start(None)
                             await result
                     except Exception as exc:
@@ -262,6 +279,20 @@ class _Guarded:
 def _cost(entry: ModelAttempt, usage: Usage) -> float | None:
     cost = compute_cost(usage, entry.input_price, entry.output_price, entry.cached_price)
     return usage.cost if cost is None else cost
+
+
+def _priced(usage: Usage, cost: float | None) -> Usage:
+    """A copy of ``usage`` with ``cost`` (the provider's object is left as it is)."""
+    if type(usage) is not Usage:
+        return replace(usage, cost=cost)
+    return Usage(
+        usage.prompt_tokens,
+        usage.completion_tokens,
+        usage.total_tokens,
+        usage.reasoning_tokens,
+        usage.cached_tokens,
+        cost,
+    )
 
 
 def _gave_up(chain: Sequence[ModelAttempt], attempts: int, last: ProviderError) -> str:
@@ -350,7 +381,7 @@ async def call_model(
                 )
             else:
                 record = guarded.record(attempt, index, started_at)
-                response.usage = replace(response.usage, cost=_cost(entry, response.usage))
+                response.usage = _priced(response.usage, _cost(entry, response.usage))
                 record.usage, record.cost = response.usage, response.usage.cost
                 record.finish_reason = response.finish_reason
                 await _notify(on_attempt, record)
