@@ -840,7 +840,13 @@ class Runtime:
         return flow
 
     async def _settle_flow(self, flow: Flow) -> None:
-        """Record a finished flow: the outcome, a parent's report and "nothing owed", at once."""
+        """Record a finished flow: the outcome, a parent's report and "nothing owed", at once.
+
+        The runner's thread handle then lets go of the flow (``state.execution`` is ``None``
+        outside a turn): a handle kept elsewhere, say by a provider's request log, no longer
+        holds the turn's messages in a flow-handle reference cycle that only the garbage
+        collector's full passes free.
+        """
         reason = flow.end_reason or "idle"
         try:
             async with self.store.transaction() as tx:
@@ -849,6 +855,7 @@ class Runtime:
         except BaseException:
             self._forget_current(flow.state.thread_id)  # the live row went ahead of the store
             raise
+        flow.state.execution = None
 
     async def _settle(self, state: ThreadState, flow: Flow, reason: str) -> None:
         execution = dict(state.row.execution)
