@@ -362,6 +362,10 @@ class Runtime:
         shared = SharedThread(row, [])  # a new thread has no children yet: nothing to read
         self._live[row.id] = shared
         self._mark_current(shared, version)
+        if self.workers is None:  # nor approval requests (only this process writes them)
+            from sa_core.engine.approvals import mark_no_pending
+
+            mark_no_pending(self, row.id)  # so its first step reads none
         state = ThreadState(self, shared)
         from sa_core.engine.subagents import boot_immediate
 
