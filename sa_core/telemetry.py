@@ -47,16 +47,22 @@ def active() -> bool:
     """Whether spans are recorded: the ``otel`` extra is on and a tracer provider is configured.
 
     Without a configured provider every span would be a no-op that still costs step time.
-    Called a few times per model step, so the cheap checks come first: ``SA_TELEMETRY`` is read
-    only once a provider is configured.
+    Called a few times per model step, so the cheap checks come first: once OpenTelemetry is
+    imported, ``SA_TELEMETRY`` is read only when a provider is configured (before that, it is
+    read first, so that ``off`` never imports it).
     """
     global _available
     if _available is None:
         # find_spec on a top-level name does not import the package.
         _available = importlib.util.find_spec("opentelemetry") is not None
-    if not (_available and _configured()):
+    if not _available or (_trace is None and _provider is None and _switched_off()):
         return False
-    return os.environ.get("SA_TELEMETRY", "").strip().lower() not in ("off", "0", "false", "no")
+    return _configured() and not _switched_off()
+
+
+def _switched_off() -> bool:
+    """Whether ``SA_TELEMETRY`` switches spans off."""
+    return os.environ.get("SA_TELEMETRY", "").strip().lower() in ("off", "0", "false", "no")
 
 
 _trace: Any = None
