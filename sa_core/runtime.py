@@ -362,6 +362,10 @@ class Runtime:
         shared = SharedThread(row, [])  # a new thread has no children yet: nothing to read
         self._live[row.id] = shared
         self._mark_current(shared, version)
+        if self.workers is None:  # nor approval requests (only this process writes them)
+            from sa_core.engine.approvals import mark_no_pending
+
+            mark_no_pending(self, row.id)  # so its first step reads none
         state = ThreadState(self, shared)
         from sa_core.engine.subagents import boot_immediate
 
@@ -847,7 +851,13 @@ class Runtime:
         return flow
 
     async def _settle_flow(self, flow: Flow) -> None:
-        """Record a finished flow: the outcome, a parent's report and "nothing owed", at once."""
+        """Record a finished flow: the outcome, a parent's report and "nothing owed", at once.
+
+        The runner's thread handle then lets go of the flow (``state.execution`` is ``None``
+        outside a turn): a handle kept elsewhere, say by a provider's request log, no longer
+        holds the turn's messages in a flow-handle reference cycle that only the garbage
+        collector's full passes free.
+        """
         reason = flow.end_reason or "idle"
         try:
             async with self.store.transaction() as tx:
@@ -856,6 +866,7 @@ class Runtime:
         except BaseException:
             self._forget_current(flow.state.thread_id)  # the live row went ahead of the store
             raise
+        flow.state.execution = None
 
     async def _settle(self, state: ThreadState, flow: Flow, reason: str) -> None:
         execution = dict(state.row.execution)

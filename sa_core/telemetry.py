@@ -47,24 +47,43 @@ def active() -> bool:
     """Whether spans are recorded: the ``otel`` extra is on and a tracer provider is configured.
 
     Without a configured provider every span would be a no-op that still costs step time.
+    Called a few times per model step, so the cheap checks come first: once OpenTelemetry is
+    imported, ``SA_TELEMETRY`` is read only when a provider is configured (before that, it is
+    read first, so that ``off`` never imports it).
     """
     global _available
-    if os.environ.get("SA_TELEMETRY", "").strip().lower() in ("off", "0", "false", "no"):
-        return False
     if _available is None:
         # find_spec on a top-level name does not import the package.
         _available = importlib.util.find_spec("opentelemetry") is not None
-    return _available and _configured()
+    if not _available or (_trace is None and _provider is None and _switched_off()):
+        return False
+    return _configured() and not _switched_off()
+
+
+def _switched_off() -> bool:
+    """Whether ``SA_TELEMETRY`` switches spans off."""
+    return os.environ.get("SA_TELEMETRY", "").strip().lower() in ("off", "0", "false", "no")
+
+
+_trace: Any = None
+"""``opentelemetry.trace``, once :func:`_configured` imported it."""
+_global_set = False
+"""Whether a global tracer provider was found (OpenTelemetry sets it once, for good)."""
 
 
 def _configured() -> bool:
     """Whether a tracer provider records anything (no SDK configured: every span is a no-op)."""
-    if _provider is not None:
+    global _trace, _global_set
+    if _provider is not None or _global_set:
         return True
-    from opentelemetry import trace
+    trace = _trace
+    if trace is None:
+        from opentelemetry import trace
 
+        _trace = trace
     provider = trace.get_tracer_provider()
-    return not isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
+    _global_set = not isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
+    return _global_set
 
 
 def set_tracer_provider(provider: Any) -> None:

@@ -466,25 +466,50 @@ class TestScript:
         return twin
 
 
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _fresh(value: Any) -> Any:
+    """A deep copy of ``value``; plain JSON (dicts, lists, scalars) is copied without deepcopy.
+
+    Anything else goes through :func:`copy.deepcopy`. Scripted arguments are nearly always
+    small plain JSON, copied here without ``deepcopy``'s memo and reduce machinery (a model
+    step copies them once per call).
+    """
+    if isinstance(value, _SCALARS):
+        return value
+    kind = type(value)
+    if kind is dict:
+        copied: dict[Any, Any] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return copy.deepcopy(value)
+            copied[key] = item if isinstance(item, _SCALARS) else _fresh(item)
+        return copied
+    if kind is list:
+        return [item if isinstance(item, _SCALARS) else _fresh(item) for item in value]
+    return copy.deepcopy(value)
+
+
 def _tool_call(spec: ToolCallSpec) -> ProviderToolCall:
     """Normalise a tool-call spec into a fresh ProviderToolCall (copying its arguments)."""
     if isinstance(spec, ProviderToolCall):
         return ProviderToolCall(
             spec.id or new_call_id(),
             spec.name,
-            copy.deepcopy(spec.arguments),
-            copy.deepcopy(spec.extra_content),
+            _fresh(spec.arguments),
+            _fresh(spec.extra_content),
         )
     if "name" not in spec:
         raise ValueError(f"A scripted tool call needs a 'name': {dict(spec)!r}")
     raw = spec.get("arguments")
-    arguments = copy.deepcopy(raw) if isinstance(raw, Mapping) else parse_arguments(raw)
+    arguments = _fresh(raw) if isinstance(raw, Mapping) else parse_arguments(raw)
     extra = spec.get("extra_content")
     return ProviderToolCall(
         str(spec.get("id") or new_call_id()),
         str(spec["name"]),
         dict(arguments),
-        copy.deepcopy(dict(extra)) if extra is not None else None,
+        _fresh(dict(extra)) if extra is not None else None,
     )
 
 
@@ -575,15 +600,26 @@ def _build_response(
         content=scripted.content,
         tool_calls=calls,
         reasoning=scripted.reasoning,
-        reasoning_details=copy.deepcopy(scripted.reasoning_details),
+        reasoning_details=_fresh(scripted.reasoning_details),
         images=list(scripted.images),
         finish_reason=finish,
     )
-    if scripted.usage is not None:
-        usage = copy.copy(scripted.usage)
+    scripted_usage = scripted.usage
+    if scripted_usage is not None and type(scripted_usage) is not Usage:
+        usage = copy.copy(scripted_usage)
         if not usage.total_tokens:
             usage.total_tokens = usage.prompt_tokens + usage.completion_tokens
         response.usage = usage
+    elif scripted_usage is not None:  # a fresh copy, built directly (no copy protocol)
+        response.usage = Usage(
+            prompt_tokens=scripted_usage.prompt_tokens,
+            completion_tokens=scripted_usage.completion_tokens,
+            total_tokens=scripted_usage.total_tokens
+            or scripted_usage.prompt_tokens + scripted_usage.completion_tokens,
+            reasoning_tokens=scripted_usage.reasoning_tokens,
+            cached_tokens=scripted_usage.cached_tokens,
+            cost=scripted_usage.cost,
+        )
     else:
         response.usage = _estimated_usage(request, response, sizes)
     return response
@@ -614,28 +650,36 @@ async def stream_response(
         The chunks, in order.
 
     """
+    if chunk_delay <= 0:
+        for chunk in _replay(response, chunk_size):
+            yield chunk
+        return
     first = True
+    for chunk in _replay(response, chunk_size):
+        if chunk.type in _DELTAS:
+            if not first:
+                await asyncio.sleep(chunk_delay)
+            first = False
+        yield chunk
 
-    async def pause() -> None:
-        nonlocal first
-        if chunk_delay > 0 and not first:
-            await asyncio.sleep(chunk_delay)
-        first = False
 
+_DELTAS = frozenset({"reasoning-delta", "content-delta", "tool-call-delta"})
+"""The chunks :func:`stream_response` spaces out by ``chunk_delay``."""
+
+
+def _replay(response: ProviderResponse, chunk_size: int | None) -> Iterator[StreamChunk]:
+    """The chunks of :func:`stream_response`, without the delays."""
     if response.reasoning:
         for piece in _pieces(response.reasoning, chunk_size):
-            await pause()
             yield StreamChunk("reasoning-delta", delta=piece)
         yield StreamChunk("reasoning-done", reasoning_details=response.reasoning_details)
     if response.content:
         for piece in _pieces(response.content, chunk_size):
-            await pause()
             yield StreamChunk("content-delta", delta=piece)
         yield StreamChunk("content-done")
     for call in response.tool_calls:
         yield StreamChunk("tool-call-start", id=call.id, name=call.name)
         for piece in _pieces(json.dumps(call.arguments), chunk_size):
-            await pause()
             yield StreamChunk("tool-call-delta", id=call.id, arguments_delta=piece)
         yield StreamChunk(
             "tool-call-done",
@@ -762,6 +806,10 @@ class _RecordingProvider(BaseProvider):
 
         """
         response, chunk_size, chunk_delay = await self._answer(request)
+        if chunk_delay <= 0:  # no pauses: the chunks straight from the replay
+            for chunk in _replay(response, chunk_size):
+                yield chunk
+            return
         async for chunk in stream_response(
             response, chunk_size=chunk_size, chunk_delay=chunk_delay
         ):
@@ -854,7 +902,7 @@ class TestProvider(_RecordingProvider):
         self._record(request)
         if self._script is None:
             return ScriptedResponse(content=UNSCRIPTED_REPLY, finish_reason="stop")
-        responses = self._script.responses
+        responses = self._script._responses  # read in place: ``responses`` returns a copy
         if self._index >= len(responses):
             user = _last_user_text(request)
             said = f"'{_short(user)}'" if user is not None else "(none)"

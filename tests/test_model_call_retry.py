@@ -190,6 +190,72 @@ async def test_a_stall_after_partial_output_times_out_and_resets_before_the_fall
     assert records[0].time_to_first_token_ms is not None
 
 
+@dataclass
+class Trickle:
+    """Stream ``count`` content deltas ``gap`` seconds apart, then finish."""
+
+    count: int
+    gap: float
+
+    name: str = "trickle"
+
+    async def generate(self, request: ProviderRequest) -> ProviderResponse:
+        raise AssertionError("call_model must stream")
+
+    async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamChunk]:
+        for _ in range(self.count):
+            await asyncio.sleep(self.gap)
+            yield StreamChunk("content-delta", delta="x")
+        yield StreamChunk("finish", finish_reason="stop")
+
+
+@pytest.mark.asyncio
+async def test_the_stall_limit_counts_from_the_last_chunk_not_from_the_first() -> None:
+    # 12 chunks 0.02 s apart take longer than the 0.15 s stall limit, which never passes
+    # between two chunks: the deadline moves with every chunk
+    provider = Trickle(12, 0.02)
+    (response, _), records, _, _ = await run([attempt(provider)], stall_timeout=0.15)  # type: ignore[arg-type]
+    assert response.content == "x" * 12
+    assert [r.error for r in records] == [None]
+
+
+@pytest.mark.asyncio
+async def test_a_stall_after_many_chunks_times_out() -> None:
+    chunks = [StreamChunk("content-delta", delta=str(n)) for n in range(5)]
+    primary, fallback = Script("a", [Hang(chunks)]), Script("b", [ANSWER])
+    chain = [attempt(primary), attempt(fallback, "fallback")]
+    (response, _), records, _, _ = await run(chain, stall_timeout=0.02)
+    assert response.content == "Hello"
+    assert records[0].error_code == "timeout"
+    assert "no chunk" in (records[0].error or "") and "0.02s" in (records[0].error or "")
+
+
+@pytest.mark.asyncio
+async def test_a_short_stall_limit_applies_after_a_long_first_chunk_limit() -> None:
+    # the first chunk may take 60 s, a later one only 0.02 s: the stall fires long before the
+    # first-chunk deadline would have (the outer guard fails the test if it does not)
+    partial = Hang([StreamChunk("content-delta", delta="Hal")])
+    primary, fallback = Script("a", [partial]), Script("b", [ANSWER])
+    chain = [attempt(primary), attempt(fallback, "fallback")]
+    async with asyncio.timeout(20):
+        (response, _), records, _, _ = await run(
+            chain, first_chunk_timeout=60, stall_timeout=0.02
+        )
+    assert response.content == "Hello"
+    assert records[0].error_code == "timeout" and "no chunk" in (records[0].error or "")
+
+
+@pytest.mark.asyncio
+async def test_a_cancelled_call_is_cancelled_not_timed_out() -> None:
+    provider = Script("p", [Hang([StreamChunk("content-delta", delta="x")])])
+    task = asyncio.create_task(run([attempt(provider)], stall_timeout=30))
+    await asyncio.sleep(0.05)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert provider.closed == 1
+
+
 @pytest.mark.asyncio
 async def test_no_reset_when_the_failed_attempt_streamed_nothing() -> None:
     resets: list[int] = []

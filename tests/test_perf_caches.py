@@ -165,6 +165,26 @@ async def test_history_sees_writes_of_another_store_on_the_same_file(store, tmp_
 
 
 @pytest.mark.asyncio
+async def test_a_new_thread_starts_with_a_known_empty_history(store, tmp_path, monkeypatch):
+    await thread_with(store, "one")
+    await store.history("t1")  # the cache is in use
+    loads = count_loads(monkeypatch)
+    await store.create_thread(ThreadRow(id="t2", package="pkg", agent_id="agent"))
+    await store.insert_messages([Message(id="n1", thread_id="t2", role="user", content="hi")])
+    assert texts(await store.history("t2")) == ["hi"]
+    assert loads == []  # created and written here: nothing to read back
+    await store.create_thread(ThreadRow(id="t3", package="pkg", agent_id="agent"))
+    other = await open_store(f"sqlite:///{tmp_path / 'sa.db'}")
+    try:
+        await other.insert_messages(
+            [Message(id="x3", thread_id="t3", role="user", content="from elsewhere")]
+        )
+    finally:
+        await other.close()
+    assert texts(await store.history("t3")) == ["from elsewhere"]
+
+
+@pytest.mark.asyncio
 async def test_a_read_during_an_open_transaction_is_not_kept(store):
     await thread_with(store, "one")
     await store.history("t1")

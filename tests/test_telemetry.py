@@ -278,3 +278,17 @@ def test_no_span_work_without_a_configured_tracer_provider():
         assert telemetry.active()
     finally:
         telemetry.set_tracer_provider(None)
+
+
+def test_sa_telemetry_off_disables_spans_even_with_a_configured_provider(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    telemetry.set_tracer_provider(TracerProvider())
+    try:
+        assert telemetry.active()
+        monkeypatch.setenv("SA_TELEMETRY", "off")
+        assert not telemetry.active()
+        monkeypatch.delenv("SA_TELEMETRY")
+        assert telemetry.active()
+    finally:
+        telemetry.set_tracer_provider(None)

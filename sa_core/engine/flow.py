@@ -16,6 +16,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from pydantic_core import to_jsonable_python
+
 from sa_core.engine.context import (
     SIDE_ROLE,
     IncrementalConverter,
@@ -24,6 +26,8 @@ from sa_core.engine.context import (
     dumps_compact,
     registry_system_message,
 )
+from sa_core.engine.dispatch import execute_call
+from sa_core.engine.files import attachment_paths, existing_refs, store_attachment
 from sa_core.engine.messages import (
     complete_prepared,
     create_message,
@@ -34,6 +38,8 @@ from sa_core.engine.messages import (
     publish_message,
 )
 from sa_core.engine.pastcontext import UNSENT, excluding, filtered_history, strip_past_tools
+from sa_core.engine.subagents import forward_status, reset_immediate, run_immediate
+from sa_core.engine.tools import OfferedTool, normalise_result, result_text
 from sa_core.providers import ProviderMessage, ReasoningConfig
 from sa_core.spec import (
     AttachmentRef,
@@ -41,14 +47,15 @@ from sa_core.spec import (
     PromptDefinition,
     SessionToolBinding,
     SideConfig,
+    ToolAttachment,
     ToolCall,
     ToolCallFunction,
     ToolResult,
 )
+from sa_core.telemetry import tool_call, turn
 
 if TYPE_CHECKING:
     from sa_core.engine.services import EngineContext
-    from sa_core.engine.tools import OfferedTool
     from sa_core.registry import PackScope
     from sa_core.state import ThreadState
     from sa_core.store import Transaction
@@ -255,8 +262,6 @@ class Flow:
 
     async def run(self) -> StopReason:
         """Run steps until the flow settles; returns why it stopped."""
-        from sa_core.telemetry import turn
-
         reason: StopReason
         try:
             reason = await turn(self, self._loop)
@@ -294,8 +299,6 @@ class Flow:
                 return "aborted_by_user"
             if self.depth == 0:
                 await self._drain_queue()
-                from sa_core.engine.subagents import run_immediate
-
                 if await run_immediate(self):
                     continue
             if self._forced is not None:
@@ -649,8 +652,6 @@ class Flow:
         attempt: int = 1,
     ) -> Message | None:
         from sa_core.engine.approvals import gate
-        from sa_core.engine.dispatch import execute_call
-        from sa_core.telemetry import tool_call
 
         held = await gate(self, call, offered, config)
         if held is not False:
@@ -677,8 +678,6 @@ class Flow:
             replaced = await engine.host.hooks.after_tool_call_failure(state, call, result)
         result = _as_result(replaced, result)
         if config.session_status is not None and call.name == config.session_status.name:
-            from sa_core.engine.subagents import forward_status
-
             await forward_status(self, call, result, config.session_status)
         return await self._store_tool_row(call, result, config, message_id=tool_message_id)
 
@@ -691,12 +690,6 @@ class Flow:
         message_id: str | None = None,
         raw: bool = False,
     ) -> Message:
-        from pydantic_core import to_jsonable_python
-
-        from sa_core.engine.files import attachment_paths, existing_refs, store_attachment
-        from sa_core.engine.tools import result_text
-        from sa_core.spec import ToolAttachment
-
         state = self.state
         if not raw:
             stored = await self.engine.host.hooks.before_store_tool_result(state, call, result)
@@ -841,8 +834,6 @@ class Flow:
                 )
                 self.remember(await create_message(state, message, tx=tx))
             await self.save_point(self.resume_point(), tx=tx)
-        from sa_core.engine.subagents import reset_immediate
-
         reset_immediate(self)
 
     async def _end_session(self, outcome: SessionOutcome) -> None:
@@ -923,8 +914,6 @@ def _as_result(value: Any, fallback: ToolResult) -> ToolResult:
     if isinstance(value, ToolResult):
         return value
     if isinstance(value, dict):
-        from sa_core.engine.tools import normalise_result
-
         return normalise_result(value)
     return fallback
 

@@ -6,13 +6,18 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+from sa_core.engine.messages import new_id
+from sa_core.engine.retry import ModelAttempt, call_model
 from sa_core.errors import DefinitionNotFoundError
+from sa_core.providers import ProviderRequest, ProviderTool, StreamChunk
+from sa_core.spec import Log
+from sa_core.telemetry import model_attempt
 
 if TYPE_CHECKING:
     from sa_core.engine.events import ChunkFrame, EventBus
     from sa_core.engine.tools import OfferedTool
     from sa_core.providers import Provider, ProviderMessage, ProviderResponse, ReasoningConfig
-    from sa_core.spec import Log, ModelDefinition
+    from sa_core.spec import ModelDefinition
     from sa_core.state import ThreadState
     from sa_core.store import Store
 
@@ -76,9 +81,6 @@ class ModelCaller:
         Returns:
             The response and the successful attempt's (unsaved) log row.
         """
-        from sa_core.engine.retry import ModelAttempt, call_model
-        from sa_core.providers import ProviderRequest, ProviderTool, StreamChunk
-
         provider_tools = [ProviderTool(t.name, t.description, t.parameters) for t in tools]
 
         def lookup(name: str) -> str | None:
@@ -138,8 +140,6 @@ class ModelCaller:
         succeeded: list[Log] = []
 
         async def on_attempt(record: Any) -> None:
-            from sa_core.telemetry import model_attempt
-
             data = _attempt_data(record)
             data["message_id"] = message_id
             model_attempt(state, data)
@@ -176,8 +176,6 @@ class ModelCaller:
 
 def new_log(kind: str, data: dict[str, Any]) -> Log:
     """A log row with a fresh id and time (not yet stored)."""
-    from sa_core.engine.messages import new_id
-    from sa_core.spec import Log
     from sa_core.store import now_us
 
     return Log(id=new_id(), type=kind, data=data, created_at=now_us())

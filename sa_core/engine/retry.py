@@ -111,6 +111,88 @@ class _CallbackFailed(Exception):
         self.error = error
 
 
+class _Deadline:
+    """A stream's silence limit: one timer, not moved per chunk, that re-arms itself.
+
+    :meth:`start` marks activity and sets the limit (``None`` lifts it). The timer is armed at
+    the earliest deadline any of the stream's limits (``shortest``) could set, so a shorter
+    limit after the first chunk needs no new timer; when it fires and finds activity since (or
+    a longer limit), it re-arms at the last activity plus the limit. So the task is cancelled
+    exactly ``limit`` seconds after the last :meth:`start` (as ``asyncio.timeout`` moved per
+    chunk would), while a chunk costs a clock read instead of a new timer handle. An expiry
+    cancels the task; :meth:`expired` tells that cancellation apart from any other (the
+    ``asyncio.timeout`` way, with ``uncancel``).
+    """
+
+    __slots__ = (
+        "_loop",
+        "_task",
+        "_cancelling",
+        "_shortest",
+        "_limit",
+        "_last",
+        "_handle",
+        "_fired",
+    )
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any], shortest: float | None
+    ) -> None:
+        self._loop = loop
+        self._shortest = shortest
+        self._task = task
+        self._cancelling = task.cancelling()
+        self._limit: float | None = None
+        self._last = 0.0
+        self._handle: asyncio.TimerHandle | None = None
+        self._fired = False
+
+    def start(self, limit: float | None) -> None:
+        """Allow ``limit`` more seconds from now (``None``: no limit until the next start)."""
+        self._limit = limit
+        if limit is None:
+            return  # an armed timer finds no limit when it fires and stops
+        now = self._last = self._loop.time()
+        due = now + limit
+        handle = self._handle
+        if handle is None or handle.when() > due:
+            if handle is not None:
+                handle.cancel()
+            shortest = self._shortest
+            early = due if shortest is None or shortest >= limit else now + shortest
+            self._handle = self._loop.call_at(early, self._fire)
+
+    def _fire(self) -> None:
+        self._handle = None
+        limit = self._limit
+        if limit is None:
+            return
+        due = self._last + limit
+        if self._loop.time() < due:  # activity since the timer was armed
+            self._handle = self._loop.call_at(due, self._fire)
+            return
+        self._fired = True
+        self._task.cancel()
+
+    def expired(self) -> bool:
+        """Whether the limit passed and cancelled the task (only that cancellation).
+
+        Consumes the expiry: the task's cancellation request is withdrawn (``uncancel``), and
+        ``True`` is returned when no other cancellation is pending.
+        """
+        if not self._fired:
+            return False
+        self._fired = False
+        return self._task.uncancel() <= self._cancelling
+
+    def close(self) -> None:
+        """Disarm the timer (the stream is done)."""
+        self._limit = None
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+
 @dataclass(slots=True)
 class _Guarded:
     """One attempt's stream, with first-chunk and stall timeouts and chunk forwarding."""
@@ -124,48 +206,56 @@ class _Guarded:
     emitted: bool = False
 
     async def chunks(self) -> AsyncGenerator[StreamChunk, None]:
-        # One deadline, moved once per chunk (no task per chunk, unlike wait_for). Only the
-        # provider's silence counts: the deadline is lifted before an asynchronous ``on_chunk``
-        # is awaited. The one consumer, ``collect_stream`` in ``call_model``, never awaits
-        # between chunks, so the task can only be suspended (and the deadline fire) inside
-        # the provider's ``anext``; a synchronous callback needs no lift.
+        # One deadline, restarted at every chunk (no task per chunk, unlike wait_for, and no
+        # timer handle per chunk: see _Deadline). Only the provider's silence counts: the
+        # deadline is lifted before an asynchronous ``on_chunk`` is awaited. The one consumer,
+        # ``collect_stream`` in ``call_model``, never awaits between chunks, so the task can
+        # only be suspended (and the deadline fire) inside the provider's ``anext``; a
+        # synchronous callback needs no lift.
         iterator = aiter(self.entry.provider.stream(self.entry.request))
-        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None, "a model stream runs in a task"
+        limits = [limit for limit in (self.first_chunk_timeout, self.stall_timeout) if limit > 0]
+        deadline = _Deadline(asyncio.get_running_loop(), task, min(limits, default=None))
         timeout, what = self.first_chunk_timeout, "first chunk"
         on_chunk = self.on_chunk
         try:
-            async with asyncio.timeout(None) as deadline:
-                while True:
-                    limit = _limit(timeout)
-                    deadline.reschedule(None if limit is None else loop.time() + limit)
+            while True:
+                deadline.start(_limit(timeout))
+                try:
+                    chunk = await anext(iterator)
+                except StopAsyncIteration:
+                    return
+                if deadline.expired():  # the provider swallowed the cancellation
+                    raise TimeoutError
+                if chunk.type in _OUTPUT_CHUNKS:
+                    self.emitted = True
+                    if self.first_output is None:
+                        self.first_output = time.monotonic()
+                if chunk.type == "error":
+                    deadline.start(None)  # the consumer raises on it and stops
+                elif on_chunk is not None:
                     try:
-                        chunk = await anext(iterator)
-                    except StopAsyncIteration:
-                        return
-                    if chunk.type in _OUTPUT_CHUNKS:
-                        self.emitted = True
-                        if self.first_output is None:
-                            self.first_output = time.monotonic()
-                    if chunk.type == "error":
-                        deadline.reschedule(None)  # the consumer raises on it and stops
-                    elif on_chunk is not None:
-                        try:
-                            result = on_chunk(chunk)
-                            if inspect.isawaitable(result):
-                                deadline.reschedule(None)
-                                await result
-                        except Exception as exc:
-                            raise _CallbackFailed(exc) from exc
-                    yield chunk
-                    timeout, what = self.stall_timeout, "chunk"
-        except TimeoutError:
-            raise ProviderError(
-                f"{self.entry.provider.name}: no {what} from model "
-                f"{self.entry.request.model} within {timeout:g}s",
-                "timeout",
-                provider=self.entry.provider.name,
-            ) from None
+                        result = on_chunk(chunk)
+                        if result is not None and inspect.isawaitable(result):
+                            deadline.start(None)
+                            await result
+                    except Exception as exc:
+                        raise _CallbackFailed(exc) from exc
+                yield chunk
+                timeout, what = self.stall_timeout, "chunk"
+        except (asyncio.CancelledError, TimeoutError) as exc:
+            if isinstance(exc, TimeoutError) or deadline.expired():
+                raise ProviderError(
+                    f"{self.entry.provider.name}: no {what} from model "
+                    f"{self.entry.request.model} within {timeout:g}s",
+                    "timeout",
+                    provider=self.entry.provider.name,
+                ) from None
+            raise
         finally:
+            deadline.close()
+            deadline.expired()  # an expiry the provider turned into another error
             close = getattr(iterator, "aclose", None)
             if close is not None:
                 await close()
@@ -189,6 +279,20 @@ class _Guarded:
 def _cost(entry: ModelAttempt, usage: Usage) -> float | None:
     cost = compute_cost(usage, entry.input_price, entry.output_price, entry.cached_price)
     return usage.cost if cost is None else cost
+
+
+def _priced(usage: Usage, cost: float | None) -> Usage:
+    """A copy of ``usage`` with ``cost`` (the provider's object is left as it is)."""
+    if type(usage) is not Usage:
+        return replace(usage, cost=cost)
+    return Usage(
+        usage.prompt_tokens,
+        usage.completion_tokens,
+        usage.total_tokens,
+        usage.reasoning_tokens,
+        usage.cached_tokens,
+        cost,
+    )
 
 
 def _gave_up(chain: Sequence[ModelAttempt], attempts: int, last: ProviderError) -> str:
@@ -277,7 +381,7 @@ async def call_model(
                 )
             else:
                 record = guarded.record(attempt, index, started_at)
-                response.usage = replace(response.usage, cost=_cost(entry, response.usage))
+                response.usage = _priced(response.usage, _cost(entry, response.usage))
                 record.usage, record.cost = response.usage, response.usage.cost
                 record.finish_reason = response.finish_reason
                 await _notify(on_attempt, record)

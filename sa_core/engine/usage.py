@@ -263,14 +263,14 @@ async def stop_for_budget(flow: Flow, side: str) -> bool:
     Returns:
         Whether the flow must stop with reason ``budget_exceeded``.
     """
-    from sa_core.engine.context import SIDE_ROLE
-    from sa_core.engine.flow import SessionOutcome
-    from sa_core.engine.messages import create_message, new_message
-
     state = flow.state
     text = await budget_exhausted(state)
     if text is None:
         return False
+    from sa_core.engine.context import SIDE_ROLE
+    from sa_core.engine.flow import SessionOutcome
+    from sa_core.engine.messages import create_message, new_message
+
     row = new_message(
         state.thread_id,
         SIDE_ROLE[side],  # type: ignore[index]

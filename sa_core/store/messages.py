@@ -69,17 +69,20 @@ _INSERT_LOG = _insert_all(t.logs)
 _UPDATES: dict[tuple[tuple[str, ...], bool], Prepared] = {}
 
 
+_PARAMS = [(key, f"p_{column}") for key, column in _STORED.items()]
+"""(Message field, insert parameter) of every stored field."""
+
+
 def message_to_row(message: Message) -> dict[str, Any]:
     """Convert a message to ``messages`` insert parameters (extras go to ``extra``)."""
-    params: dict[str, Any] = {}
-    extra: dict[str, Any] = {}
-    for key, value in message.model_dump(mode="json").items():
-        column = _STORED.get(key)
-        if column is None:
-            extra[key] = value
-        else:
-            params[f"p_{column}"] = value
-    params["p_extra"] = extra or None
+    dumped = message.model_dump(mode="json")
+    params = {param: dumped[key] for key, param in _PARAMS}
+    if len(dumped) == len(_PARAMS):  # every field stored in its column, no extras
+        params["p_extra"] = None
+    else:
+        params["p_extra"] = {
+            key: value for key, value in dumped.items() if key not in _STORED
+        } or None
     return params
 
 
@@ -106,10 +109,11 @@ def _history_rows(
     for message, row in zip(messages, rows, strict=True):
         if message.thread_id != thread_id or message.depth != 0 or message.status == "pending":
             continue
+        metadata, details, extra = message.metadata, message.reasoning_details, message.model_extra
         if (
-            _plain_json(message.metadata)
-            and _plain_json(message.reasoning_details)
-            and _plain_json(message.model_extra)
+            (metadata is None or _plain_json(metadata))
+            and (details is None or _plain_json(details))
+            and (not extra or _plain_json(extra))
         ):
             found.append(message)
         else:

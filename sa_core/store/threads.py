@@ -142,6 +142,11 @@ class ThreadsMixin(StoreBase):
                 _write_tags(conn, row.id, row.tags)
 
         await self._write(op, tx)
+        cache = self._caches.history
+        if tx is None and cache.version is not None and self._cache_fillable():
+            # committed just now under a fresh id: its history is known to be empty, so the
+            # first turn reads none (a commit elsewhere since the cache's version clears it)
+            cache.store(row.id, [])
         return row
 
     async def get_thread(
