@@ -931,23 +931,45 @@ class StoreBase:
             return await self._backend.write(op)
 
     async def _write_deferred(
-        self, op: Op[T], items: Sequence[Deferred], result: T, tx: Transaction | None = None
-    ) -> T:
-        """Like :meth:`_write`, for an operation that is exactly ``items`` (see :class:`Deferred`).
+        self,
+        items: Sequence[Deferred],
+        tx: Transaction | None = None,
+        *,
+        op: Op[None] | None = None,
+    ) -> bool:
+        """Write ``items`` (see :class:`~sa_core.store.fast.Deferred`), like :meth:`_write`.
 
         Where the transaction can keep them (PostgreSQL), the writes wait for its next
-        operation or its commit and ``result`` is returned: what ``op`` returns when each write
-        changed a row. A write outside a transaction block gets one of its own, committed here.
+        operation or its commit; a write outside a transaction block gets a transaction of its
+        own, committed here. Elsewhere they run now: ``op`` if given (the same writes, run
+        another way), else each item, its ``on_miss`` when it changes no row.
+
+        Returns:
+            Whether a fencing item is among them and changed its row (sent later: whether one
+            is among them), so the transaction needs no lease fence of its own.
         """
+        fencing = any(item.fencing for item in items)
+
+        def apply(conn: Connection) -> bool:
+            if op is not None:
+                op(conn)
+                return False
+            hit = fencing
+            for item in items:
+                if item.prepared.run(conn, item.params) == 0 and item.on_miss is not None:
+                    item.on_miss(conn)
+                    hit = hit and not item.fencing
+            return hit
+
         if not self._backend.defers:
-            return await self._write(op, tx)
+            return await self._write(apply, tx)
         current = tx if tx is not None else self._ambient()
         if current is None:
             async with self.transaction() as opened:
-                return await self._write_deferred(op, items, result, opened)
+                return await self._write_deferred(items, opened, op=op)
         if self._check_tx(current).defer(items):
-            return result
-        return await current.run(op)
+            return fencing
+        return await current.run(apply)
 
     async def close(self) -> None:
         """Close the store's connections (waits for a running write transaction)."""

@@ -11,13 +11,14 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
-from sqlalchemy import and_, bindparam, delete, exists, insert, literal, or_, select, update
+from sqlalchemy import and_, bindparam, delete, exists, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
 from sa_core.store import tables as t
 from sa_core.store.backend import StoreBase, Transaction
 from sa_core.store.clock import now_us
 from sa_core.store.fast import Deferred, Prepared
+from sa_core.store.leases import lease_held
 
 Params = dict[str, Any]
 
@@ -101,16 +102,7 @@ _UPDATE_RELEASE = Prepared(
         updated_at=bindparam("v_updated_at"),
     )
 )
-_LEASE = t.thread_leases.c
-_LEASE_HELD = exists(
-    select(literal(1))
-    .where(
-        _LEASE.thread_id == bindparam("b_tid"),
-        _LEASE.owner == bindparam("b_fence_owner"),
-        _LEASE.expires_at >= bindparam("b_fence_now"),
-    )
-    .with_for_update(read=True)
-)
+_LEASE_HELD = exists(lease_held("b_fence_owner", "b_fence_now"))
 """The worker ``b_fence_owner`` holds a valid lease on the thread (share-locked till commit)."""
 _UPDATE_FENCED = Prepared(_UPDATE.stmt.where(_LEASE_HELD))  # type: ignore[attr-defined]
 _UPDATE_RELEASE_FENCED = Prepared(_UPDATE_RELEASE.stmt.where(_LEASE_HELD))  # type: ignore[attr-defined]
@@ -155,20 +147,6 @@ def _body(record: ExecutionRecord) -> dict[str, Any]:
     return record.model_dump(mode="json", exclude={"status", "claimed_by", "claimed_until"})
 
 
-def _save(
-    conn: Connection,
-    thread_id: str,
-    record: ExecutionRecord,
-    *,
-    release: bool = False,
-    fence_owner: str | None = None,
-) -> bool:
-    body = _body(record)
-    return _write(
-        conn, thread_id, record.status, body, None, release=release, fence_owner=fence_owner
-    )
-
-
 def _params(thread_id: str, status: str, body: dict[str, Any], claimed_by: str | None) -> Params:
     return {
         "b_tid": thread_id,
@@ -180,41 +158,6 @@ def _params(thread_id: str, status: str, body: dict[str, Any], claimed_by: str |
     }
 
 
-def _write(
-    conn: Connection,
-    thread_id: str,
-    status: str,
-    body: dict[str, Any],
-    claimed_by: str | None,
-    *,
-    release: bool = False,
-    fence_owner: str | None = None,
-) -> bool:
-    """Update the record (the claim stays unless ``release``), or insert it with ``claimed_by``.
-
-    With ``fence_owner`` the update is also the transaction's lease fence: it changes the row
-    only while that worker holds a valid lease on the thread, and share-locks the lease until
-    the commit (see :meth:`StoreBase.fenced`). Returns whether it did (else the row is written
-    unfenced, and the fence runs before the commit as usual).
-    """
-    params = _params(thread_id, status, body, claimed_by)
-    if fence_owner is not None:
-        fenced = _UPDATE_RELEASE_FENCED if release else _UPDATE_FENCED
-        if fenced.run(conn, _fenced_params(params, fence_owner)):
-            return True
-    _upsert(conn, params, release)
-    return False
-
-
-def _fenced_params(params: Params, fence_owner: str) -> Params:
-    return {**params, "b_fence_owner": fence_owner, "b_fence_now": params["v_updated_at"]}
-
-
-def _upsert(conn: Connection, params: Params, release: bool) -> None:
-    if (_UPDATE_RELEASE if release else _UPDATE).run(conn, params) == 0:
-        _INSERT.run(conn, params)
-
-
 def _deferred(
     thread_id: str,
     status: str,
@@ -224,16 +167,26 @@ def _deferred(
     release: bool = False,
     fence_owner: str | None = None,
 ) -> Deferred:
-    """:func:`_write` as one deferred update; when it misses, :func:`_write`'s fallback runs."""
+    """Update a thread's execution record (the claim stays unless ``release``).
+
+    When the update changes no row, the record is inserted, claimed by ``claimed_by``. With
+    ``fence_owner`` the update is also the transaction's lease fence (``fencing``): it changes
+    the row only while that worker holds a valid lease on the thread, and share-locks the lease
+    until the commit (see :meth:`StoreBase.fenced`); when it does not, the row is written
+    unfenced, and the fence runs before the commit as usual.
+    """
     params = _params(thread_id, status, body, claimed_by)
+    update_ = _UPDATE_RELEASE if release else _UPDATE
+    if fence_owner is None:
+        return Deferred(update_, params, lambda conn: _INSERT.run(conn, params))
 
-    def on_miss(conn: Connection) -> None:
-        _upsert(conn, params, release)
+    def unfenced(conn: Connection) -> None:
+        if update_.run(conn, params) == 0:
+            _INSERT.run(conn, params)
 
-    if fence_owner is not None:
-        fenced = _UPDATE_RELEASE_FENCED if release else _UPDATE_FENCED
-        return Deferred(fenced, _fenced_params(params, fence_owner), on_miss, fencing=True)
-    return Deferred(_UPDATE_RELEASE if release else _UPDATE, params, on_miss)
+    fenced = _UPDATE_RELEASE_FENCED if release else _UPDATE_FENCED
+    fence = {**params, "b_fence_owner": fence_owner, "b_fence_now": params["v_updated_at"]}
+    return Deferred(fenced, fence, unfenced, fencing=True)
 
 
 class ExecutionsMixin(StoreBase):
@@ -243,8 +196,7 @@ class ExecutionsMixin(StoreBase):
         self, thread_id: str, record: ExecutionRecord, *, tx: Transaction | None = None
     ) -> None:
         """Create or replace a thread's execution record (its claim is left as it is)."""
-        item = _deferred(thread_id, record.status, _body(record), None)
-        await self._write_deferred(lambda conn: _save(conn, thread_id, record), [item], None, tx)
+        await self._write_deferred([_deferred(thread_id, record.status, _body(record), None)], tx)
 
     async def save_running_point(
         self,
@@ -264,12 +216,8 @@ class ExecutionsMixin(StoreBase):
         """
         body = {"resume": point, "stop_reason": None}
         owner = self.fence_owner(thread_id)
-
-        def op(conn: Connection) -> bool:
-            return _write(conn, thread_id, "running", body, claimed_by, fence_owner=owner)
-
         item = _deferred(thread_id, "running", body, claimed_by, fence_owner=owner)
-        if await self._write_deferred(op, [item], owner is not None, tx):
+        if await self._write_deferred([item], tx):
             self.fenced(tx)
 
     async def get_execution(
@@ -297,12 +245,8 @@ class ExecutionsMixin(StoreBase):
         """Mark a thread's execution idle: nothing owed, no resume point, no claim."""
         record = ExecutionRecord(status="idle", stop_reason=stop_reason)
         owner = self.fence_owner(thread_id)
-
-        def op(conn: Connection) -> bool:
-            return _save(conn, thread_id, record, release=True, fence_owner=owner)
-
         item = _deferred(thread_id, "idle", _body(record), None, release=True, fence_owner=owner)
-        if await self._write_deferred(op, [item], owner is not None, tx):
+        if await self._write_deferred([item], tx):
             self.fenced(tx)
 
     async def pending_message_ids(
@@ -332,7 +276,7 @@ class ExecutionsMixin(StoreBase):
                 return True
             if _GET.first(conn, {"b_tid": thread_id}) is not None:
                 return False
-            _write(conn, thread_id, "idle", {}, owner)
+            _INSERT.run(conn, _params(thread_id, "idle", {}, owner))
             return True
 
         return await self._write(op, tx)

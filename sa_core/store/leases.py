@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import bindparam, delete, exists, literal, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.sql import Select
 
 from sa_core.store import tables as t
 from sa_core.store.backend import StoreBase, Transaction
@@ -109,15 +110,25 @@ _LEASE_EXPIRES = Prepared(
 )
 
 
-_LEASE_HELD = Prepared(
-    select(literal(1))
-    .where(
-        _L.thread_id == bindparam("b_tid"),
-        _L.owner == bindparam("b_owner"),
-        _L.expires_at >= bindparam("b_now"),
+def lease_held(owner: str, now: str) -> Select[Any]:
+    """A row while a worker holds an unexpired lease on the thread; share-locks the lease row.
+
+    Args:
+        owner: The name of the parameter giving the worker (the thread is ``b_tid``).
+        now: The name of the parameter giving the time the lease must last past.
+    """
+    return (
+        select(literal(1))
+        .where(
+            _L.thread_id == bindparam("b_tid"),
+            _L.owner == bindparam(owner),
+            _L.expires_at >= bindparam(now),
+        )
+        .with_for_update(read=True)
     )
-    .with_for_update(read=True)
-)
+
+
+_LEASE_HELD = Prepared(lease_held("b_owner", "b_now"))
 
 
 def lease_guard(thread_id: str, owner: str, fence: Callable[[Connection], Any]) -> Deferred:

@@ -186,7 +186,7 @@ class MessagesMixin(StoreBase):
             else:
                 _INSERT.run_many(conn, rows)
 
-        await self._write_deferred(op, [Deferred(_INSERT, row) for row in rows], None, tx)
+        await self._write_deferred([Deferred(_INSERT, row) for row in rows], tx, op=op)
         if any(token is not None for token in tokens.values()):
             # a cached history takes the rows once they commit, instead of reading them back
             def keep() -> None:
@@ -387,9 +387,7 @@ class MessagesMixin(StoreBase):
         extra = {key: value for key, value in dumped.items() if key not in _LOG_FIELDS}
         row["p_thread_id"] = thread_id
         row["p_extra"] = extra or None
-        await self._write_deferred(
-            lambda conn: _INSERT_LOG.run(conn, row), [Deferred(_INSERT_LOG, row)], None, tx
-        )
+        await self._write_deferred([Deferred(_INSERT_LOG, row)], tx)
 
     async def list_logs(
         self,

@@ -98,12 +98,8 @@ class QueueMixin(StoreBase):
             "p_meta": to_jsonable_python(values.get("metadata")),
             "p_created_at": int(values.get("created_at") or now_us()),
         }
-
-        def op(conn: Connection) -> str:
-            _INSERT.run(conn, row)
-            return queue_id
-
-        return await self._write_deferred(op, [Deferred(_INSERT, row)], queue_id, tx)
+        await self._write_deferred([Deferred(_INSERT, row)], tx)
+        return queue_id
 
     async def drain_queue(
         self, thread_id: str, *, tx: Transaction | None = None

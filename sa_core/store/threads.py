@@ -230,9 +230,7 @@ class ThreadsMixin(StoreBase):
         if "tags" in fields:
             raise ValueError("set_thread_fields: set tags with update_thread")
         stmt, params = _thread_update(thread_id, fields)
-        await self._write_deferred(
-            lambda conn: stmt.run(conn, params), [Deferred(stmt, params)], None, tx
-        )
+        await self._write_deferred([Deferred(stmt, params)], tx)
 
     async def list_threads(
         self,
