@@ -261,3 +261,49 @@ async def test_a_settled_threads_lease_is_kept_for_its_next_turn_then_given_back
         # a third of the 1 s expiry after the turn, at the next heartbeat: given back
         await until_released(first, thread_id, timeout=5)
         assert not first.workers.settled(thread_id)
+
+
+async def test_a_message_posted_while_the_runner_settles_runs_next_under_the_same_lease(
+    pg_database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SA_LEASE_SECONDS", "10")  # kept 3 s after a turn: no give-back here
+    GATE.open.set()
+    async with workers(pg_database_url, 1) as [(first, _)]:
+        assert first.workers is not None
+        state = await first.create_thread("helper", package="handover")
+        thread_id = state.thread_id
+        settling, go_on = asyncio.Event(), asyncio.Event()
+        settle = first._settle
+
+        async def held_settle(*args: Any) -> None:
+            settling.set()
+            await go_on.wait()
+            await settle(*args)
+
+        monkeypatch.setattr(first, "_settle", held_settle)
+        await state.send_message("one", wait=False)
+        await settling.wait()  # the turn ended; its settlement holds the store's write lock
+        token = first.workers.held[thread_id]
+        reads: list[str] = []
+        get_execution = first.store.get_execution
+
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            reads.append("execution")
+            return await get_execution(*args, **kwargs)
+
+        monkeypatch.setattr(first.store, "get_execution", counted)
+        posted = asyncio.create_task(state.send_message("two", wait=False))
+        await asyncio.sleep(0.05)  # the post found the runner busy: it queues the message
+        go_on.set()
+        await posted
+
+        async def answered() -> bool:
+            return ("assistant", "answer: did two") in await contents(first, thread_id)
+
+        await until(answered, "the queued message to be answered")
+        await first.wait_idle(timeout=10)
+        # the runner went on knowing work waited: the same lease acquisition throughout, kept
+        # after the turn, and no owed-turn read
+        assert first.workers.held[thread_id] == token
+        assert first.workers.settled(thread_id)
+        assert reads == []
