@@ -11,9 +11,13 @@ On asyncpg (PostgreSQL) a statement inside a started transaction, or on an autoc
 connection, goes straight to the driver connection (``driver_connection.fetch`` with asyncpg's
 own statement cache) from the greenlet of the operation's ``run_sync``, skipping the DBAPI
 adapter's cursor (its lock, its statement cache, its status parsing): about a third of the
-client CPU of a statement. The first statement of a transaction still goes through the adapter,
-which starts the transaction (``BEGIN``); driver errors are translated by the adapter, so callers
-see the usual ``sqlalchemy.exc`` errors.
+client CPU of a statement. The store sends ``BEGIN`` and ``COMMIT`` itself; driver errors are
+translated as the adapter would, so callers see the usual ``sqlalchemy.exc`` errors. A
+single-query read outside a transaction runs from async code (:meth:`Prepared.rows_async`), with
+no greenlet at all.
+
+:class:`Deferred` writes are the other half of the PostgreSQL path: a transaction keeps them
+and :func:`run_batch_async` sends them together, as one statement of ``WITH`` parts.
 """
 
 from __future__ import annotations
