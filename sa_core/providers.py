@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_chec
 from sa_core.errors import MissingKeyError, ProviderError
 
 if TYPE_CHECKING:
+    import ssl
+
     import httpx
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -342,6 +344,7 @@ class BaseProvider:
         self._timeout = timeout
         self._clients: list[httpx.AsyncClient | None] = [None] * HTTP_CLIENTS
         self._turn = 0
+        self._ssl: ssl.SSLContext | None = None
 
     def client(self) -> httpx.AsyncClient:
         """One of the provider's shared ``httpx.AsyncClient`` objects, created on first use.
@@ -352,7 +355,8 @@ class BaseProvider:
         against every connection whenever a request starts or ends, and once it holds more
         than its keep-alive limit it closes each connection that falls idle, so that under a
         few hundred concurrent calls a new connection is opened for nearly every one. Small
-        pools keep each check short and every connection reused.
+        pools keep each check short and every connection reused. The clients share one TLS
+        context: each loads the CA bundle otherwise (about 30 ms of CPU per client).
         """
         index = self._turn
         self._turn = (index + 1) % HTTP_CLIENTS
@@ -364,8 +368,10 @@ class BaseProvider:
                 max_connections=CONNECTIONS_PER_CLIENT,
                 max_keepalive_connections=CONNECTIONS_PER_CLIENT,
             )
+            if self._ssl is None:
+                self._ssl = httpx.create_ssl_context()
             client = httpx.AsyncClient(
-                transport=self._transport, timeout=self._timeout, limits=limits
+                transport=self._transport, timeout=self._timeout, limits=limits, verify=self._ssl
             )
             self._clients[index] = client
         return client
