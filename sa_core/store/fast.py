@@ -338,7 +338,6 @@ _PLACEHOLDER = re.compile(r"\$(\d+)")
 def _batch_sql(
     plans: Sequence[_Plan],
     guarded: Sequence[bool],
-    selects: Sequence[bool],
     read: _Plan | None = None,
 ) -> str:
     """One statement running every plan as a ``WITH`` part; it returns each part's row count.
@@ -364,7 +363,7 @@ def _batch_sql(
     for index, plan in enumerate(plans):
         body = shifted(plan)
         offset += len(plan.defaults)
-        returns = selects[index] or " RETURNING " in body
+        returns = body.lstrip().upper().startswith("SELECT") or " RETURNING " in body
         parts.append(f"s{index} AS ({body}{'' if returns else ' RETURNING 1'})")
         count = f"(SELECT count(*) FROM s{index})"
         columns.append(f"1 / {count}" if guarded[index] else count)
@@ -437,8 +436,7 @@ async def run_batch_async(
             raise GuardFailed
         return [count], []
     marks = [guarded and item.on_miss is not None for item in items]
-    selects = [plan.sql.lstrip().upper().startswith("SELECT") for plan in plans]
-    sql = _batch_sql(plans, marks, selects, read_plan)
+    sql = _batch_sql(plans, marks, read_plan)
     try:
         records = await driver.fetch(sql, *args)
     except Exception as error:
