@@ -112,6 +112,8 @@ class Runtime:
         """Leases and stream relay shared with other workers (PostgreSQL), else ``None``."""
         self._live: weakref.WeakValueDictionary[str, SharedThread] = weakref.WeakValueDictionary()
         self._fresh: set[str] = set()
+        self._primed_history: dict[str, list[Message]] = {}
+        """Histories read with a turn's acknowledgement, for its runner (see ``start_turn``)."""
         """Threads whose live row and registry were read in the transaction owing their turn."""
         self._current: weakref.WeakKeyDictionary[SharedThread, int] = weakref.WeakKeyDictionary()
         """Live handles known current, with the store's external version they were read at.
@@ -599,6 +601,8 @@ class Runtime:
             await self.store.update_thread(thread_id, stopped=False)
         # a stopped turn still unwinding drains nothing more, so start after it
         await self.scheduler.unwinding(thread_id)
+        # a runner settling its last turn: wait for its commit rather than queue behind it
+        await self.scheduler.wait_settled(thread_id)
         if not self.scheduler.is_running(thread_id) and self.workers is not None:
             # the thread's lease says which worker runs it: queue for another, or take it here
             settled = self.workers.settled(thread_id)  # kept since its last turn: nothing owed
@@ -641,8 +645,10 @@ class Runtime:
             try:
                 async with self.store.transaction() as tx:
                     await self.store.insert_messages([message], tx=tx)
+                    counted: tuple[str, ...] = ()
                     if role == "user" and state.agent.type == "ai_human":
                         await self._count_human_turn(state)
+                        counted = ("execution", "updated_at")  # written here: kept as written
                     owed = self._owed_record(state, message, side_for_role(role))
                     if not self.scheduler.accepts_work():
                         claimed = False
@@ -654,15 +660,25 @@ class Runtime:
                         claimed = await self.store.owe_execution(
                             thread_id, owed, self.instance_id, tx=tx
                         )
-                    # the queue, which nothing here writes, may go with the writes (PostgreSQL)
-                    queued = claimed and await self.store.list_queue(
-                        thread_id, tx=tx, unwritten=True
-                    )
                     # the runner needs the live row and registry as committed: re-read them unless
-                    # the live handle is known current (read earlier with nothing committed since)
-                    fresh = claimed and (
-                        self._live_current(thread_id) or await self._refresh_live(thread_id, tx)
-                    )
+                    # the live handle is known current (read earlier with nothing committed since);
+                    # the reads go with the writes, in one statement (PostgreSQL)
+                    history: list[Message] | None = None
+                    if claimed and thread_id in self._live and not self._live_current(thread_id):
+                        start = await self.store.read_turn_start(
+                            thread_id, tx=tx, written=[message]
+                        )
+                        fresh = start is not None and self._adopt_live(
+                            thread_id, start.row, start.children, keep=counted
+                        )
+                        queued = start is not None and bool(start.queue)
+                        history = start.history if start is not None else None
+                    else:
+                        # the queue, which nothing here writes, may go with the writes
+                        queued = claimed and bool(
+                            await self.store.list_queue(thread_id, tx=tx, unwritten=True)
+                        )
+                        fresh = claimed and thread_id in self._live
                     queue_empty = fresh and not queued
             except BaseException:
                 self._forget_current(thread_id)  # the human turn count went ahead of the store
@@ -675,6 +691,7 @@ class Runtime:
                 claimed=claimed,
                 queue_empty=queue_empty,
                 fresh=fresh,
+                history=history,
             )
         if wait:
             await self.scheduler.wait(thread_id)
@@ -689,6 +706,7 @@ class Runtime:
         claimed: bool = False,
         queue_empty: bool = False,
         fresh: bool = False,
+        history: list[Message] | None = None,
     ) -> bool:
         """Start the thread's runner on work just committed; returns whether it started.
 
@@ -700,25 +718,48 @@ class Runtime:
             queue_empty: That transaction also found the thread's queue empty.
             fresh: The thread's live handle (row, registry) was written or re-read in that
                 transaction, so the runner uses it without reading it back.
+            history: The thread's history as that transaction committed it, read with it: the
+                turn's first step uses it instead of loading it (with ``fresh`` only).
         """
         started = self.scheduler.kick(
             thread_id, side, initial=initial, claimed=claimed, queue_empty=queue_empty
         )
         if started and fresh:
             self._fresh.add(thread_id)
+            if history is not None:
+                self._primed_history[thread_id] = history
         return started
 
     async def _refresh_live(self, thread_id: str, tx: Transaction) -> bool:
         """Re-read a live thread's row and registry in ``tx``; False when it is not live."""
+        if thread_id not in self._live:
+            return False
+        found = await self.store.get_thread_with_children(thread_id, tx=tx)
+        return found is not None and self._adopt_live(thread_id, *found)
+
+    def _adopt_live(
+        self,
+        thread_id: str,
+        row: ThreadRow,
+        children: list[SubagentRegistryEntry],
+        *,
+        keep: tuple[str, ...] = (),
+    ) -> bool:
+        """Make a live thread's handle the row and registry just read; False when not live.
+
+        Args:
+            thread_id: The thread.
+            row: Its row as read.
+            children: Its registry as read.
+            keep: Fields whose live values stay (the reading transaction wrote them, and its
+                read may predate its own writes).
+        """
         shared = self._live.get(thread_id)
         if shared is None:
             return False
-        found = await self.store.get_thread_with_children(thread_id, tx=tx)
-        if found is None:
-            return False
-        row, children = found
         for item in dataclasses.fields(row):
-            setattr(shared.row, item.name, getattr(row, item.name))
+            if item.name not in keep:
+                setattr(shared.row, item.name, getattr(row, item.name))
         shared.children = children
         self._mark_current(shared, self.store.external_version())
         return True
@@ -755,12 +796,15 @@ class Runtime:
         return ExecutionRecord(status="owed", resume=point)
 
     async def _count_human_turn(self, state: ThreadState) -> None:
+        from sa_core.store import now_us
+
         execution = dict(state.row.execution)
         turns = dict(execution.get("turns") or {})
         turns["b"] = int(turns.get("b", 0)) + 1
         execution["turns"] = turns
         state.row.execution = execution
-        await self.store.set_thread_fields(state.thread_id, execution=execution)
+        state.row.updated_at = now = now_us()
+        await self.store.set_thread_fields(state.thread_id, execution=execution, updated_at=now)
 
     async def queue(self, state: ThreadState, data: QueueMessageInput) -> str:
         """Queue a message on a thread and wake it (``state.queue_message``)."""
@@ -814,6 +858,8 @@ class Runtime:
         continued = self.scheduler.take_continued(thread_id)  # nothing owed, work waits
         shared = self._live.get(thread_id) if thread_id in self._fresh else None
         self._fresh.discard(thread_id)
+        history = self._primed_history.pop(thread_id, None) if shared is not None else None
+        self._primed_history.pop(thread_id, None)
         if shared is not None:  # read in the transaction that owed this turn (see ``send``)
             if shared.row.terminated is not None:
                 return None
@@ -837,7 +883,13 @@ class Runtime:
                     return None  # another worker did the work meanwhile
             state = await self.state_for(row, read_at=version, children=children)
         flow = Flow(
-            self.engine, state, side, initial_messages=initial, resume=resume, durable=True
+            self.engine,
+            state,
+            side,
+            initial_messages=initial,
+            resume=resume,
+            durable=True,
+            history=history,
         )
         state.execution = flow
         self.scheduler.attach(thread_id, flow)

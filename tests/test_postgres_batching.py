@@ -205,3 +205,36 @@ async def test_a_read_of_rows_the_transaction_does_not_write_goes_with_its_write
     assert seen is not None
     assert [s.split(" ")[0] for s in sent] == ["BEGIN", "WITH", "SELECT", "INSERT", "COMMIT"]
     assert await _log_ids(store) == ["l1"]
+
+
+async def test_the_turn_start_read_goes_with_the_writes_and_reads_as_a_reload_would(
+    store: Store, sent: list[str]
+) -> None:
+    earlier = Message(
+        id="m0",
+        thread_id="t1",
+        role="assistant",
+        content=None,
+        tool_calls=[{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+        metadata={"k": [1, "two", None]},
+        reasoning_details=[{"type": "text", "text": "é\\n\u2603"}],
+        created_at=now_us(),
+    )
+    await store.insert_messages([earlier])
+    await store.enqueue("t1", {"content": "queued", "metadata": {"a": 1}, "silent": True})
+    sent.clear()
+    written = Message(id="m1", thread_id="t1", role="user", content="hi", created_at=now_us())
+    async with store.transaction() as tx:
+        await store.insert_messages([written], tx=tx)
+        start = await store.read_turn_start("t1", tx=tx, written=[written])
+    assert len(sent) == 1 and sent[0].startswith("WITH ")  # writes and reads: one round trip
+    assert start is not None and start.row.id == "t1" and start.children == []
+    assert start.queue == await store.list_queue("t1")
+    assert start.history == await store.history("t1")
+    assert [m.id for m in start.history] == ["m0", "m1"]
+
+
+async def test_the_turn_start_read_of_a_missing_thread_is_none(store: Store) -> None:
+    async with store.transaction() as tx:
+        await store.insert_log("t1", _log("l1"), tx=tx)
+        assert await store.read_turn_start("gone", tx=tx) is None

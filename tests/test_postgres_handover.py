@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
+import asyncpg  # type: ignore[import-untyped]
 import pytest
 from pydantic import BaseModel
 from sqlalchemy import update
@@ -263,7 +264,7 @@ async def test_a_settled_threads_lease_is_kept_for_its_next_turn_then_given_back
         assert not first.workers.settled(thread_id)
 
 
-async def test_a_message_posted_while_the_runner_settles_runs_next_under_the_same_lease(
+async def test_a_message_posted_while_the_runner_settles_owes_its_own_turn_under_the_same_lease(
     pg_database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("SA_LEASE_SECONDS", "10")  # kept 3 s after a turn: no give-back here
@@ -292,8 +293,17 @@ async def test_a_message_posted_while_the_runner_settles_runs_next_under_the_sam
             return await get_execution(*args, **kwargs)
 
         monkeypatch.setattr(first.store, "get_execution", counted)
+        queued: list[str] = []
+        enqueue = first.store.enqueue
+
+        async def noted(thread: str, entry: Any, **kwargs: Any) -> str:
+            queued.append(thread)
+            return await enqueue(thread, entry, **kwargs)
+
+        monkeypatch.setattr(first.store, "enqueue", noted)
         posted = asyncio.create_task(state.send_message("two", wait=False))
-        await asyncio.sleep(0.05)  # the post found the runner busy: it queues the message
+        await asyncio.sleep(0.05)  # the post waits for the settlement's commit
+        assert not posted.done()
         go_on.set()
         await posted
 
@@ -302,8 +312,42 @@ async def test_a_message_posted_while_the_runner_settles_runs_next_under_the_sam
 
         await until(answered, "the queued message to be answered")
         await first.wait_idle(timeout=10)
-        # the runner went on knowing work waited: the same lease acquisition throughout, kept
-        # after the turn, and no owed-turn read
+        # the message owed a turn of its own rather than queueing behind the settling one: the
+        # same lease acquisition throughout, kept after the turn, and no owed-turn read
+        assert queued == []
         assert first.workers.held[thread_id] == token
         assert first.workers.settled(thread_id)
         assert reads == []
+
+
+async def test_a_message_to_a_settled_thread_is_acknowledged_in_one_statement_with_its_reads(
+    pg_database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SA_LEASE_SECONDS", "10")  # kept 3 s after a turn: no give-back here
+    GATE.open.set()
+    async with workers(pg_database_url, 1) as [(first, model)]:
+        assert first.workers is not None
+        state = await first.create_thread("helper", package="handover")
+        thread_id = state.thread_id
+        await state.send_message("one", wait=True)
+        assert first.workers.settled(thread_id)
+        sent: list[str] = []
+        connection = asyncpg.connection.Connection
+        for name in ("execute", "fetch", "fetchrow"):
+            original = getattr(connection, name)
+
+            def spy(self: Any, query: str, *args: Any, _original: Any = original, **kw: Any) -> Any:
+                sent.append(" ".join(query.split()))
+                return _original(self, query, *args, **kw)
+
+            monkeypatch.setattr(connection, name, spy)
+        await state.send_message("two", wait=False)
+        # the message, the owed turn, and the reads the runner needs: one round trip
+        assert len(sent) == 1 and sent[0].startswith("WITH ")
+        assert "INSERT INTO messages" in sent[0] and "history_entries" in sent[0]
+        await first.wait_idle(timeout=10)
+        # the turn's first step used the history read with the acknowledgement
+        assert not [s for s in sent if s.startswith("SELECT messages.")]
+        assert ("assistant", "answer: did two") in await contents(first, thread_id)
+        seen = [m.content for m in model.requests[-2].messages if m.role in ("user", "assistant")]
+        assert seen[-1] == "two" and "one" in seen and "answer: did one" in seen

@@ -165,6 +165,7 @@ class Flow:
         initial_messages: list[Message] | None = None,
         resume: ResumePoint | None = None,
         durable: bool = False,
+        history: list[Message] | None = None,
     ) -> None:
         from sa_core.store import now_us
 
@@ -190,6 +191,8 @@ class Flow:
         self.prompt_path: list[str] = []
         self._forced: Side | None = None
         self._before: list[Message] | None = None
+        self._history = history
+        """The thread's history as the turn began, read with its acknowledgement, if it was."""
         self._before_filtered: dict[bool, list[Message]] = {}
         self._error_streak: tuple[str, int] = ("", 0)
         self._last_error = ""
@@ -471,7 +474,10 @@ class Flow:
             return list(sent)
         if self._before is None:
             thread_id = self.state.thread_id
-            history = await self.engine.store.history(thread_id)
+            history = self._history
+            if history is None:
+                history = await self.engine.store.history(thread_id)
+            self._history = None
             sent, stripped = filtered_history(thread_id, history)
             in_flow = {m.id for m in self.messages}
             since = min((m.created_at for m in self.messages), default=None)

@@ -79,6 +79,7 @@ class Scheduler:
         self._claimed: set[str] = set()
         self._empty: set[str] = set()
         self._continued: set[str] = set()
+        self._settled_waiters: dict[str, asyncio.Future[None]] = {}
         self._interrupted: set[str] = set()
         self._initial: dict[str, list[Message]] = {}
         self._resume: dict[str, ResumePoint] = {}
@@ -164,6 +165,26 @@ class Scheduler:
                 self._kicked.add(thread_id)
                 if committed_here:
                     self._continued.add(thread_id)
+
+    async def wait_settled(self, thread_id: str) -> None:
+        """Wait while the thread's runner settles a flow (one commit), unless called by a runner.
+
+        A message sent meanwhile then owes a turn of its own, in one commit, instead of being
+        queued for the runner to read back, take in and store (several more).
+        """
+        if thread_id not in self._settling or _RUNNER.get() is not None:
+            return
+        waiter = self._settled_waiters.get(thread_id)
+        if waiter is None:
+            waiter = asyncio.get_running_loop().create_future()
+            self._settled_waiters[thread_id] = waiter
+        await asyncio.shield(waiter)
+
+    def _end_settling(self, thread_id: str) -> None:
+        self._settling.discard(thread_id)
+        waiter = self._settled_waiters.pop(thread_id, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     def take_queued(self, thread_id: str) -> bool:
         """Whether entries were queued for the thread since the last call (clears the note)."""
@@ -257,6 +278,7 @@ class Scheduler:
                 self._interrupted,
                 self._initial,
                 self._resume,
+                self._settled_waiters,
             )
         )
 
@@ -346,15 +368,15 @@ class Scheduler:
                 if not queue and thread_id not in self._kicked:
                     settled = thread_id not in self._interrupted
                     return
-                self._settling.discard(thread_id)
+                self._end_settling(thread_id)
                 if queue:  # work known to wait (a kick alone may find it taken already)
                     self._continued.add(thread_id)
                 side = side_for_role(queue[0].role) if queue else flow.current_side
         finally:
             if self._release is not None:
                 self._release(thread_id, settled)
+            self._end_settling(thread_id)
             for entries in (
-                self._settling,
                 self._continued,
                 self._kicked,
                 self._queued,

@@ -413,8 +413,7 @@ class _DriverTransaction(_AsyncTransaction):
         self._check_open()
         if not self._batch or read._plan(self._conn.sync_connection.dialect) is None:
             return None
-        fence = getattr(self.owner, "write_fence", None)
-        if last and not self._begun and (self.fenced or fence is None):
+        if last and not self._begun and self._fence_sent_with_batch():
             try:  # all of the transaction in one statement, outside BEGIN/COMMIT
                 _, rows = await run_batch_async(
                     self._conn, self._batch, guarded=True, read=read, read_params=params
@@ -426,6 +425,25 @@ class _DriverTransaction(_AsyncTransaction):
                 self._ended = True
                 return rows
         return await self._start(read, params)
+
+    def _fence_sent_with_batch(self) -> bool:
+        """Whether the lease fence this transaction needs, if any, is in its batch now.
+
+        The fence's statement is added when it is not there yet (as the commit would add it);
+        ``False`` when the fence can only run as a statement of its own.
+        """
+        fence = getattr(self.owner, "write_fence", None)
+        if self.fenced or fence is None:
+            return True
+        guard = getattr(self.owner, "write_fence_guard", None)
+        if guard is None:
+            return False
+        item = guard()
+        if item is None:  # no write is fenced now: the commit will not fence either
+            self.fenced = True
+        else:
+            self.defer([item])
+        return True
 
     async def commit(self) -> None:
         await self._send_deferred()

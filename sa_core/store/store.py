@@ -15,9 +15,11 @@ from sa_core.store.messages import MessagesMixin
 from sa_core.store.queue import QueueMixin
 from sa_core.store.registry import RegistryMixin
 from sa_core.store.threads import ThreadsMixin
+from sa_core.store.turnstart import TurnStartMixin
 
 
 class Store(
+    TurnStartMixin,
     ThreadsMixin,
     MessagesMixin,
     FilesMixin,
