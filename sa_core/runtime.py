@@ -15,6 +15,7 @@ import dataclasses
 import os
 import uuid
 import weakref
+from collections import OrderedDict
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -57,6 +58,9 @@ if TYPE_CHECKING:
 
 DEFAULT_DATABASE = ".sa/sa.db"
 FLOW_MARKER = "sa:flow"
+KEPT_HANDLES = 1024
+"""Live handles of threads whose lease this worker keeps after a turn, kept at most (the
+newest; see :meth:`Runtime.thread_for_message`)."""
 """Thread value older versions set while a flow ran (read once on start, then removed).
 
 The engine now keeps a typed execution record per thread (``store.get_execution``)."""
@@ -113,6 +117,8 @@ class Runtime:
         self._live: weakref.WeakValueDictionary[str, SharedThread] = weakref.WeakValueDictionary()
         self._fresh: set[str] = set()
         self._primed_history: dict[str, list[Message]] = {}
+        self._kept_handles: OrderedDict[str, SharedThread] = OrderedDict()
+        """Handles of threads settled here with their lease kept (the live map is weak)."""
         """Histories read with a turn's acknowledgement, for its runner (see ``start_turn``)."""
         """Threads whose live row and registry were read in the transaction owing their turn."""
         self._current: weakref.WeakKeyDictionary[SharedThread, int] = weakref.WeakKeyDictionary()
@@ -446,6 +452,24 @@ class Runtime:
             raise ThreadNotFoundError(thread_id)
         return await self.state_for(row, read_at=version, children=children)
 
+    async def thread_for_message(self, thread_id: str) -> ThreadState:
+        """The thread a message is about to be sent on (the server's hot path).
+
+        With several workers, a thread whose lease this worker holds (a turn runs here, or ran
+        last and the lease is kept) is not read first: its live handle serves, and the
+        message's commit checks that the row is still as the handle holds it (:meth:`send`
+        reads it and goes on when it is not). Otherwise as :meth:`get_thread`.
+
+        Raises:
+            ThreadNotFoundError: no thread has this id.
+        """
+        from sa_core.state import ThreadState
+
+        shared = self._live.get(thread_id)
+        if shared is not None and self.workers is not None and thread_id in self.workers.held:
+            return ThreadState(self, shared)
+        return await self.get_thread(thread_id)
+
     async def _read_thread(
         self, thread_id: str
     ) -> tuple[int | None, ThreadRow | None, list[SubagentRegistryEntry] | None]:
@@ -589,16 +613,62 @@ class Runtime:
 
         Returns once the message and the turn it is owed are committed (one transaction), or
         its queue entry is, while a turn runs; with ``wait``, once the thread is idle again.
+
+        With several workers the commit also checks that the thread's row is as ``state``
+        holds it (a handle from :meth:`thread_for_message` is not read first); when it is not,
+        nothing was written: the row is read again and the message sent on it.
+        """
+        from sa_core.store.threads import ThreadChanged
+
+        refs = await self.attachment_refs(state, attachments)
+        prepared: dict[str, Message] = {}
+        verify = self.workers is not None
+        while True:
+            try:
+                message = await self._deliver(state, content, role, refs, silent, verify, prepared)
+                break
+            except ThreadChanged:
+                state = await self.get_thread(state.thread_id)
+                if state.row.terminated is not None:
+                    raise ThreadTerminatedError(state.thread_id, state.row.terminated) from None
+                verify = False  # just read: as any read, it may race a change
+        if wait:
+            await self.scheduler.wait(state.thread_id)
+        return message
+
+    async def _deliver(
+        self,
+        state: ThreadState,
+        content: str,
+        role: Literal["user", "assistant"],
+        refs: list[AttachmentRef],
+        silent: bool,
+        verify: bool,
+        prepared: dict[str, Message],
+    ) -> Message:
+        """Commit a message (or its queue entry) and start the turn it owes; see :meth:`send`.
+
+        Args:
+            state: The thread.
+            content: The message text.
+            role: ``user`` or ``assistant``.
+            refs: Its attachments, stored.
+            silent: Whether it is silent.
+            verify: Check in the commit that the row is as ``state`` holds it
+                (:class:`~sa_core.store.threads.ThreadChanged` when not).
+            prepared: The message as ``before_create_message`` shaped it, kept across
+                attempts (the hooks run once).
         """
         from sa_core.engine.flow import side_for_role
         from sa_core.engine.messages import announce_created, new_id, new_message, prepare_message
         from sa_core.spec import QueueMessageInput
+        from sa_core.store import now_us
 
-        refs = await self.attachment_refs(state, attachments)
         thread_id = state.thread_id
         if state.row.stopped:
             state.row.stopped = False
-            await self.store.update_thread(thread_id, stopped=False)
+            state.row.updated_at = now = now_us()
+            await self.store.update_thread(thread_id, stopped=False, updated_at=now)
         # a stopped turn still unwinding drains nothing more, so start after it
         await self.scheduler.unwinding(thread_id)
         # a runner settling its last turn: wait for its commit rather than queue behind it
@@ -621,7 +691,10 @@ class Runtime:
                 silent=silent,
                 metadata={"message_id": message_id},
             )
-            await self.store.enqueue(thread_id, entry)
+            async with self.store.transaction() as tx:
+                if verify:
+                    await self.store.expect_thread_unchanged(thread_id, state.row.updated_at, tx=tx)
+                await self.store.enqueue(thread_id, entry, tx=tx)
             self.scheduler.note_queued(thread_id, committed_here=True)
             if self.workers is not None and not self.scheduler.is_running(thread_id):
                 side = side_for_role(role)
@@ -635,15 +708,20 @@ class Runtime:
                 thread_id, role, content, id=message_id, silent=silent, attachments=refs or None
             )
         else:
-            message = await prepare_message(
+            message = prepared.get("message") or await prepare_message(
                 state,
                 new_message(thread_id, role, content, silent=silent, attachments=refs or None),
             )
+            prepared["message"] = message
             # acknowledged only once the message and the turn it is owed commit together; the
             # same transaction claims the thread for this runtime and reads what the runner
             # needs (thread row, registry, queue), so the turn starts without more round trips
             try:
                 async with self.store.transaction() as tx:
+                    if verify:  # in the same statement as the writes (PostgreSQL)
+                        await self.store.expect_thread_unchanged(
+                            thread_id, state.row.updated_at, tx=tx
+                        )
                     await self.store.insert_messages([message], tx=tx)
                     counted: tuple[str, ...] = ()
                     if role == "user" and state.agent.type == "ai_human":
@@ -693,8 +771,6 @@ class Runtime:
                 fresh=fresh,
                 history=history,
             )
-        if wait:
-            await self.scheduler.wait(thread_id)
         return message
 
     def start_turn(
@@ -919,8 +995,23 @@ class Runtime:
             self._forget_current(flow.state.thread_id)  # the live row went ahead of the store
             raise
         flow.state.execution = None
+        if self.workers is not None:  # the lease stays a while: so does the handle
+            self._keep_handle(flow.state.thread_id)
+
+    def _keep_handle(self, thread_id: str) -> None:
+        """Hold a settled thread's live handle for its next message (the newest few)."""
+        shared = self._live.get(thread_id)
+        if shared is None:
+            return
+        kept = self._kept_handles
+        kept[thread_id] = shared
+        kept.move_to_end(thread_id)
+        while len(kept) > KEPT_HANDLES:
+            kept.popitem(last=False)
 
     async def _settle(self, state: ThreadState, flow: Flow, reason: str) -> None:
+        from sa_core.store import now_us
+
         execution = dict(state.row.execution)
         execution.update(
             turns=dict(flow.turns),
@@ -931,7 +1022,8 @@ class Runtime:
             else ("awaiting_approval" if reason == "awaiting_approval" else "idle"),
         )
         state.row.execution = execution
-        await self.store.set_thread_fields(state.thread_id, execution=execution)
+        state.row.updated_at = now = now_us()
+        await self.store.set_thread_fields(state.thread_id, execution=execution, updated_at=now)
         from sa_core.engine.subagents import on_flow_end
 
         await on_flow_end(state, flow, reason)

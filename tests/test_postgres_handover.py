@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from sqlalchemy import update
 
 from sa_core import Pack, Runtime, define_agent, define_model, define_prompt, define_tool
+from sa_core.errors import ThreadTerminatedError
 from sa_core.providers import ProviderRequest
 from sa_core.store import now_us, tables
 from sa_core.store.executions import ExecutionRecord, ResumePoint
@@ -341,8 +342,10 @@ async def test_a_message_to_a_settled_thread_is_acknowledged_in_one_statement_wi
                 return _original(self, query, *args, **kw)
 
             monkeypatch.setattr(connection, name, spy)
-        await state.send_message("two", wait=False)
-        # the message, the owed turn, and the reads the runner needs: one round trip
+        posted = await first.thread_for_message(thread_id)  # the server's hot path
+        assert sent == []  # the live handle serves: the commit checks the row
+        await posted.send_message("two", wait=False)
+        # the row check, the message, the owed turn, and the runner's reads: one round trip
         assert len(sent) == 1 and sent[0].startswith("WITH ")
         assert "INSERT INTO messages" in sent[0] and "history_entries" in sent[0]
         await first.wait_idle(timeout=10)
@@ -351,3 +354,32 @@ async def test_a_message_to_a_settled_thread_is_acknowledged_in_one_statement_wi
         assert ("assistant", "answer: did two") in await contents(first, thread_id)
         seen = [m.content for m in model.requests[-2].messages if m.role in ("user", "assistant")]
         assert seen[-1] == "two" and "one" in seen and "answer: did one" in seen
+
+
+async def test_a_message_on_a_handle_another_worker_made_stale_is_sent_on_the_row_as_it_is(
+    pg_database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SA_LEASE_SECONDS", "10")  # kept 3 s after a turn: no give-back here
+    GATE.open.set()
+    async with workers(pg_database_url, 2) as [(first, _), (second, _)]:
+        state = await first.create_thread("helper", package="handover")
+        thread_id = state.thread_id
+        await state.send_message("one", wait=True)
+        # another worker changes the row: the first one's live handle does not know
+        other = await second.get_thread(thread_id)
+        await other.set_env("MOOD", "calm")
+        posted = await first.thread_for_message(thread_id)
+        assert "MOOD" not in posted.row.env
+        await posted.send_message("two", wait=False)
+        await first.wait_idle(timeout=10)
+        assert ("assistant", "answer: did two") in await contents(first, thread_id)
+        assert (await first.thread_for_message(thread_id)).row.env.get("MOOD") == "calm"
+        # terminated elsewhere: refused, and nothing written
+        await (await second.get_thread(thread_id)).terminate()
+        stale = await first.thread_for_message(thread_id)
+        assert stale.row.terminated is None
+        before = await contents(first, thread_id)
+        with pytest.raises(ThreadTerminatedError):
+            await stale.send_message("three", wait=False)
+        assert await contents(first, thread_id) == before
+        assert await first.store.list_queue(thread_id) == []

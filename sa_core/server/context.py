@@ -20,6 +20,8 @@ from sa_core.store import ThreadRow
 PackDep = NamedDependency[SkipValidation[PackScope]]
 RuntimeDep = NamedDependency[SkipValidation[Runtime]]
 ThreadDep = NamedDependency[SkipValidation[ThreadState]]
+MessageThreadDep = NamedDependency[SkipValidation[ThreadState]]
+"""The thread of the URL, for a message about to be sent on it (see ``thread_for_message``)."""
 
 
 def runtime_dependency(runtime: Runtime) -> Provide:
@@ -44,15 +46,23 @@ def package_dependencies(scope: PackScope, runtime: Runtime | None = None) -> di
         return scope
 
     if runtime is None:
-        return {"pack": Provide(provide_pack, use_cache=True), "thread": Provide(provide_thread)}
+        return {
+            "pack": Provide(provide_pack, use_cache=True),
+            "thread": Provide(provide_thread),
+            "message_thread": Provide(provide_message_thread),
+        }
     bound = runtime
 
     async def provide_package_thread(thread_id: FromPath[str]) -> ThreadState:
         return await load_thread(bound, scope, thread_id)
 
+    async def provide_package_message_thread(thread_id: FromPath[str]) -> ThreadState:
+        return await load_thread(bound, scope, thread_id, for_message=True)
+
     return {
         "pack": Provide(provide_pack, use_cache=True),
         "thread": Provide(provide_package_thread),
+        "message_thread": Provide(provide_package_message_thread),
     }
 
 
@@ -63,10 +73,26 @@ async def provide_thread(
     return await load_thread(runtime, pack, thread_id)
 
 
-async def load_thread(runtime: Runtime, pack: PackScope, thread_id: str) -> ThreadState:
-    """Load a thread if it belongs to the package; else raise a 404 :class:`ApiError`."""
+async def provide_message_thread(
+    thread_id: FromPath[str], runtime: RuntimeDep, pack: PackDep
+) -> ThreadState:
+    """Provide the thread of the URL for a message to send on it (see :func:`load_thread`)."""
+    return await load_thread(runtime, pack, thread_id, for_message=True)
+
+
+async def load_thread(
+    runtime: Runtime, pack: PackScope, thread_id: str, *, for_message: bool = False
+) -> ThreadState:
+    """Load a thread if it belongs to the package; else raise a 404 :class:`ApiError`.
+
+    ``for_message``: a message is sent on it next, which checks the row as it commits
+    (:meth:`Runtime.thread_for_message`).
+    """
     try:
-        thread = await runtime.get_thread(thread_id)
+        if for_message:
+            thread = await runtime.thread_for_message(thread_id)
+        else:
+            thread = await runtime.get_thread(thread_id)
     except ThreadNotFoundError:
         thread = None
     if thread is None or thread.package != pack.package:

@@ -32,6 +32,15 @@ _INSERT = Prepared(insert(t.threads).values({c.name: bindparam(f"p_{c.name}") fo
 _INSERT_TAG = insert(t.thread_tags)
 _DELETE_TAGS = delete(t.thread_tags).where(t.thread_tags.c.thread_id == bindparam("b_id"))
 _UPDATES: dict[tuple[str, ...], Prepared] = {}
+_UNCHANGED = Prepared(
+    select(literal(1)).where(
+        t.threads.c.id == bindparam("b_id"), t.threads.c.updated_at == bindparam("b_at")
+    )
+)
+
+
+class ThreadChanged(Exception):
+    """A thread's row changed (or went) since the caller read it: its transaction rolls back."""
 
 
 _KIDS_KEY = "children_entries"
@@ -231,6 +240,30 @@ class ThreadsMixin(StoreBase):
             raise ValueError("set_thread_fields: set tags with update_thread")
         stmt, params = _thread_update(thread_id, fields)
         await self._write_deferred([Deferred(stmt, params)], tx)
+
+    async def expect_thread_unchanged(
+        self, thread_id: str, updated_at: int, *, tx: Transaction
+    ) -> None:
+        """Make ``tx`` fail with :class:`ThreadChanged` unless the row is as read.
+
+        The check may go with the transaction's other deferred writes, in one statement
+        (PostgreSQL); it compares ``updated_at``, which every update of the row sets.
+
+        Args:
+            thread_id: The thread.
+            updated_at: Its ``updated_at`` as the caller read (or wrote) it.
+            tx: The transaction to check in.
+        """
+        params = {"b_id": thread_id, "b_at": updated_at}
+
+        def changed(conn: Connection) -> None:
+            raise ThreadChanged(thread_id)
+
+        def check(conn: Connection) -> None:  # run at once (SQLite)
+            if _UNCHANGED.first(conn, params) is None:
+                changed(conn)
+
+        await self._write_deferred([Deferred(_UNCHANGED, params, changed)], tx, op=check)
 
     async def list_threads(
         self,

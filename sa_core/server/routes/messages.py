@@ -10,7 +10,7 @@ from litestar import Controller, Request, get, post
 from litestar.params import FromQuery, JSONBody, QueryParameter
 
 from sa_core.errors import ThreadTerminatedError
-from sa_core.server.context import ThreadDep
+from sa_core.server.context import MessageThreadDep, ThreadDep
 from sa_core.server.errors import ApiError, errors, to_api_error
 from sa_core.server.schemas import MessageOut, MessagesOut, PostMessageIn, QueuedOut, convert
 from sa_core.server.strict import strict_body
@@ -58,7 +58,10 @@ class MessagesController(Controller):
 
     @post("/", status_code=202, responses=errors(404, 409, 413), summary="Post a message")
     async def post_message(
-        self, thread: ThreadDep, data: JSONBody[PostMessageIn], request: Request[Any, Any, Any]
+        self,
+        message_thread: MessageThreadDep,
+        data: JSONBody[PostMessageIn],
+        request: Request[Any, Any, Any],
     ) -> QueuedOut:
         """Store (or queue, while a turn runs) a message; the turn runs in the background.
 
@@ -69,7 +72,7 @@ class MessagesController(Controller):
         data = await strict_body(request, PostMessageIn)
         attachments = _attachments(data)
         try:
-            message = await thread.send_message(
+            message = await message_thread.send_message(
                 data.content, data.role, attachments, silent=data.silent, wait=False
             )
         except ThreadTerminatedError as exc:
