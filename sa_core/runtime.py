@@ -696,14 +696,17 @@ class Runtime:
                     await self.store.expect_thread_unchanged(thread_id, state.row.updated_at, tx=tx)
                 await self.store.enqueue(thread_id, entry, tx=tx)
             self.scheduler.note_queued(thread_id, committed_here=True)
-            if self.workers is not None and not self.scheduler.is_running(thread_id):
+            if not self.scheduler.is_running(thread_id):  # no runner, or it ended meanwhile
                 side = side_for_role(role)
-                self.workers.notify_work(thread_id, side)  # another worker may run it
-                if self.workers.settled(thread_id):
-                    # its runner here settled meanwhile (nothing owed) and kept the lease
-                    self.scheduler.kick(thread_id, side, waiting=True)
-                else:  # the lease is elsewhere, or a turn it owes resumes here first
-                    await self.ensure_running(thread_id)
+                if self.workers is None:
+                    self.start_turn(thread_id, side)  # a runner drains the entry
+                else:
+                    self.workers.notify_work(thread_id, side)  # another worker may run it
+                    if self.workers.settled(thread_id):
+                        # its runner here settled meanwhile (nothing owed) and kept the lease
+                        self.scheduler.kick(thread_id, side, waiting=True)
+                    else:  # the lease is elsewhere, or a turn it owes resumes here first
+                        await self.ensure_running(thread_id)
             message = new_message(
                 thread_id, role, content, id=message_id, silent=silent, attachments=refs or None
             )

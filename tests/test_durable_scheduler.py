@@ -74,3 +74,76 @@ async def test_a_starting_runtime_takes_over_claims_of_dead_processes(
         await rt.wait_idle(timeout=10)
         page = await (await rt.get_thread(thread.thread_id)).get_messages()
     assert [m.content for m in page.messages] == ["hi", "echo: hi"]
+
+
+@pytest.mark.asyncio
+async def test_a_message_sent_while_the_runner_settles_owes_its_own_turn_instead_of_queueing(
+    sa_runtime_factory: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+
+    async with sa_runtime_factory(packs=[echo_pack()], providers={"test": echo_provider()}) as rt:
+        thread = await rt.create_thread("helper")
+        settling, go_on = asyncio.Event(), asyncio.Event()
+        settle = rt._settle
+
+        async def held_settle(*args: Any) -> None:
+            settling.set()
+            await go_on.wait()
+            await settle(*args)
+
+        monkeypatch.setattr(rt, "_settle", held_settle)
+        queued: list[str] = []
+        enqueue = rt.store.enqueue
+
+        async def noted(thread_id: str, entry: Any, **kwargs: Any) -> str:
+            queued.append(thread_id)
+            return await enqueue(thread_id, entry, **kwargs)
+
+        monkeypatch.setattr(rt.store, "enqueue", noted)
+        await thread.send_message("one", wait=False)
+        await settling.wait()  # the turn took its last step and is settling
+        posted = asyncio.create_task(thread.send_message("two", wait=False))
+        await asyncio.sleep(0.05)
+        assert not posted.done()  # it waits for the settlement's commit
+        go_on.set()
+        message = await posted
+        await rt.wait_idle(timeout=10)
+        contents = [m.content for m in (await thread.get_messages()).messages]
+    assert contents == ["one", "echo: one", "two", "echo: two"]
+    assert queued == []  # stored as a message of its own, never queued
+    assert "queued" not in (message.metadata or {})
+
+
+@pytest.mark.asyncio
+async def test_a_message_queued_as_the_runner_ends_is_still_run(
+    sa_runtime_factory: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+
+    async with sa_runtime_factory(packs=[echo_pack()], providers={"test": echo_provider()}) as rt:
+        thread = await rt.create_thread("helper")
+        settling, go_on = asyncio.Event(), asyncio.Event()
+        settle = rt._settle
+
+        async def held_settle(*args: Any) -> None:
+            settling.set()
+            await go_on.wait()
+            await settle(*args)
+
+        async def no_wait(thread_id: str) -> None:  # the message is decided busy and queued
+            return None
+
+        monkeypatch.setattr(rt, "_settle", held_settle)
+        monkeypatch.setattr(rt.scheduler, "wait_settled", no_wait)
+        await thread.send_message("one", wait=False)
+        await settling.wait()
+        # the runner's settlement reads the queue before this entry commits, and it ends
+        posted = asyncio.create_task(thread.send_message("two", wait=False))
+        await asyncio.sleep(0.05)
+        go_on.set()
+        await posted
+        await rt.wait_idle(timeout=10)
+        contents = [m.content for m in (await thread.get_messages()).messages]
+        assert await rt.store.list_queue(thread.thread_id) == []
+    assert contents == ["one", "echo: one", "two", "echo: two"]
