@@ -337,6 +337,43 @@ async def test_message_round_trip_every_field(store: Store) -> None:
 
 
 @pytest.mark.asyncio
+async def test_messages_with_none_fields_round_trip(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A message's ``None`` fields are written as NULL in the statement: rows read back equal.
+
+    Covers a shape per message, shapes beyond the cache's bound, and a multi-row insert.
+    """
+    from sa_core.store import messages as store_messages
+
+    monkeypatch.setattr(store_messages._ShapedInsert, "MAX_SHAPES", 2)
+    await make_thread(store)
+    optional = ["name", "tool_call_id", "log_id", "status", "prompt", "metadata", "parent_id"]
+    values: dict[str, Any] = {
+        "name": "n",
+        "tool_call_id": "tc",
+        "log_id": "l",
+        "status": "completed",
+        "prompt": "p",
+        "metadata": {"k": None},
+        "parent_id": "x",
+    }
+    singles = [
+        msg(f"m{i}", created_at=now_us(), **{key: values[key] for key in optional[:i]})
+        for i in range(len(optional) + 1)
+    ]
+    for message in singles:
+        await store.insert_messages([message])
+    several = [msg("r1", created_at=now_us(), name="n"), msg("r2", created_at=now_us())]
+    await store.insert_messages(several)
+    for message in [*singles, *several]:
+        assert await store.get_message("t1", message.id) == message
+    log = Log(id="l1", type="llm_call", data={"a": None}, created_at=now_us())
+    await store.insert_log("t1", log)
+    assert (await store.list_logs("t1"))[0] == [log]
+
+
+@pytest.mark.asyncio
 async def test_message_ordering_and_filters(store: Store) -> None:
     await make_thread(store)
     same = now_us()
