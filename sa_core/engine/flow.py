@@ -522,7 +522,9 @@ class Flow:
             lambda name: None if name in secret else state.env_or_none(name)
         )
         history = await self._context_messages(prompt)
-        history = await engine.host.hooks.filter_messages(state, history)
+        hooks = engine.host.hooks
+        if hooks.wants("filter_messages", state):
+            history = await hooks.filter_messages(state, history)
         provider_messages = [ProviderMessage("system", system_text)]
         if self.depth == 0 and state.children:
             listing = registry_system_message(state.children)
@@ -535,7 +537,8 @@ class Flow:
             recent_image_threshold=prompt.recent_image_threshold,
             read_file=lambda path: engine.store.read_file(state.thread_id, path),
         )
-        provider_messages = await engine.host.hooks.prefilter_llm_history(state, provider_messages)
+        if hooks.wants("prefilter_llm_history", state):
+            provider_messages = await hooks.prefilter_llm_history(state, provider_messages)
         from sa_core.store import now_us
 
         pending = new_message(
@@ -678,11 +681,15 @@ class Flow:
             finally:
                 state.tool_call_id, state.tool_attempt = None, 1
         state.emit("tool_call_done", {"id": call.id, "name": call.name, "status": result.status})
-        if result.status == "success":
-            replaced = await engine.host.hooks.after_tool_call_success(state, call, result)
-        else:
-            replaced = await engine.host.hooks.after_tool_call_failure(state, call, result)
-        result = _as_result(replaced, result)
+        hooks = engine.host.hooks
+        succeeded = result.status == "success"
+        after = "after_tool_call_success" if succeeded else "after_tool_call_failure"
+        if hooks.wants(after, state):
+            if succeeded:
+                replaced = await hooks.after_tool_call_success(state, call, result)
+            else:
+                replaced = await hooks.after_tool_call_failure(state, call, result)
+            result = _as_result(replaced, result)
         if config.session_status is not None and call.name == config.session_status.name:
             await forward_status(self, call, result, config.session_status)
         return await self._store_tool_row(call, result, config, message_id=tool_message_id)
@@ -697,8 +704,9 @@ class Flow:
         raw: bool = False,
     ) -> Message:
         state = self.state
-        if not raw:
-            stored = await self.engine.host.hooks.before_store_tool_result(state, call, result)
+        hooks = self.engine.host.hooks
+        if not raw and hooks.wants("before_store_tool_result", state):
+            stored = await hooks.before_store_tool_result(state, call, result)
             result = _as_result(stored, result)
         refs: list[AttachmentRef] = []
         for item in result.attachments:
