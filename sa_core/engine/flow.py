@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic_core import to_jsonable_python
 
+from sa_core.engine.approvals import gate, settle
 from sa_core.engine.context import (
     SIDE_ROLE,
     IncrementalConverter,
@@ -40,6 +41,7 @@ from sa_core.engine.messages import (
 from sa_core.engine.pastcontext import UNSENT, excluding, filtered_history, strip_past_tools
 from sa_core.engine.subagents import forward_status, reset_immediate, run_immediate
 from sa_core.engine.tools import OfferedTool, normalise_result, result_text
+from sa_core.engine.usage import stop_for_budget
 from sa_core.providers import ProviderMessage, ReasoningConfig
 from sa_core.spec import (
     AttachmentRef,
@@ -52,6 +54,7 @@ from sa_core.spec import (
     ToolCallFunction,
     ToolResult,
 )
+from sa_core.store.clock import now_us
 from sa_core.telemetry import tool_call, turn
 
 if TYPE_CHECKING:
@@ -167,8 +170,6 @@ class Flow:
         durable: bool = False,
         history: list[Message] | None = None,
     ) -> None:
-        from sa_core.store import now_us
-
         self.engine = engine
         self.state = state
         self.flow_id = new_id()
@@ -319,9 +320,6 @@ class Flow:
                 return "max_side_steps"
             if self.step_count >= self._step_ceiling():
                 return "max_total_steps"
-            from sa_core.engine.approvals import settle
-            from sa_core.engine.usage import stop_for_budget
-
             if await settle(self, side, side_config):
                 return "awaiting_approval"
             if await stop_for_budget(self, side):
@@ -539,8 +537,6 @@ class Flow:
         )
         if hooks.wants("prefilter_llm_history", state):
             provider_messages = await hooks.prefilter_llm_history(state, provider_messages)
-        from sa_core.store import now_us
-
         pending = new_message(
             state.thread_id,
             SIDE_ROLE[side],
@@ -660,8 +656,6 @@ class Flow:
         allow_any: bool = False,
         attempt: int = 1,
     ) -> Message | None:
-        from sa_core.engine.approvals import gate
-
         held = await gate(self, call, offered, config)
         if held is not False:
             return held  # parked for approval (None), or refused inside a subprompt

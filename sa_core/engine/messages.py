@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from sa_core.spec import Message
+from sa_core.store.clock import now_us
 
 if TYPE_CHECKING:
     from sa_core.engine.events import MessageDataFrame
@@ -29,8 +30,6 @@ def new_id() -> str:
 
 def new_message(thread_id: str, role: Any, content: str | None, **fields: Any) -> Message:
     """A Message with a fresh id and creation time."""
-    from sa_core.store import now_us
-
     return Message(
         id=fields.pop("id", None) or new_id(),
         thread_id=thread_id,

@@ -11,6 +11,7 @@ from sa_core.engine.retry import ModelAttempt, call_model
 from sa_core.errors import DefinitionNotFoundError
 from sa_core.providers import ProviderRequest, ProviderTool, StreamChunk
 from sa_core.spec import Log
+from sa_core.store.clock import now_us
 from sa_core.telemetry import model_attempt
 
 if TYPE_CHECKING:
@@ -176,8 +177,6 @@ class ModelCaller:
 
 def new_log(kind: str, data: dict[str, Any]) -> Log:
     """A log row with a fresh id and time (not yet stored)."""
-    from sa_core.store import now_us
-
     return Log(id=new_id(), type=kind, data=data, created_at=now_us())
 
 
