@@ -963,3 +963,34 @@ async def test_benchmark_step(
             )
     finally:
         await store.close()
+
+
+def test_message_rows_match_the_models_json_dump() -> None:
+    """``message_to_row`` dumps only the JSON fields; the parameters equal a full JSON dump's."""
+    from sa_core.store.messages import _PARAMS, _STORED, message_to_row
+
+    def dumped_row(message: Message) -> dict[str, Any]:
+        dumped = message.model_dump(mode="json")
+        row = {param: dumped[key] for key, param in _PARAMS}
+        row["p_extra"] = {k: v for k, v in dumped.items() if k not in _STORED} or None
+        return row
+
+    call = ToolCall(
+        id="c1",
+        function=ToolCallFunction(name="f", arguments='{"a": 1}'),
+        extra_content={"google": {"thought_signature": "sig"}},
+    )
+    messages = [
+        msg("a", role="assistant", content=None, tool_calls=[call], status="completed"),
+        msg("t", role="tool", name="f", tool_call_id="c1", tool_status="success", depth=1),
+        msg(
+            "u",
+            attachments=[AttachmentRef(path="/attachments/a.png", name="a.png", width=2)],
+            metadata={"k": [1, {"n": None}]},
+            reasoning_details=[{"type": "reasoning.text", "text": "x"}],
+            silent=True,
+        ),
+        msg("x", custom_extra={"kept": True}),
+    ]
+    for message in messages:
+        assert message_to_row(message) == dumped_row(message)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from operator import itemgetter
 from typing import Any, Literal
 
 from pydantic_core import to_jsonable_python
@@ -108,18 +109,43 @@ _UPDATES: dict[tuple[tuple[str, ...], bool], Prepared] = {}
 
 _PARAMS = [(key, f"p_{column}") for key, column in _STORED.items()]
 """(Message field, insert parameter) of every stored field."""
+_PLAIN_PARAMS = [(key, param) for key, param in _PARAMS if key not in _JSON_FIELDS]
+"""The stored fields whose values are stored as they are (strings, numbers, booleans)."""
+_JSON_PARAMS = [(key, param) for key, param in _PARAMS if key in _JSON_FIELDS]
+"""The stored fields kept as JSON documents (models and lists of them are dumped first)."""
+_PLAIN_NAMES = tuple(param for _, param in _PLAIN_PARAMS)
+_PLAIN_VALUES = itemgetter(*(key for key, _ in _PLAIN_PARAMS))
+_SERIALIZER = Message.__pydantic_serializer__
 
 
 def message_to_row(message: Message) -> dict[str, Any]:
-    """Convert a message to ``messages`` insert parameters (extras go to ``extra``)."""
+    """Convert a message to ``messages`` insert parameters (extras go to ``extra``).
+
+    The same parameters as ``message.model_dump(mode="json")`` gives, dumping only the fields
+    that need it: the scalar fields are taken as they are, and the JSON fields that are set
+    (usually none, or only ``tool_calls``) go through the model's serializer.
+    """
+    if message.model_extra:
+        return _row_with_extras(message)
+    values = message.__dict__
+    params = dict(zip(_PLAIN_NAMES, _PLAIN_VALUES(values), strict=True))
+    present = {key for key, _ in _JSON_PARAMS if values[key] is not None}
+    if present:
+        dumped = _SERIALIZER.to_python(message, mode="json", include=present)
+        for key, param in _JSON_PARAMS:
+            params[param] = dumped.get(key)
+    else:
+        for _, param in _JSON_PARAMS:
+            params[param] = None
+    params["p_extra"] = None
+    return params
+
+
+def _row_with_extras(message: Message) -> dict[str, Any]:
+    """:func:`message_to_row` of a message with extra fields (kept in the ``extra`` column)."""
     dumped = message.model_dump(mode="json")
     params = {param: dumped[key] for key, param in _PARAMS}
-    if len(dumped) == len(_PARAMS):  # every field stored in its column, no extras
-        params["p_extra"] = None
-    else:
-        params["p_extra"] = {
-            key: value for key, value in dumped.items() if key not in _STORED
-        } or None
+    params["p_extra"] = {key: value for key, value in dumped.items() if key not in _STORED} or None
     return params
 
 
