@@ -44,6 +44,7 @@ from sa_core.engine.tools import OfferedTool, normalise_result, result_text
 from sa_core.engine.usage import stop_for_budget
 from sa_core.providers import ProviderMessage, ReasoningConfig
 from sa_core.spec import (
+    AgentDefinition,
     AttachmentRef,
     Message,
     PromptDefinition,
@@ -255,11 +256,15 @@ class Flow:
         """The package the owning agent lives in (changes on cross-package handoff)."""
         return self.state.scope
 
-    def side_config(self, side: Side) -> SideConfig | None:
-        """The acting side's config, or None when a human takes that side."""
+    def side_config(self, side: Side, agent: AgentDefinition | None = None) -> SideConfig | None:
+        """The acting side's config, or None when a human takes that side.
+
+        ``agent``: the thread's agent definition when the caller has it at hand.
+        """
         if self.prompt_override is not None:
             return SideConfig(prompt=self.prompt_override.name) if side == "a" else None
-        agent = self.state.agent
+        if agent is None:
+            agent = self.state.agent
         if side == "a":
             return agent.side_a
         return agent.side_b if agent.type == "dual_ai" else None
@@ -280,10 +285,10 @@ class Flow:
         self.stopped_by = self.stopped_by or reason
         return reason
 
-    def _step_ceiling(self) -> int:
-        """The flow's step limit: 250, or a side's larger ``max_steps``."""
+    def _step_ceiling(self, agent: AgentDefinition) -> int:
+        """The flow's step limit: 250, or a side's larger ``max_steps`` (``agent``'s sides)."""
         limits = [GLOBAL_STEP_CEILING]
-        for config in (self.side_config("a"), self.side_config("b")):
+        for config in (self.side_config("a", agent), self.side_config("b", agent)):
             if config is not None and config.max_steps is not None:
                 limits.append(config.max_steps)
         return max(limits)
@@ -313,12 +318,12 @@ class Flow:
             if cap is not None and min(self.turns["a"], self.turns["b"]) >= cap:
                 await self._end_session(SessionOutcome("max_session_turns", failed=True))
                 return "max_session_turns"
-            side_config = self.side_config(side)
+            side_config = self.side_config(side, agent)
             if side_config is None:
                 return "awaiting_human"
             if side_config.max_steps is not None and self.side_steps[side] >= side_config.max_steps:
                 return "max_side_steps"
-            if self.step_count >= self._step_ceiling():
+            if self.step_count >= self._step_ceiling(agent):
                 return "max_total_steps"
             if await settle(self, side, side_config):
                 return "awaiting_approval"
