@@ -93,6 +93,14 @@ class Hooks:
             return self._impls[hook]
         return without
 
+    def wants(self, hook: str, state: Any) -> bool:
+        """Whether calling lifecycle hook ``hook`` for ``state`` would run any implementation.
+
+        A caller on the hot path checks it first and skips the call (and its coroutine) when
+        nothing would run; the call itself would return its subject unchanged.
+        """
+        return bool(self._select(hook, state))
+
     def impls(self, hook: str) -> tuple[HookImpl, ...]:
         """The implementations of lifecycle hook ``hook`` (no ``sa_`` prefix), in call order."""
         return self._impls[hook]

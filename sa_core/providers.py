@@ -227,57 +227,91 @@ def parse_arguments(raw: str | dict[str, Any] | None) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"_value": value}
 
 
+class StreamCollector:
+    """Assembles a :class:`ProviderResponse` from chunks handed to it one at a time.
+
+    What :func:`collect_stream` does, for a caller that owns the loop over the stream (the
+    engine's guarded model call feeds each chunk straight in, without one more async
+    generator between the provider and the assembly).
+    """
+
+    __slots__ = ("_response", "_text", "_reasoning", "_calls")
+
+    def __init__(self) -> None:
+        self._response = ProviderResponse()
+        self._text: list[str] = []
+        self._reasoning: list[str] = []
+        self._calls: dict[str, dict[str, Any]] = {}
+
+    def add(self, chunk: StreamChunk) -> None:
+        """Take one chunk.
+
+        Raises:
+            ProviderError: ``chunk`` is an ``error`` chunk.
+        """
+        kind = chunk.type
+        if kind == "content-delta":
+            self._text.append(chunk.delta or "")
+        elif kind == "tool-call-delta":
+            self._call(chunk)["args"].append(chunk.arguments_delta or "")
+        elif kind == "tool-call-start":
+            self._call(chunk)
+        elif kind == "tool-call-done":
+            entry = self._call(chunk)
+            entry["name"] = chunk.name or entry["name"]
+            entry["done"] = chunk.arguments
+            entry["extra"] = chunk.extra_content
+        elif kind == "finish":
+            response = self._response
+            response.finish_reason = chunk.finish_reason or "stop"
+            if chunk.usage is not None:
+                response.usage = chunk.usage
+            response.response_id = chunk.response_id
+        elif kind == "reasoning-delta":
+            self._reasoning.append(chunk.delta or "")
+        elif kind == "reasoning-done":
+            if chunk.reasoning_details:
+                response = self._response
+                response.reasoning_details = [
+                    *(response.reasoning_details or []),
+                    *chunk.reasoning_details,
+                ]
+        elif kind == "error":
+            raise ProviderError(chunk.error or "stream error", chunk.code or "unknown")
+
+    def _call(self, chunk: StreamChunk) -> dict[str, Any]:
+        """The entry of the tool call ``chunk`` belongs to (created on its first chunk)."""
+        return self._calls.setdefault(
+            chunk.id or "", {"name": chunk.name, "args": [], "done": None}
+        )
+
+    def response(self) -> ProviderResponse:
+        """The answer assembled from the chunks taken so far."""
+        response = self._response
+        response.content = "".join(self._text) or None
+        response.reasoning = "".join(self._reasoning) or None
+        for call_id, entry in self._calls.items():
+            arguments = entry["done"]
+            if arguments is None:
+                arguments = parse_arguments("".join(entry["args"]))
+            response.tool_calls.append(
+                ProviderToolCall(call_id, entry["name"] or "", arguments, entry.get("extra"))
+            )
+        if response.tool_calls and response.finish_reason == "stop":
+            response.finish_reason = "tool_calls"
+        return response
+
+
 async def collect_stream(chunks: AsyncIterator[StreamChunk]) -> ProviderResponse:
     """Assemble a :class:`ProviderResponse` from a chunk stream.
 
     Tool-call argument deltas are concatenated per call id; a ``tool-call-done`` chunk's parsed
     arguments win. An ``error`` chunk raises :class:`ProviderError`.
     """
-    response = ProviderResponse()
-    text: list[str] = []
-    reasoning: list[str] = []
-    calls: dict[str, dict[str, Any]] = {}
+    collector = StreamCollector()
     async for chunk in chunks:
-        kind = chunk.type
-        if kind == "content-delta":
-            text.append(chunk.delta or "")
-        elif kind == "reasoning-delta":
-            reasoning.append(chunk.delta or "")
-        elif kind == "reasoning-done":
-            if chunk.reasoning_details:
-                response.reasoning_details = [
-                    *(response.reasoning_details or []),
-                    *chunk.reasoning_details,
-                ]
-        elif kind == "tool-call-start":
-            calls.setdefault(chunk.id or "", {"name": chunk.name, "args": [], "done": None})
-        elif kind == "tool-call-delta":
-            entry = calls.setdefault(chunk.id or "", {"name": chunk.name, "args": [], "done": None})
-            entry["args"].append(chunk.arguments_delta or "")
-        elif kind == "tool-call-done":
-            entry = calls.setdefault(chunk.id or "", {"name": chunk.name, "args": [], "done": None})
-            entry["name"] = chunk.name or entry["name"]
-            entry["done"] = chunk.arguments
-            entry["extra"] = chunk.extra_content
-        elif kind == "finish":
-            response.finish_reason = chunk.finish_reason or "stop"
-            if chunk.usage is not None:
-                response.usage = chunk.usage
-            response.response_id = chunk.response_id
-        elif kind == "error":
-            raise ProviderError(chunk.error or "stream error", chunk.code or "unknown")
-    response.content = "".join(text) or None
-    response.reasoning = "".join(reasoning) or None
-    for call_id, entry in calls.items():
-        arguments = entry["done"]
-        if arguments is None:
-            arguments = parse_arguments("".join(entry["args"]))
-        response.tool_calls.append(
-            ProviderToolCall(call_id, entry["name"] or "", arguments, entry.get("extra"))
-        )
-    if response.tool_calls and response.finish_reason == "stop":
-        response.finish_reason = "tool_calls"
-    return response
+        collector.add(chunk)
+    return collector.response()
 
 
 async def response_chunks(response: ProviderResponse) -> AsyncIterator[StreamChunk]:
@@ -456,6 +490,7 @@ __all__ = [
     "ReasoningConfig",
     "StreamChunk",
     "Usage",
+    "StreamCollector",
     "collect_stream",
     "compute_cost",
     "parse_arguments",

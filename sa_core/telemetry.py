@@ -41,6 +41,8 @@ _provider: Any = None
 _tool_span: ContextVar[tuple[str, Any] | None] = ContextVar("sa_tool_span", default=None)
 _origins: dict[str, Any] = {}
 _MAX_ORIGINS = 10_000
+_turn_recording: ContextVar[bool | None] = ContextVar("sa_turn_recording", default=None)
+"""Whether the turn running in this context records spans (decided as the turn starts)."""
 
 
 def active() -> bool:
@@ -58,6 +60,17 @@ def active() -> bool:
     if not _available or (_trace is None and _provider is None and _switched_off()):
         return False
     return _configured() and not _switched_off()
+
+
+def recording() -> bool:
+    """Whether spans are recorded here: the running turn's decision, else :func:`active`.
+
+    A turn checks :func:`active` once, as it starts; its model and tool calls reuse that
+    answer instead of checking the environment and the tracer provider on every call. A
+    provider configured (or ``SA_TELEMETRY`` changed) during a turn applies from the next one.
+    """
+    decided = _turn_recording.get()
+    return active() if decided is None else decided
 
 
 def _switched_off() -> bool:
@@ -111,8 +124,18 @@ def _thread_attributes(state: ThreadState) -> dict[str, Any]:
 
 async def turn(flow: Flow, run: Callable[[], Awaitable[T]]) -> T:
     """Run a flow inside an ``invoke_agent`` (or ``subagent_run``) span."""
-    if not active():
-        return await run()
+    on = active()
+    token = _turn_recording.set(on)
+    try:
+        if not on:
+            return await run()
+        return await _traced_turn(flow, run)
+    finally:
+        _turn_recording.reset(token)
+
+
+async def _traced_turn(flow: Flow, run: Callable[[], Awaitable[T]]) -> T:
+    """:func:`turn` when spans are recorded."""
     from opentelemetry import context as otel_context
     from opentelemetry import trace
 
@@ -145,7 +168,7 @@ async def turn(flow: Flow, run: Callable[[], Awaitable[T]]) -> T:
 
 async def tool_call(state: ThreadState, call: ToolCall, work: Awaitable[Any]) -> Any:
     """Await a tool call inside an ``execute_tool`` span; child threads it starts link to it."""
-    if not active():
+    if not recording():
         return await work
     from opentelemetry.trace import Status, StatusCode
 
@@ -175,7 +198,7 @@ async def tool_call(state: ThreadState, call: ToolCall, work: Awaitable[Any]) ->
 
 def model_attempt(state: ThreadState, data: dict[str, Any]) -> None:
     """Record one finished model attempt as a ``chat`` span (timed from its latency)."""
-    if not active():
+    if not recording():
         return
     from opentelemetry.trace import SpanKind, Status, StatusCode
 

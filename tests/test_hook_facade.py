@@ -83,6 +83,15 @@ async def test_implementation_lists_are_computed_when_the_host_is_built(monkeypa
     assert [impl.plugin for impl in host.hooks.impls("filter_messages")] == ["sa_builtin_hooks"]
 
 
+def test_wants_tells_whether_a_call_would_run_anything() -> None:
+    host = create_plugin_host(load_entrypoints=False, plugins=[Upper([])])
+    without = _no_pack_hooks()
+    with_pack_hooks = SimpleNamespace(scope=SimpleNamespace(hooks={"h": object()}))
+    assert host.hooks.wants("filter_messages", without)  # a plugin implements it
+    assert not host.hooks.wants("before_create_message", without)  # only the builtin one
+    assert host.hooks.wants("before_create_message", with_pack_hooks)  # ... for pack hooks
+
+
 @pytest.mark.asyncio
 async def test_pack_hooks_still_run_through_the_builtin_plugin(sa_runtime_factory) -> None:
     def shout(state: Any, message: Any) -> Any:

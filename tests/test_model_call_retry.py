@@ -372,3 +372,14 @@ async def test_an_authentication_error_is_named_first_and_not_retried() -> None:
     assert "exhausted" not in message
     assert caught.value.code == "auth_error"
     assert len(records) == 1
+
+
+def test_stream_timeouts_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sa_core.engine.modelcall import stream_timeouts
+
+    monkeypatch.delenv("STANDARD_AGENTS_STREAM_FIRST_CHUNK_TIMEOUT_MS", raising=False)
+    monkeypatch.delenv("STANDARD_AGENTS_STREAM_STALL_TIMEOUT_MS", raising=False)
+    assert stream_timeouts() == (120.0, 45.0)
+    monkeypatch.setenv("STANDARD_AGENTS_STREAM_FIRST_CHUNK_TIMEOUT_MS", "2500")
+    monkeypatch.setenv("STANDARD_AGENTS_STREAM_STALL_TIMEOUT_MS", "500")
+    assert stream_timeouts() == (2.5, 0.5)

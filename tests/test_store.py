@@ -337,6 +337,43 @@ async def test_message_round_trip_every_field(store: Store) -> None:
 
 
 @pytest.mark.asyncio
+async def test_messages_with_none_fields_round_trip(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A message's ``None`` fields are written as NULL in the statement: rows read back equal.
+
+    Covers a shape per message, shapes beyond the cache's bound, and a multi-row insert.
+    """
+    from sa_core.store import messages as store_messages
+
+    monkeypatch.setattr(store_messages._ShapedInsert, "MAX_SHAPES", 2)
+    await make_thread(store)
+    optional = ["name", "tool_call_id", "log_id", "status", "prompt", "metadata", "parent_id"]
+    values: dict[str, Any] = {
+        "name": "n",
+        "tool_call_id": "tc",
+        "log_id": "l",
+        "status": "completed",
+        "prompt": "p",
+        "metadata": {"k": None},
+        "parent_id": "x",
+    }
+    singles = [
+        msg(f"m{i}", created_at=now_us(), **{key: values[key] for key in optional[:i]})
+        for i in range(len(optional) + 1)
+    ]
+    for message in singles:
+        await store.insert_messages([message])
+    several = [msg("r1", created_at=now_us(), name="n"), msg("r2", created_at=now_us())]
+    await store.insert_messages(several)
+    for message in [*singles, *several]:
+        assert await store.get_message("t1", message.id) == message
+    log = Log(id="l1", type="llm_call", data={"a": None}, created_at=now_us())
+    await store.insert_log("t1", log)
+    assert (await store.list_logs("t1"))[0] == [log]
+
+
+@pytest.mark.asyncio
 async def test_message_ordering_and_filters(store: Store) -> None:
     await make_thread(store)
     same = now_us()
@@ -926,3 +963,34 @@ async def test_benchmark_step(
             )
     finally:
         await store.close()
+
+
+def test_message_rows_match_the_models_json_dump() -> None:
+    """``message_to_row`` dumps only the JSON fields; the parameters equal a full JSON dump's."""
+    from sa_core.store.messages import _PARAMS, _STORED, message_to_row
+
+    def dumped_row(message: Message) -> dict[str, Any]:
+        dumped = message.model_dump(mode="json")
+        row = {param: dumped[key] for key, param in _PARAMS}
+        row["p_extra"] = {k: v for k, v in dumped.items() if k not in _STORED} or None
+        return row
+
+    call = ToolCall(
+        id="c1",
+        function=ToolCallFunction(name="f", arguments='{"a": 1}'),
+        extra_content={"google": {"thought_signature": "sig"}},
+    )
+    messages = [
+        msg("a", role="assistant", content=None, tool_calls=[call], status="completed"),
+        msg("t", role="tool", name="f", tool_call_id="c1", tool_status="success", depth=1),
+        msg(
+            "u",
+            attachments=[AttachmentRef(path="/attachments/a.png", name="a.png", width=2)],
+            metadata={"k": [1, {"n": None}]},
+            reasoning_details=[{"type": "reasoning.text", "text": "x"}],
+            silent=True,
+        ),
+        msg("x", custom_extra={"kept": True}),
+    ]
+    for message in messages:
+        assert message_to_row(message) == dumped_row(message)

@@ -292,3 +292,27 @@ def test_sa_telemetry_off_disables_spans_even_with_a_configured_provider(
         assert telemetry.active()
     finally:
         telemetry.set_tracer_provider(None)
+
+
+@pytest.mark.asyncio
+async def test_a_turn_decides_once_whether_its_calls_record_spans() -> None:
+    """Inside a turn, model and tool calls reuse the turn's decision; outside, it is checked."""
+    seen: list[bool] = []
+
+    async def run() -> None:
+        seen.append(telemetry.recording())
+        telemetry.set_tracer_provider(TracerProvider())  # configured mid-turn: the next turn
+        seen.append(telemetry.recording())
+
+    class _Flow:
+        state = None
+        depth = 0
+        stopped_by = None
+
+    try:
+        await telemetry.turn(_Flow(), run)  # type: ignore[arg-type]
+        assert seen == [False, False]
+        assert telemetry.recording()  # outside a turn: the current configuration
+    finally:
+        telemetry.set_tracer_provider(None)
+    assert not telemetry.recording()

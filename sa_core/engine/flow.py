@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic_core import to_jsonable_python
 
+from sa_core.engine.approvals import gate, settle
 from sa_core.engine.context import (
     SIDE_ROLE,
     IncrementalConverter,
@@ -40,8 +41,10 @@ from sa_core.engine.messages import (
 from sa_core.engine.pastcontext import UNSENT, excluding, filtered_history, strip_past_tools
 from sa_core.engine.subagents import forward_status, reset_immediate, run_immediate
 from sa_core.engine.tools import OfferedTool, normalise_result, result_text
+from sa_core.engine.usage import stop_for_budget
 from sa_core.providers import ProviderMessage, ReasoningConfig
 from sa_core.spec import (
+    AgentDefinition,
     AttachmentRef,
     Message,
     PromptDefinition,
@@ -52,6 +55,7 @@ from sa_core.spec import (
     ToolCallFunction,
     ToolResult,
 )
+from sa_core.store.clock import now_us
 from sa_core.telemetry import tool_call, turn
 
 if TYPE_CHECKING:
@@ -167,8 +171,6 @@ class Flow:
         durable: bool = False,
         history: list[Message] | None = None,
     ) -> None:
-        from sa_core.store import now_us
-
         self.engine = engine
         self.state = state
         self.flow_id = new_id()
@@ -254,11 +256,15 @@ class Flow:
         """The package the owning agent lives in (changes on cross-package handoff)."""
         return self.state.scope
 
-    def side_config(self, side: Side) -> SideConfig | None:
-        """The acting side's config, or None when a human takes that side."""
+    def side_config(self, side: Side, agent: AgentDefinition | None = None) -> SideConfig | None:
+        """The acting side's config, or None when a human takes that side.
+
+        ``agent``: the thread's agent definition when the caller has it at hand.
+        """
         if self.prompt_override is not None:
             return SideConfig(prompt=self.prompt_override.name) if side == "a" else None
-        agent = self.state.agent
+        if agent is None:
+            agent = self.state.agent
         if side == "a":
             return agent.side_a
         return agent.side_b if agent.type == "dual_ai" else None
@@ -279,10 +285,10 @@ class Flow:
         self.stopped_by = self.stopped_by or reason
         return reason
 
-    def _step_ceiling(self) -> int:
-        """The flow's step limit: 250, or a side's larger ``max_steps``."""
+    def _step_ceiling(self, agent: AgentDefinition) -> int:
+        """The flow's step limit: 250, or a side's larger ``max_steps`` (``agent``'s sides)."""
         limits = [GLOBAL_STEP_CEILING]
-        for config in (self.side_config("a"), self.side_config("b")):
+        for config in (self.side_config("a", agent), self.side_config("b", agent)):
             if config is not None and config.max_steps is not None:
                 limits.append(config.max_steps)
         return max(limits)
@@ -312,16 +318,13 @@ class Flow:
             if cap is not None and min(self.turns["a"], self.turns["b"]) >= cap:
                 await self._end_session(SessionOutcome("max_session_turns", failed=True))
                 return "max_session_turns"
-            side_config = self.side_config(side)
+            side_config = self.side_config(side, agent)
             if side_config is None:
                 return "awaiting_human"
             if side_config.max_steps is not None and self.side_steps[side] >= side_config.max_steps:
                 return "max_side_steps"
-            if self.step_count >= self._step_ceiling():
+            if self.step_count >= self._step_ceiling(agent):
                 return "max_total_steps"
-            from sa_core.engine.approvals import settle
-            from sa_core.engine.usage import stop_for_budget
-
             if await settle(self, side, side_config):
                 return "awaiting_approval"
             if await stop_for_budget(self, side):
@@ -522,7 +525,9 @@ class Flow:
             lambda name: None if name in secret else state.env_or_none(name)
         )
         history = await self._context_messages(prompt)
-        history = await engine.host.hooks.filter_messages(state, history)
+        hooks = engine.host.hooks
+        if hooks.wants("filter_messages", state):
+            history = await hooks.filter_messages(state, history)
         provider_messages = [ProviderMessage("system", system_text)]
         if self.depth == 0 and state.children:
             listing = registry_system_message(state.children)
@@ -535,9 +540,8 @@ class Flow:
             recent_image_threshold=prompt.recent_image_threshold,
             read_file=lambda path: engine.store.read_file(state.thread_id, path),
         )
-        provider_messages = await engine.host.hooks.prefilter_llm_history(state, provider_messages)
-        from sa_core.store import now_us
-
+        if hooks.wants("prefilter_llm_history", state):
+            provider_messages = await hooks.prefilter_llm_history(state, provider_messages)
         pending = new_message(
             state.thread_id,
             SIDE_ROLE[side],
@@ -657,8 +661,6 @@ class Flow:
         allow_any: bool = False,
         attempt: int = 1,
     ) -> Message | None:
-        from sa_core.engine.approvals import gate
-
         held = await gate(self, call, offered, config)
         if held is not False:
             return held  # parked for approval (None), or refused inside a subprompt
@@ -678,11 +680,15 @@ class Flow:
             finally:
                 state.tool_call_id, state.tool_attempt = None, 1
         state.emit("tool_call_done", {"id": call.id, "name": call.name, "status": result.status})
-        if result.status == "success":
-            replaced = await engine.host.hooks.after_tool_call_success(state, call, result)
-        else:
-            replaced = await engine.host.hooks.after_tool_call_failure(state, call, result)
-        result = _as_result(replaced, result)
+        hooks = engine.host.hooks
+        succeeded = result.status == "success"
+        after = "after_tool_call_success" if succeeded else "after_tool_call_failure"
+        if hooks.wants(after, state):
+            if succeeded:
+                replaced = await hooks.after_tool_call_success(state, call, result)
+            else:
+                replaced = await hooks.after_tool_call_failure(state, call, result)
+            result = _as_result(replaced, result)
         if config.session_status is not None and call.name == config.session_status.name:
             await forward_status(self, call, result, config.session_status)
         return await self._store_tool_row(call, result, config, message_id=tool_message_id)
@@ -697,8 +703,9 @@ class Flow:
         raw: bool = False,
     ) -> Message:
         state = self.state
-        if not raw:
-            stored = await self.engine.host.hooks.before_store_tool_result(state, call, result)
+        hooks = self.engine.host.hooks
+        if not raw and hooks.wants("before_store_tool_result", state):
+            stored = await hooks.before_store_tool_result(state, call, result)
             result = _as_result(stored, result)
         refs: list[AttachmentRef] = []
         for item in result.attachments:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from sa_core.spec import Message
+from sa_core.store.clock import now_us
 
 if TYPE_CHECKING:
     from sa_core.engine.events import MessageDataFrame
@@ -29,8 +30,6 @@ def new_id() -> str:
 
 def new_message(thread_id: str, role: Any, content: str | None, **fields: Any) -> Message:
     """A Message with a fresh id and creation time."""
-    from sa_core.store import now_us
-
     return Message(
         id=fields.pop("id", None) or new_id(),
         thread_id=thread_id,
@@ -44,6 +43,9 @@ def new_message(thread_id: str, role: Any, content: str | None, **fields: Any) -
 async def _observe(state: ThreadState, hook: str, message: Message) -> None:
     """Run an observational hook; a failing observer is logged, never fails the write."""
     runtime = state.runtime
+    hooks = runtime.host.hooks
+    if not hooks.wants(hook, state):
+        return
 
     async def report(plugin: str, exc: BaseException) -> None:
         error = f"{type(exc).__name__}: {exc}"
@@ -51,13 +53,16 @@ async def _observe(state: ThreadState, hook: str, message: Message) -> None:
         await runtime.log(state.thread_id, "hook_error", data)
 
     if hook == "after_create_message":
-        await runtime.host.hooks.after_create_message(state, message, on_error=report)
+        await hooks.after_create_message(state, message, on_error=report)
     else:
-        await runtime.host.hooks.after_update_message(state, message, on_error=report)
+        await hooks.after_update_message(state, message, on_error=report)
 
 
 async def _before_create(state: ThreadState, message: Message) -> Message:
-    result = await state.runtime.host.hooks.before_create_message(state, message)
+    hooks = state.runtime.host.hooks
+    if not hooks.wants("before_create_message", state):
+        return message
+    result = await hooks.before_create_message(state, message)
     if isinstance(result, Message):
         return result
     if isinstance(result, dict):
@@ -130,7 +135,10 @@ async def complete_prepared(
     ``after_*`` hooks observe the stored message. Used when no one watches the pending row.
     """
     runtime = state.runtime
-    changed = await runtime.host.hooks.before_update_message(state, message.id, updates)
+    hooks = runtime.host.hooks
+    changed = updates
+    if hooks.wants("before_update_message", state):
+        changed = await hooks.before_update_message(state, message.id, updates)
     stored = Message.model_validate({**message.__dict__, **dict(changed)})
     await runtime.store.insert_messages([stored], tx=tx)
     await _observe(state, "after_create_message", stored)

@@ -11,6 +11,7 @@ from sa_core.engine.retry import ModelAttempt, call_model
 from sa_core.errors import DefinitionNotFoundError
 from sa_core.providers import ProviderRequest, ProviderTool, StreamChunk
 from sa_core.spec import Log
+from sa_core.store.clock import now_us
 from sa_core.telemetry import model_attempt
 
 if TYPE_CHECKING:
@@ -45,6 +46,8 @@ class ModelCaller:
         self.store = store
         self.events = events
         self.offline = offline
+        self.first_chunk_timeout, self.stall_timeout = stream_timeouts()
+        """The stream guards in seconds, from the environment when the caller is built."""
 
     def provider(self, name: str) -> Provider:
         """A provider by name."""
@@ -154,16 +157,12 @@ class ModelCaller:
             else:
                 log_ids.append(await self.log(thread_id, "llm_call", data))
 
-        first = (
-            float(os.environ.get("STANDARD_AGENTS_STREAM_FIRST_CHUNK_TIMEOUT_MS", 120000)) / 1000
-        )
-        stall = float(os.environ.get("STANDARD_AGENTS_STREAM_STALL_TIMEOUT_MS", 45000)) / 1000
         response, _ = await call_model(
             chain,
             on_chunk=on_chunk,
             on_attempt=on_attempt,
-            first_chunk_timeout=first,
-            stall_timeout=stall,
+            first_chunk_timeout=self.first_chunk_timeout,
+            stall_timeout=self.stall_timeout,
         )
         return response, succeeded[-1]
 
@@ -174,10 +173,19 @@ class ModelCaller:
         return log.id
 
 
+def stream_timeouts() -> tuple[float, float]:
+    """The (first chunk, stall) stream timeouts in seconds.
+
+    120 and 45 unless the environment's ``STANDARD_AGENTS_STREAM_FIRST_CHUNK_TIMEOUT_MS`` or
+    ``STANDARD_AGENTS_STREAM_STALL_TIMEOUT_MS`` (milliseconds) say otherwise.
+    """
+    first = float(os.environ.get("STANDARD_AGENTS_STREAM_FIRST_CHUNK_TIMEOUT_MS", 120000))
+    stall = float(os.environ.get("STANDARD_AGENTS_STREAM_STALL_TIMEOUT_MS", 45000))
+    return first / 1000, stall / 1000
+
+
 def new_log(kind: str, data: dict[str, Any]) -> Log:
     """A log row with a fresh id and time (not yet stored)."""
-    from sa_core.store import now_us
-
     return Log(id=new_id(), type=kind, data=data, created_at=now_us())
 
 

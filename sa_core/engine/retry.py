@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -24,8 +24,8 @@ from sa_core.providers import (
     ProviderRequest,
     ProviderResponse,
     StreamChunk,
+    StreamCollector,
     Usage,
-    collect_stream,
     compute_cost,
 )
 
@@ -205,13 +205,21 @@ class _Guarded:
     first_output: float | None = None
     emitted: bool = False
 
-    async def chunks(self) -> AsyncGenerator[StreamChunk, None]:
+    async def collect(self) -> ProviderResponse:
+        """Stream the attempt, forwarding each chunk to ``on_chunk``, and assemble the answer.
+
+        The chunks go straight from the provider's stream into a :class:`StreamCollector`
+        (no generator of our own between them: one fewer suspension per chunk).
+
+        Raises:
+            ProviderError: an ``error`` chunk, or a timeout (code ``timeout``).
+            _CallbackFailed: ``on_chunk`` raised.
+        """
         # One deadline, restarted at every chunk (no task per chunk, unlike wait_for, and no
         # timer handle per chunk: see _Deadline). Only the provider's silence counts: the
-        # deadline is lifted before an asynchronous ``on_chunk`` is awaited. The one consumer,
-        # ``collect_stream`` in ``call_model``, never awaits between chunks, so the task can
-        # only be suspended (and the deadline fire) inside the provider's ``anext``; a
-        # synchronous callback needs no lift.
+        # deadline is lifted before an asynchronous ``on_chunk`` is awaited. Nothing else is
+        # awaited between chunks, so the task can only be suspended (and the deadline fire)
+        # inside the provider's ``anext``; a synchronous callback needs no lift.
         iterator = aiter(self.entry.provider.stream(self.entry.request))
         task = asyncio.current_task()
         assert task is not None, "a model stream runs in a task"
@@ -219,13 +227,14 @@ class _Guarded:
         deadline = _Deadline(asyncio.get_running_loop(), task, min(limits, default=None))
         timeout, what = self.first_chunk_timeout, "first chunk"
         on_chunk = self.on_chunk
+        collector = StreamCollector()
         try:
             while True:
                 deadline.start(_limit(timeout))
                 try:
                     chunk = await anext(iterator)
                 except StopAsyncIteration:
-                    return
+                    return collector.response()
                 if deadline.expired():  # the provider swallowed the cancellation
                     raise TimeoutError
                 if chunk.type in _OUTPUT_CHUNKS:
@@ -233,7 +242,7 @@ class _Guarded:
                     if self.first_output is None:
                         self.first_output = time.monotonic()
                 if chunk.type == "error":
-                    deadline.start(None)  # the consumer raises on it and stops
+                    deadline.start(None)  # the collector raises on it and stops
                 elif on_chunk is not None:
                     try:
                         result = on_chunk(chunk)
@@ -242,7 +251,7 @@ class _Guarded:
                             await result
                     except Exception as exc:
                         raise _CallbackFailed(exc) from exc
-                yield chunk
+                collector.add(chunk)
                 timeout, what = self.stall_timeout, "chunk"
         except (asyncio.CancelledError, TimeoutError) as exc:
             if isinstance(exc, TimeoutError) or deadline.expired():
@@ -361,14 +370,8 @@ async def call_model(
                 dirty = False
             started_at = time.time_ns() // 1000
             guarded = _Guarded(entry, on_chunk, first_chunk_timeout, stall_timeout)
-            stream = guarded.chunks()
             try:
-                try:
-                    response = await collect_stream(stream)
-                finally:
-                    # a consumer that stopped early leaves the stream inside its deadline:
-                    # close it now, never later from another task
-                    await stream.aclose()
+                response = await guarded.collect()
             except _CallbackFailed as failed:
                 raise failed.error from None
             except ProviderError as exc:

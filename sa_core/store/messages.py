@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from operator import itemgetter
 from typing import Any, Literal
 
 from pydantic_core import to_jsonable_python
-from sqlalchemy import bindparam, delete, func, insert, or_, select, update
+from sqlalchemy import bindparam, delete, func, insert, null, or_, select, update
 from sqlalchemy.engine import Connection
 
 from sa_core.spec.records import Log, Message
@@ -42,7 +43,44 @@ def _insert_all(table: Any, skip: tuple[str, ...] = ("seq",)) -> Prepared:
     return Prepared(insert(table).values({name: bindparam(f"p_{name}") for name in names}))
 
 
-_INSERT = _insert_all(t.messages)
+class _ShapedInsert:
+    """INSERTs of one row whose ``None`` values are written as ``NULL`` in the statement.
+
+    The row stored is the same as with :func:`_insert_all`; only the ``None`` values are no
+    longer parameters. Binding ``None`` costs the ``sqlite3`` driver a failed adapter lookup
+    (an exception raised and cleared) per value, and most columns of a message are ``None``.
+    One statement is prepared per set of ``None`` columns (a few per workload: tool results,
+    assistant steps, user messages), at most :attr:`MAX_SHAPES`; further sets use the plain
+    INSERT.
+    """
+
+    MAX_SHAPES = 64
+
+    def __init__(self, table: Any, skip: tuple[str, ...] = ("seq",)) -> None:
+        self._table = table
+        self._names = [c.name for c in table.c if c.name not in skip]
+        self.every = _insert_all(table, skip)
+        """The INSERT binding every column (for several rows at once)."""
+        self._shapes: dict[tuple[str, ...], Prepared] = {}
+
+    def for_row(self, row: dict[str, Any]) -> Prepared:
+        """The INSERT for ``row`` (parameters ``p_<column>``), its ``None`` columns as NULL."""
+        nulls = tuple([key for key, value in row.items() if value is None])
+        prepared = self._shapes.get(nulls)
+        if prepared is None:
+            prepared = self._shape(frozenset(key[2:] for key in nulls))
+            if len(self._shapes) < self.MAX_SHAPES:
+                self._shapes[nulls] = prepared
+        return prepared
+
+    def _shape(self, nulls: frozenset[str]) -> Prepared:
+        values = {
+            name: null() if name in nulls else bindparam(f"p_{name}") for name in self._names
+        }
+        return Prepared(insert(self._table).values(values))
+
+
+_INSERT = _ShapedInsert(t.messages)
 _GET = Prepared(
     _select(_M.thread_id == bindparam("b_tid"), _M.id == bindparam("b_id")), _MESSAGE_COLUMNS
 )
@@ -65,24 +103,49 @@ _BY_PARENT = Prepared(
 _DELETE = Prepared(
     delete(t.messages).where(_M.thread_id == bindparam("b_tid"), _M.id == bindparam("b_id"))
 )
-_INSERT_LOG = _insert_all(t.logs)
+_INSERT_LOG = _ShapedInsert(t.logs)
 _UPDATES: dict[tuple[tuple[str, ...], bool], Prepared] = {}
 
 
 _PARAMS = [(key, f"p_{column}") for key, column in _STORED.items()]
 """(Message field, insert parameter) of every stored field."""
+_PLAIN_PARAMS = [(key, param) for key, param in _PARAMS if key not in _JSON_FIELDS]
+"""The stored fields whose values are stored as they are (strings, numbers, booleans)."""
+_JSON_PARAMS = [(key, param) for key, param in _PARAMS if key in _JSON_FIELDS]
+"""The stored fields kept as JSON documents (models and lists of them are dumped first)."""
+_PLAIN_NAMES = tuple(param for _, param in _PLAIN_PARAMS)
+_PLAIN_VALUES = itemgetter(*(key for key, _ in _PLAIN_PARAMS))
+_SERIALIZER = Message.__pydantic_serializer__
 
 
 def message_to_row(message: Message) -> dict[str, Any]:
-    """Convert a message to ``messages`` insert parameters (extras go to ``extra``)."""
+    """Convert a message to ``messages`` insert parameters (extras go to ``extra``).
+
+    The same parameters as ``message.model_dump(mode="json")`` gives, dumping only the fields
+    that need it: the scalar fields are taken as they are, and the JSON fields that are set
+    (usually none, or only ``tool_calls``) go through the model's serializer.
+    """
+    if message.model_extra:
+        return _row_with_extras(message)
+    values = message.__dict__
+    params = dict(zip(_PLAIN_NAMES, _PLAIN_VALUES(values), strict=True))
+    present = {key for key, _ in _JSON_PARAMS if values[key] is not None}
+    if present:
+        dumped = _SERIALIZER.to_python(message, mode="json", include=present)
+        for key, param in _JSON_PARAMS:
+            params[param] = dumped.get(key)
+    else:
+        for _, param in _JSON_PARAMS:
+            params[param] = None
+    params["p_extra"] = None
+    return params
+
+
+def _row_with_extras(message: Message) -> dict[str, Any]:
+    """:func:`message_to_row` of a message with extra fields (kept in the ``extra`` column)."""
     dumped = message.model_dump(mode="json")
     params = {param: dumped[key] for key, param in _PARAMS}
-    if len(dumped) == len(_PARAMS):  # every field stored in its column, no extras
-        params["p_extra"] = None
-    else:
-        params["p_extra"] = {
-            key: value for key, value in dumped.items() if key not in _STORED
-        } or None
+    params["p_extra"] = {key: value for key, value in dumped.items() if key not in _STORED} or None
     return params
 
 
@@ -180,13 +243,15 @@ class MessagesMixin(StoreBase):
         tokens = {thread_id: cache.before_insert(thread_id) for thread_id in oldest}
         for thread_id, created_at in oldest.items():
             self._touched(thread_id, created_at)
+        deferred = [Deferred(_INSERT.for_row(row), row) for row in rows]
+
         def op(conn: Connection) -> None:
             if len(rows) == 1:
-                _INSERT.run(conn, rows[0])
+                deferred[0].prepared.run(conn, rows[0])
             else:
-                _INSERT.run_many(conn, rows)
+                _INSERT.every.run_many(conn, rows)
 
-        await self._write_deferred([Deferred(_INSERT, row) for row in rows], tx, op=op)
+        await self._write_deferred(deferred, tx, op=op)
         if any(token is not None for token in tokens.values()):
             # a cached history takes the rows once they commit, instead of reading them back
             def keep() -> None:
@@ -387,7 +452,7 @@ class MessagesMixin(StoreBase):
         extra = {key: value for key, value in dumped.items() if key not in _LOG_FIELDS}
         row["p_thread_id"] = thread_id
         row["p_extra"] = extra or None
-        await self._write_deferred([Deferred(_INSERT_LOG, row)], tx)
+        await self._write_deferred([Deferred(_INSERT_LOG.for_row(row), row)], tx)
 
     async def list_logs(
         self,
