@@ -16,6 +16,11 @@ process; for PostgreSQL, the postmaster and every process under it (the backends
 workers' connections, the WAL writer, checkpointer, ...) plus the CPU of backends that exited
 meanwhile (the postmaster's reaped children, ``cutime + cstime``). ``--profile DIR`` runs each
 single-worker ``sa serve`` under cProfile (CPU time) and writes ``DIR/<config>.prof``.
+
+``--pin`` keeps a single-worker ``sa serve`` on CPU 0 and everything else (this client, the
+model server, PostgreSQL) on the other CPUs. Unpinned, the scheduler sometimes puts a
+PostgreSQL backend on the server's CPU and sometimes not, and the CPU per turn of the same code
+varies by a third from run to run; pinned, both stores' runs see the same placement.
 """
 
 from __future__ import annotations
@@ -97,6 +102,9 @@ finally:
 """
 
 API = "/api/packages/scale"
+ALL_CPUS: set[int] = set()
+SERVER_CPUS: set[int] = set()
+"""With ``--pin``: the CPU of a single-worker ``sa serve`` (the rest run elsewhere)."""
 
 
 def cpu_seconds(pids: list[int]) -> float:
@@ -172,6 +180,8 @@ async def run_config(
     log = open(tmp / f"serve-{port}.log", "w")  # noqa: SIM115
     server = subprocess.Popen(command, cwd=tmp, env={**os.environ, **env},
                               stdout=log, stderr=subprocess.STDOUT)
+    if SERVER_CPUS:  # ``--pin``: the server's CPU (several workers keep every CPU)
+        os.sched_setaffinity(server.pid, SERVER_CPUS if workers == 1 else ALL_CPUS)
     try:
         wait_port(port, 120)
         limits = httpx.Limits(
@@ -271,7 +281,14 @@ async def main() -> None:
     parser.add_argument("--turns", type=int, default=2)
     parser.add_argument("--configs", default="sqlite:1,pg:1,pg:2,pg:4")
     parser.add_argument("--profile", type=Path, help="write cProfile output of 1-worker runs here")
+    parser.add_argument("--pin", action="store_true",
+                        help="a 1-worker server on CPU 0, everything else on the other CPUs")
     args = parser.parse_args()
+    cpus = sorted(os.sched_getaffinity(0))
+    if args.pin and len(cpus) > 1:  # before any child starts: they inherit the client's CPUs
+        ALL_CPUS.update(cpus)
+        SERVER_CPUS.add(cpus[0])
+        os.sched_setaffinity(0, set(cpus[1:]))
     tmp = Path(tempfile.mkdtemp(prefix="sa-scale-"))
     (tmp / "scale_pack.py").write_text(PACK)
     model_port = free_port()
@@ -280,8 +297,9 @@ async def main() -> None:
     wait_port(model_port)
     env = {"SCALE_MODEL_URL": f"http://127.0.0.1:{model_port}/v1"}
     cluster = start_cluster() if "pg:" in args.configs else None
+    pinned = f", sa serve (1 worker) on CPU {cpus[0]}, the rest elsewhere" if SERVER_CPUS else ""
     print(f"{args.threads} concurrent threads x {args.turns} turns, over HTTP on loopback, "
-          f"{os.cpu_count()} CPUs")
+          f"{os.cpu_count()} CPUs{pinned}")
     print(f"{'config':<14}{'turns/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'CPU ms/turn':>13}"
           f"{'+postgres':>11}")
     try:
