@@ -800,12 +800,13 @@ class Runtime:
             history: The thread's history as that transaction committed it, read with it: the
                 turn's first step uses it instead of loading it (with ``fresh`` only).
         """
+        new_runner = not self.scheduler.is_running(thread_id)
         started = self.scheduler.kick(
             thread_id, side, initial=initial, claimed=claimed, queue_empty=queue_empty
         )
         if started and fresh:
             self._fresh.add(thread_id)
-            if history is not None:
+            if history is not None and new_runner:  # a runner going on may have written since
                 self._primed_history[thread_id] = history
         return started
 
