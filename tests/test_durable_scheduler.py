@@ -147,3 +147,24 @@ async def test_a_message_queued_as_the_runner_ends_is_still_run(
         contents = [m.content for m in (await thread.get_messages()).messages]
         assert await rt.store.list_queue(thread.thread_id) == []
     assert contents == ["one", "echo: one", "two", "echo: two"]
+
+
+@pytest.mark.asyncio
+async def test_a_runner_interrupted_before_its_first_step_leaves_the_thread_idle(
+    sa_runtime_factory: Any,
+) -> None:
+    import asyncio
+
+    async with sa_runtime_factory(packs=[echo_pack()], providers={"test": echo_provider()}) as rt:
+        thread = await rt.create_thread("helper")
+        rt.scheduler.kick(thread.thread_id, "a")
+        rt.scheduler.interrupt(thread.thread_id)  # cancelled before the task first ran
+        for _ in range(3):
+            await asyncio.sleep(0)
+        # nothing keeps the thread looking busy: a message starts a turn and is answered
+        assert not rt.scheduler.is_running(thread.thread_id)
+        assert rt.scheduler.entries() == 0
+        async with asyncio.timeout(10):
+            await thread.send_message("hi", wait=True)
+        contents = [m.content for m in (await thread.get_messages()).messages]
+    assert contents == ["hi", "echo: hi"]

@@ -383,3 +383,24 @@ async def test_a_message_on_a_handle_another_worker_made_stale_is_sent_on_the_ro
             await stale.send_message("three", wait=False)
         assert await contents(first, thread_id) == before
         assert await first.store.list_queue(thread_id) == []
+
+
+async def test_a_turn_whose_runner_was_cut_off_before_it_started_is_taken_over_and_answered(
+    pg_database_url: str,
+) -> None:
+    GATE.open.set()
+    async with workers(pg_database_url, 1) as [(first, _)]:
+        assert first.workers is not None
+        state = await first.create_thread("helper", package="handover")
+        thread_id = state.thread_id
+        await state.send_message("one", wait=False)  # acknowledged; its runner is created
+        first.scheduler.interrupt(thread_id)  # the watchdog, before the runner's first step
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert not first.scheduler.is_running(thread_id)
+
+        async def answered() -> bool:
+            return ("assistant", "answer: did one") in await contents(first, thread_id)
+
+        # its lease was expired for the reapers: this worker's own takes the turn back
+        await until(answered, "the owed turn to be resumed and answered")

@@ -16,6 +16,7 @@ the thread is dropped, so the scheduler keeps nothing per thread ever seen.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable, Coroutine
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal
@@ -140,9 +141,11 @@ class Scheduler:
             self._empty.add(thread_id)
         if waiting:
             self._continued.add(thread_id)
-        self._tasks[thread_id] = asyncio.create_task(
+        task = asyncio.create_task(
             self._drive(thread_id, side), name=f"sa-thread-{thread_id}", context=detached_context()
         )
+        self._tasks[thread_id] = task
+        task.add_done_callback(functools.partial(self._runner_done, thread_id))
         return True
 
     def accepts_work(self) -> bool:
@@ -373,20 +376,33 @@ class Scheduler:
                     self._continued.add(thread_id)
                 side = side_for_role(queue[0].role) if queue else flow.current_side
         finally:
-            if self._release is not None:
-                self._release(thread_id, settled)
-            self._end_settling(thread_id)
-            for entries in (
-                self._continued,
-                self._kicked,
-                self._queued,
-                self._claimed,
-                self._empty,
-                self._interrupted,
-            ):
-                entries.discard(thread_id)
-            for mapping in (self._flows, self._tasks, self._initial, self._resume):
-                mapping.pop(thread_id, None)
+            self._runner_ended(thread_id, settled)
+
+    def _runner_ended(self, thread_id: str, settled: bool) -> None:
+        """Forget a thread's runner and give its claim back (kept a while when ``settled``)."""
+        if self._release is not None:
+            self._release(thread_id, settled)
+        self._end_settling(thread_id)
+        for entries in (
+            self._continued,
+            self._kicked,
+            self._queued,
+            self._claimed,
+            self._empty,
+            self._interrupted,
+        ):
+            entries.discard(thread_id)
+        for mapping in (self._flows, self._tasks, self._initial, self._resume):
+            mapping.pop(thread_id, None)
+
+    def _runner_done(self, thread_id: str, task: asyncio.Task[None]) -> None:
+        """A runner cancelled before its first step never ran its ``finally``: end it here.
+
+        Left registered, the thread would look busy forever: messages queued behind a runner
+        that does not exist, its lease renewed by the heartbeat and never taken over.
+        """
+        if self._tasks.get(thread_id) is task:
+            self._runner_ended(thread_id, settled=False)
 
     async def _claim_thread(self, thread_id: str) -> bool:
         if self._claim is not None:
