@@ -18,6 +18,7 @@ import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pgcluster import Cluster, PostgresUnavailable, start_cluster
@@ -125,3 +126,21 @@ def sa_database_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest
 def pg_empty_database_url(pg_cluster: Cluster) -> str:
     """A fresh, empty PostgreSQL database (no tables) for this test."""
     return new_pg_database(pg_cluster, template="template0")
+
+
+@pytest.fixture
+def sent(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Every statement sent on an asyncpg connection from now on (one round trip each)."""
+    import asyncpg  # type: ignore[import-untyped]
+
+    statements: list[str] = []
+    connection = asyncpg.connection.Connection
+    for name in ("execute", "fetch", "fetchrow"):
+        original = getattr(connection, name)
+
+        def spy(self: Any, query: str, *args: Any, _original: Any = original, **kw: Any) -> Any:
+            statements.append(" ".join(query.split()))
+            return _original(self, query, *args, **kw)
+
+        monkeypatch.setattr(connection, name, spy)
+    yield statements

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from settle_helpers import hold_settlement, note_enqueued
 
 from sa_core import Pack, define_agent, define_model, define_prompt
 from sa_core.testing import FunctionProvider
@@ -84,23 +85,8 @@ async def test_a_message_sent_while_the_runner_settles_owes_its_own_turn_instead
 
     async with sa_runtime_factory(packs=[echo_pack()], providers={"test": echo_provider()}) as rt:
         thread = await rt.create_thread("helper")
-        settling, go_on = asyncio.Event(), asyncio.Event()
-        settle = rt._settle
-
-        async def held_settle(*args: Any) -> None:
-            settling.set()
-            await go_on.wait()
-            await settle(*args)
-
-        monkeypatch.setattr(rt, "_settle", held_settle)
-        queued: list[str] = []
-        enqueue = rt.store.enqueue
-
-        async def noted(thread_id: str, entry: Any, **kwargs: Any) -> str:
-            queued.append(thread_id)
-            return await enqueue(thread_id, entry, **kwargs)
-
-        monkeypatch.setattr(rt.store, "enqueue", noted)
+        settling, go_on = hold_settlement(rt, monkeypatch)
+        queued = note_enqueued(rt, monkeypatch)
         await thread.send_message("one", wait=False)
         await settling.wait()  # the turn took its last step and is settling
         posted = asyncio.create_task(thread.send_message("two", wait=False))
@@ -123,18 +109,11 @@ async def test_a_message_queued_as_the_runner_ends_is_still_run(
 
     async with sa_runtime_factory(packs=[echo_pack()], providers={"test": echo_provider()}) as rt:
         thread = await rt.create_thread("helper")
-        settling, go_on = asyncio.Event(), asyncio.Event()
-        settle = rt._settle
-
-        async def held_settle(*args: Any) -> None:
-            settling.set()
-            await go_on.wait()
-            await settle(*args)
+        settling, go_on = hold_settlement(rt, monkeypatch)
 
         async def no_wait(thread_id: str) -> None:  # the message is decided busy and queued
             return None
 
-        monkeypatch.setattr(rt, "_settle", held_settle)
         monkeypatch.setattr(rt.scheduler, "wait_settled", no_wait)
         await thread.send_message("one", wait=False)
         await settling.wait()

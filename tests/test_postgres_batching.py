@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from collections.abc import AsyncIterator
 
-import asyncpg  # type: ignore[import-untyped]
 import pytest
 import pytest_asyncio
 from sqlalchemy.engine import Connection
@@ -24,22 +22,6 @@ async def store(pg_database_url: str) -> AsyncIterator[Store]:
     async with await open_store(pg_database_url) as opened:
         await opened.create_thread(ThreadRow(id="t1", package="p", agent_id="a"))
         yield opened
-
-
-@pytest.fixture
-def sent(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """Every statement sent on an asyncpg connection (one round trip each)."""
-    statements: list[str] = []
-    connection = asyncpg.connection.Connection
-    for name in ("execute", "fetch", "fetchrow"):
-        original = getattr(connection, name)
-
-        def spy(self: Any, query: str, *args: Any, _original: Any = original, **kw: Any) -> Any:
-            statements.append(" ".join(query.split()))
-            return _original(self, query, *args, **kw)
-
-        monkeypatch.setattr(connection, name, spy)
-    yield statements
 
 
 def _message(message_id: str) -> Message:

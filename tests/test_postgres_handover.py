@@ -12,9 +12,9 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
-import asyncpg  # type: ignore[import-untyped]
 import pytest
 from pydantic import BaseModel
+from settle_helpers import hold_settlement, note_enqueued
 from sqlalchemy import update
 
 from sa_core import Pack, Runtime, define_agent, define_model, define_prompt, define_tool
@@ -274,15 +274,7 @@ async def test_a_message_posted_while_the_runner_settles_owes_its_own_turn_under
         assert first.workers is not None
         state = await first.create_thread("helper", package="handover")
         thread_id = state.thread_id
-        settling, go_on = asyncio.Event(), asyncio.Event()
-        settle = first._settle
-
-        async def held_settle(*args: Any) -> None:
-            settling.set()
-            await go_on.wait()
-            await settle(*args)
-
-        monkeypatch.setattr(first, "_settle", held_settle)
+        settling, go_on = hold_settlement(first, monkeypatch)
         await state.send_message("one", wait=False)
         await settling.wait()  # the turn ended; its settlement holds the store's write lock
         token = first.workers.held[thread_id]
@@ -294,14 +286,7 @@ async def test_a_message_posted_while_the_runner_settles_owes_its_own_turn_under
             return await get_execution(*args, **kwargs)
 
         monkeypatch.setattr(first.store, "get_execution", counted)
-        queued: list[str] = []
-        enqueue = first.store.enqueue
-
-        async def noted(thread: str, entry: Any, **kwargs: Any) -> str:
-            queued.append(thread)
-            return await enqueue(thread, entry, **kwargs)
-
-        monkeypatch.setattr(first.store, "enqueue", noted)
+        queued = note_enqueued(first, monkeypatch)
         posted = asyncio.create_task(state.send_message("two", wait=False))
         await asyncio.sleep(0.05)  # the post waits for the settlement's commit
         assert not posted.done()
@@ -322,7 +307,7 @@ async def test_a_message_posted_while_the_runner_settles_owes_its_own_turn_under
 
 
 async def test_a_message_to_a_settled_thread_is_acknowledged_in_one_statement_with_its_reads(
-    pg_database_url: str, monkeypatch: pytest.MonkeyPatch
+    pg_database_url: str, monkeypatch: pytest.MonkeyPatch, sent: list[str]
 ) -> None:
     monkeypatch.setenv("SA_LEASE_SECONDS", "10")  # kept 3 s after a turn: no give-back here
     GATE.open.set()
@@ -332,16 +317,7 @@ async def test_a_message_to_a_settled_thread_is_acknowledged_in_one_statement_wi
         thread_id = state.thread_id
         await state.send_message("one", wait=True)
         assert first.workers.settled(thread_id)
-        sent: list[str] = []
-        connection = asyncpg.connection.Connection
-        for name in ("execute", "fetch", "fetchrow"):
-            original = getattr(connection, name)
-
-            def spy(self: Any, query: str, *args: Any, _original: Any = original, **kw: Any) -> Any:
-                sent.append(" ".join(query.split()))
-                return _original(self, query, *args, **kw)
-
-            monkeypatch.setattr(connection, name, spy)
+        sent.clear()
         posted = await first.thread_for_message(thread_id)  # the server's hot path
         assert sent == []  # the live handle serves: the commit checks the row
         await posted.send_message("two", wait=False)
