@@ -67,6 +67,16 @@ def _get_with_children_pg() -> Prepared:
 
 
 
+def thread_with_children(
+    row: Mapping[Any, Any], entries: list[Any]
+) -> tuple[ThreadRow, list[SubagentRegistryEntry]]:
+    """A thread row and its registry built from a ``threads`` row and registry entries."""
+    from sa_core.spec import SubagentRegistryEntry
+
+    children = [SubagentRegistryEntry.model_validate(entry) for entry in entries]
+    return thread_from_row(row), children
+
+
 def thread_from_row(row: Mapping[Any, Any]) -> ThreadRow:
     """Build a :class:`ThreadRow` from a ``threads`` row."""
     values = dict(row)
@@ -173,15 +183,9 @@ class ThreadsMixin(StoreBase):
         One statement on PostgreSQL (a round trip fewer than :meth:`get_thread` and
         ``list_children``); two in one operation elsewhere.
         """
-        from sa_core.spec import SubagentRegistryEntry
         from sa_core.store.registry import _CHILDREN
 
-        def built(
-            found: dict[str, Any], entries: list[Any]
-        ) -> tuple[ThreadRow, list[SubagentRegistryEntry]]:
-            children = [SubagentRegistryEntry.model_validate(entry) for entry in entries]
-            return thread_from_row(found), children
-
+        built = thread_with_children
         if self._backend.dialect == "postgresql":
             rows = await self._fetch(_get_with_children_pg(), {"b_id": thread_id}, tx)
             if not rows:

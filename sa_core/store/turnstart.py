@@ -95,10 +95,9 @@ class TurnStartMixin(ThreadsMixin, QueueMixin):
         Returns:
             The thread, or ``None`` when it is gone.
         """
-        from sa_core.spec import SubagentRegistryEntry
         from sa_core.store.messages import _history_rows, message_from_row, message_to_row
         from sa_core.store.queue import _entry
-        from sa_core.store.threads import _KIDS_KEY, thread_from_row
+        from sa_core.store.threads import _KIDS_KEY, thread_with_children
 
         if self._backend.dialect != "postgresql":
             found = await self.get_thread_with_children(thread_id, tx=tx)
@@ -113,16 +112,16 @@ class TurnStartMixin(ThreadsMixin, QueueMixin):
         if not rows:
             return None
         row = rows[0]
-        children = [SubagentRegistryEntry.model_validate(e) for e in row.pop(_KIDS_KEY) or []]
         queue = [_entry(_without_seq(entry)) for entry in row.pop(_QUEUE_KEY) or []]
         history = [message_from_row(_without_seq(entry)) for entry in row.pop(_HISTORY_KEY) or []]
+        thread, children = thread_with_children(row, row.pop(_KIDS_KEY) or [])
         read = {message.id for message in history}
         unseen = [message for message in written if message.id not in read]
         if unseen:
             rows_written = [message_to_row(message) for message in unseen]
             history.extend(_history_rows(thread_id, unseen, rows_written))
             history.sort(key=lambda message: message.created_at)
-        return TurnStart(thread_from_row(row), children, queue, history)
+        return TurnStart(thread, children, queue, history)
 
 
 def _without_seq(row: dict[str, Any]) -> dict[str, Any]:
