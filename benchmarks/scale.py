@@ -10,12 +10,16 @@ turns per second, p50/p99 from POST to the first frame of the turn on the stream
 seconds per turn of the ``sa serve`` processes (and of those plus PostgreSQL's). PostgreSQL is
 a throwaway cluster started from the server binaries (see ``tests/pgcluster.py``).
 
-CPU is user + system time from ``/proc``, taken when every thread is connected and again when
-the last turn is answered, divided by the turns: for ``sa serve``, its process and every worker
-process; for PostgreSQL, the postmaster and every process under it (the backends serving the
-workers' connections, the WAL writer, checkpointer, ...) plus the CPU of backends that exited
-meanwhile (the postmaster's reaped children, ``cutime + cstime``). ``--profile DIR`` runs each
-single-worker ``sa serve`` under cProfile (CPU time) and writes ``DIR/<config>.prof``.
+Each thread first answers ``--warmup`` turns (default 1) that are not counted: a thread's first
+turn and a worker's first use of each of its database connections (PostgreSQL: opening it,
+authenticating, preparing each statement) are one-time costs, not the cost of a turn. CPU is
+user + system time from ``/proc``, taken when every thread is connected and warmed up and again
+when the last measured turn is answered, divided by the measured turns: for ``sa serve``, its
+process and every worker process; for PostgreSQL, the postmaster and every process under it
+(the backends serving the workers' connections, the WAL writer, checkpointer, ...) plus the
+CPU of backends that exited meanwhile (the postmaster's reaped children, ``cutime +
+cstime``). ``--profile DIR`` runs each single-worker ``sa serve`` under cProfile (CPU time)
+and writes ``DIR/<config>.prof``.
 
 ``--pin`` keeps a single-worker ``sa serve`` on CPU 0 and everything else (this client, the
 model server, PostgreSQL) on the other CPUs. Unpinned, the scheduler sometimes puts a
@@ -35,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -156,6 +161,7 @@ async def run_config(
     workers: int,
     threads: int,
     turns: int,
+    warmup: int,
     env: dict[str, str],
     tmp: Path,
     pg_root: int | None = None,
@@ -208,9 +214,26 @@ async def run_config(
             ]
             latencies: list[float] = []
             ready = asyncio.Barrier(threads + 1)
+            go = asyncio.Event()
             pids = descendants(server.pid)
-            cpu_start = cpu_seconds(pids)
-            pg_start = tree_cpu_seconds(pg_root) if pg_root else 0.0
+
+            async def answered(lines: AsyncIterator[str], thread_id: str, turn: int) -> float:
+                """Post a message; the seconds to the turn's first frame, once it is answered."""
+                posted = time.perf_counter()
+                await poster.post(f"{API}/threads/{thread_id}/messages",
+                                  json={"content": f"turn {turn}"})
+                first = None
+                async for line in lines:
+                    if not line.startswith("data:"):
+                        continue
+                    if first is None:
+                        first = time.perf_counter() - posted
+                    frame = json.loads(line[5:])
+                    data = frame.get("data") or {}
+                    if (frame["type"] == "message_data" and data.get("role") == "assistant"
+                            and data.get("status") == "completed"):
+                        break
+                return first or 0.0
 
             async def one_thread(thread_id: str) -> None:
                 async with client.stream("GET", f"{API}/threads/{thread_id}/stream") as response:
@@ -218,28 +241,20 @@ async def run_config(
                     async for line in lines:
                         if line.startswith("data:"):
                             break  # connected
+                    for turn in range(warmup):
+                        await answered(lines, thread_id, turn)
                     await ready.wait()
-                    for turn in range(turns):
-                        posted = time.perf_counter()
-                        await poster.post(f"{API}/threads/{thread_id}/messages",
-                                          json={"content": f"turn {turn}"})
-                        first = None
-                        async for line in lines:
-                            if not line.startswith("data:"):
-                                continue
-                            if first is None:
-                                first = time.perf_counter() - posted
-                            frame = json.loads(line[5:])
-                            data = frame.get("data") or {}
-                            if (frame["type"] == "message_data" and data.get("role") == "assistant"
-                                    and data.get("status") == "completed"):
-                                break
-                        latencies.append(first or 0.0)
+                    await go.wait()
+                    for turn in range(warmup, warmup + turns):
+                        latencies.append(await answered(lines, thread_id, turn))
 
             tasks = [asyncio.create_task(one_thread(t)) for t in ids]
-            async with asyncio.timeout(120):
-                await ready.wait()
+            async with asyncio.timeout(120 + 60 * warmup):
+                await ready.wait()  # every stream connected, every warm-up turn answered
+            cpu_start = cpu_seconds(pids)
+            pg_start = tree_cpu_seconds(pg_root) if pg_root else 0.0
             started = time.perf_counter()
+            go.set()
             try:
                 async with asyncio.timeout(float(os.environ.get("SCALE_TIMEOUT", "300"))):
                     await asyncio.gather(*tasks)
@@ -279,6 +294,8 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=200)
     parser.add_argument("--turns", type=int, default=2)
+    parser.add_argument("--warmup", type=int, default=1,
+                        help="turns per thread answered before the measured ones (not counted)")
     parser.add_argument("--configs", default="sqlite:1,pg:1,pg:2,pg:4")
     parser.add_argument("--profile", type=Path, help="write cProfile output of 1-worker runs here")
     parser.add_argument("--pin", action="store_true",
@@ -298,8 +315,8 @@ async def main() -> None:
     env = {"SCALE_MODEL_URL": f"http://127.0.0.1:{model_port}/v1"}
     cluster = start_cluster() if "pg:" in args.configs else None
     pinned = f", sa serve (1 worker) on CPU {cpus[0]}, the rest elsewhere" if SERVER_CPUS else ""
-    print(f"{args.threads} concurrent threads x {args.turns} turns, over HTTP on loopback, "
-          f"{os.cpu_count()} CPUs{pinned}")
+    print(f"{args.threads} concurrent threads x {args.turns} turns (after {args.warmup} warm-up "
+          f"turns each), over HTTP on loopback, {os.cpu_count()} CPUs{pinned}")
     print(f"{'config':<14}{'turns/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'CPU ms/turn':>13}"
           f"{'+postgres':>11}")
     try:
@@ -318,8 +335,8 @@ async def main() -> None:
                 profile = args.profile.resolve() / f"{config.replace(':', '-')}.prof"
             pg_root = postmaster_pid(cluster) if kind == "pg" and cluster else None
             try:
-                result = await run_config(db, int(workers), args.threads, args.turns, env, tmp,
-                                          pg_root, profile)
+                result = await run_config(db, int(workers), args.threads, args.turns,
+                                          args.warmup, env, tmp, pg_root, profile)
             except SystemExit as stalled:  # report it and go on with the next configuration
                 print(f"{config:<14}{stalled}", flush=True)
                 continue
