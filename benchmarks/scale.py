@@ -1,6 +1,9 @@
 """Scale-out: turns/s and POST -> first stream frame latency, 1 worker SQLite vs 1/2/4 PostgreSQL.
 
 Run: ``python benchmarks/scale.py [--threads 200] [--turns 2] [--configs sqlite:1,pg:1,pg:2,pg:4]``.
+``--repeat N`` runs the configurations N times, alternating, and prints the median CPU per turn
+of each against the first configuration's (on a shared machine a single run's ratio moves by a
+third; alternated medians do not).
 
 Each configuration starts ``sa serve`` (``--workers N`` for PostgreSQL) on a free loopback port
 with a pack whose model is a Chat Completions server on loopback (a separate process answering at
@@ -290,6 +293,23 @@ async def run_config(
             server.wait()
 
 
+def print_medians(figures: dict[str, list[tuple[float, float]]]) -> None:
+    """Medians of the alternated rounds, and each against the first configuration's."""
+    medians = {
+        config: (statistics.median(s for s, _ in runs), statistics.median(t for _, t in runs))
+        for config, runs in figures.items()
+        if runs
+    }
+    if not medians:
+        return
+    base_serve, base_total = next(iter(medians.values()))
+    print(f"medians of {max(len(runs) for runs in figures.values())} alternated rounds")
+    print(f"{'config':<14}{'CPU ms/turn':>13}{'+postgres':>11}{'ratio':>8}{'ratio (+pg)':>13}")
+    for config, (serve, total) in medians.items():
+        print(f"{config:<14}{serve:>13.2f}{total:>11.2f}{serve / base_serve:>8.2f}"
+              f"{total / base_total:>13.2f}")
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=200)
@@ -297,6 +317,9 @@ async def main() -> None:
     parser.add_argument("--warmup", type=int, default=1,
                         help="turns per thread answered before the measured ones (not counted)")
     parser.add_argument("--configs", default="sqlite:1,pg:1,pg:2,pg:4")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="run the configurations this many times, alternating, and print "
+                             "the medians of CPU per turn")
     parser.add_argument("--profile", type=Path, help="write cProfile output of 1-worker runs here")
     parser.add_argument("--pin", action="store_true",
                         help="a 1-worker server on CPU 0, everything else on the other CPUs")
@@ -319,8 +342,10 @@ async def main() -> None:
           f"turns each), over HTTP on loopback, {os.cpu_count()} CPUs{pinned}")
     print(f"{'config':<14}{'turns/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'CPU ms/turn':>13}"
           f"{'+postgres':>11}")
+    configs = args.configs.split(",")
+    figures: dict[str, list[tuple[float, float]]] = {config: [] for config in configs}
     try:
-        for index, config in enumerate(args.configs.split(",")):
+        for index, config in enumerate(configs * args.repeat):  # rounds alternate the configs
             kind, workers = config.split(":")
             if kind == "sqlite":
                 db = f"sqlite:///{tmp / f'scale{index}.db'}"
@@ -332,7 +357,7 @@ async def main() -> None:
             profile = None
             if args.profile is not None:
                 args.profile.mkdir(parents=True, exist_ok=True)
-                profile = args.profile.resolve() / f"{config.replace(':', '-')}.prof"
+                profile = args.profile.resolve() / f"{config.replace(':', '-')}-{index}.prof"
             pg_root = postmaster_pid(cluster) if kind == "pg" and cluster else None
             try:
                 result = await run_config(db, int(workers), args.threads, args.turns,
@@ -341,9 +366,12 @@ async def main() -> None:
                 print(f"{config:<14}{stalled}", flush=True)
                 continue
             total = result["cpu_ms_per_turn"] + result["pg_ms_per_turn"]
+            figures[config].append((result["cpu_ms_per_turn"], total))
             print(f"{config:<14}{result['turns_per_s']:>9.1f}{result['p50_ms']:>9.0f}"
                   f"{result['p99_ms']:>9.0f}{result['cpu_ms_per_turn']:>13.2f}{total:>11.2f}",
                   flush=True)
+        if args.repeat > 1:
+            print_medians(figures)
     finally:
         model.terminate()
         model.wait()
