@@ -294,20 +294,24 @@ async def run_config(
 
 
 def print_medians(figures: dict[str, list[tuple[float, float]]]) -> None:
-    """Medians of the alternated rounds, and each against the first configuration's."""
-    medians = {
-        config: (statistics.median(s for s, _ in runs), statistics.median(t for _, t in runs))
-        for config, runs in figures.items()
-        if runs
-    }
-    if not medians:
+    """Medians of the alternated rounds, and of each round's ratio to the first configuration.
+
+    A round's ratio compares two runs minutes apart, so the machine's drift between rounds
+    (its speed moved by up to 2x on the shared benchmark machine) cancels out of it.
+    """
+    runs = {config: rounds for config, rounds in figures.items() if rounds}
+    if not runs:
         return
-    base_serve, base_total = next(iter(medians.values()))
-    print(f"medians of {max(len(runs) for runs in figures.values())} alternated rounds")
+    base = next(iter(runs.values()))
+    print(f"medians of {len(base)} alternated rounds")
     print(f"{'config':<14}{'CPU ms/turn':>13}{'+postgres':>11}{'ratio':>8}{'ratio (+pg)':>13}")
-    for config, (serve, total) in medians.items():
-        print(f"{config:<14}{serve:>13.2f}{total:>11.2f}{serve / base_serve:>8.2f}"
-              f"{total / base_total:>13.2f}")
+    for config, rounds in runs.items():
+        pairs = list(zip(rounds, base, strict=False))
+        serve = statistics.median(s for s, _ in rounds)
+        total = statistics.median(t for _, t in rounds)
+        ratio = statistics.median(s / b for (s, _), (b, _) in pairs)
+        ratio_total = statistics.median(t / b for (_, t), (_, b) in pairs)
+        print(f"{config:<14}{serve:>13.2f}{total:>11.2f}{ratio:>8.2f}{ratio_total:>13.2f}")
 
 
 async def main() -> None:
