@@ -220,3 +220,31 @@ async def test_the_turn_start_read_of_a_missing_thread_is_none(store: Store) -> 
     async with store.transaction() as tx:
         await store.insert_log("t1", _log("l1"), tx=tx)
         assert await store.read_turn_start("gone", tx=tx) is None
+
+
+async def test_a_history_read_again_gives_back_the_same_messages_for_unchanged_rows(
+    store: Store,
+) -> None:
+    await store.insert_messages([_message("m1"), _message("m2")])
+    first = await store.history("t1")
+    again = await store.history("t1")
+    async with store.transaction() as tx:  # the turn-start read reuses them as well
+        await store.insert_log("t1", _log("l1"), tx=tx)
+        start = await store.read_turn_start("t1", tx=tx)
+    assert start is not None and start.history is not None
+    for read in (again, start.history):
+        assert [m.id for m in read] == ["m1", "m2"]
+        assert all(a is b for a, b in zip(first, read, strict=True))
+
+
+async def test_a_message_another_worker_changed_reads_as_changed(
+    store: Store, pg_database_url: str
+) -> None:
+    await store.insert_messages([_message("m1"), _message("m2")])
+    first = await store.history("t1")
+    async with await open_store(pg_database_url) as other:
+        await other.update_message("m2", {"content": "edited", "status": "completed"})
+        await other.delete_message("t1", "m1")
+    read = await store.history("t1")
+    assert [(m.id, m.content, m.status) for m in read] == [("m2", "edited", "completed")]
+    assert first[1].content == "m2"  # what was read before is left as it was

@@ -18,8 +18,9 @@ and loads only the rows from there on.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from sa_core.spec.records import Message
@@ -31,6 +32,8 @@ HISTORY_MESSAGES = 50_000
 """Messages kept at most over every cached history (least recently used threads go first)."""
 API_KEYS = 64
 """Verified API keys kept at most."""
+ROW_MESSAGES = 50_000
+"""Messages kept at most with the rows they were built from (see :class:`RowMessages`)."""
 
 EVERYTHING = -1
 """``dirty_from`` of an entry that must be reloaded whole."""
@@ -194,8 +197,44 @@ class KeyCache:
 class StoreCaches:
     """The caches of one store."""
 
-    __slots__ = ("history", "keys")
+    __slots__ = ("history", "keys", "rows")
 
     def __init__(self) -> None:
         self.history = HistoryCache()
         self.keys = KeyCache()
+        self.rows = RowMessages()
+
+
+class RowMessages:
+    """Messages built from ``messages`` rows, each kept with the row it was built from.
+
+    For a backend whose histories cannot be cached (PostgreSQL: another worker may have
+    written), every history is read whole. A row equal to the one a kept message was built
+    from gives that same message back: no validation, and the engine's caches keyed by message
+    identity (past-context filtering, context conversion) keep working across reads. Nothing
+    is trusted without the read: a row that differs in any column builds a new message.
+    """
+
+    def __init__(self, size: int = ROW_MESSAGES) -> None:
+        self._kept: OrderedDict[str, tuple[dict[str, Any], Message]] = OrderedDict()
+        self._size = size
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    def message(self, row: dict[str, Any], build: Callable[[dict[str, Any]], Message]) -> Message:
+        """The message of ``row`` (not changed), built by ``build`` (given a copy) when new."""
+        key = row["id"]
+        kept = self._kept.get(key)
+        if kept is not None and kept[0] == row:
+            return kept[1]
+        message = build(dict(row))
+        self._kept[key] = (row, message)
+        self._kept.move_to_end(key)
+        if len(self._kept) > self._size:
+            self._kept.popitem(last=False)
+        return message
+
+    def clear(self) -> None:
+        """Drop every kept message."""
+        self._kept.clear()

@@ -423,7 +423,11 @@ class MessagesMixin(StoreBase):
         self, thread_id: str, since: int | None, tx: Transaction | None
     ) -> list[Message]:
         params = {"b_tid": thread_id, "b_since": -1 if since is None else since}
-        return _messages(await self._fetch(_HISTORY, params, tx))
+        rows = await self._fetch(_HISTORY, params, tx)
+        if self._backend.dialect == "postgresql":  # read whole every time: reuse what is equal
+            kept = self._caches.rows
+            return [kept.message(row, message_from_row) for row in rows]
+        return _messages(rows)
 
     def _touched(self, thread_id: str | None, created_at: int | None) -> None:
         """Mark a thread's cached history changed from ``created_at`` on (see ``caches``)."""

@@ -113,7 +113,11 @@ class TurnStartMixin(ThreadsMixin, QueueMixin):
             return None
         row = rows[0]
         queue = [_entry(_without_seq(entry)) for entry in row.pop(_QUEUE_KEY) or []]
-        history = [message_from_row(_without_seq(entry)) for entry in row.pop(_HISTORY_KEY) or []]
+        kept = self._caches.rows
+        history = [
+            kept.message(_without_seq(entry), message_from_row)
+            for entry in row.pop(_HISTORY_KEY) or []
+        ]
         thread, children = thread_with_children(row, row.pop(_KIDS_KEY) or [])
         read = {message.id for message in history}
         unseen = [message for message in written if message.id not in read]
