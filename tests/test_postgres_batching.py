@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -248,3 +249,76 @@ async def test_a_message_another_worker_changed_reads_as_changed(
     read = await store.history("t1")
     assert [(m.id, m.content, m.status) for m in read] == [("m2", "edited", "completed")]
     assert first[1].content == "m2"  # what was read before is left as it was
+
+
+async def _turn_start_history(store: Store) -> list[Message] | None:
+    async with store.transaction() as tx:
+        await store.insert_log("t1", _log(f"l{now_us()}"), tx=tx)
+        start = await store.read_turn_start("t1", tx=tx)
+    assert start is not None
+    return start.history
+
+
+def _count_built(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    from sa_core.store import caches
+
+    built: list[str] = []
+    original = caches.RowMessages.message
+
+    def message(self: caches.RowMessages, row: dict[str, Any], build: Any) -> Message:
+        built.append(row["id"])
+        return original(self, row, build)
+
+    monkeypatch.setattr(caches.RowMessages, "message", message)
+    return built
+
+
+async def test_the_turn_start_read_fetches_only_rows_newer_than_the_history_it_kept(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await store.insert_messages([_message("m1"), _message("m2")])
+    built = _count_built(monkeypatch)
+    first = await _turn_start_history(store)
+    assert built == ["m1", "m2"]
+    await store.insert_messages([_message("m3")])
+    built.clear()
+    second = await _turn_start_history(store)
+    assert built == ["m3"]  # the rows it had were not sent again
+    assert first is not None and second is not None
+    assert second == await store.history("t1")
+    assert [m.id for m in second] == ["m1", "m2", "m3"] and second[0] is first[0]
+
+
+async def test_a_new_row_created_before_kept_ones_reads_in_stored_order(store: Store) -> None:
+    await store.insert_messages([_message("m1"), _message("m2")])
+    await _turn_start_history(store)
+    early = Message(id="m0", thread_id="t1", role="user", content="early", created_at=1)
+    await store.insert_messages([early])
+    history = await _turn_start_history(store)
+    assert history is not None and [m.id for m in history] == ["m0", "m1", "m2"]
+    assert history == await store.history("t1")
+
+
+@pytest.mark.parametrize("change", ["edit", "delete", "pending"])
+async def test_an_older_row_another_worker_changed_is_never_served_from_the_kept_history(
+    store: Store, pg_database_url: str, change: str
+) -> None:
+    await store.insert_messages([_message("m1"), _message("m2")])
+    await _turn_start_history(store)
+    async with await open_store(pg_database_url) as other:
+        if change == "edit":
+            await other.update_message("m1", {"content": "edited"})
+        elif change == "delete":
+            await other.delete_message("t1", "m1")
+        else:
+            await other.update_message("m1", {"status": "pending"})
+        await other.insert_messages([_message("m3")])
+    assert await _turn_start_history(store) is None  # the engine reads the history whole
+    expected = await store.history("t1")
+    assert [(m.id, m.content) for m in expected] == {
+        "edit": [("m1", "edited"), ("m2", "m2"), ("m3", "m3")],
+        "delete": [("m2", "m2"), ("m3", "m3")],
+        "pending": [("m2", "m2"), ("m3", "m3")],
+    }[change]
+    assert await _turn_start_history(store) == expected  # read whole again, then kept
+    assert await _turn_start_history(store) == expected

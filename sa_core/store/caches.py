@@ -197,12 +197,13 @@ class KeyCache:
 class StoreCaches:
     """The caches of one store."""
 
-    __slots__ = ("history", "keys", "rows")
+    __slots__ = ("history", "keys", "rows", "read_histories")
 
     def __init__(self) -> None:
         self.history = HistoryCache()
         self.keys = KeyCache()
         self.rows = RowMessages()
+        self.read_histories = ReadHistories()
 
 
 class RowMessages:
@@ -238,3 +239,53 @@ class RowMessages:
     def clear(self) -> None:
         """Drop every kept message."""
         self._kept.clear()
+
+
+@dataclass(slots=True)
+class ReadHistory:
+    """A thread's history as a read found it (see :class:`ReadHistories`)."""
+
+    seq: int
+    """The highest ``seq`` among its rows (-1: none)."""
+    digest: str | None
+    """The database's digest of its rows (their text, in order), ``None`` for none."""
+    messages: list[Message]
+
+
+class ReadHistories:
+    """The history each thread's last turn-start read found, with the database's digest of it.
+
+    For a backend that cannot tell whether another process wrote (PostgreSQL). The next read
+    asks only for rows newer than :attr:`ReadHistory.seq`, with the digest of the rows at or
+    below it: when that equals the kept digest, none of them changed (no edit, status change
+    or deletion), and the history is the kept one plus the new rows. When it differs, the
+    entry is dropped and the history read whole.
+    """
+
+    def __init__(self, threads: int = HISTORY_THREADS, messages: int = HISTORY_MESSAGES) -> None:
+        self._kept: OrderedDict[str, ReadHistory] = OrderedDict()
+        self._threads = threads
+        self._messages = messages
+        self._size = 0
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    def get(self, thread_id: str) -> ReadHistory | None:
+        """The thread's kept history, if any."""
+        return self._kept.get(thread_id)
+
+    def put(self, thread_id: str, history: ReadHistory) -> None:
+        """Keep a thread's history (the most recently used go last)."""
+        self.drop(thread_id)
+        self._kept[thread_id] = history
+        self._size += len(history.messages)
+        while self._kept and (len(self._kept) > self._threads or self._size > self._messages):
+            _, oldest = self._kept.popitem(last=False)
+            self._size -= len(oldest.messages)
+
+    def drop(self, thread_id: str) -> None:
+        """Forget a thread's kept history."""
+        old = self._kept.pop(thread_id, None)
+        if old is not None:
+            self._size -= len(old.messages)
