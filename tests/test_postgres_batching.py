@@ -322,3 +322,21 @@ async def test_an_older_row_another_worker_changed_is_never_served_from_the_kept
     }[change]
     assert await _turn_start_history(store) == expected  # read whole again, then kept
     assert await _turn_start_history(store) == expected
+
+
+async def test_a_history_read_fetches_only_rows_newer_than_the_history_it_kept(
+    store: Store, pg_database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await store.insert_messages([_message("m1"), _message("m2")])
+    built = _count_built(monkeypatch)
+    assert [m.id for m in await store.history("t1")] == ["m1", "m2"]
+    async with await open_store(pg_database_url) as other:  # another worker appends
+        await other.insert_messages([_message("m3")])
+    built.clear()
+    assert [m.id for m in await store.history("t1")] == ["m1", "m2", "m3"]
+    assert built == ["m3"]
+    async with await open_store(pg_database_url) as other:  # and edits an older row
+        await other.update_message("m2", {"content": "edited"})
+    built.clear()
+    assert [m.content for m in await store.history("t1")] == ["m1", "edited", "m3"]
+    assert built == ["m1", "m2", "m3"]  # read whole: m1 and m3 come back as they were built

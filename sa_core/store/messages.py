@@ -401,6 +401,8 @@ class MessagesMixin(StoreBase):
             return await self._load_history(thread_id, since, tx)
         cache = self._caches.history
         if not cache.check(self.external_version()):
+            if self._backend.dialect == "postgresql":
+                return await self._read_history_pg(thread_id)
             return await self._load_history(thread_id, None, None)
         fillable = self._cache_fillable()
         found = cache.lookup(thread_id)
@@ -418,6 +420,18 @@ class MessagesMixin(StoreBase):
         if fillable:
             cache.store(thread_id, messages)
         return list(messages)
+
+    async def _read_history_pg(self, thread_id: str) -> list[Message]:
+        """The history on PostgreSQL: only the rows new since the kept one (``pghistory``)."""
+        from sa_core.store.pghistory import SUMMARY_KEY, apply_history_read, history_read_pg
+
+        while True:  # twice at most: a changed kept history is dropped, then read whole
+            held = self._caches.read_histories.get(thread_id)
+            params = {"b_id": thread_id, "b_known": -1 if held is None else held.seq}
+            rows = await self._fetch(history_read_pg(), params, None)
+            found = apply_history_read(self._caches, thread_id, held, rows[0][SUMMARY_KEY])
+            if found is not None:
+                return list(found[0])
 
     async def _load_history(
         self, thread_id: str, since: int | None, tx: Transaction | None

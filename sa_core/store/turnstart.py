@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sa_core.store.backend import Transaction
-from sa_core.store.caches import ReadHistory
 from sa_core.store.fast import Prepared
 from sa_core.store.queue import QueueMixin
 from sa_core.store.threads import ThreadsMixin
@@ -52,6 +51,7 @@ def _turn_start_pg() -> Prepared:
     from sqlalchemy.dialects.postgresql import aggregate_order_by
 
     from sa_core.store import tables as t
+    from sa_core.store.pghistory import history_since_known
     from sa_core.store.threads import _get_with_children_pg
 
     def rows_of(table: Any, *conditions: Any) -> Any:
@@ -62,7 +62,7 @@ def _turn_start_pg() -> Prepared:
     thread_id: Any = bindparam("b_id")
     q = t.queue.c
     queue = type_coerce(rows_of(t.queue, q.thread_id == thread_id), JSON).label(_QUEUE_KEY)
-    history = type_coerce(_history_since_known(thread_id), JSON).label(_HISTORY_KEY)
+    history = type_coerce(history_since_known(thread_id), JSON).label(_HISTORY_KEY)
     base = _get_with_children_pg()
     stmt: Any = base.stmt
     return Prepared(stmt.add_columns(queue, history), [*base.columns, queue, history])
@@ -88,7 +88,8 @@ class TurnStartMixin(ThreadsMixin, QueueMixin):
         Returns:
             The thread, or ``None`` when it is gone.
         """
-        from sa_core.store.messages import _history_rows, message_from_row, message_to_row
+        from sa_core.store.messages import _history_rows, message_to_row
+        from sa_core.store.pghistory import apply_history_read, merged, without_seq
         from sa_core.store.queue import _entry
         from sa_core.store.threads import _KIDS_KEY, thread_with_children
 
@@ -109,72 +110,17 @@ class TurnStartMixin(ThreadsMixin, QueueMixin):
             histories.drop(thread_id)
             return None
         row = rows[0]
-        queue = [_entry(_without_seq(entry)) for entry in row.pop(_QUEUE_KEY) or []]
-        entries, digest_known, digest_all, highest = row.pop(_HISTORY_KEY)
+        queue = [_entry(without_seq(entry)) for entry in row.pop(_QUEUE_KEY) or []]
+        summary = row.pop(_HISTORY_KEY)
         thread, children = thread_with_children(row, row.pop(_KIDS_KEY) or [])
-        if held is not None and digest_known != held.digest:
-            histories.drop(thread_id)  # an older row changed: the engine reads it all
+        history_read = apply_history_read(self._caches, thread_id, held, summary)
+        if history_read is None:  # an older row changed: the engine reads the history whole
             return TurnStart(thread, children, queue, None)
-        kept = self._caches.rows
-        newer = [kept.message(_without_seq(entry), message_from_row) for entry in entries or []]
-        history = newer if held is None else _merged(held.messages, newer)
-        highest = -1 if highest is None else int(highest)
-        histories.put(thread_id, ReadHistory(highest, digest_all, history))
-        read = {message.id for message in newer}
+        kept, fetched = history_read
+        read = {message.id for message in fetched}  # what it wrote can only be new
         unseen = [message for message in written if message.id not in read]
+        history = kept
         if unseen:
             rows_written = [message_to_row(message) for message in unseen]
-            history = _merged(history, _history_rows(thread_id, unseen, rows_written))
+            history = merged(kept, _history_rows(thread_id, unseen, rows_written))
         return TurnStart(thread, children, queue, list(history))
-
-
-def _history_since_known(thread_id: Any) -> Any:
-    """``[rows newer than b_known, digest of the rest, digest of all, highest seq]`` (JSON).
-
-    The rows are the history's (depth 0, not pending) in order; a digest is the MD5 of the
-    rows' MD5s (of each whole row as text) in that order, so any change of a row at or below
-    ``b_known`` (an edit, a status, a deletion) changes the first digest.
-    """
-    from sqlalchemy import BigInteger, Text, bindparam, cast, func, literal_column, or_, select
-    from sqlalchemy.dialects.postgresql import aggregate_order_by
-
-    from sa_core.store import tables as t
-
-    m = t.messages.c
-    found = (
-        select(*t.messages.c)
-        .where(
-            m.thread_id == thread_id,
-            m.depth == 0,
-            or_(m.status.is_(None), m.status != "pending"),
-        )
-        .subquery()
-    )
-    known: Any = bindparam("b_known", type_=BigInteger)
-    order = (found.c.created_at, found.c.seq)
-    row = found.table_valued()
-    newer = func.json_agg(aggregate_order_by(row, *order)).filter(found.c.seq > known)
-
-    def digest(*only: Any) -> Any:
-        hashes = func.string_agg(
-            func.md5(cast(row, Text)), aggregate_order_by(literal_column("','"), *order)
-        )
-        return func.md5(hashes.filter(*only) if only else hashes)
-
-    summary = func.json_build_array(
-        newer, digest(found.c.seq <= known), digest(), func.max(found.c.seq)
-    )
-    return select(summary).scalar_subquery()
-
-
-def _merged(older: list[Message], newer: list[Message]) -> list[Message]:
-    """Messages in stored order: ``newer`` were all inserted after ``older``."""
-    merged = older + newer
-    if newer and older and newer[0].created_at < older[-1].created_at:
-        merged.sort(key=lambda message: message.created_at)  # stable: insertion breaks ties
-    return merged
-
-
-def _without_seq(row: dict[str, Any]) -> dict[str, Any]:
-    row.pop("seq", None)
-    return row
