@@ -20,6 +20,11 @@ def parse_args(description: str) -> argparse.Namespace:
     parser.add_argument(
         "--load-seconds", type=float, default=None, help="length of the load run (server.py)"
     )
+    parser.add_argument(
+        "--postgres",
+        action="store_true",
+        help="a throwaway PostgreSQL cluster instead of a SQLite file (long_thread.py)",
+    )
     return parser.parse_args()
 
 

@@ -5,6 +5,9 @@ includes the chat; each turn stores a user message and an answer, so turn N sees
 messages. The figure for turn N is the median of the turns in a small window around N (single
 turns are too noisy on a busy machine), in CPU time (this process's own work, so other load on
 a shared machine does not count) and in wall time. Target: the 600th turn costs <= 1.5x the 10th.
+
+``--postgres`` runs the same on a throwaway PostgreSQL cluster (``tests/pgcluster.py``); its CPU
+figure is this process's only, the database's work shows in the wall time.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from common import parse_args  # noqa: E402
 WINDOW = 5
 
 
-async def one_round(database: Path, last: int) -> tuple[list[float], list[float]]:
+async def one_round(database: str, last: int) -> tuple[list[float], list[float]]:
     """(CPU ms, wall ms) of every turn 1..last + WINDOW of one thread."""
     from sa_core import Pack, Runtime, define_agent, define_model, define_prompt
     from sa_core.testing import TestProvider
@@ -38,7 +41,7 @@ async def one_round(database: Path, last: int) -> tuple[list[float], list[float]
     async with Runtime(
         packs=[pack],
         providers={"test": provider},
-        database_url=f"sqlite:///{database}",
+        database_url=database,
         load_entrypoints=False,
     ) as runtime:
         thread = await runtime.create_thread("chatter")
@@ -62,16 +65,32 @@ def main() -> None:
     last = 200 if args.short else 600
     rounds = args.rounds or (1 if args.short else 3)
     early, late, early_wall, late_wall = [], [], [], []
-    with tempfile.TemporaryDirectory() as tmp:
-        for index in range(rounds):
-            cpu, wall = asyncio.run(one_round(Path(tmp) / f"long-{index}.db", last))
-            early.append(around(cpu, 10))
-            late.append(around(cpu, last))
-            early_wall.append(around(wall, 10))
-            late_wall.append(around(wall, last))
+    cluster = None
+    if args.postgres:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+        from pgcluster import start_cluster
+
+        cluster = start_cluster()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for index in range(rounds):
+                if cluster is not None:
+                    cluster.run("psql", cluster.url(), "-qc", f"CREATE DATABASE long{index}")
+                    url = cluster.url(f"long{index}")
+                else:
+                    url = f"sqlite:///{Path(tmp) / f'long-{index}.db'}"
+                cpu, wall = asyncio.run(one_round(url, last))
+                early.append(around(cpu, 10))
+                late.append(around(cpu, last))
+                early_wall.append(around(wall, 10))
+                late_wall.append(around(wall, last))
+    finally:
+        if cluster is not None:
+            cluster.stop()
     ten, final = statistics.median(early), statistics.median(late)
     ten_wall, final_wall = statistics.median(early_wall), statistics.median(late_wall)
-    print(f"long thread (one thread, {last} turns, TestProvider, SQLite file; {rounds} rounds):")
+    store = "PostgreSQL (CPU: this process only)" if args.postgres else "SQLite file"
+    print(f"long thread (one thread, {last} turns, TestProvider, {store}; {rounds} rounds):")
     print(f"  turn 10:  cpu {ten:.3f} ms, wall {ten_wall:.3f} ms")
     print(f"  turn {last}: cpu {final:.3f} ms, wall {final_wall:.3f} ms")
     print(f"  ratio:    cpu {final / ten:.2f}x, wall {final_wall / ten_wall:.2f}x; target <= 1.5x")
