@@ -4,8 +4,9 @@ SQLite tells a store whether another process wrote (``PRAGMA data_version``), so
 cache serves reads with no query at all. PostgreSQL cannot tell, so every read asks the
 database, but only for the rows inserted since the history a worker kept
 (:class:`~sa_core.store.caches.ReadHistories`), together with a digest of the rows it already
-has: when the digest differs, one of them changed (an edit, a status, a deletion, or a row
-that committed late with a lower ``seq``) and the history is read whole.
+has (their ``seq`` and row versions): when the digest differs, one of them changed (an edit,
+a status, a deletion, or a row that committed late with a lower ``seq``) and the history is
+read whole.
 """
 
 from __future__ import annotations
@@ -21,14 +22,17 @@ if TYPE_CHECKING:
     from sa_core.store.caches import StoreCaches
 
 SUMMARY_KEY = "history_summary"
+_VERSION = "row_version"
 
 
 def history_since_known(thread_id: Any) -> Any:
     """``[rows newer than b_known, digest of the rest, digest of all, highest seq]`` (JSON).
 
-    The rows are the history's (depth 0, not pending) in order; a digest is the MD5 of the
-    rows' MD5s (of each whole row as text) in that order, so any change of a row at or below
-    ``b_known`` (an edit, a status, a deletion) changes the first digest.
+    The rows are the history's (depth 0, not pending), in order. A digest is the MD5 of the
+    rows' ``seq`` and row version (PostgreSQL's ``xmin``: the transaction that wrote that
+    version of the row) in that order. Any write of a row at or below ``b_known`` (an edit, a
+    status, a deletion, a row committed late with a lower ``seq``) changes the first digest;
+    a row version is read without turning the row into text, so a digest costs little.
     """
     from sqlalchemy import BigInteger, Text, bindparam, cast, func, literal_column, or_, select
     from sqlalchemy.dialects.postgresql import aggregate_order_by
@@ -37,7 +41,7 @@ def history_since_known(thread_id: Any) -> Any:
 
     m = t.messages.c
     found = (
-        select(*t.messages.c)
+        select(*t.messages.c, literal_column("messages.xmin").label(_VERSION))
         .where(
             m.thread_id == thread_id,
             m.depth == 0,
@@ -47,17 +51,18 @@ def history_since_known(thread_id: Any) -> Any:
     )
     known: Any = bindparam("b_known", type_=BigInteger)
     order = (found.c.created_at, found.c.seq)
-    row = found.table_valued()
-    newer = func.json_agg(aggregate_order_by(row, *order)).filter(found.c.seq > known)
+    newer = func.json_agg(aggregate_order_by(found.table_valued(), *order))
+    version = cast(found.c.seq, Text) + ":" + cast(found.c[_VERSION], Text)
 
     def digest(*only: Any) -> Any:
-        hashes = func.string_agg(
-            func.md5(cast(row, Text)), aggregate_order_by(literal_column("','"), *order)
-        )
-        return func.md5(hashes.filter(*only) if only else hashes)
+        versions = func.string_agg(version, aggregate_order_by(literal_column("','"), *order))
+        return func.md5(versions.filter(*only) if only else versions)
 
     summary = func.json_build_array(
-        newer, digest(found.c.seq <= known), digest(), func.max(found.c.seq)
+        newer.filter(found.c.seq > known),
+        digest(found.c.seq <= known),
+        digest(),
+        func.max(found.c.seq),
     )
     return select(summary).scalar_subquery()
 
@@ -113,6 +118,7 @@ def apply_history_read(
 
 
 def without_seq(row: dict[str, Any]) -> dict[str, Any]:
-    """The row (changed in place) without its ``seq`` column."""
+    """The row (changed in place) without its ``seq`` column (and row version)."""
     row.pop("seq", None)
+    row.pop(_VERSION, None)
     return row
