@@ -69,12 +69,10 @@ def history_since_known(thread_id: Any) -> Any:
 
 def merged(older: list[Message], newer: list[Message]) -> list[Message]:
     """Messages in stored order: ``newer`` were all inserted after ``older``."""
-    merged = older + newer
+    combined = older + newer
     if newer and older and newer[0].created_at < older[-1].created_at:
-        merged.sort(key=lambda message: message.created_at)  # stable: insertion breaks ties
-    return merged
-
-
+        combined.sort(key=lambda message: message.created_at)  # stable: insertion breaks ties
+    return combined
 
 
 @functools.cache
