@@ -158,8 +158,8 @@ def freeze_startup_heap() -> None:
     Modules, pack definitions, the app and its routes live as long as the process; the cyclic
     collector's full passes would otherwise walk them all (about a hundred thousand objects)
     every few hundred turns. Frozen objects are still freed by reference counting; only the
-    cycle search skips them (the practice of CPython's ``gc.freeze`` documentation for
-    long-running servers).
+    cycle search skips them (``gc.freeze``: they move to a permanent generation that no
+    collection visits).
     """
     import gc
 
