@@ -220,9 +220,6 @@ class RowMessages:
         self._kept: OrderedDict[str, tuple[dict[str, Any], Message]] = OrderedDict()
         self._size = size
 
-    def __len__(self) -> int:
-        return len(self._kept)
-
     def message(self, row: dict[str, Any], build: Callable[[dict[str, Any]], Message]) -> Message:
         """The message of ``row`` (not changed), built by ``build`` (given a copy) when new."""
         key = row["id"]
@@ -236,10 +233,6 @@ class RowMessages:
             self._kept.popitem(last=False)
         return message
 
-    def clear(self) -> None:
-        """Drop every kept message."""
-        self._kept.clear()
-
 
 @dataclass(slots=True)
 class ReadHistory:
@@ -248,12 +241,13 @@ class ReadHistory:
     seq: int
     """The highest ``seq`` among its rows (-1: none)."""
     digest: str | None
-    """The database's digest of its rows (their text, in order), ``None`` for none."""
+    """The database's digest of its rows (``seq`` and row version, in order), ``None`` for
+    none."""
     messages: list[Message]
 
 
 class ReadHistories:
-    """The history each thread's last turn-start read found, with the database's digest of it.
+    """The history each thread's last read found, with the database's digest of it.
 
     For a backend that cannot tell whether another process wrote (PostgreSQL). The next read
     asks only for rows newer than :attr:`ReadHistory.seq`, with the digest of the rows at or
@@ -267,9 +261,6 @@ class ReadHistories:
         self._threads = threads
         self._messages = messages
         self._size = 0
-
-    def __len__(self) -> int:
-        return len(self._kept)
 
     def get(self, thread_id: str) -> ReadHistory | None:
         """The thread's kept history, if any."""

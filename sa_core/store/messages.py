@@ -423,11 +423,16 @@ class MessagesMixin(StoreBase):
 
     async def _read_history_pg(self, thread_id: str) -> list[Message]:
         """The history on PostgreSQL: only the rows new since the kept one (``pghistory``)."""
-        from sa_core.store.pghistory import SUMMARY_KEY, apply_history_read, history_read_pg
+        from sa_core.store.pghistory import (
+            SUMMARY_KEY,
+            apply_history_read,
+            history_params,
+            history_read_pg,
+        )
 
         while True:  # twice at most: a changed kept history is dropped, then read whole
             held = self._caches.read_histories.get(thread_id)
-            params = {"b_id": thread_id, "b_known": -1 if held is None else held.seq}
+            params = history_params(thread_id, held)
             rows = await self._fetch(history_read_pg(), params, None)
             found = apply_history_read(self._caches, thread_id, held, rows[0][SUMMARY_KEY])
             if found is not None:

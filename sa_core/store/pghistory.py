@@ -84,6 +84,11 @@ def history_read_pg() -> Prepared:
     return Prepared(select(column), [column])
 
 
+def history_params(thread_id: str, held: ReadHistory | None) -> dict[str, Any]:
+    """The parameters of :func:`history_since_known` against a kept history (or none)."""
+    return {"b_id": thread_id, "b_known": -1 if held is None else held.seq}
+
+
 def apply_history_read(
     caches: StoreCaches, thread_id: str, held: ReadHistory | None, summary: list[Any]
 ) -> tuple[list[Message], list[Message]] | None:

@@ -89,7 +89,12 @@ class TurnStartMixin(ThreadsMixin, QueueMixin):
             The thread, or ``None`` when it is gone.
         """
         from sa_core.store.messages import _history_rows, message_to_row
-        from sa_core.store.pghistory import apply_history_read, merged, without_seq
+        from sa_core.store.pghistory import (
+            apply_history_read,
+            history_params,
+            merged,
+            without_seq,
+        )
         from sa_core.store.queue import _entry
         from sa_core.store.threads import _KIDS_KEY, thread_with_children
 
@@ -102,7 +107,7 @@ class TurnStartMixin(ThreadsMixin, QueueMixin):
         histories = self._caches.read_histories
         held = histories.get(thread_id)
         query = _turn_start_pg()
-        params = {"b_id": thread_id, "b_known": -1 if held is None else held.seq}
+        params = history_params(thread_id, held)
         rows = await self._check_tx(tx).read_with_writes(query, params, last=True)
         if rows is None:
             rows = await self._fetch(query, params, tx)
