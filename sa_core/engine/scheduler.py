@@ -21,6 +21,8 @@ from collections.abc import Awaitable, Callable, Coroutine
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal
 
+from sa_core.engine.ration import StepRation
+
 if TYPE_CHECKING:
     from sa_core.engine.flow import Flow
     from sa_core.spec import Message
@@ -85,6 +87,7 @@ class Scheduler:
         self._initial: dict[str, list[Message]] = {}
         self._resume: dict[str, ResumePoint] = {}
         self._background: set[asyncio.Task[Any]] = set()
+        self._ration = StepRation()
         self.awaited: set[str] = set()
         """Threads a blocking subagent call in this process waits on."""
 
@@ -226,6 +229,15 @@ class Scheduler:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
         return task
+
+    async def before_step(self) -> None:
+        """Wait for a runner's share of the event loop while other runners are in flight.
+
+        Steps then start one per loop pass, and requests that arrived meanwhile are served
+        between them (:mod:`sa_core.engine.ration`). A runner alone starts at once.
+        """
+        if len(self._tasks) > 1 or self._ration.waiting:
+            await self._ration.wait()
 
     # -- observing ----------------------------------------------------------------------------
 
