@@ -62,7 +62,7 @@ def count_transactions(runtime: Any) -> Counter[str]:
 
 
 @pytest.mark.asyncio
-async def test_a_turn_commits_the_message_the_step_and_the_settlement_only(
+async def test_a_turn_commits_the_message_then_the_answer_with_the_settlement(
     sa_runtime_factory: Any, backend: str
 ) -> None:
     async with sa_runtime_factory(packs=[echo_pack()], providers={"test": echo_provider()}) as rt:
@@ -77,9 +77,10 @@ async def test_a_turn_commits_the_message_the_step_and_the_settlement_only(
         owner = await rt.store.lease_owner(thread.thread_id)
         worker = rt.workers.worker_id if rt.workers is not None else None
     assert [m.content for m in page.messages][-2:] == ["hi", "echo: hi"]
-    # acknowledge (message + owed turn + claim), the model step, the settlement; on PostgreSQL
-    # the lease taken by the first turn is still this worker's: no write to take it again
-    assert writes == 3
+    # acknowledge (message + owed turn + claim), then the answer's step, which settles the
+    # flow in its own commit; on PostgreSQL the lease taken by the first turn is still this
+    # worker's: no write to take it again
+    assert writes == 2
     assert record is not None and record.status == "idle" and record.claimed_by is None
     assert owner == worker
 
@@ -214,10 +215,11 @@ async def test_a_blocking_delegation_commits_each_point_once_and_answers_the_cal
     assert "waiter" not in child.execution
     assert child_record is not None and child_record.status == "idle"
     # SQLite: parent: acknowledge, step (call), child created with its first message and owed
-    # turn, tool result, step (answer), settle; child: two steps, one tool result, and the
-    # settle that also answers the waiting call (no drain, no separate result transaction).
+    # turn, tool result, step (answer) settling the flow; child: two steps, one tool result,
+    # and the settle that also answers the waiting call (no drain, no separate result
+    # transaction).
     # Workers on PostgreSQL keep the queued first message (a drain) and a separate result
     # transaction, and each of the two threads takes its lease (and keeps it a while).
-    expected = {"sqlite": 10, "postgresql": 12 + 2 * LEASE_TAKES["postgresql"]}
+    expected = {"sqlite": 9, "postgresql": 11 + 2 * LEASE_TAKES["postgresql"]}
     assert writes == expected[backend]
     assert child.execution["answered"] == page.messages[1].tool_calls[0].id

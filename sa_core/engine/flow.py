@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from sa_core.state import ThreadState
     from sa_core.store import Transaction
     from sa_core.store.executions import ResumePoint
+    from sa_core.store.rows import QueueEntry
 
 GLOBAL_STEP_CEILING = 250
 REPEATED_ERROR_LIMIT = 8
@@ -147,6 +148,8 @@ class StepResult:
     calls: list[ToolCall]
     tool_rows: list[Message]
     content: str
+    settled: StopReason | None = None
+    """Why the flow stopped, when it was settled in the step's own commit."""
 
 
 class Flow:
@@ -188,6 +191,9 @@ class Flow:
         self.outcome: SessionOutcome | None = None
         self.end_reason: StopReason | None = None
         """Why the flow stopped, once :meth:`run` returned."""
+        self.settled_queue: list[QueueEntry] | None = None
+        """The thread's queue as the commit of the flow's last step, which settled the flow,
+        read it; ``None`` when the runner settles the flow in a transaction of its own."""
         self.messages: list[Message] = list(initial_messages or [])
         self.last_text = ""
         self.prompt_path: list[str] = []
@@ -333,6 +339,8 @@ class Flow:
             self.side_steps[side] += 1
             self.step_count += 1
             step = await self._step(side, side_config)
+            if step.settled is not None:
+                return step.settled
             if self.prompt_override is not None:
                 return "one_step"
             decision = await self.after_step(side, side_config, step)
@@ -612,10 +620,14 @@ class Flow:
             "response_completed_at": now_us(),
             "log_id": log.id,
         }
+        settled: StopReason | None = None
         async with engine.store.transaction() as tx:
             await engine.store.insert_log(state.thread_id, log, tx=tx)
             updated = await complete_prepared(state, pending, updates, tx=tx)
-            if self.durable:  # the resume point commits with the step (tool calls included)
+            settled = None if empty else self._last_step(side, config, calls, content)
+            if settled is not None:  # the flow settles in this commit: no resume point needed
+                await self._settle_with_step(side, settled, tx)
+            elif self.durable:  # the resume point commits with the step (tool calls included)
                 await self.save_step_point(pending.id, tx=tx)
         message = updated or pending.model_copy(update=updates)
         if (
@@ -651,7 +663,47 @@ class Flow:
                 tool_rows.append(row)
         self._unanswered = []
         state.active_prompt = prompt
-        return StepResult(message, calls, tool_rows, content)
+        return StepResult(message, calls, tool_rows, content, settled)
+
+    def _last_step(
+        self, side: Side, config: SideConfig, calls: list[ToolCall], content: str
+    ) -> StopReason | None:
+        """Why the flow stops after this step, when that is known before the step commits.
+
+        A thread's top-level flow, run by its runner, whose answer completes a turn with a
+        human on the other side: no tool call, handoff, queued tool or stop is left to change
+        what :meth:`after_step` decides (it would return ``stop_on_response``).
+        """
+        if (
+            calls
+            or not self.durable
+            or self.depth
+            or self.prompt_override is not None
+            or self.queued_tools
+            or self.pending_handoff is not None
+            or self.stopped
+            or self.state.parent_id is not None
+            or not (config.stop_on_response and content.strip())
+            or self.side_config(other(side)) is not None
+            or self.engine.scheduler.flow(self.state.thread_id) is not self
+        ):
+            return None
+        return "stop_on_response"
+
+    async def _settle_with_step(self, side: Side, reason: StopReason, tx: Transaction) -> None:
+        """Count the turn and settle the flow in ``tx``, the transaction of its last step.
+
+        The runner then ends the flow without a transaction of its own (one commit fewer per
+        turn). When ``tx`` fails the count and reason are taken back: the step failed.
+        """
+        self.turns[side] += 1
+        self.end_reason = reason
+        try:
+            self.settled_queue = await self.engine.scheduler.settle_in(self, tx)
+        except BaseException:
+            self.turns[side] -= 1
+            self.end_reason = None
+            raise
 
     async def _run_call(
         self,

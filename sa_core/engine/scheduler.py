@@ -26,8 +26,9 @@ from sa_core.engine.ration import StepRation
 if TYPE_CHECKING:
     from sa_core.engine.flow import Flow
     from sa_core.spec import Message
-    from sa_core.store import Store
+    from sa_core.store import Store, Transaction
     from sa_core.store.executions import ResumePoint
+    from sa_core.store.rows import QueueEntry
 
 Side = Literal["a", "b"]
 RunFlow = Callable[[str, Side, list["Message"], "ResumePoint | None"], Awaitable["Flow | None"]]
@@ -375,11 +376,10 @@ class Scheduler:
                     if self._release is None:
                         await self.store.release_execution(thread_id, self.instance_id)
                     return
-                self._settling.add(thread_id)
-                # the queue is read in the transaction that settles the flow (one commit)
-                async with self.store.transaction() as tx:
-                    await self._settle_flow(flow)
-                    queue = await self.store.list_queue(thread_id, tx=tx, last=True)
+                queue = flow.settled_queue  # settled with its last step's commit
+                if queue is None:
+                    async with self.store.transaction() as tx:
+                        queue = await self.settle_in(flow, tx)
                 if not queue and thread_id not in self._kicked:
                     settled = thread_id not in self._interrupted
                     return
@@ -389,6 +389,18 @@ class Scheduler:
                 side = side_for_role(queue[0].role) if queue else flow.current_side
         finally:
             self._runner_ended(thread_id, settled)
+
+    async def settle_in(self, flow: Flow, tx: Transaction) -> list[QueueEntry]:
+        """Settle a runner's flow in ``tx``, and read the queue last (one commit).
+
+        The runner's own settlement, or the commit of the flow's last step
+        (:meth:`Flow._settle_with_step`). A message posted meanwhile waits for that commit
+        (:meth:`wait_settled`). Returns the queue: work that waits for the next flow.
+        """
+        thread_id = flow.state.thread_id
+        self._settling.add(thread_id)
+        await self._settle_flow(flow)
+        return await self.store.list_queue(thread_id, tx=tx, last=True)
 
     def _runner_ended(self, thread_id: str, settled: bool) -> None:
         """Forget a thread's runner and give its claim back (kept a while when ``settled``)."""
