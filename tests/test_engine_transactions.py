@@ -86,6 +86,36 @@ async def test_a_turn_commits_the_message_then_the_answer_with_the_settlement(
 
 
 @pytest.mark.asyncio
+async def test_a_message_a_hook_sends_on_the_answer_is_answered_too(
+    sa_runtime_factory: Any,
+) -> None:
+    """The answer's step settles the flow in its commit unless work was queued meanwhile."""
+    from sa_core import define_hook
+
+    async def follow_up(state: Any, message: Any) -> None:
+        if message.role == "assistant" and message.content == "echo: hi":
+            await state.send_message("and then?", wait=False)  # queued: its turn is running
+
+    pack = Pack(
+        name="echo",
+        agents=[define_agent(name="helper", side_a={"prompt": "main"}, hooks=["follow"])],
+        prompts=[define_prompt(name="main", model="m", prompt="Echo.", include_chat=True)],
+        models=[define_model(name="m", provider="test", model="x")],
+        hooks=[define_hook(id="follow", hook="after_create_message", execute=follow_up)],
+    )
+    async with sa_runtime_factory(packs=[pack], providers={"test": echo_provider()}) as rt:
+        thread = await rt.create_thread("helper")
+        await thread.send_message("hi")
+        await rt.wait_idle(timeout=10)
+        page = await thread.get_messages()
+        queue = await rt.store.list_queue(thread.thread_id)
+        record = await rt.store.get_execution(thread.thread_id)
+    assert [m.content for m in page.messages] == ["hi", "echo: hi", "and then?", "echo: and then?"]
+    assert queue == []
+    assert record is not None and record.status == "idle"
+
+
+@pytest.mark.asyncio
 async def test_a_message_queued_before_the_first_step_is_still_drained(
     sa_runtime_factory: Any,
 ) -> None:

@@ -686,6 +686,9 @@ class Flow:
             or not (config.stop_on_response and content.strip())
             or self.side_config(other(side)) is not None
             or self.engine.scheduler.flow(self.state.thread_id) is not self
+            # an entry queued during the step (say by a hook): on PostgreSQL the settlement's
+            # queue read goes in the statement that writes it, and would not see it
+            or self.engine.scheduler.has_queued(self.state.thread_id)
         ):
             return None
         return "stop_on_response"

@@ -193,6 +193,10 @@ class Scheduler:
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
+    def has_queued(self, thread_id: str) -> bool:
+        """Whether entries were queued for the thread since its flow last drained the queue."""
+        return thread_id in self._queued
+
     def take_queued(self, thread_id: str) -> bool:
         """Whether entries were queued for the thread since the last call (clears the note)."""
         if thread_id in self._queued:
