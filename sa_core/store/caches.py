@@ -240,9 +240,9 @@ class ReadHistory:
 
     seq: int
     """The highest ``seq`` among its rows (-1: none)."""
-    digest: str | None
-    """The database's digest of its rows (``seq`` and row version, in order), ``None`` for
-    none."""
+    digest: tuple[int, int]
+    """The database's digest of its rows: how many, and the sum of their hashes of ``seq``
+    and row version (:func:`sa_core.store.pghistory.history_since_known`)."""
     messages: list[Message]
 
 

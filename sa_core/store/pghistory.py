@@ -22,17 +22,20 @@ if TYPE_CHECKING:
     from sa_core.store.caches import StoreCaches
 
 SUMMARY_KEY = "history_summary"
-_VERSION = "row_version"
+ROW_HASH = "row_hash"
+"""The column of a history row read here holding the hash of its ``seq`` and row version."""
 
 
 def history_since_known(thread_id: Any) -> Any:
-    """``[rows newer than b_known, digest of the rest, digest of all, highest seq]`` (JSON).
+    """``[rows newer than b_known, digest of the rest, highest seq]`` (JSON).
 
-    The rows are the history's (depth 0, not pending), in order. A digest is the MD5 of the
-    rows' ``seq`` and row version (PostgreSQL's ``xmin``: the transaction that wrote that
-    version of the row) in that order. Any write of a row at or below ``b_known`` (an edit, a
-    status, a deletion, a row committed late with a lower ``seq``) changes the first digest;
-    a row version is read without turning the row into text, so a digest costs little.
+    The rows are the history's (depth 0, not pending), in order, each with its
+    :data:`ROW_HASH`: a 64-bit hash of its ``seq`` and row version (PostgreSQL's ``xmin``, the
+    transaction that wrote that version of the row). The digest of the rows at or below
+    ``b_known`` is ``[how many, sum of their hashes]``: any write of one of them (an edit, a
+    status, a deletion, a row committed late with a lower ``seq``) changes it. A sum needs no
+    sort and adds up: the digest of every row read is the rest's plus the new rows' hashes,
+    so the caller keeps it without the database computing it again.
     """
     from sqlalchemy import BigInteger, Text, bindparam, cast, func, literal_column, or_, select
     from sqlalchemy.dialects.postgresql import aggregate_order_by
@@ -40,8 +43,9 @@ def history_since_known(thread_id: Any) -> Any:
     from sa_core.store import tables as t
 
     m = t.messages.c
+    version = cast(m.seq, Text) + ":" + cast(literal_column("messages.xmin"), Text)
     found = (
-        select(*t.messages.c, literal_column("messages.xmin").label(_VERSION))
+        select(*t.messages.c, func.hashtextextended(version, 0).label(ROW_HASH))
         .where(
             m.thread_id == thread_id,
             m.depth == 0,
@@ -50,19 +54,13 @@ def history_since_known(thread_id: Any) -> Any:
         .subquery()
     )
     known: Any = bindparam("b_known", type_=BigInteger)
-    order = (found.c.created_at, found.c.seq)
-    newer = func.json_agg(aggregate_order_by(found.table_valued(), *order))
-    version = cast(found.c.seq, Text) + ":" + cast(found.c[_VERSION], Text)
-
-    def digest(*only: Any) -> Any:
-        versions = func.string_agg(version, aggregate_order_by(literal_column("','"), *order))
-        return func.md5(versions.filter(*only) if only else versions)
-
+    older = found.c.seq <= known
+    newer = func.json_agg(aggregate_order_by(found.table_valued(), found.c.created_at, found.c.seq))
+    digest = func.json_build_array(
+        func.count().filter(older), func.coalesce(func.sum(found.c[ROW_HASH]).filter(older), 0)
+    )
     summary = func.json_build_array(
-        newer.filter(found.c.seq > known),
-        digest(found.c.seq <= known),
-        digest(),
-        func.max(found.c.seq),
+        newer.filter(found.c.seq > known), digest, func.max(found.c.seq)
     )
     return select(summary).scalar_subquery()
 
@@ -107,21 +105,25 @@ def apply_history_read(
     """
     from sa_core.store.messages import message_from_row
 
-    entries, digest_known, digest_all, highest = summary
+    entries, (count, total), highest = summary
     histories = caches.read_histories
-    if held is not None and digest_known != held.digest:
+    if held is not None and (count, total) != held.digest:
         histories.drop(thread_id)
         return None
     rows = caches.rows
-    newer = [rows.message(without_seq(entry), message_from_row) for entry in entries or []]
+    newer = []
+    for entry in entries or []:
+        count += 1
+        total += entry[ROW_HASH]
+        newer.append(rows.message(without_seq(entry), message_from_row))
     history = newer if held is None else merged(held.messages, newer)
     seq = -1 if highest is None else int(highest)
-    histories.put(thread_id, ReadHistory(seq, digest_all, history))
+    histories.put(thread_id, ReadHistory(seq, (count, total), history))
     return history, newer
 
 
 def without_seq(row: dict[str, Any]) -> dict[str, Any]:
-    """The row (changed in place) without its ``seq`` column (and row version)."""
+    """The row (changed in place) without its ``seq`` column (and row hash)."""
     row.pop("seq", None)
-    row.pop(_VERSION, None)
+    row.pop(ROW_HASH, None)
     return row
