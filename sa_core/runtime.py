@@ -455,8 +455,10 @@ class Runtime:
     async def thread_for_message(self, thread_id: str) -> ThreadState:
         """The thread a message is about to be sent on (the server's hot path).
 
+        A thread with a live handle known to match the database (no other process wrote since
+        it was read or written here, ``PRAGMA data_version`` on SQLite) is not read again.
         With several workers, a thread whose lease this worker holds (a turn runs here, or ran
-        last and the lease is kept) is not read first: its live handle serves, and the
+        last and the lease is kept) is not read first either: its live handle serves, and the
         message's commit checks that the row is still as the handle holds it (:meth:`send`
         reads it and goes on when it is not). Otherwise as :meth:`get_thread`.
 
@@ -466,7 +468,11 @@ class Runtime:
         from sa_core.state import ThreadState
 
         shared = self._live.get(thread_id)
-        if shared is not None and self.workers is not None and thread_id in self.workers.held:
+        if shared is not None and (
+            thread_id in self.workers.held
+            if self.workers is not None
+            else self._live_current(thread_id)
+        ):
             return ThreadState(self, shared)
         return await self.get_thread(thread_id)
 
