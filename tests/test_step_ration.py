@@ -28,8 +28,17 @@ async def _runners(ration: StepRation | None, arrival: str) -> list[str]:
 
 @pytest.mark.asyncio
 async def test_a_request_arriving_during_a_step_is_served_before_other_runners_steps() -> None:
-    order = await _runners(StepRation(), arrival="a0")
-    assert order == ["a0", "request", "b0", "c0", "a1", "b1", "c1"]
+    """Past the pass's budget (here none), steps wait: one a pass, in the order they came."""
+    order = await _runners(StepRation(budget=0), arrival="a0")
+    assert order == ["a0", "request", "a1", "b0", "c0", "b1", "c1"]
+
+
+@pytest.mark.asyncio
+async def test_steps_within_the_pass_budget_start_at_once() -> None:
+    """Cheap steps cost no extra pass: the request comes after them, as without a ration."""
+    assert await _runners(StepRation(budget=60.0), arrival="a0") == await _runners(
+        None, arrival="a0"
+    )
 
 
 @pytest.mark.asyncio
@@ -41,7 +50,7 @@ async def test_without_a_ration_the_request_waits_for_every_ready_step() -> None
 
 @pytest.mark.asyncio
 async def test_a_cancelled_waiter_gives_up_its_place() -> None:
-    ration = StepRation()
+    ration = StepRation(budget=0)
     order: list[str] = []
 
     async def runner(name: str) -> None:
@@ -62,7 +71,7 @@ async def test_a_cancelled_waiter_gives_up_its_place() -> None:
 async def test_busy_threads_take_their_model_steps_in_turn_and_all_finish(
     sa_runtime_factory: object,
 ) -> None:
-    """Eight tool loops at once: each thread's first step comes before any thread's second."""
+    """Eight tool loops at once, steps rationed: every thread steps before any steps thrice."""
     from sa_core import Pack, define_agent, define_model, define_prompt, define_tool
     from sa_core.testing import FunctionProvider
 
@@ -90,6 +99,7 @@ async def test_busy_threads_take_their_model_steps_in_turn_and_all_finish(
     )
     factory = sa_runtime_factory  # type: ignore[assignment]
     async with factory(packs=[pack], providers={"test": FunctionProvider(model)}) as rt:  # type: ignore[operator]
+        rt.scheduler.step_ration = StepRation(budget=0)  # every step past the first waits
         threads = [await rt.create_thread("ticker") for _ in range(8)]
         await asyncio.gather(*(t.send_message("go", wait=False) for t in threads))
         await rt.wait_idle(timeout=20)
@@ -97,4 +107,7 @@ async def test_busy_threads_take_their_model_steps_in_turn_and_all_finish(
         assert rt.scheduler.entries() == 0
     assert last == ["done"] * 8
     assert sorted(calls.values()) == [3] * 8
-    assert len(set(steps[:8])) == 8  # without the ration: one thread's whole loop, then the next
+    # without the ration one thread's whole loop runs, then the next one's
+    first_steps = max(steps.index(thread) for thread in set(steps))
+    third_steps = min([i for i, t in enumerate(steps) if steps[: i + 1].count(t) == 3])
+    assert first_steps < third_steps

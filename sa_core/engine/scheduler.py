@@ -88,7 +88,8 @@ class Scheduler:
         self._initial: dict[str, list[Message]] = {}
         self._resume: dict[str, ResumePoint] = {}
         self._background: set[asyncio.Task[Any]] = set()
-        self._ration = StepRation()
+        self.step_ration = StepRation()
+        """Lets runners' steps through per event-loop pass (:mod:`sa_core.engine.ration`)."""
         self.awaited: set[str] = set()
         """Threads a blocking subagent call in this process waits on."""
 
@@ -238,11 +239,12 @@ class Scheduler:
     async def before_step(self) -> None:
         """Wait for a runner's share of the event loop while other runners are in flight.
 
-        Steps then start one per loop pass, and requests that arrived meanwhile are served
-        between them (:mod:`sa_core.engine.ration`). A runner alone starts at once.
+        Past a pass's budget of runner time, steps start one per loop pass, and requests
+        that arrived meanwhile are served between them (:mod:`sa_core.engine.ration`). A
+        runner alone starts at once.
         """
-        if len(self._tasks) > 1 or self._ration.waiting:
-            await self._ration.wait()
+        if len(self._tasks) > 1 or self.step_ration.waiting:
+            await self.step_ration.wait()
 
     # -- observing ----------------------------------------------------------------------------
 
