@@ -32,7 +32,7 @@ from sa_core.errors import (
 if TYPE_CHECKING:
     from sa_core.engine.context import PromptTemplate
     from sa_core.engine.events import EventBus, QueuedFrame
-    from sa_core.engine.flow import Flow
+    from sa_core.engine.flow import Flow, StopReason
     from sa_core.engine.leases import Workers
     from sa_core.engine.mcp import McpManager
     from sa_core.engine.scheduler import Scheduler
@@ -988,19 +988,22 @@ class Runtime:
             self._forget_current(thread_id)
         return flow
 
-    async def _settle_flow(self, flow: Flow) -> None:
+    async def _settle_flow(self, flow: Flow, reason: StopReason | None = None) -> None:
         """Record a finished flow: the outcome, a parent's report and "nothing owed", at once.
+
+        ``reason`` is why the flow stopped when it is settled before :meth:`Flow.run` returns
+        (in the commit of its last step); by default the flow's ``end_reason``.
 
         The runner's thread handle then lets go of the flow (``state.execution`` is ``None``
         outside a turn): a handle kept elsewhere, say by a provider's request log, no longer
         holds the turn's messages in a flow-handle reference cycle that only the garbage
         collector's full passes free.
         """
-        reason = flow.end_reason or "idle"
+        why: str = reason or flow.end_reason or "idle"
         try:
             async with self.store.transaction() as tx:
-                await self._settle(flow.state, flow, reason)
-                await self.store.finish_execution(flow.state.thread_id, reason, tx=tx)
+                await self._settle(flow.state, flow, why)
+                await self.store.finish_execution(flow.state.thread_id, why, tx=tx)
         except BaseException:
             self._forget_current(flow.state.thread_id)  # the live row went ahead of the store
             raise

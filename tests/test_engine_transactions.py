@@ -86,6 +86,65 @@ async def test_a_turn_commits_the_message_then_the_answer_with_the_settlement(
 
 
 @pytest.mark.asyncio
+async def test_an_answer_whose_commit_fails_is_recorded_as_a_step_error_and_settled(
+    sa_runtime_factory: Any, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The settlement that went with the answer rolls back with it: the runner settles.
+
+    SQLite fails the ``COMMIT``; PostgreSQL commits the step with its last statement (the
+    settlement's queue read goes with the writes), so that statement fails.
+    """
+    async with sa_runtime_factory(packs=[echo_pack()], providers={"test": echo_provider()}) as rt:
+        thread = await rt.create_thread("helper")
+        await thread.send_message("warm up")
+        doomed: list[Any] = []
+        store = rt.store
+        list_queue = store.list_queue
+
+        async def failing_list_queue(*args: Any, **kwargs: Any) -> Any:
+            if kwargs.get("last") and backend == "postgresql" and not doomed:
+                doomed.append(kwargs["tx"])
+                raise OSError("connection reset")
+            return await list_queue(*args, **kwargs)
+
+        settle_in = rt.scheduler.settle_in
+
+        async def settle_then_doom(flow: Any, tx: Any, reason: Any = None) -> Any:
+            queue = await settle_in(flow, tx, reason)
+            if reason is not None and not doomed:  # in the answering step's transaction
+                doomed.append(tx)
+                commit = type(tx).commit
+
+                async def failing_commit(self: Any) -> None:
+                    if self is tx:
+                        raise OSError("disk full")
+                    await commit(self)
+
+                monkeypatch.setattr(type(tx), "commit", failing_commit)
+            return queue
+
+        monkeypatch.setattr(store, "list_queue", failing_list_queue)
+        monkeypatch.setattr(rt.scheduler, "settle_in", settle_then_doom)
+        await thread.send_message("hi")
+        await rt.wait_idle(timeout=10)
+        monkeypatch.undo()
+        page = await thread.get_messages()
+        record = await rt.store.get_execution(thread.thread_id)
+        live = await rt.get_thread(thread.thread_id)
+    assert doomed, "the answer's step did not settle the flow in its commit"
+    # the answer rolled back; the call is left as a failed row (as any failed model call)
+    assert [(m.content, m.status) for m in page.messages] == [
+        ("warm up", None),
+        ("echo: warm up", "completed"),
+        ("hi", None),
+        (None, "failed"),
+    ]
+    assert record is not None and record.status == "idle" and record.claimed_by is None
+    assert record.stop_reason == "step_error"
+    assert live.row.execution["turns"]["a"] == 1  # the failed answer completed no turn
+
+
+@pytest.mark.asyncio
 async def test_a_message_a_hook_sends_on_the_answer_is_answered_too(
     sa_runtime_factory: Any,
 ) -> None:

@@ -621,14 +621,22 @@ class Flow:
             "log_id": log.id,
         }
         settled: StopReason | None = None
-        async with engine.store.transaction() as tx:
-            await engine.store.insert_log(state.thread_id, log, tx=tx)
-            updated = await complete_prepared(state, pending, updates, tx=tx)
-            settled = None if empty else self._last_step(side, config, calls, content)
-            if settled is not None:  # the flow settles in this commit: no resume point needed
-                await self._settle_with_step(side, settled, tx)
-            elif self.durable:  # the resume point commits with the step (tool calls included)
-                await self.save_step_point(pending.id, tx=tx)
+        try:
+            async with engine.store.transaction() as tx:
+                await engine.store.insert_log(state.thread_id, log, tx=tx)
+                updated = await complete_prepared(state, pending, updates, tx=tx)
+                settled = None if empty else self._last_step(side, config, calls, content)
+                if settled is not None:  # the flow settles in this commit: no resume point
+                    self.turns[side] += 1
+                    queue = await engine.scheduler.settle_in(self, tx, settled)
+                elif self.durable:  # the resume point commits with the step (and tool calls)
+                    await self.save_step_point(pending.id, tx=tx)
+        except BaseException:
+            if settled is not None:  # rolled back with the step: the runner settles the flow
+                self.turns[side] -= 1
+            raise
+        if settled is not None:
+            self.settled_queue = queue
         message = updated or pending.model_copy(update=updates)
         if (
             isinstance(message.tool_calls, list)
@@ -692,21 +700,6 @@ class Flow:
         ):
             return None
         return "stop_on_response"
-
-    async def _settle_with_step(self, side: Side, reason: StopReason, tx: Transaction) -> None:
-        """Count the turn and settle the flow in ``tx``, the transaction of its last step.
-
-        The runner then ends the flow without a transaction of its own (one commit fewer per
-        turn). When ``tx`` fails the count and reason are taken back: the step failed.
-        """
-        self.turns[side] += 1
-        self.end_reason = reason
-        try:
-            self.settled_queue = await self.engine.scheduler.settle_in(self, tx)
-        except BaseException:
-            self.turns[side] -= 1
-            self.end_reason = None
-            raise
 
     async def _run_call(
         self,

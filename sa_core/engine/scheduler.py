@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from sa_core.engine.ration import StepRation
 
 if TYPE_CHECKING:
-    from sa_core.engine.flow import Flow
+    from sa_core.engine.flow import Flow, StopReason
     from sa_core.spec import Message
     from sa_core.store import Store, Transaction
     from sa_core.store.executions import ResumePoint
@@ -33,8 +33,9 @@ if TYPE_CHECKING:
 Side = Literal["a", "b"]
 RunFlow = Callable[[str, Side, list["Message"], "ResumePoint | None"], Awaitable["Flow | None"]]
 """Runs one flow of a thread to its end (``None`` when the thread cannot run)."""
-SettleFlow = Callable[["Flow"], Awaitable[None]]
-"""Records how a flow ended (outcome, parent report, nothing owed)."""
+SettleFlow = Callable[["Flow", "StopReason | None"], Awaitable[None]]
+"""Records how a flow ended (outcome, parent report, nothing owed), and why (default: the
+flow's ``end_reason``)."""
 
 _RUNNER: ContextVar[str | None] = ContextVar("sa_runner_thread", default=None)
 """The thread whose runner task this is (set in the runner's own context)."""
@@ -396,16 +397,19 @@ class Scheduler:
         finally:
             self._runner_ended(thread_id, settled)
 
-    async def settle_in(self, flow: Flow, tx: Transaction) -> list[QueueEntry]:
+    async def settle_in(
+        self, flow: Flow, tx: Transaction, reason: StopReason | None = None
+    ) -> list[QueueEntry]:
         """Settle a runner's flow in ``tx``, and read the queue last (one commit).
 
-        The runner's own settlement, or the commit of the flow's last step
-        (:meth:`Flow._settle_with_step`). A message posted meanwhile waits for that commit
-        (:meth:`wait_settled`). Returns the queue: work that waits for the next flow.
+        The runner's own settlement, or the commit of the flow's last step (``reason``: why
+        the flow stops; the step's :meth:`Flow.run` has not returned it yet). A message posted
+        meanwhile waits for that commit (:meth:`wait_settled`). Returns the queue: work that
+        waits for the next flow.
         """
         thread_id = flow.state.thread_id
         self._settling.add(thread_id)
-        await self._settle_flow(flow)
+        await self._settle_flow(flow, reason)
         return await self.store.list_queue(thread_id, tx=tx, last=True)
 
     def _runner_ended(self, thread_id: str, settled: bool) -> None:
