@@ -335,7 +335,6 @@ class Flow:
                 return "awaiting_approval"
             if await stop_for_budget(self, side):
                 return "budget_exceeded"
-            await self.engine.scheduler.before_step()
             self.side_steps[side] += 1
             self.step_count += 1
             step = await self._step(side, side_config)

@@ -21,8 +21,6 @@ from collections.abc import Awaitable, Callable, Coroutine
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal
 
-from sa_core.engine.ration import StepRation
-
 if TYPE_CHECKING:
     from sa_core.engine.flow import Flow, StopReason
     from sa_core.spec import Message
@@ -89,8 +87,6 @@ class Scheduler:
         self._initial: dict[str, list[Message]] = {}
         self._resume: dict[str, ResumePoint] = {}
         self._background: set[asyncio.Task[Any]] = set()
-        self.step_ration = StepRation()
-        """Lets runners' steps through per event-loop pass (:mod:`sa_core.engine.ration`)."""
         self.awaited: set[str] = set()
         """Threads a blocking subagent call in this process waits on."""
 
@@ -236,16 +232,6 @@ class Scheduler:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
         return task
-
-    async def before_step(self) -> None:
-        """Wait for a runner's share of the event loop while other runners are in flight.
-
-        Past a pass's budget of runner time, steps start one per loop pass, and requests
-        that arrived meanwhile are served between them (:mod:`sa_core.engine.ration`). A
-        runner alone starts at once.
-        """
-        if len(self._tasks) > 1 or self.step_ration.waiting:
-            await self.step_ration.wait()
 
     # -- observing ----------------------------------------------------------------------------
 
