@@ -12,7 +12,7 @@ import asyncio
 import os
 from pathlib import Path
 
-from crashpack.harness import MUST_BE_ZERO, Pending, Report, Settings, _killed_after_each, run
+from crashpack.harness import MUST_BE_ZERO, Pending, Report, Settings, _killed_in_each_run, run
 
 KILLS = 15
 SEED = int(os.environ.get("SA_CRASH_SEED", "915"))
@@ -48,10 +48,18 @@ def test_a_run_that_did_not_settle_says_so_with_what_was_still_owed() -> None:
     assert Report(seed=1, settled=True).format().count("NOT SETTLED") == 0
 
 
-def test_a_given_up_effect_needs_a_kill_after_each_of_its_two_runs() -> None:
-    assert _killed_after_each([10, 20], [15, 25])
-    assert not _killed_after_each([10, 20], [25])  # the first run was not cut off by a kill
-    assert not _killed_after_each([10], [15])  # one run: the engine never gives up after one
+def test_a_given_up_effect_needs_a_kill_for_each_of_its_two_runs() -> None:
+    assert _killed_in_each_run([10, 20], [15, 25], since_us=5)
+    assert not _killed_in_each_run([10, 20], [25], since_us=5)  # the first run was not cut off
+    assert not _killed_in_each_run([10], [15], since_us=5)  # one run: never given up after one
+
+
+def test_a_run_killed_before_its_first_line_needs_a_kill_of_its_own() -> None:
+    # the ledger saw one run; the other was killed between its committed start and its body
+    assert _killed_in_each_run([10], [8, 15], since_us=5)
+    assert _killed_in_each_run([10], [15, 30], since_us=5)
+    assert not _killed_in_each_run([10], [3, 15], since_us=5)  # a kill before it was scheduled
+    assert not _killed_in_each_run([], [8], since_us=5)
 
 
 WORKER_KILLS = 3

@@ -741,8 +741,11 @@ async def _count(db: Db, ledger_path: Path, load: Load, report: Report) -> None:
     starts = Counter(e.op for e in entries if e.event == "effect_start")
     ends: dict[str, list[int]] = defaultdict(list)
     start_times: dict[str, list[int]] = defaultdict(list)
+    scheduled_at: dict[str, int] = {}
     for entry in entries:
-        if entry.event == "effect_end":
+        if entry.event == "effect_scheduled":
+            scheduled_at.setdefault(entry.op, entry.at_us)
+        elif entry.event == "effect_end":
             ends[entry.op].append(entry.at_us)
         elif entry.event == "effect_start":
             start_times[entry.op].append(entry.at_us)
@@ -751,7 +754,7 @@ async def _count(db: Db, ledger_path: Path, load: Load, report: Report) -> None:
         for op in scheduled
         if op in given_up_rows
         and finished[op] == 0
-        and _killed_after_each(start_times[op], load.kill_times_us)
+        and _killed_in_each_run(start_times[op], load.kill_times_us, scheduled_at.get(op, 0))
     ]
     effects_lost = [op for op in scheduled if finished[op] == 0 and op not in given_up]
     effects_doubled, rerun_after_finish = [], 0
@@ -776,12 +779,20 @@ async def _count(db: Db, ledger_path: Path, load: Load, report: Report) -> None:
     report.info["effects_rerun_more_than_once"] = sum(1 for op in starts if starts[op] > 2)
 
 
-def _killed_after_each(starts: list[int], kills_us: list[int]) -> bool:
-    """Whether there were two runs and a kill cut each off (after its start, before the next)."""
-    if len(starts) != MAX_EFFECT_ATTEMPTS:
+def _killed_in_each_run(starts: list[int], kills_us: list[int], since_us: int) -> bool:
+    """Whether kills account for every run of an effect that was given up as interrupted.
+
+    Each run the ledger saw must be cut off by a kill (after its start, before the next one).
+    A run the ledger never saw was killed between the engine committing its start and the
+    effect's first line, which writes the ledger: so there must be a kill for every run,
+    ``MAX_EFFECT_ATTEMPTS`` of them, after the effect was scheduled.
+    """
+    if len(starts) > MAX_EFFECT_ATTEMPTS:
         return False
     bounds = [*sorted(starts), float("inf")]
-    return all(any(bounds[i] < k < bounds[i + 1] for k in kills_us) for i in range(len(starts)))
+    if not all(any(bounds[i] < k < bounds[i + 1] for k in kills_us) for i in range(len(starts))):
+        return False
+    return sum(1 for k in kills_us if k > since_us) >= MAX_EFFECT_ATTEMPTS
 
 
 def main(argv: list[str] | None = None) -> int:
