@@ -67,7 +67,9 @@ def gated_pack(runs: list[tuple[str | None, int]], gate: asyncio.Event) -> Pack:
 
 @pytest.mark.asyncio
 async def test_execution_record_round_trips_and_owed_ones_are_listed(store: Store) -> None:
-    assert await store.get_execution("t1") is None
+    # a thread is created with its record: idle, nothing owed, unclaimed
+    assert await store.get_execution("t1") == ExecutionRecord(status="idle")
+    assert await store.owed_executions() == {}
     point = ResumePoint(since=5, side="b", turns={"a": 1, "b": 2}, step_message_id="m1")
     await store.save_execution("t1", ExecutionRecord(status="running", resume=point))
     record = await store.get_execution("t1")

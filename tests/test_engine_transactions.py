@@ -312,3 +312,34 @@ async def test_a_blocking_delegation_commits_each_point_once_and_answers_the_cal
     expected = {"sqlite": 9, "postgresql": 11 + 2 * LEASE_TAKES["postgresql"]}
     assert writes == expected[backend]
     assert child.execution["answered"] == page.messages[1].tool_calls[0].id
+
+
+@pytest.mark.asyncio
+async def test_a_new_threads_first_message_finds_its_execution_record(
+    sa_runtime_factory: Any, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The record is written with the thread. Without it, the first message's update of the
+    # record changes no row: on PostgreSQL the server undoes the whole acknowledgement (an
+    # ERROR in its log) and it is sent again inside a transaction, with an INSERT.
+    from sa_core.store import fast
+    from sa_core.store.executions import ExecutionRecord
+
+    missed: list[int] = []
+    batch = fast.run_batch_async
+
+    async def counted_batch(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await batch(*args, **kwargs)
+        except fast.GuardFailed:
+            missed.append(1)
+            raise
+
+    monkeypatch.setattr(fast, "run_batch_async", counted_batch)
+    async with sa_runtime_factory(packs=[echo_pack()], providers={"test": echo_provider()}) as rt:
+        thread = await rt.create_thread("helper")
+        assert await rt.store.get_execution(thread.thread_id) == ExecutionRecord(status="idle")
+        await thread.send_message("hi")
+        await rt.wait_idle(timeout=10)
+        page = await thread.get_messages()
+    assert [m.content for m in page.messages] == ["hi", "echo: hi"]
+    assert missed == []

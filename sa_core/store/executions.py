@@ -8,6 +8,7 @@ so after a crash the record and the messages always agree. A thread whose record
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -187,6 +188,22 @@ def _deferred(
     fenced = _UPDATE_RELEASE_FENCED if release else _UPDATE_FENCED
     fence = {**params, "b_fence_owner": fence_owner, "b_fence_now": params["v_updated_at"]}
     return Deferred(fenced, fence, unfenced, fencing=True)
+
+
+@functools.cache
+def _idle_body() -> dict[str, Any]:
+    return _body(ExecutionRecord(status="idle"))
+
+
+def new_record(thread_id: str, at: int) -> Deferred:
+    """A new thread's execution record: idle, nothing owed, unclaimed.
+
+    Written with the thread, so a thread's first turn updates the record like every later one
+    (on PostgreSQL a missing record would undo the turn's first statement and send it again).
+    """
+    params = _params(thread_id, "idle", _idle_body(), None)
+    params["v_updated_at"] = at
+    return Deferred(_INSERT, params)
 
 
 class ExecutionsMixin(StoreBase):

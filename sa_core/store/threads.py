@@ -139,7 +139,7 @@ class ThreadsMixin(StoreBase):
     """Thread rows."""
 
     async def create_thread(self, row: ThreadRow, *, tx: Transaction | None = None) -> ThreadRow:
-        """Insert a thread (``created_at``/``updated_at`` default to now).
+        """Insert a thread (``created_at``/``updated_at`` default to now) with its execution record.
 
         Args:
             row: The thread; its timestamps are filled in place when zero.
@@ -153,14 +153,20 @@ class ThreadsMixin(StoreBase):
             row.created_at = now_us()
         if not row.updated_at:
             row.updated_at = row.created_at
-        values = {f"p_{name}": getattr(row, name) for name in THREAD_FIELDS}
+        from sa_core.store.executions import new_record
 
-        def op(conn: Connection) -> None:
-            _INSERT.run(conn, values)
-            if row.tags:
+        values = {f"p_{name}": getattr(row, name) for name in THREAD_FIELDS}
+        writes = [Deferred(_INSERT, values), new_record(row.id, row.updated_at)]
+        if row.tags:
+
+            def op(conn: Connection) -> None:
+                for write in writes:
+                    write.prepared.run(conn, write.params)
                 _write_tags(conn, row.id, row.tags)
 
-        await self._write(op, tx)
+            await self._write(op, tx)
+        else:
+            await self._write_deferred(writes, tx)
         cache = self._caches.history
         if tx is None and cache.version is not None and self._cache_fillable():
             # committed just now under a fresh id: its history is known to be empty, so the
