@@ -88,8 +88,10 @@ async def test_a_failing_write_of_a_batch_leaves_none_of_it_and_fails_the_commit
 async def test_an_update_that_finds_no_row_is_undone_with_its_batch_and_falls_back(
     store: Store,
 ) -> None:
-    # no execution record yet: the update misses, the whole statement is undone, and the
-    # writes go again inside a transaction, the record inserted by the update's fallback
+    # no execution record (a thread created before threads got theirs at creation): the
+    # update misses, the whole statement is undone, and the writes go again inside a
+    # transaction, the record inserted by the update's fallback
+    await store.delete_execution("t1")
     async with store.transaction() as tx:
         await store.insert_log("t1", _log("l1"), tx=tx)
         await store.save_running_point("t1", {"since": 3, "side": "a"}, "me", tx=tx)
