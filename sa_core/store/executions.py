@@ -148,14 +148,20 @@ def _body(record: ExecutionRecord) -> dict[str, Any]:
     return record.model_dump(mode="json", exclude={"status", "claimed_by", "claimed_until"})
 
 
-def _params(thread_id: str, status: str, body: dict[str, Any], claimed_by: str | None) -> Params:
+def _params(
+    thread_id: str,
+    status: str,
+    body: dict[str, Any],
+    claimed_by: str | None,
+    at: int | None = None,
+) -> Params:
     return {
         "b_tid": thread_id,
         "v_tid": thread_id,
         "v_status": status,
         "v_record": body,
         "v_claimed_by": claimed_by,
-        "v_updated_at": now_us(),
+        "v_updated_at": now_us() if at is None else at,
     }
 
 
@@ -201,9 +207,7 @@ def new_record(thread_id: str, at: int) -> Deferred:
     Written with the thread, so a thread's first turn updates the record like every later one
     (on PostgreSQL a missing record would undo the turn's first statement and send it again).
     """
-    params = _params(thread_id, "idle", _idle_body(), None)
-    params["v_updated_at"] = at
-    return Deferred(_INSERT, params)
+    return Deferred(_INSERT, _params(thread_id, "idle", _idle_body(), None, at))
 
 
 class ExecutionsMixin(StoreBase):

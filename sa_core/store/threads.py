@@ -12,6 +12,7 @@ from sqlalchemy.engine import Connection
 from sa_core.store import tables as t
 from sa_core.store.backend import StoreBase, Transaction
 from sa_core.store.clock import now_us
+from sa_core.store.executions import new_record
 from sa_core.store.fast import Deferred, Prepared
 from sa_core.store.rows import THREAD_FIELDS, UNSET, ThreadRow, Unset
 
@@ -153,8 +154,6 @@ class ThreadsMixin(StoreBase):
             row.created_at = now_us()
         if not row.updated_at:
             row.updated_at = row.created_at
-        from sa_core.store.executions import new_record
-
         values = {f"p_{name}": getattr(row, name) for name in THREAD_FIELDS}
         writes = [Deferred(_INSERT, values), new_record(row.id, row.updated_at)]
         if row.tags:
