@@ -172,6 +172,27 @@ def test_an_unknown_host_says_to_check_the_host() -> None:
     assert str(caught.value).endswith("Check --host (an address such as 127.0.0.1 or 0.0.0.0).")
 
 
+@pytest.mark.asyncio
+async def test_connections_accepted_on_the_serve_socket_do_not_wait_on_nagle() -> None:
+    """A kept-alive response written in two parts must not wait ~40 ms for a delayed ACK."""
+    import asyncio
+
+    listener = bind("127.0.0.1", 0)
+    accepted: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+    def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        sock = writer.get_extra_info("socket")
+        accepted.set_result(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+        writer.close()
+
+    server = await asyncio.start_server(on_connect, sock=listener)
+    async with server:
+        port = listener.getsockname()[1]
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        assert await asyncio.wait_for(accepted, 5) != 0
+        writer.close()
+
+
 def test_make_setup_reports_each_step_and_lets_pip_show_progress(tmp_path: Path) -> None:
     root = Path(__file__).resolve().parents[1]
     plan = subprocess.run(

@@ -56,6 +56,11 @@ def bind(host: str, port: int) -> socket.socket:
         sock = socket.create_server((host, port), family=family, backlog=2048)
     except OSError as exc:
         raise BindError(f"cannot listen on {host}:{port}: {_bind_advice(exc)}") from exc
+    # socket.create_server leaves the object's proto at 0, and asyncio turns Nagle off
+    # (TCP_NODELAY) only on accepted sockets whose proto says TCP: without it, a kept-alive
+    # response written in two parts (head, then body) waits ~40 ms for the client's delayed
+    # ACK. The same descriptor, re-wrapped, reads its protocol from the kernel.
+    sock = socket.socket(fileno=sock.detach())
     sock.set_inheritable(True)
     return sock
 
