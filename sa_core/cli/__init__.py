@@ -71,7 +71,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         result = func(args)
         if inspect.isawaitable(result):
-            result = asyncio.run(result)  # type: ignore[arg-type]
+            # a command may name its event loop (``sa serve``: requests before turns)
+            with asyncio.Runner(loop_factory=getattr(args, "loop_factory", None)) as runner:
+                result = runner.run(result)  # type: ignore[arg-type]
     except SAError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -14,6 +14,7 @@ line; every pack model whose provider or key is missing is warned about at start
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import socket
 import sys
@@ -74,7 +75,14 @@ def register(subparsers: Any) -> None:
         choices=["critical", "error", "warning", "info", "debug"],
         help="uvicorn's log level (info)",
     )
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=run, loop_factory=responsive_loop)
+
+
+def responsive_loop() -> asyncio.AbstractEventLoop:
+    """The event loop ``sa serve`` runs in: requests and streams before background turns."""
+    from sa_core.server.eventloop import ResponsiveEventLoop
+
+    return ResponsiveEventLoop()
 
 
 async def run(args: argparse.Namespace) -> int:

@@ -18,6 +18,7 @@ import contextlib
 import inspect
 from typing import TYPE_CHECKING, Any
 
+from sa_core.engine.priority import background_context
 from sa_core.spec.schemas import validate_args
 
 if TYPE_CHECKING:
@@ -83,7 +84,9 @@ class EffectScheduler:
                     await asyncio.wait_for(self._wake.wait(), timeout)
                 continue
             for run in await store.claim_due_effects(now_us()):
-                task = asyncio.create_task(self._run(run), name=f"sa-effect-{run.name}")
+                task = asyncio.create_task(
+                    self._run(run), name=f"sa-effect-{run.name}", context=background_context()
+                )
                 self.running.add(task)
                 task.add_done_callback(self.running.discard)
 

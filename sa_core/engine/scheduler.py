@@ -21,6 +21,8 @@ from collections.abc import Awaitable, Callable, Coroutine
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal
 
+from sa_core.engine.priority import background_context
+
 if TYPE_CHECKING:
     from sa_core.engine.flow import Flow, StopReason
     from sa_core.spec import Message
@@ -135,8 +137,6 @@ class Scheduler:
             if waiting and thread_id in self._settling:
                 self._continued.add(thread_id)
             return True
-        from sa_core.store.backend import detached_context
-
         if claimed:
             self._claimed.add(thread_id)
         if queue_empty:
@@ -144,7 +144,9 @@ class Scheduler:
         if waiting:
             self._continued.add(thread_id)
         task = asyncio.create_task(
-            self._drive(thread_id, side), name=f"sa-thread-{thread_id}", context=detached_context()
+            self._drive(thread_id, side),
+            name=f"sa-thread-{thread_id}",
+            context=background_context(),
         )
         self._tasks[thread_id] = task
         task.add_done_callback(functools.partial(self._runner_done, thread_id))
@@ -226,9 +228,7 @@ class Scheduler:
 
     def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
         """Run a background task of the runtime (awaited by ``wait_idle``, cancelled on close)."""
-        from sa_core.store.backend import detached_context
-
-        task = asyncio.create_task(coro, name=name, context=detached_context())
+        task = asyncio.create_task(coro, name=name, context=background_context())
         self._background.add(task)
         task.add_done_callback(self._background.discard)
         return task

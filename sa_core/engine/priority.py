@@ -1,0 +1,24 @@
+"""Which tasks are background work, so that an event loop may run them after requests.
+
+A thread's turns (its runner task), the runtime's background tasks and due effects run in a
+context where :data:`BACKGROUND` is true; so does every task they start. Any event loop runs
+them as usual; ``sa serve``'s :class:`~sa_core.server.eventloop.ResponsiveEventLoop` runs them
+in time slices after the work of requests and streams, so that a busy server still answers a
+request, and sends a thread's frames, within a few milliseconds.
+"""
+
+from __future__ import annotations
+
+from contextvars import Context, ContextVar
+
+BACKGROUND: ContextVar[bool] = ContextVar("sa_background", default=False)
+"""True in the context of background work (turns, effects, the runtime's background tasks)."""
+
+
+def background_context() -> Context:
+    """A context for a background task: no open store transaction, :data:`BACKGROUND` set."""
+    from sa_core.store.backend import detached_context
+
+    context = detached_context()
+    context.run(BACKGROUND.set, True)
+    return context
