@@ -284,13 +284,18 @@ def server_rss(pid: int) -> float:
     return 0.0
 
 
+CORES = sorted(os.sched_getaffinity(0))
+"""The cores this benchmark may use, read once: :func:`pin` narrows the client's own set, and
+a server started after that would otherwise inherit it (and share the client's core)."""
+
+
 def pin(server_pid: int) -> str:
     """Pin the server to the first allowed core and this client to the others.
 
     Returns:
         How the processes were placed, for the printed report.
     """
-    cores = sorted(os.sched_getaffinity(0))
+    cores = CORES
     if len(cores) < 2:
         return f"not pinned (one core: {cores})"
     os.sched_setaffinity(server_pid, {cores[0]})
