@@ -7,6 +7,8 @@ import contextvars
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+import pytest
+
 from sa_core import Pack, Runtime, define_agent, define_model, define_prompt, define_tool
 from sa_core.cli import build_parser
 from sa_core.engine.priority import BACKGROUND, background_context
@@ -58,10 +60,11 @@ async def background_steps_before_a_request_finishes() -> int:
 
 
 def test_a_request_goes_before_the_background_turns_that_are_ready() -> None:
+    """A request task's three steps run ahead of 50 ready turns (asyncio: after 150 steps)."""
     stock = run_on(asyncio.SelectorEventLoop, background_steps_before_a_request_finishes())
     responsive = run_on(one_callback_a_pass, background_steps_before_a_request_finishes())
     assert stock >= 3 * BACKGROUND_TASKS  # every ready turn steps once in each pass
-    assert responsive <= 4  # one background step per pass
+    assert responsive <= 1  # the request's continuations run in the slice, before any turn
 
 
 async def background_finishes_while_requests_spin() -> bool:
@@ -122,6 +125,44 @@ def test_a_failing_background_callback_goes_to_the_exception_handler() -> None:
     run_on(ResponsiveEventLoop, main())
     assert [type(c["exception"]) for c in seen] == [ValueError]
     assert ran == ["after"]
+
+
+def test_work_queued_when_a_callback_raised_keyboard_interrupt_runs_when_the_loop_resumes() -> None:
+    loop = ResponsiveEventLoop()
+    ran: list[str] = []
+
+    def interrupt() -> None:
+        raise KeyboardInterrupt
+
+    try:
+        context = background_context()
+        loop.call_soon(interrupt, context=context)
+        loop.call_soon(ran.append, "background", context=context)
+        with pytest.raises(KeyboardInterrupt):
+            loop.run_forever()
+        loop.call_soon(ran.append, "foreground")  # queued for the slice, as background waits
+        loop.call_later(0.2, loop.stop)
+        loop.run_forever()
+    finally:
+        loop.close()
+    assert ran == ["foreground", "background"]
+
+
+def test_foreground_callbacks_keep_their_order_and_background_ones_run_after_them() -> None:
+    ran: list[int] = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        for index in range(5):
+            loop.call_soon(ran.append, index)
+        loop.call_soon(ran.append, 5, context=background_context())
+        for index in range(6, 9):
+            loop.call_soon(ran.append, index)
+        for _ in range(4):
+            await asyncio.sleep(0)
+
+    run_on(ResponsiveEventLoop, main())
+    assert ran == [0, 1, 2, 3, 4, 6, 7, 8, 5]  # background last; the others in order
 
 
 def test_a_background_callback_runs_in_its_context() -> None:

@@ -9,11 +9,13 @@ waited 30-60 ms for its first frame, almost all of it behind other threads' turn
 
 :class:`ResponsiveEventLoop` keeps background work (callbacks whose context has
 :data:`~sa_core.engine.priority.BACKGROUND` set: turns, effects, the runtime's background
-tasks) in a queue of its own. Each pass runs the ready callbacks of requests, streams and
-timers as asyncio does, then background callbacks for at most :attr:`slice_seconds`; the
-rest wait for the next pass, after the sockets have been polled again. Nothing starves:
-every pass runs a slice. Turns get the CPU that requests leave, so a saturated server
-answers a request, and streams a thread's frames, within a few passes of milliseconds.
+tasks) in a queue of its own, run by a slice callback that each pass schedules after its
+socket events. While background work waits, the other callbacks (requests, streams) queue for
+that slice too, and it runs them first: those queued when it starts, then the ones they queue
+in turn, so a request read in a pass runs its handler and wakes its stream in that pass.
+Then it runs background callbacks for :attr:`~ResponsiveEventLoop.slice_seconds`, and the
+next pass polls the sockets again. Nothing starves: every pass runs a slice of each. With no
+background work waiting the loop behaves as asyncio's.
 """
 
 from __future__ import annotations
@@ -36,14 +38,23 @@ class ResponsiveEventLoop(asyncio.SelectorEventLoop):
     slice_seconds: float = 0.0002
     """How long a pass runs background callbacks (the one running when it ends finishes).
 
-    Shorter slices answer requests sooner and cost an extra poll of the sockets per slice:
-    with 20 users in a closed loop, 3 ms slices gave a 28 ms first frame, 1 ms slices 12 ms
-    and 0.1-0.3 ms slices 7-10 ms, at the same throughput; 0 (one callback a pass) no better.
+    Shorter slices answer requests sooner and cost a poll of the sockets per slice. Measured
+    with 20 users in a closed loop (before requests ran in the slice): 3 ms slices gave a
+    28 ms first frame, 1 ms 12 ms, 0.1-0.3 ms 7-10 ms, at the same throughput.
+    """
+
+    foreground_seconds: float = 0.002
+    """How long a slice goes on running the foreground callbacks queued while it runs.
+
+    Long enough for a request's handler and the stream write it wakes (about 1 ms on a busy
+    server), short enough that a task spinning on ``await asyncio.sleep(0)`` cannot keep the
+    sockets from being polled.
     """
 
     def __init__(self) -> None:
         super().__init__()
         self._background: deque[_Queued] = deque()
+        self._foreground: deque[_Queued] = deque()
         self._slice_scheduled = False
 
     def call_soon(
@@ -54,35 +65,52 @@ class ResponsiveEventLoop(asyncio.SelectorEventLoop):
     ) -> asyncio.Handle:
         """Schedule ``callback`` as asyncio does; background work joins the slice queue."""
         background = BACKGROUND.get() if context is None else context.get(BACKGROUND, False)
-        if not background:
+        if not background and not self._slice_scheduled:
             return super().call_soon(callback, *args, context=context)
         if self.is_closed():
             raise RuntimeError("Event loop is closed")
         if context is None:
             context = contextvars.copy_context()
         handle = asyncio.Handle(callback, args, self, context)
+        if not background:  # runs in the slice, before the background callbacks
+            self._foreground.append((handle, context, callback, args))
+            return handle
         self._background.append((handle, context, callback, args))
         if not self._slice_scheduled:
             self._slice_scheduled = True
-            super().call_soon(self._run_slice)
+            self.call_at(self.time(), self._run_slice)
         return handle
 
     def _run_slice(self) -> None:
-        """Run background callbacks for up to :attr:`slice_seconds`; the rest wait a pass."""
-        queue = self._background
-        deadline = self.time() + self.slice_seconds
+        """Run the foreground queue, then background callbacks for :attr:`slice_seconds`.
+
+        Every foreground callback queued when the slice starts runs (as asyncio runs every
+        callback ready when a pass starts); those they queue in turn run too, for up to
+        :attr:`foreground_seconds`, so that a request's continuations (its task, then the
+        stream it wakes) run in the pass that read it.
+        """
+        try:
+            foreground = self._foreground
+            self._drain(foreground, self.time() + self.foreground_seconds, len(foreground))
+            self._drain(self._background, self.time() + self.slice_seconds, 1)
+        finally:  # also when a callback raises SystemExit or KeyboardInterrupt
+            if self._background or self._foreground:
+                self.call_at(self.time(), self._run_slice)
+            else:
+                self._slice_scheduled = False
+
+    def _drain(self, queue: deque[_Queued], deadline: float, at_least: int) -> None:
+        """Run callbacks of ``queue``: ``at_least`` of them, then more until ``deadline``."""
+        ran = 0
         while queue:
             handle, context, callback, args = queue.popleft()
             if not handle.cancelled():
-                self._run_background(handle, context, callback, args)
-            if self.time() >= deadline:
+                self._run_queued(handle, context, callback, args)
+            ran += 1
+            if ran >= at_least and self.time() >= deadline:
                 break
-        if queue:
-            super().call_soon(self._run_slice)
-        else:
-            self._slice_scheduled = False
 
-    def _run_background(
+    def _run_queued(
         self,
         handle: asyncio.Handle,
         context: contextvars.Context,
