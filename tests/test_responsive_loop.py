@@ -221,6 +221,9 @@ def test_a_turn_runs_as_background_work_and_completes_on_the_responsive_loop(tmp
     assert seen == [True, True, True]
 
 
+# Kept last: building the CLI parser first made the runtime test above import engine modules
+# for the first time deep inside the event loop, where pytest's assertion rewriting hit a
+# CPython 3.11.7 bug ("AST constructor recursion depth mismatch").
 def test_sa_serve_runs_on_the_responsive_loop() -> None:
     args = build_parser().parse_args(["serve"])
     loop = args.loop_factory()
