@@ -8,12 +8,12 @@ tool calls and their results are hidden from it.
 from __future__ import annotations
 
 import base64
-import json
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from sa_core import jsontext
 from sa_core.providers import ProviderImage, ProviderMessage, ProviderToolCall
 from sa_core.spec import EnvPart, IncludePart, Message, PromptDefinition, TextPart
 
@@ -417,4 +417,4 @@ def registry_system_message(children: Sequence[object]) -> str | None:
 
 def dumps_compact(value: object) -> str:
     """JSON with stable, compact separators (tool-call arguments on the wire)."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return jsontext.dumps_compact(value)

@@ -28,6 +28,7 @@ from sqlalchemy import create_engine
 from sqlalchemy.engine import Connection
 from sqlalchemy.pool import NullPool, StaticPool
 
+from sa_core import jsontext
 from sa_core.store.caches import StoreCaches
 from sa_core.store.connect import WRITE_OPTION, install_sqlite_listeners, is_memory
 from sa_core.store.migrate import ensure_schema
@@ -224,6 +225,7 @@ class SQLiteBackend(Backend):
             url,
             poolclass=StaticPool if memory else NullPool,
             connect_args={"check_same_thread": False},
+            json_serializer=jsontext.dumps,
         )
         install_sqlite_listeners(self._engine, memory=memory)
         self._memory = memory
@@ -552,7 +554,7 @@ class AsyncBackend(Backend):
     def __init__(self, url: str) -> None:
         from sqlalchemy.ext.asyncio import create_async_engine
 
-        options: dict[str, Any] = {}
+        options: dict[str, Any] = {"json_serializer": jsontext.dumps}
         postgres = url.startswith("postgresql")
         if postgres:
             # every use of a connection ends in COMMIT or ROLLBACK: skip the pool's extra
