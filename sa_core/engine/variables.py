@@ -28,12 +28,31 @@ class DeclaredVariable:
     tool_env: Mapping[str, str] = field(default_factory=dict)  # the listing's PromptToolConfig.env
 
 
-def graph_variables(scope: PackScope, agent: AgentDefinition) -> list[DeclaredVariable]:
-    """Every variable declared in an agent's graph, walked once.
+_CACHE_LIMIT = 1024
+_walked: dict[tuple[int, int], tuple[PackScope, AgentDefinition, tuple[DeclaredVariable, ...]]] = {}
+
+
+def graph_variables(scope: PackScope, agent: AgentDefinition) -> tuple[DeclaredVariable, ...]:
+    """Every variable declared in an agent's graph.
 
     The graph is the agent, its prompts (and their includes), tools, handoff targets and
-    subagents.
+    subagents. Definitions do not change once a runtime has loaded its packs, so each
+    (scope, agent) pair is walked once: thread creation and every subagent call ask again.
+    The cache holds the scope and agent it was computed for, so an id is never reused while
+    its entry lives, and it is emptied past ``_CACHE_LIMIT`` pairs.
     """
+    key = (id(scope), id(agent))
+    cached = _walked.get(key)
+    if cached is not None and cached[0] is scope and cached[1] is agent:
+        return cached[2]
+    found = tuple(_walk(scope, agent))
+    if len(_walked) >= _CACHE_LIMIT:
+        _walked.clear()
+    _walked[key] = (scope, agent, found)
+    return found
+
+
+def _walk(scope: PackScope, agent: AgentDefinition) -> list[DeclaredVariable]:
     found: list[DeclaredVariable] = []
     seen_prompts: set[tuple[str, str]] = set()
     seen_agents: set[tuple[str, str]] = set()
