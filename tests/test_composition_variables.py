@@ -210,3 +210,26 @@ async def test_a_deferred_child_booted_with_variables_keeps_the_side_that_asked_
     assert child.row.properties["owner_side"] == "b"
     notification = next(m for m in page.messages if m.metadata and m.metadata.get("subagent_id") == child.thread_id)
     assert notification.role == "assistant"  # queued for side B, which owns the child
+
+
+@pytest.mark.asyncio
+async def test_each_runtime_checks_the_variables_its_own_agent_declares(sa_runtime_factory):
+    """Two runtimes whose packs name their agents alike: neither sees the other's variables.
+
+    An agent graph's declared variables are walked once and remembered; this is the case a
+    cache keyed by names alone would get wrong.
+    """
+    plain = pack_with({"name": "child", "blocking": True})
+    keyed = pack_with({"name": "child", "blocking": True}, child_variables=SCOPED_KEY)
+    async with sa_runtime_factory(packs=[plain], providers={"test": by_prompt()}) as rt_plain:
+        async with sa_runtime_factory(packs=[keyed], providers={"test": by_prompt()}) as rt_keyed:
+            for _ in range(2):  # asked again: the remembered answer is the same
+                scope = rt_keyed.registry.scope("vars")
+                missing = rt_keyed.missing_variables(
+                    scope, scope.agents["child"], {}, None, include_scoped=True
+                )
+                assert [name for name, _ in missing] == ["SERVICE_KEY"]
+                scope = rt_plain.registry.scope("vars")
+                assert rt_plain.missing_variables(
+                    scope, scope.agents["child"], {}, None, include_scoped=True
+                ) == []
