@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from sa_core.engine import pastcontext
 from sa_core.engine.flow import UNSENT, without_past_tools
 from sa_core.engine.pastcontext import excluding, filtered_history, forget_filtered
 from sa_core.spec.records import Message, ToolCall, ToolCallFunction
@@ -81,6 +82,31 @@ def test_threads_are_kept_apart() -> None:
     filtered_history("one", turn(1))
     sent, _ = filtered_history("two", turn(2))
     assert [m.id for m in sent] == ["u2", "a2", "t2", "r2"]
+
+
+def test_the_kept_histories_are_bounded_by_their_messages_not_only_by_threads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Long threads must not keep every message they ever had (memory under a long load)."""
+    monkeypatch.setattr(pastcontext, "KEPT_MESSAGES", 10)
+    history = turn(1) + turn(2)  # 8 messages: this thread alone fits
+    _, stripped = filtered_history("old", history)
+    _, again = filtered_history("old", list(history))
+    assert again[1] is stripped[1]  # kept: the stripped copy is reused
+    filtered_history("new", turn(3))  # 8 more: over the bound, the least recent thread goes
+    _, after = filtered_history("old", list(history))
+    assert after[1] is not stripped[1]  # filtered again from scratch, the result unchanged
+    assert dumps(after) == dumps(from_scratch(history)[1])
+
+
+def test_a_thread_longer_than_the_bound_is_still_filtered_incrementally(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(pastcontext, "KEPT_MESSAGES", 2)
+    history = turn(1) + turn(2)
+    _, stripped = filtered_history("long", history)
+    _, again = filtered_history("long", history + turn(3))
+    assert again[1] is stripped[1]  # the thread being filtered always stays
 
 
 def test_excluding_drops_only_the_flows_own_messages() -> None:

@@ -22,6 +22,10 @@ UNSENT = ("pending", "failed")
 
 KEPT_THREADS = 256
 """Threads whose filtered history is kept at most (least recently used go first)."""
+KEPT_MESSAGES = 50_000
+"""History messages the kept threads hold at most, all together (least recently used go
+first; the thread being filtered always stays). Without it, threads that keep growing held
+every message they ever had, past the bounds of the store's history cache."""
 
 
 @dataclass(slots=True)
@@ -31,7 +35,41 @@ class _Filtered:
     stripped: list[Message] = field(default_factory=list)
 
 
-_kept: OrderedDict[str, _Filtered] = OrderedDict()
+class _Kept:
+    """The threads' filtered histories, least recently used first, with their total size."""
+
+    def __init__(self) -> None:
+        self.threads: OrderedDict[str, _Filtered] = OrderedDict()
+        self.messages = 0
+        """``len(source)`` summed over the kept threads."""
+
+    def get(self, thread_id: str) -> _Filtered:
+        kept = self.threads.get(thread_id)
+        if kept is None:
+            kept = self.threads[thread_id] = _Filtered()
+        else:
+            self.threads.move_to_end(thread_id)
+        return kept
+
+    def resized(self, kept: _Filtered, before: int) -> None:
+        """``kept`` (the most recent thread) now holds ``len(kept.source)`` messages."""
+        self.messages += len(kept.source) - before
+        threads = self.threads
+        while len(threads) > 1 and (len(threads) > KEPT_THREADS or self.messages > KEPT_MESSAGES):
+            _, dropped = threads.popitem(last=False)
+            self.messages -= len(dropped.source)
+
+    def forget(self, thread_id: str | None) -> None:
+        if thread_id is None:
+            self.threads.clear()
+            self.messages = 0
+            return
+        dropped = self.threads.pop(thread_id, None)
+        if dropped is not None:
+            self.messages -= len(dropped.source)
+
+
+_kept = _Kept()
 
 
 def strip_past_tools(message: Message) -> Message | None:
@@ -52,13 +90,7 @@ def filtered_history(thread_id: str, history: list[Message]) -> tuple[list[Messa
     history (the same or equal messages). The lists returned are shared: do not change them.
     """
     kept = _kept.get(thread_id)
-    if kept is None:
-        kept = _kept[thread_id] = _Filtered()
-        while len(_kept) > KEPT_THREADS:
-            _kept.popitem(last=False)
-    else:
-        _kept.move_to_end(thread_id)
-    known = len(kept.source)
+    before = known = len(kept.source)
     if known > len(history) or history[:known] != kept.source:
         kept.source, kept.sent, kept.stripped, known = [], [], [], 0
     sent, stripped = kept.sent, kept.stripped
@@ -70,6 +102,7 @@ def filtered_history(thread_id: str, history: list[Message]) -> tuple[list[Messa
         if without is not None:
             stripped.append(without)
     kept.source = list(history)
+    _kept.resized(kept, before)
     return sent, stripped
 
 
@@ -91,7 +124,4 @@ def excluding(messages: list[Message], ids: set[str], since: int | None) -> list
 
 def forget_filtered(thread_id: str | None = None) -> None:
     """Drop a thread's kept filtered history (every thread's without an id)."""
-    if thread_id is None:
-        _kept.clear()
-    else:
-        _kept.pop(thread_id, None)
+    _kept.forget(thread_id)
