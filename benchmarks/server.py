@@ -164,25 +164,53 @@ class Stalled(Exception):
     """No frame came for ``STALL_SECONDS`` while a user waited for its answer."""
 
 
+def _post(api: Connection, path: str, text: str) -> asyncio.Future[tuple[int, dict[str, str]]]:
+    api.send("POST", path, {"content": text})
+    return asyncio.ensure_future(api.head())
+
+
 async def post_and_wait(api: Connection, stream: Stream, path: str, text: str) -> float:
-    """POST a message, wait for its answer on the stream; ms to the first frame."""
+    """POST a message, wait for its answer on the stream; ms to the first frame.
+
+    uvicorn closes a keep-alive connection after 5 idle seconds. When that close crosses the
+    POST (the response fails before its status line: a reset, or the end of the stream), the
+    server never read the request, so it is sent again, once, on a new connection, as HTTP
+    clients do for a request on a stale kept-alive connection.
+    """
     if api.reader.at_eof():  # the server closed the idle keep-alive connection (uvicorn: 5 s)
         api.close()
         await api.open()
     start = time.perf_counter()
-    api.send("POST", path, {"content": text})
+    response = _post(api, path, text)
+    resent = False
     first: float | None = None
-    response = asyncio.ensure_future(api.head())
+    frame_read: asyncio.Future[dict[str, Any]] | None = None
     seen: list[str] = []
     while True:
-        try:
-            frame = await asyncio.wait_for(stream.frame(), STALL_SECONDS)
-        except TimeoutError:
+        if frame_read is None:
+            frame_read = asyncio.ensure_future(stream.frame())
+        waiting: set[asyncio.Future[Any]] = {frame_read}
+        if not response.done():
+            waiting.add(response)
+        done, _ = await asyncio.wait(
+            waiting, timeout=STALL_SECONDS, return_when=asyncio.FIRST_COMPLETED
+        )
+        if not done:
             posted: object = "no response"
             if response.done():
                 posted = response.exception() or response.result()[0]
             response.cancel()
-            raise Stalled(f"POST answered {posted}; frames of the turn: {seen}") from None
+            frame_read.cancel()
+            raise Stalled(f"POST answered {posted}; frames of the turn: {seen}")
+        if response in done and response.exception() is not None and not resent:
+            resent = True
+            api.close()
+            await api.open()
+            response = _post(api, path, text)
+            continue
+        if frame_read not in done:
+            continue
+        frame, frame_read = frame_read.result(), None
         data = frame.get("data")
         role = data.get("role") if isinstance(data, dict) else None
         seen.append(f"{frame.get('type')}:{role}" if role else str(frame.get("type")))
