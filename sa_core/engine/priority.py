@@ -4,15 +4,17 @@ A thread's turns (its runner task), the runtime's background tasks and due effec
 context where :data:`BACKGROUND` is true; so does every task they start. Any event loop runs
 them as usual; ``sa serve``'s :class:`~sa_core.server.eventloop.ResponsiveEventLoop` runs them
 in time slices after the work of requests and streams, so that a busy server still answers a
-request, and sends a thread's frames, within a few milliseconds.
+request, and sends a thread's frames, within a few milliseconds; and the store's write lock
+lets a request's transaction go before theirs (:mod:`sa_core.store.prioritylock`).
 """
 
 from __future__ import annotations
 
-from contextvars import Context, ContextVar
+from contextvars import Context
 
-BACKGROUND: ContextVar[bool] = ContextVar("sa_background", default=False)
-"""True in the context of background work (turns, effects, the runtime's background tasks)."""
+from sa_core.store.prioritylock import BACKGROUND
+
+__all__ = ["BACKGROUND", "background_context"]
 
 
 def background_context() -> Context:

@@ -32,6 +32,7 @@ from sa_core import jsontext
 from sa_core.store.caches import StoreCaches
 from sa_core.store.connect import WRITE_OPTION, install_sqlite_listeners, is_memory
 from sa_core.store.migrate import ensure_schema
+from sa_core.store.prioritylock import PriorityLock
 
 if TYPE_CHECKING:
     from sa_core.store.fast import Deferred, Prepared
@@ -822,7 +823,7 @@ class StoreBase:
 
     def __init__(self, backend: Backend) -> None:
         self._backend = backend
-        self._lock = asyncio.Lock()
+        self._lock = PriorityLock()  # one write transaction at a time; requests go first
         self._closed = False
         self._caches = StoreCaches()
 
