@@ -93,3 +93,16 @@ async def test_a_waiter_cancelled_after_being_handed_the_lock_passes_it_on() -> 
     first.cancel()
     await asyncio.wait_for(second, 1)
     assert order == ["second"] and not lock.locked()
+
+
+@pytest.mark.asyncio
+async def test_waiters_are_served_first_come_while_priority_is_off() -> None:
+    """Several workers on one database: the lock is asyncio's first-come order again."""
+    lock = PriorityLock()
+    lock.prioritize = lambda: False
+    await lock.acquire()
+    order: list[str] = []
+    tasks = await _queue(lock, order, [("turn1", True), ("request", False), ("turn2", True)])
+    lock.release()
+    await asyncio.gather(*tasks)
+    assert order == ["turn1", "request", "turn2"]

@@ -123,6 +123,8 @@ class Workers:
         store.write_fence = self.fence
         store.write_fence_guard = self.fence_guard
         store.write_fence_owner = self.fence_owner
+        relay = self.relay
+        store.prioritize_requests(lambda: not relay.peers)  # first come while workers share
         await store.heartbeat(self.worker_id, self.ttl_us, [])
         self.relay.peers = len(await store.live_workers(self.ttl_us)) > 1
         self.relay.start()

@@ -827,6 +827,13 @@ class StoreBase:
         self._closed = False
         self._caches = StoreCaches()
 
+    def prioritize_requests(self, when: Callable[[], bool]) -> None:
+        """Let requests' write transactions go before background work's only while ``when()``.
+
+        By default they always do (see :mod:`sa_core.store.prioritylock`).
+        """
+        self._lock.prioritize = when
+
     def external_version(self) -> int | None:
         """A number that changes whenever another connection commits; ``None``: unknown.
 
