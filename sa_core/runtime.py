@@ -679,10 +679,12 @@ class Runtime:
         await self.scheduler.unwinding(thread_id)
         # a runner settling its last turn: wait for its commit rather than queue behind it
         await self.scheduler.wait_settled(thread_id)
+        elsewhere = False  # another worker holds the thread's lease
         if not self.scheduler.is_running(thread_id) and self.workers is not None:
             # the thread's lease says which worker runs it: queue for another, or take it here
             settled = self.workers.settled(thread_id)  # kept since its last turn: nothing owed
-            if not await self.workers.acquire(thread_id):
+            elsewhere = not await self.workers.acquire(thread_id)
+            if elsewhere:
                 busy = True
             else:  # a turn a dead worker left owed resumes first; this message queues behind
                 busy = not settled and await self._owes_turn(thread_id)
@@ -711,8 +713,9 @@ class Runtime:
                     if self.workers.settled(thread_id):
                         # its runner here settled meanwhile (nothing owed) and kept the lease
                         self.scheduler.kick(thread_id, side, waiting=True)
-                    else:  # the lease is elsewhere, or a turn it owes resumes here first
+                    elif not elsewhere:  # a turn a dead worker left owed resumes here first
                         await self.ensure_running(thread_id)
+                    # else the lease holder runs it when notified (the reapers, if it died)
             message = new_message(
                 thread_id, role, content, id=message_id, silent=silent, attachments=refs or None
             )

@@ -45,6 +45,9 @@ if TYPE_CHECKING:
 WORK_CHANNEL = "sa_work"
 DEFAULT_LEASE_SECONDS = 10.0
 LEASE_ENV = "SA_LEASE_SECONDS"
+_NOTIFY_ALL = "SELECT count(pg_notify(c, p)) FROM unnest($1::text[], $2::text[]) AS n(c, p)"
+"""A batch of notifications as one statement, in array order (``executemany`` sent a statement
+per notification)."""
 
 log = logging.getLogger("sa_core.workers")
 
@@ -317,8 +320,8 @@ class Workers:
             return
         if scheduler.is_running(thread_id):
             scheduler.note_queued(thread_id)
-        else:
-            self.kick_if_queued(thread_id, "b" if note.get("s") == "b" else "a")
+        else:  # its runner checks, under the lease, that the work is still queued
+            scheduler.kick(thread_id, "b" if note.get("s") == "b" else "a")
 
     async def _stop_here(self, thread_id: str) -> None:
         """Stop the turn this worker runs: a stop or a terminate posted to another worker."""
@@ -465,10 +468,13 @@ class Workers:
     # -- notifications ---------------------------------------------------------------------
 
     async def _notify(self, notes: list[tuple[str, str]]) -> None:
+        """Send notifications, in order, as one statement (one round trip, one transaction)."""
         if self._conn is None:
             return
+        channels = [channel for channel, _ in notes]
+        payloads = [payload for _, payload in notes]
         async with self._lock:
-            await self._conn.executemany("SELECT pg_notify($1, $2)", notes)
+            await self._conn.execute(_NOTIFY_ALL, channels, payloads)
 
     async def _store_frame(self, thread_id: str, frame: dict[str, Any]) -> int:
         return await self.runtime.store.put_stream_frame(thread_id, frame)
