@@ -684,10 +684,8 @@ class Runtime:
             # the thread's lease says which worker runs it: queue for another, or take it here
             settled = self.workers.settled(thread_id)  # kept since its last turn: nothing owed
             elsewhere = not await self.workers.acquire(thread_id)
-            if elsewhere:
-                busy = True
-            else:  # a turn a dead worker left owed resumes first; this message queues behind
-                busy = not settled and await self._owes_turn(thread_id)
+            # taken here: a turn a dead worker left owed resumes first; this message queues
+            busy = elsewhere or (not settled and await self._owes_turn(thread_id))
         else:
             busy = self.scheduler.is_running(thread_id)
         if busy:

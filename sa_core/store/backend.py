@@ -143,6 +143,15 @@ class Backend(ABC):
     async def write(self, op: Op[T]) -> T:
         """Run a write operation in its own transaction (the caller holds the write lock)."""
 
+    async def write_statement(
+        self, query: Prepared, params: Mapping[str, Any]
+    ) -> list[dict[str, Any]]:
+        """Run one writing statement in its own transaction; its rows (``RETURNING``).
+
+        The caller holds the write lock.
+        """
+        return await self.write(lambda conn: query.rows(conn, params))
+
     @abstractmethod
     async def begin(self, owner: object) -> Transaction:
         """Open a write transaction (the caller holds the write lock)."""
@@ -672,7 +681,21 @@ class AsyncBackend(Backend):
         """On PostgreSQL, straight on a kept reader's asyncpg connection (no greenlet)."""
         if not self._keep:
             return await super().fetch(query, params)
-        conn = await self._checkout(write=False)
+        return await self._statement(query, params, write=False)
+
+    async def write_statement(
+        self, query: Prepared, params: Mapping[str, Any]
+    ) -> list[dict[str, Any]]:
+        """On PostgreSQL, one round trip: the statement alone, in autocommit, on a writer."""
+        if not self._keep:
+            return await super().write_statement(query, params)
+        return await self._statement(query, params, write=True)
+
+    async def _statement(
+        self, query: Prepared, params: Mapping[str, Any], *, write: bool
+    ) -> list[dict[str, Any]]:
+        """One statement on a kept connection's asyncpg connection, in autocommit."""
+        conn = await self._checkout(write)
         ok = False
         try:
             rows = await query.rows_async(conn, params)
@@ -682,7 +705,7 @@ class AsyncBackend(Backend):
             ok = _session_intact(error)
             raise
         finally:
-            await self._checkin(conn, False, ok)
+            await self._checkin(conn, write, ok)
 
     async def read(self, op: Op[T]) -> T:
         """Run a read-only operation in its own short transaction (autocommit on PostgreSQL)."""
@@ -957,6 +980,20 @@ class StoreBase:
 
         async with self._lock:
             return await self._backend.write(op)
+
+    async def _write_statement(
+        self, query: Prepared, params: Mapping[str, Any], tx: Transaction | None = None
+    ) -> list[dict[str, Any]]:
+        """One writing statement's rows: in ``tx`` or the task's transaction, else alone.
+
+        Alone it commits on its own (one round trip on PostgreSQL, no ``BEGIN``/``COMMIT``),
+        without the write fence: only for writes that are no turn's (taking a lease).
+        """
+        current = tx if tx is not None else self._ambient()
+        if current is not None:
+            return await self._check_tx(current).run(lambda conn: query.rows(conn, params))
+        async with self._lock:
+            return await self._backend.write_statement(query, params)
 
     async def _write_deferred(
         self,

@@ -53,9 +53,8 @@ def _acquire_statement(dialect: str) -> Prepared:
     return Prepared(taken, [_L.owner])
 
 
-def _acquire(conn: Connection, thread_id: str, owner: str, ttl_us: int) -> int | None:
-    now = now_us()
-    params = {
+def _acquire_params(thread_id: str, owner: str, now: int, ttl_us: int) -> dict[str, Any]:
+    return {
         "v_tid": thread_id,
         "v_owner": owner,
         "v_expires": now + ttl_us,
@@ -63,8 +62,6 @@ def _acquire(conn: Connection, thread_id: str, owner: str, ttl_us: int) -> int |
         "b_owner": owner,
         "b_now": now,
     }
-    row = _acquire_statement(conn.dialect.name).first(conn, params)
-    return now if row is not None and row["owner"] == owner else None
 
 
 @functools.cache
@@ -162,10 +159,14 @@ class LeasesMixin(StoreBase):
             when another worker holds the lease or the thread is gone.
 
         """
-        try:
-            return await self._write(lambda conn: _acquire(conn, thread_id, owner, ttl_us), tx)
+        now = now_us()
+        query = _acquire_statement(self._backend.dialect)
+        params = _acquire_params(thread_id, owner, now, ttl_us)
+        try:  # one statement: no transaction around it (a round trip, not three)
+            rows = await self._write_statement(query, params, tx)
         except IntegrityError:  # the thread does not exist (the lease's foreign key)
             return None
+        return now if rows and rows[0]["owner"] == owner else None
 
     async def release_lease(
         self,
