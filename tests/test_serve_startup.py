@@ -206,3 +206,24 @@ def test_make_setup_reports_each_step_and_lets_pip_show_progress(tmp_path: Path)
     assert len(steps) == 4, plan
     install = next(line for line in plan.splitlines() if '-e ".[test]"' in line)
     assert "--quiet" not in install
+
+
+def test_the_log_level_also_quiets_libraries_the_app_configured_at_info() -> None:
+    """Litestar's logging configuration sets the root logger to ``info``: without the level
+    applied to it, ``--log-level warning`` still wrote httpx's line per model request."""
+    import logging
+
+    from sa_core.server.runner import build_server
+
+    root = logging.getLogger()
+    before = root.level
+    try:
+        app = Litestar(route_handlers=[])
+        assert logging.getLogger("httpx").isEnabledFor(logging.INFO)  # as the app left it
+        build_server(app, port=0, log_level="warning", handle_signals=False)
+        assert not logging.getLogger("httpx").isEnabledFor(logging.INFO)
+        assert logging.getLogger("httpx").isEnabledFor(logging.WARNING)
+        build_server(app, port=0, log_level="info", handle_signals=False)
+        assert logging.getLogger("httpx").isEnabledFor(logging.INFO)
+    finally:
+        root.setLevel(before)

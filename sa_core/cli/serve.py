@@ -73,7 +73,7 @@ def register(subparsers: Any) -> None:
         "--log-level",
         default="info",
         choices=["critical", "error", "warning", "info", "debug"],
-        help="uvicorn's log level (info)",
+        help="log level of the server and the libraries it uses (info)",
     )
     parser.set_defaults(func=run, loop_factory=responsive_loop)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import logging
 import socket
 from collections.abc import Generator
 
@@ -73,7 +74,10 @@ def build_server(
         app: the app from :func:`~sa_core.server.create_app`.
         host: the interface to bind.
         port: the port (0 picks a free one when serving with ``sockets=``).
-        log_level: uvicorn's log level.
+        log_level: the level of uvicorn's logs and of every other logger without a level of
+            its own (the app's logging configuration sets the root logger to ``info``, so a
+            library's ``info`` records, such as httpx's line per outbound request, are written
+            unless this is ``warning`` or higher).
         graceful_timeout: seconds to wait for open requests at shutdown before cancelling them.
         handle_signals: let uvicorn handle SIGINT and SIGTERM.
 
@@ -81,6 +85,7 @@ def build_server(
         The server; ``await server.serve()`` runs it until it is asked to exit.
 
     """
+    logging.getLogger().setLevel(log_level.upper())
     config = uvicorn.Config(
         app,
         host=host,
