@@ -39,6 +39,17 @@ async def test_a_lease_is_held_by_one_worker_until_released(store: Store) -> Non
     assert await store.acquire_lease("t1", "w2", 10 * SECOND) is not None
 
 
+async def test_a_refused_lease_names_its_holder_on_postgresql(store: Store) -> None:
+    taken = await store.try_lease("t1", "w1", 10 * SECOND)
+    assert taken.token is not None and taken.holder is None
+    refused = await store.try_lease("t1", "w2", 10 * SECOND)
+    assert refused.token is None
+    # the worker to tell about queued work (SQLite has one worker and cannot say)
+    assert refused.holder == ("w1" if store.url.startswith("postgresql") else None)
+    assert await store.lease_owner("t1") == "w1"
+    assert (await store.try_lease("missing", "w1", 10 * SECOND)).token is None
+
+
 async def test_an_expired_lease_is_taken_over_by_exactly_one_worker(store: Store) -> None:
     await store.acquire_lease("t1", "dead", 1)  # expires at once
     await store.acquire_lease("t2", "alive", 10 * SECOND)

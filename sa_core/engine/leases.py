@@ -45,9 +45,8 @@ if TYPE_CHECKING:
 WORK_CHANNEL = "sa_work"
 DEFAULT_LEASE_SECONDS = 10.0
 LEASE_ENV = "SA_LEASE_SECONDS"
-_NOTIFY_ALL = "SELECT count(pg_notify(c, p)) FROM unnest($1::text[], $2::text[]) AS n(c, p)"
-"""A batch of notifications as one statement, in array order (``executemany`` sent a statement
-per notification)."""
+MAX_KNOWN_HOLDERS = 10_000
+"""Holders remembered from refused acquisitions until their notification goes (a bound)."""
 
 log = logging.getLogger("sa_core.workers")
 
@@ -95,6 +94,8 @@ class Workers:
         """A turn stops this long before its lease could expire without a renewal."""
         self.linger_us = self.ttl_us // 3
         """How long a lease is kept once its thread's runner settled (for the next turn)."""
+        self._holders: dict[str, str] = {}
+        """Thread id -> the worker a refused acquisition found holding its lease."""
         self.lingering: dict[str, int] = {}
         """Thread id -> when (µs) its runner settled: the lease is kept, nothing is owed."""
         self.taken_over = 0
@@ -172,12 +173,17 @@ class Workers:
         # otherwise asked of the database (renewed when this worker holds it)
         unfenced = _ACQUIRING.set(True)  # the runner's own claim: not a write of its turn
         try:
-            token = await self.runtime.store.acquire_lease(thread_id, self.worker_id, self.ttl_us)
+            attempt = await self.runtime.store.try_lease(thread_id, self.worker_id, self.ttl_us)
         finally:
             _ACQUIRING.reset(unfenced)
+        token = attempt.token
         if token is None:
             if self.held.get(thread_id) is not None:
                 self._lost(thread_id)
+            if attempt.holder is not None:  # the worker :meth:`notify_work` tells
+                if len(self._holders) >= MAX_KNOWN_HOLDERS:
+                    self._holders.clear()
+                self._holders[thread_id] = attempt.holder
             return False
         self.held[thread_id] = token
         self.expires[thread_id] = token + self.ttl_us  # the token is the acquisition's time
@@ -282,12 +288,19 @@ class Workers:
         """Tell the other workers that a thread has queued work.
 
         The one running the thread takes it in before its next step; the others try to take
-        the lease (it may have just been released) and otherwise ignore it. A lost notification
-        is made up by the reapers, which start queued work nobody holds.
+        the lease (it may have just been released) and otherwise ignore it. When this worker's
+        acquisition was just refused, the note names the holder then, and only that worker
+        (or one holding the lease now) starts the thread: the others would each spend a
+        refused acquisition. A lost notification is made up by the reapers, which start
+        queued work nobody holds.
         """
+        holder = self._holders.pop(thread_id, None)
         if not self.relay.peers:  # no other worker alive (one that starts says hello first)
             return
-        payload = json.dumps({"w": self.worker_id, "t": thread_id, "s": side})
+        note = {"w": self.worker_id, "t": thread_id, "s": side}
+        if holder is not None:  # addressed to the holder: the others need not look
+            note["to"] = holder
+        payload = json.dumps(note)
         self._spawn(self._notify([(WORK_CHANNEL, payload)]))
 
     def notify_stop(self, thread_id: str) -> None:
@@ -320,8 +333,11 @@ class Workers:
             return
         if scheduler.is_running(thread_id):
             scheduler.note_queued(thread_id)
-        else:  # its runner checks, under the lease, that the work is still queued
+        elif note.get("to") == self.worker_id:
+            # the holder: its runner checks, under the lease, that the work is still queued
             scheduler.kick(thread_id, "b" if note.get("s") == "b" else "a")
+        elif "to" not in note or thread_id in self.held:
+            self.kick_if_queued(thread_id, "b" if note.get("s") == "b" else "a")
 
     async def _stop_here(self, thread_id: str) -> None:
         """Stop the turn this worker runs: a stop or a terminate posted to another worker."""
@@ -468,13 +484,12 @@ class Workers:
     # -- notifications ---------------------------------------------------------------------
 
     async def _notify(self, notes: list[tuple[str, str]]) -> None:
-        """Send notifications, in order, as one statement (one round trip, one transaction)."""
+        # a statement per notification: PostgreSQL folds identical payloads notified in one
+        # transaction into one, and two stream frames may well be identical
         if self._conn is None:
             return
-        channels = [channel for channel, _ in notes]
-        payloads = [payload for _, payload in notes]
         async with self._lock:
-            await self._conn.execute(_NOTIFY_ALL, channels, payloads)
+            await self._conn.executemany("SELECT pg_notify($1, $2)", notes)
 
     async def _store_frame(self, thread_id: str, frame: dict[str, Any]) -> int:
         return await self.runtime.store.put_stream_frame(thread_id, frame)

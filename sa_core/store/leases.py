@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import bindparam, delete, exists, literal, select, update
 from sqlalchemy.engine import Connection
@@ -28,9 +28,23 @@ _L = t.thread_leases.c
 _W = t.workers.c
 
 
+class LeaseAttempt(NamedTuple):
+    """What :meth:`LeasesMixin.try_lease` found."""
+
+    token: int | None
+    """The acquisition's token when the lease was taken (or renewed), else ``None``."""
+    holder: str | None
+    """The worker holding the lease when it was not taken, if known."""
+
+
 @functools.cache
 def _acquire_statement(dialect: str) -> Prepared:
-    """Take the lease unless another owner holds a valid one; returns the holder after."""
+    """Take the lease unless another owner holds a valid one.
+
+    Returns a row ``(owner, taken)``: this owner and true when it took (or renewed) the lease;
+    on PostgreSQL, the holder and false when another worker holds it (found in the same
+    statement); no row otherwise.
+    """
     if dialect == "postgresql":
         from sqlalchemy.dialects.postgresql import insert as upsert
     else:
@@ -50,7 +64,16 @@ def _acquire_statement(dialect: str) -> Prepared:
         },
         where=(_L.owner == bindparam("b_owner")) | (_L.expires_at < bindparam("b_now")),
     ).returning(_L.owner)
-    return Prepared(taken, [_L.owner])
+    if dialect != "postgresql":  # no writes in a WITH clause: who holds it stays unknown
+        flag = literal(True).label("taken")
+        return Prepared(taken.returning(flag), [_L.owner, flag])
+    done = taken.cte("taken")
+    # the holder as the statement began (its snapshot), when the upsert did not take it
+    holder = select(_L.owner, literal(False).label("taken")).where(
+        _L.thread_id == bindparam("v_tid"), ~exists(select(done.c.owner))
+    )
+    query = select(done.c.owner, literal(True).label("taken")).union_all(holder)
+    return Prepared(query, [query.selected_columns[0], query.selected_columns[1]])
 
 
 def _acquire_params(thread_id: str, owner: str, now: int, ttl_us: int) -> dict[str, Any]:
@@ -159,14 +182,27 @@ class LeasesMixin(StoreBase):
             when another worker holds the lease or the thread is gone.
 
         """
+        return (await self.try_lease(thread_id, owner, ttl_us, tx=tx)).token
+
+    async def try_lease(
+        self, thread_id: str, owner: str, ttl_us: int, *, tx: Transaction | None = None
+    ) -> LeaseAttempt:
+        """:meth:`acquire_lease`, also naming the holder when another worker holds the lease.
+
+        The holder is known on PostgreSQL (read by the same statement), else ``None``.
+        """
         now = now_us()
         query = _acquire_statement(self._backend.dialect)
         params = _acquire_params(thread_id, owner, now, ttl_us)
         try:  # one statement: no transaction around it (a round trip, not three)
             rows = await self._write_statement(query, params, tx)
         except IntegrityError:  # the thread does not exist (the lease's foreign key)
-            return None
-        return now if rows and rows[0]["owner"] == owner else None
+            return LeaseAttempt(None, None)
+        if not rows:
+            return LeaseAttempt(None, None)
+        if rows[0]["taken"]:
+            return LeaseAttempt(now if rows[0]["owner"] == owner else None, None)
+        return LeaseAttempt(None, str(rows[0]["owner"]))
 
     async def release_lease(
         self,
