@@ -44,20 +44,31 @@ def count_transactions(runtime: Any) -> Counter[str]:
     backend = runtime.store._backend
     counts: Counter[str] = Counter()
     begin, write, read = backend.begin, backend.write, backend.read
+    statement = backend.write_statement
+    inner = [False]  # a statement written alone goes through ``write`` on some backends
 
     async def counted_begin(owner: object) -> Any:
         counts["write"] += 1
         return await begin(owner)
 
     async def counted_write(op: Any) -> Any:
-        counts["write"] += 1
+        counts["write"] += not inner[0]
         return await write(op)
+
+    async def counted_statement(query: Any, params: Any) -> Any:
+        counts["write"] += 1  # its own commit (autocommit on PostgreSQL)
+        inner[0] = True
+        try:
+            return await statement(query, params)
+        finally:
+            inner[0] = False
 
     async def counted_read(op: Any) -> Any:
         counts["read"] += 1
         return await read(op)
 
     backend.begin, backend.write, backend.read = counted_begin, counted_write, counted_read
+    backend.write_statement = counted_statement
     return counts
 
 
