@@ -680,10 +680,12 @@ class Runtime:
         # a runner settling its last turn: wait for its commit rather than queue behind it
         await self.scheduler.wait_settled(thread_id)
         elsewhere = False  # another worker holds the thread's lease
+        holder: str | None = None  # that worker, when known
         if not self.scheduler.is_running(thread_id) and self.workers is not None:
             # the thread's lease says which worker runs it: queue for another, or take it here
             settled = self.workers.settled(thread_id)  # kept since its last turn: nothing owed
-            elsewhere = not await self.workers.acquire(thread_id)
+            taken, holder = await self.workers.try_acquire(thread_id)
+            elsewhere = not taken
             # taken here: a turn a dead worker left owed resumes first; this message queues
             busy = elsewhere or (not settled and await self._owes_turn(thread_id))
         else:
@@ -707,7 +709,7 @@ class Runtime:
                 if self.workers is None:
                     self.start_turn(thread_id, side)  # a runner drains the entry
                 else:
-                    self.workers.notify_work(thread_id, side)  # another worker may run it
+                    self.workers.notify_work(thread_id, side, holder)  # another may run it
                     if self.workers.settled(thread_id):
                         # its runner here settled meanwhile (nothing owed) and kept the lease
                         self.scheduler.kick(thread_id, side, waiting=True)

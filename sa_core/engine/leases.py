@@ -45,8 +45,6 @@ if TYPE_CHECKING:
 WORK_CHANNEL = "sa_work"
 DEFAULT_LEASE_SECONDS = 10.0
 LEASE_ENV = "SA_LEASE_SECONDS"
-MAX_KNOWN_HOLDERS = 10_000
-"""Holders remembered from refused acquisitions until their notification goes (a bound)."""
 
 log = logging.getLogger("sa_core.workers")
 
@@ -94,8 +92,6 @@ class Workers:
         """A turn stops this long before its lease could expire without a renewal."""
         self.linger_us = self.ttl_us // 3
         """How long a lease is kept once its thread's runner settled (for the next turn)."""
-        self._holders: dict[str, str] = {}
-        """Thread id -> the worker a refused acquisition found holding its lease."""
         self.lingering: dict[str, int] = {}
         """Thread id -> when (µs) its runner settled: the lease is kept, nothing is owed."""
         self.taken_over = 0
@@ -167,9 +163,18 @@ class Workers:
             holds the lease; queue the work and :meth:`notify_work`).
 
         """
+        return (await self.try_acquire(thread_id))[0]
+
+    async def try_acquire(self, thread_id: str) -> tuple[bool, str | None]:
+        """:meth:`acquire`, and the worker found holding the lease when it was refused.
+
+        Returns:
+            Whether the lease is this worker's now, and the holder (if known) when not: the
+            worker to address :meth:`notify_work` to.
+        """
         if self.holds(thread_id):
             self.lingering.pop(thread_id, None)
-            return True
+            return True, None
         # otherwise asked of the database (renewed when this worker holds it)
         unfenced = _ACQUIRING.set(True)  # the runner's own claim: not a write of its turn
         try:
@@ -180,14 +185,10 @@ class Workers:
         if token is None:
             if self.held.get(thread_id) is not None:
                 self._lost(thread_id)
-            if attempt.holder is not None:  # the worker :meth:`notify_work` tells
-                if len(self._holders) >= MAX_KNOWN_HOLDERS:
-                    self._holders.clear()
-                self._holders[thread_id] = attempt.holder
-            return False
+            return False, attempt.holder
         self.held[thread_id] = token
         self.expires[thread_id] = token + self.ttl_us  # the token is the acquisition's time
-        return True
+        return True, None
 
     async def claim(self, thread_id: str) -> bool:
         """The scheduler's claim before a thread's flow: :meth:`acquire`, in its runner.
@@ -284,17 +285,18 @@ class Workers:
                 self.runtime.store.release_lease(thread_id, self.worker_id, token, handover=True)
             )
 
-    def notify_work(self, thread_id: str, side: Literal["a", "b"] = "a") -> None:
+    def notify_work(
+        self, thread_id: str, side: Literal["a", "b"] = "a", holder: str | None = None
+    ) -> None:
         """Tell the other workers that a thread has queued work.
 
         The one running the thread takes it in before its next step; the others try to take
-        the lease (it may have just been released) and otherwise ignore it. When this worker's
-        acquisition was just refused, the note names the holder then, and only that worker
-        (or one holding the lease now) starts the thread: the others would each spend a
-        refused acquisition. A lost notification is made up by the reapers, which start
-        queued work nobody holds.
+        the lease (it may have just been released) and otherwise ignore it. With ``holder``
+        (the worker :meth:`try_acquire` just found holding the lease), only that worker (or
+        one holding the lease now) starts the thread: the others would each spend a refused
+        acquisition. A lost notification is made up by the reapers, which start queued work
+        nobody holds.
         """
-        holder = self._holders.pop(thread_id, None)
         if not self.relay.peers:  # no other worker alive (one that starts says hello first)
             return
         note = {"w": self.worker_id, "t": thread_id, "s": side}

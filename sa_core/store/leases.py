@@ -200,8 +200,8 @@ class LeasesMixin(StoreBase):
             return LeaseAttempt(None, None)
         if not rows:
             return LeaseAttempt(None, None)
-        if rows[0]["taken"]:
-            return LeaseAttempt(now if rows[0]["owner"] == owner else None, None)
+        if rows[0]["taken"]:  # the upsert wrote ``owner``
+            return LeaseAttempt(now, None)
         return LeaseAttempt(None, str(rows[0]["owner"]))
 
     async def release_lease(
