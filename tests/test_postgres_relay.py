@@ -88,6 +88,37 @@ async def test_frames_larger_than_a_notification_reach_the_other_worker_intact(
         assert received == [big, small]
 
 
+async def test_frames_published_together_share_notifications_and_none_is_folded(
+    pg_database_url: str,
+) -> None:
+    """A burst of frames goes out in a few notifications, in order, identical ones included."""
+    async with two_workers(pg_database_url) as (runner, watcher):
+        assert isinstance(runner.events, RelayBus)
+        state = await runner.create_thread("helper", package="alpha")
+        sent: list[int] = []
+        send = runner.events._send
+
+        async def counting(notes: list[tuple[str, str]]) -> None:
+            sent.append(len(notes))
+            await send(notes)
+
+        runner.events._send = counting
+        tick = {"type": "event", "eventType": "tick", "data": {}}
+        burst = [
+            tick,
+            tick,
+            *[{"type": "event", "eventType": "n", "data": {"i": i}} for i in range(200)],
+            tick,
+        ]
+        last = {"type": "event", "eventType": "last", "data": {}}
+        async with watcher.events.subscribe(state.thread_id) as remote:
+            for frame in [*burst, last]:
+                runner.events.publish(state.thread_id, frame)
+            received = await frames_until(remote, lambda f: f["eventType"] == "last")
+        assert received == [*burst, last]  # the repeated identical frames all arrive
+        assert sum(sent) < len(burst) / 10  # packed: a handful of notifications, not 204
+
+
 async def test_a_message_posted_through_another_worker_joins_the_running_thread(
     pg_database_url: str,
 ) -> None:

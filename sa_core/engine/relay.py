@@ -1,12 +1,18 @@
 """Streams across workers: every frame a worker publishes reaches every other worker's bus.
 
 Workers sharing a PostgreSQL database relay frames with ``LISTEN``/``NOTIFY`` on the
-``sa_stream`` channel; no broker is needed. A frame is sent as ``<worker id>|`` followed by JSON
-``{"t": thread, "a": [ancestors], "f": frame}`` (a worker skips its own by the prefix, without
-decoding them). Frames are relayed only while another worker is alive (:attr:`RelayBus.peers`),
-so a lone worker pays nothing. NOTIFY payloads are limited to 8000 bytes, so a larger frame is
-written to ``stream_frames`` and only its row number (``"s"``) is notified; receivers fetch it.
-Frames are sent by one task per worker, in publish order, and received in order by one task.
+``sa_stream`` channel; no broker is needed. A frame travels as a note, JSON
+``{"t": thread, "a": [ancestors], "f": frame}``. The frames that waited while the previous
+notifications went out are packed into as few notifications as fit, each ``<worker id>|``
+followed by JSON ``{"n": number, "b": [note, ...]}`` (a worker skips its own by the prefix,
+without decoding them). One notification per frame cost every worker a database statement, a
+wake-up and a decode per frame; a turn streams half a dozen frames. ``n`` counts this worker's
+notifications: PostgreSQL delivers identical payloads sent in one transaction only once, and no
+two of ours are identical. A lone note without ``b`` (an earlier version's format) is still
+read. Frames are relayed only while another worker is alive (:attr:`RelayBus.peers`), so a
+lone worker pays nothing. NOTIFY payloads are limited to 8000 bytes, so a larger frame is
+written to ``stream_frames`` and its note carries only the row number (``"s"``); receivers fetch
+it. Frames are sent by one task per worker, in publish order, and received in order by one task.
 The ancestors travel with the frame, so a client on another worker watching a parent thread
 receives its child threads' frames (tagged ``subagent_id``) just as locally.
 """
@@ -69,6 +75,7 @@ class RelayBus(EventBus):
         self.peers = False
         """Whether another worker is alive (set by the heartbeat and by workers' greetings)."""
         self._prefix = f"{worker_id}|"
+        self._sent = 0
 
     @property
     def has_listeners(self) -> bool:
@@ -134,12 +141,12 @@ class RelayBus(EventBus):
                 notes = []
                 for thread_id, ancestors, frame in batch:
                     body: dict[str, Any] = {"t": thread_id, "a": ancestors}
-                    payload = json.dumps({**body, "f": frame}, separators=(",", ":"), default=str)
-                    if len(payload.encode()) > MAX_NOTIFY_BYTES:
+                    note = json.dumps({**body, "f": frame}, separators=(",", ":"), default=str)
+                    if len(note) > MAX_NOTIFY_BYTES:  # ASCII: json.dumps escapes the rest
                         body["s"] = await self._store_frame(thread_id, cast(FrameDict, frame))
-                        payload = json.dumps(body, separators=(",", ":"))
-                    notes.append((STREAM_CHANNEL, self._prefix + payload))
-                await self._send(notes)
+                        note = json.dumps(body, separators=(",", ":"))
+                    notes.append(note)
+                await self._send([(STREAM_CHANNEL, payload) for payload in self._pack(notes)])
                 self.relayed += len(notes)
             except asyncio.CancelledError:
                 raise
@@ -153,13 +160,34 @@ class RelayBus(EventBus):
         while True:
             payload = await self._inbox.get()
             try:
-                note = json.loads(payload.partition("|")[2])
-                frame = note.get("f")
-                if frame is None and "s" in note:
-                    frame = await self._fetch_frame(int(note["s"]))
-                if isinstance(frame, dict):
-                    self.deliver(str(note["t"]), frame, list(note.get("a") or []))
+                packed = json.loads(payload.partition("|")[2])
+                for note in packed.get("b") or [packed]:
+                    await self._receive(note)
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.exception("a relayed stream frame could not be delivered")
+                log.exception("relayed stream frames could not be delivered")
+
+    async def _receive(self, note: dict[str, Any]) -> None:
+        frame = note.get("f")
+        if frame is None and "s" in note:
+            frame = await self._fetch_frame(int(note["s"]))
+        if isinstance(frame, dict):
+            self.deliver(str(note["t"]), frame, list(note.get("a") or []))
+
+    def _pack(self, notes: list[str]) -> list[str]:
+        """Notification payloads carrying ``notes`` in order, each within the size limit."""
+        payloads: list[str] = []
+        start = size = 0
+        for index, note in enumerate(notes):
+            if index > start and size + len(note) > MAX_NOTIFY_BYTES:
+                payloads.append(self._payload(notes[start:index]))
+                start, size = index, 0
+            size += len(note) + 1
+        if start < len(notes):
+            payloads.append(self._payload(notes[start:]))
+        return payloads
+
+    def _payload(self, notes: list[str]) -> str:
+        self._sent += 1
+        return f'{self._prefix}{{"n":{self._sent},"b":[{",".join(notes)}]}}'
