@@ -853,16 +853,14 @@ class Runtime:
         self._mark_current(shared, self.store.external_version())
         return True
 
-    async def _has_work(self, thread_id: str) -> bool:
-        """Whether a thread kicked without a message has something to do (workers only).
+    async def _has_approvals(self, thread_id: str) -> bool:
+        """Whether a thread kicked without a message or queued entries has approvals to act on.
 
         Several workers are told about the same queued work; the one that gets the lease after
         another already took the entries in must not run a turn on nothing new.
         """
         from sa_core.engine.approvals import KEY as APPROVALS
 
-        if await self.store.list_queue(thread_id):
-            return True
         return await self.store.get_value(thread_id, APPROVALS) is not None
 
     async def _owes_turn(self, thread_id: str) -> bool:
@@ -953,23 +951,28 @@ class Runtime:
             if shared.row.terminated is not None:
                 return None
             state = ThreadState(self, shared)
+        elif not initial and not continued and self.workers is not None:
+            # read under the lease just taken, never before it: a resume point read earlier
+            # (a restart's owed turns) may be one another worker has finished meanwhile. The
+            # row, registry, record, queue and history come back from one query
+            start = await self.store.read_runner_start(thread_id)
+            if start is None or start.row.terminated is not None:
+                return None
+            owed = start.execution.owed_resume if start.execution is not None else None
+            if owed is not None:
+                # kicked for queued work on a thread another worker left mid-turn: finish that
+                # turn from its resume point first (the queue is drained on the way)
+                resume, side = owed, owed.side
+            elif start.queue or await self._has_approvals(thread_id):
+                resume = None  # the turn it owed is done: only the queued work is left
+                history = start.history
+            else:
+                return None  # another worker did the work meanwhile
+            state = await self.state_for(start.row, children=start.children)
         else:
             version, row, children = await self._read_thread(thread_id)
             if row is None or row.terminated is not None:
                 return None
-            if not initial and not continued and self.workers is not None:
-                # read under the lease just taken, never before it: a resume point read earlier
-                # (a restart's owed turns) may be one another worker has finished meanwhile.
-                # Kicked for queued work on a thread another worker left mid-turn: finish that
-                # turn from its resume point first (the queue is drained on the way)
-                record = await self.store.get_execution(thread_id)
-                owed = record.owed_resume if record is not None else None
-                if owed is not None:
-                    resume, side = owed, owed.side
-                elif await self._has_work(thread_id):
-                    resume = None  # the turn it owed is done: only the queued work is left
-                else:
-                    return None  # another worker did the work meanwhile
             state = await self.state_for(row, read_at=version, children=children)
         flow = Flow(
             self.engine,

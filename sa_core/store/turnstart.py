@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sa_core.store.backend import Transaction
+from sa_core.store.executions import ExecutionsMixin
 from sa_core.store.fast import Prepared
 from sa_core.store.queue import QueueMixin
 from sa_core.store.threads import ThreadsMixin
@@ -22,10 +23,13 @@ from sa_core.store.threads import ThreadsMixin
 if TYPE_CHECKING:
     from sa_core.spec import SubagentRegistryEntry
     from sa_core.spec.records import Message
+    from sa_core.store.caches import ReadHistory
+    from sa_core.store.executions import ExecutionRecord
     from sa_core.store.rows import QueueEntry, ThreadRow
 
 _QUEUE_KEY = "queue_entries"
 _HISTORY_KEY = "history_entries"
+_EXECUTION_KEY = "execution_record"
 
 
 @dataclass(slots=True)
@@ -38,6 +42,9 @@ class TurnStart:
     history: list[Message] | None
     """The engine's context (as :meth:`MessagesMixin.history` loads it), or ``None`` when it
     was not read here (the engine loads it)."""
+    execution: ExecutionRecord | None = None
+    """The thread's execution record (read by :meth:`TurnStartMixin.read_runner_start` only;
+    ``None`` there when the thread never ran)."""
 
 
 @functools.cache
@@ -68,8 +75,58 @@ def _turn_start_pg() -> Prepared:
     return Prepared(stmt.add_columns(queue, history), [*base.columns, queue, history])
 
 
-class TurnStartMixin(ThreadsMixin, QueueMixin):
-    """The read that ends the transaction owing a turn."""
+@functools.cache
+def _runner_start_pg() -> Prepared:
+    """:func:`_turn_start_pg` and the thread's execution record, in one query."""
+    from sqlalchemy import JSON, bindparam, func, select, type_coerce
+
+    from sa_core.store import tables as t
+
+    x = t.executions.c
+    fields = func.json_build_object(
+        "status", x.status, "record", x.record,
+        "claimed_by", x.claimed_by, "claimed_until", x.claimed_until,
+    )  # fmt: skip
+    found = select(fields).where(x.thread_id == bindparam("b_id")).scalar_subquery()
+    record = type_coerce(found, JSON).label(_EXECUTION_KEY)
+    base = _turn_start_pg()
+    stmt: Any = base.stmt
+    return Prepared(stmt.add_columns(record), [*base.columns, record])
+
+
+class TurnStartMixin(ThreadsMixin, QueueMixin, ExecutionsMixin):
+    """The read that ends the transaction owing a turn, and a runner's read as it starts."""
+
+    async def read_runner_start(self, thread_id: str) -> TurnStart | None:
+        """What a runner woken for a thread's queued or owed work reads, under its lease.
+
+        The thread row, registry, queue, execution record and (on PostgreSQL) history, in one
+        query there: a worker woken by another's notification otherwise reads the row, the
+        record and the queue one round trip each, and the history at the first step.
+
+        Returns:
+            The thread, or ``None`` when it is gone.
+        """
+        from sa_core.store.executions import _record
+        from sa_core.store.pghistory import history_params
+
+        if self._backend.dialect != "postgresql":
+            found = await self.get_thread_with_children(thread_id)
+            if found is None:
+                return None
+            execution = await self.get_execution(thread_id)
+            queue = await self.list_queue(thread_id)
+            return TurnStart(found[0], found[1], queue, None, execution)
+        held = self._caches.read_histories.get(thread_id)
+        rows = await self._fetch(_runner_start_pg(), history_params(thread_id, held), None)
+        if not rows:
+            self._caches.read_histories.drop(thread_id)
+            return None
+        row = rows[0]
+        execution = row.pop(_EXECUTION_KEY)
+        start = self._turn_start_of(thread_id, held, row, ())
+        start.execution = _record(execution) if execution is not None else None
+        return start
 
     async def read_turn_start(
         self, thread_id: str, *, tx: Transaction, written: Sequence[Message] = ()
@@ -88,15 +145,7 @@ class TurnStartMixin(ThreadsMixin, QueueMixin):
         Returns:
             The thread, or ``None`` when it is gone.
         """
-        from sa_core.store.messages import _history_rows, message_to_row
-        from sa_core.store.pghistory import (
-            apply_history_read,
-            history_params,
-            merged,
-            without_seq,
-        )
-        from sa_core.store.queue import _entry
-        from sa_core.store.threads import _KIDS_KEY, thread_with_children
+        from sa_core.store.pghistory import history_params
 
         if self._backend.dialect != "postgresql":
             found = await self.get_thread_with_children(thread_id, tx=tx)
@@ -104,17 +153,33 @@ class TurnStartMixin(ThreadsMixin, QueueMixin):
                 return None
             queue = await self.list_queue(thread_id, tx=tx)
             return TurnStart(found[0], found[1], queue, None)
-        histories = self._caches.read_histories
-        held = histories.get(thread_id)
+        held = self._caches.read_histories.get(thread_id)
         query = _turn_start_pg()
         params = history_params(thread_id, held)
         rows = await self._check_tx(tx).read_with_writes(query, params, last=True)
         if rows is None:
             rows = await self._fetch(query, params, tx)
         if not rows:
-            histories.drop(thread_id)
+            self._caches.read_histories.drop(thread_id)
             return None
-        row = rows[0]
+        return self._turn_start_of(thread_id, held, rows[0], written)
+
+    def _turn_start_of(
+        self,
+        thread_id: str,
+        held: ReadHistory | None,
+        row: dict[str, Any],
+        written: Sequence[Message],
+    ) -> TurnStart:
+        """The :class:`TurnStart` of a row of :func:`_turn_start_pg`.
+
+        ``written``: see :meth:`read_turn_start`.
+        """
+        from sa_core.store.messages import _history_rows, message_to_row
+        from sa_core.store.pghistory import apply_history_read, merged, without_seq
+        from sa_core.store.queue import _entry
+        from sa_core.store.threads import _KIDS_KEY, thread_with_children
+
         queue = [_entry(without_seq(entry)) for entry in row.pop(_QUEUE_KEY) or []]
         summary = row.pop(_HISTORY_KEY)
         thread, children = thread_with_children(row, row.pop(_KIDS_KEY) or [])
