@@ -209,3 +209,52 @@ async def test_a_stop_posted_through_another_worker_stops_the_turn_where_it_runs
                 await asyncio.sleep(0.05)
         row = await runner.store.get_thread(state.thread_id)
         assert row is not None and row.stopped
+
+
+async def test_a_runner_woken_by_another_workers_message_reads_the_thread_in_one_query(
+    pg_database_url: str, sent: list[str]
+) -> None:
+    """The woken worker reads row, record, queue and history at once; the model sees each
+    earlier message exactly once."""
+    from sa_core import Pack, define_agent, define_model, define_prompt
+    from sa_core.testing import FunctionProvider
+
+    seen: list[list[tuple[str, str]]] = []
+
+    def answer(request: Any) -> str:
+        seen.append([(m.role, str(m.content)) for m in request.messages if m.role != "system"])
+        return f"answer {len(seen)}"
+
+    prompt = define_prompt(name="main", model="m", prompt="Hi", include_chat=True)
+    pack = Pack(
+        name="woken",
+        agents=[define_agent(name="a", side_a={"prompt": "main"})],
+        prompts=[prompt],
+        models=[define_model(name="m", provider="test", model="x")],
+    )
+
+    def worker() -> Runtime:
+        return Runtime(
+            packs=[pack],
+            providers={"test": FunctionProvider(answer)},
+            database_url=pg_database_url,
+            load_entrypoints=False,
+        )
+
+    async with worker() as runner, worker() as other:
+        state = await runner.create_thread("a")
+        await state.send_message("first")  # runs here; the lease stays with `runner`
+        remote = await other.get_thread(state.thread_id)
+        sent.clear()
+        await remote.send_message("second", wait=False)
+        async with asyncio.timeout(20):
+            while len(seen) < 2:
+                await asyncio.sleep(0.02)
+            await runner.wait_thread(state.thread_id)
+    assert seen[1] == [
+        ("user", "first"), ("assistant", "answer 1"), ("user", "second"),
+    ]  # fmt: skip
+    reads = [s for s in sent if s.startswith("SELECT")]
+    assert not [s for s in reads if s.startswith("SELECT executions.")], reads
+    assert not [s for s in reads if s.startswith("SELECT queue.")], reads
+    assert not [s for s in reads if s.startswith("SELECT (SELECT json_build_array")], reads
