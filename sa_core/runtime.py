@@ -53,7 +53,7 @@ if TYPE_CHECKING:
         ToolAttachment,
     )
     from sa_core.state import SharedThread, ThreadState
-    from sa_core.store import Store, ThreadRow, Transaction
+    from sa_core.store import QueueEntry, Store, ThreadRow, Transaction
     from sa_core.store.executions import ExecutionRecord, ResumePoint
 
 DEFAULT_DATABASE = ".sa/sa.db"
@@ -947,6 +947,7 @@ class Runtime:
         self._fresh.discard(thread_id)
         history = self._primed_history.pop(thread_id, None) if shared is not None else None
         self._primed_history.pop(thread_id, None)
+        queued: list[QueueEntry] | None = None
         if shared is not None:  # read in the transaction that owed this turn (see ``send``)
             if shared.row.terminated is not None:
                 return None
@@ -965,7 +966,7 @@ class Runtime:
                 resume, side = owed, owed.side
             elif start.queue or await self._has_approvals(thread_id):
                 resume = None  # the turn it owed is done: only the queued work is left
-                history = start.history
+                history, queued = start.history, start.queue
             else:
                 return None  # another worker did the work meanwhile
             state = await self.state_for(start.row, children=start.children)
@@ -982,6 +983,7 @@ class Runtime:
             resume=resume,
             durable=True,
             history=history,
+            queued=queued,
         )
         state.execution = flow
         self.scheduler.attach(thread_id, flow)

@@ -258,3 +258,55 @@ async def test_a_runner_woken_by_another_workers_message_reads_the_thread_in_one
     assert not [s for s in reads if s.startswith("SELECT executions.")], reads
     assert not [s for s in reads if s.startswith("SELECT queue.")], reads
     assert not [s for s in reads if s.startswith("SELECT (SELECT json_build_array")], reads
+
+
+async def test_an_entry_deleted_before_the_woken_runner_drains_it_is_never_stored(
+    pg_database_url: str,
+) -> None:
+    """The runner read "second"; it was deleted (and "third" queued) before the drain."""
+    from sa_core import Pack, define_agent, define_model, define_prompt
+    from sa_core.testing import FunctionProvider
+
+    seen: list[list[str]] = []
+
+    def answer(request: Any) -> str:
+        seen.append([str(m.content) for m in request.messages if m.role == "user"])
+        return f"answer {len(seen)}"
+
+    prompt = define_prompt(name="main", model="m", prompt="Hi", include_chat=True)
+    pack = Pack(
+        name="deleted",
+        agents=[define_agent(name="a", side_a={"prompt": "main"})],
+        prompts=[prompt],
+        models=[define_model(name="m", provider="test", model="x")],
+    )
+
+    def worker() -> Runtime:
+        return Runtime(
+            packs=[pack],
+            providers={"test": FunctionProvider(answer)},
+            database_url=pg_database_url,
+            load_entrypoints=False,
+        )
+
+    async with worker() as runner, worker() as other:
+        state = await runner.create_thread("a")
+        await state.send_message("first")
+        drain = runner.store.drain_entries
+
+        async def deleted_meanwhile(thread_id: str, entries: Any, *, tx: Any) -> None:
+            for entry in entries:
+                assert await other.store.delete_queue_entry(thread_id, entry.id)
+            await other.store.enqueue(thread_id, {"content": "third"})
+            await drain(thread_id, entries, tx=tx)
+
+        runner.store.drain_entries = deleted_meanwhile  # type: ignore[method-assign]
+        remote = await other.get_thread(state.thread_id)
+        await remote.send_message("second", wait=False)
+        async with asyncio.timeout(20):
+            while len(seen) < 2:
+                await asyncio.sleep(0.02)
+            await runner.wait_thread(state.thread_id)
+        page = await runner.store.list_messages(state.thread_id)
+    assert [m.content for m in page[0]] == ["first", "answer 1", "third", "answer 2"]
+    assert seen[1] == ["first", "third"]

@@ -752,6 +752,34 @@ async def test_queue_drain_is_atomic(store: Store) -> None:
     assert [e.content for e in await store.list_queue("t1")] == ["kept"]
 
 
+@pytest.mark.asyncio
+async def test_draining_known_entries_takes_exactly_them_or_nothing(store: Store) -> None:
+    from sa_core.store.queue import QueueChanged
+
+    await make_thread(store)
+    await store.enqueue("t1", {"content": "one"})
+    await store.enqueue("t1", {"content": "two"})
+    known = await store.list_queue("t1")
+    await store.enqueue("t1", {"content": "later"})  # queued after the read: stays
+    async with store.transaction() as tx:
+        await store.drain_entries("t1", known, tx=tx)
+        await store.insert_messages([Message(id="m1", thread_id="t1", role="user", content="x")],
+                                    tx=tx)  # fmt: skip
+    assert [e.content for e in await store.list_queue("t1")] == ["later"]
+
+    known = await store.list_queue("t1")
+    await store.enqueue("t1", {"content": "last"})
+    assert await store.delete_queue_entry("t1", known[0].id)  # deleted meanwhile
+    with pytest.raises(QueueChanged):
+        async with store.transaction() as tx:
+            await store.drain_entries("t1", known, tx=tx)
+            await store.insert_messages(
+                [Message(id="m2", thread_id="t1", role="user", content="y")], tx=tx
+            )
+    assert [e.content for e in await store.list_queue("t1")] == ["last"]
+    assert await store.get_message("t1", "m2") is None  # nothing of that transaction stayed
+
+
 # --- effects -----------------------------------------------------------------------------------
 
 

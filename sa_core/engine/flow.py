@@ -30,9 +30,9 @@ from sa_core.engine.context import (
 from sa_core.engine.dispatch import execute_call
 from sa_core.engine.files import attachment_paths, existing_refs, store_attachment
 from sa_core.engine.messages import (
+    announce_created,
     complete_prepared,
     create_message,
-    create_messages,
     new_id,
     new_message,
     prepare_message,
@@ -173,6 +173,7 @@ class Flow:
         resume: ResumePoint | None = None,
         durable: bool = False,
         history: list[Message] | None = None,
+        queued: list[QueueEntry] | None = None,
     ) -> None:
         self.engine = engine
         self.state = state
@@ -201,6 +202,8 @@ class Flow:
         self._before: list[Message] | None = None
         self._history = history
         """The thread's history as the turn began, read with its acknowledgement, if it was."""
+        self._queued = queued
+        """The thread's queue as the runner read it under its lease, for the first drain."""
         self._before_filtered: dict[bool, list[Message]] = {}
         self._error_streak: tuple[str, int] = ("", 0)
         self._last_error = ""
@@ -838,42 +841,80 @@ class Flow:
         engine = self.engine
         state = self.state
         scheduler = engine.scheduler
+        known, self._queued = self._queued, None
         if not scheduler.take_queued(state.thread_id) and (
             self.step_count or scheduler.take_known_empty(state.thread_id)
         ):
             return
         # consumed exactly once: the entries leave the queue in the transaction that stores
-        # them as messages (ids taken from the entries) and moves the resume point past them
-        async with engine.store.transaction() as tx:
-            entries = await engine.store.drain_queue(state.thread_id, tx=tx)
-            if not entries:
-                return
-            messages = []
-            for entry in entries:
-                metadata = dict(entry.metadata or {})
-                metadata.setdefault("queued", True)
-                message_id = metadata.pop("message_id", None) or entry.id
-                refs = [AttachmentRef.model_validate(a) for a in entry.attachments]
-                messages.append(
-                    new_message(
-                        state.thread_id,
-                        entry.role,
-                        entry.content,
-                        id=message_id,
-                        silent=entry.silent,
-                        metadata=metadata,
-                        attachments=refs or None,
-                        subagent_id=metadata.get("subagent_id"),
-                    )
-                )
-            stored = await create_messages(state, messages, tx=tx)
-            for message in stored:
-                self.remember(message)
-                if self.side_config("b") is None and message.role == "user" and not message.silent:
-                    self.turns["b"] += 1
-            self.current_side = side_for_role(entries[0].role)
-            self.stopped = False
-            await self.save_point(self.resume_point(), tx=tx)
+        # them as messages (ids taken from the entries) and moves the resume point past them.
+        # Read under the lease, they are removed by id with the writes: one statement, nothing
+        # read back. One deleted meanwhile undoes that; the queue is then drained as it is.
+        if known and await self._drain_entries(known, known_first=True):
+            return
+        await self._drain_entries(None)
+
+    async def _drain_entries(
+        self, known: list[QueueEntry] | None, *, known_first: bool = False
+    ) -> bool:
+        """Store queue entries as the thread's messages; returns whether any were drained.
+
+        ``known``: the entries to remove by id (:meth:`Store.drain_entries`); ``None``: take
+        whatever is queued. Their frames go out once the messages are committed.
+        """
+        from sa_core.store.queue import QueueChanged
+
+        engine = self.engine
+        state = self.state
+        kept = (len(self.messages), dict(self.turns), self.current_side, self.stopped)
+        try:
+            async with engine.store.transaction() as tx:
+                if known is None:
+                    entries = await engine.store.drain_queue(state.thread_id, tx=tx)
+                    if not entries:
+                        return False
+                else:
+                    entries = known
+                    await engine.store.drain_entries(state.thread_id, entries, tx=tx)
+                stored = await self._store_entries(entries, tx)
+        except QueueChanged:
+            if not known_first:
+                raise
+            del self.messages[kept[0] :]
+            self.turns, self.current_side, self.stopped = kept[1], kept[2], kept[3]
+            return False
+        await announce_created(state, stored)
+        return True
+
+    async def _store_entries(self, entries: list[QueueEntry], tx: Transaction) -> list[Message]:
+        """Insert drained entries as messages in ``tx`` and move the resume point past them."""
+        state = self.state
+        messages = []
+        for entry in entries:
+            metadata = dict(entry.metadata or {})
+            metadata.setdefault("queued", True)
+            message_id = metadata.pop("message_id", None) or entry.id
+            refs = [AttachmentRef.model_validate(a) for a in entry.attachments]
+            message = new_message(
+                state.thread_id,
+                entry.role,
+                entry.content,
+                id=message_id,
+                silent=entry.silent,
+                metadata=metadata,
+                attachments=refs or None,
+                subagent_id=metadata.get("subagent_id"),
+            )
+            messages.append(await prepare_message(state, message))
+        await self.engine.store.insert_messages(messages, tx=tx)
+        for message in messages:
+            self.remember(message)
+            if self.side_config("b") is None and message.role == "user" and not message.silent:
+                self.turns["b"] += 1
+        self.current_side = side_for_role(entries[0].role)
+        self.stopped = False
+        await self.save_point(self.resume_point(), tx=tx)
+        return messages
 
     async def _perform_handoff(self, handoff: PendingHandoff) -> None:
         engine = self.engine

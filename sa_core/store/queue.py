@@ -35,6 +35,17 @@ _DELETE_ONE = Prepared(
 _THREADS = select(_Q.thread_id).distinct().order_by(_Q.thread_id)
 
 
+class QueueChanged(Exception):
+    """An entry a runner read was deleted (or taken) before the runner drained it."""
+
+
+def _gone(thread_id: str, queue_id: str) -> Any:
+    def raise_gone(_conn: Connection) -> None:
+        raise QueueChanged(f"queue entry {queue_id!r} of thread {thread_id!r} is gone")
+
+    return raise_gone
+
+
 def _entry(row: dict[str, Any]) -> QueueEntry:
     return QueueEntry(
         id=row["id"],
@@ -106,6 +117,25 @@ class QueueMixin(StoreBase):
     ) -> list[QueueEntry]:
         """Remove and return every queued entry of a thread, oldest first, atomically."""
         return await self._write(lambda conn: _drain(conn, thread_id), tx)
+
+    async def drain_entries(
+        self, thread_id: str, entries: Iterable[QueueEntry], *, tx: Transaction
+    ) -> None:
+        """Remove exactly ``entries``, read from the thread's queue earlier, in ``tx``.
+
+        Unlike :meth:`drain_queue` nothing is read back: on PostgreSQL the deletes go with the
+        transaction's other deferred writes, so a drain whose entries are known is one
+        statement. Entries queued since the read stay queued.
+
+        Raises:
+            QueueChanged: One of them is gone (deleted meanwhile); the transaction must roll
+                back. Raised here or by the commit.
+        """
+        items = [
+            Deferred(_DELETE_ONE, {"b_tid": thread_id, "b_id": e.id}, _gone(thread_id, e.id))
+            for e in entries
+        ]
+        await self._write_deferred(items, tx)
 
     async def list_queue(
         self,
