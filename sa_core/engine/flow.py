@@ -850,13 +850,11 @@ class Flow:
         # them as messages (ids taken from the entries) and moves the resume point past them.
         # Read under the lease, they are removed by id with the writes: one statement, nothing
         # read back. One deleted meanwhile undoes that; the queue is then drained as it is.
-        if known and await self._drain_entries(known, known_first=True):
+        if known and await self._drain_entries(known):
             return
         await self._drain_entries(None)
 
-    async def _drain_entries(
-        self, known: list[QueueEntry] | None, *, known_first: bool = False
-    ) -> bool:
+    async def _drain_entries(self, known: list[QueueEntry] | None) -> bool:
         """Store queue entries as the thread's messages; returns whether any were drained.
 
         ``known``: the entries to remove by id (:meth:`Store.drain_entries`); ``None``: take
@@ -877,9 +875,7 @@ class Flow:
                     entries = known
                     await engine.store.drain_entries(state.thread_id, entries, tx=tx)
                 stored = await self._store_entries(entries, tx)
-        except QueueChanged:
-            if not known_first:
-                raise
+        except QueueChanged:  # (``known`` only) nothing of the transaction stayed
             del self.messages[kept[0] :]
             self.turns, self.current_side, self.stopped = kept[1], kept[2], kept[3]
             return False
