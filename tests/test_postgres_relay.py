@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -119,16 +119,52 @@ async def test_frames_published_together_share_notifications_and_none_is_folded(
         assert sum(sent) < len(burst) / 10  # packed: a handful of notifications, not 204
 
 
-async def test_a_message_posted_through_another_worker_joins_the_running_thread(
-    pg_database_url: str,
-) -> None:
+@asynccontextmanager
+async def chat_workers(
+    url: str, answer_for: Callable[[str], Callable[[Any], Any]]
+) -> AsyncIterator[tuple[Runtime, Runtime]]:
+    """Workers ``runner`` and ``other`` of a one-prompt chat agent ``a`` (package ``chat``);
+    ``answer_for(worker name)`` answers that worker's model requests."""
     from sa_core import Pack, define_agent, define_model, define_prompt
     from sa_core.testing import FunctionProvider
 
+    prompt = define_prompt(name="main", model="m", prompt="Hi", include_chat=True)
+    pack = Pack(
+        name="chat",
+        agents=[define_agent(name="a", side_a={"prompt": "main"})],
+        prompts=[prompt],
+        models=[define_model(name="m", provider="test", model="x")],
+    )
+
+    def worker(name: str) -> Runtime:
+        return Runtime(
+            packs=[pack],
+            providers={"test": FunctionProvider(answer_for(name))},
+            database_url=url,
+            load_entrypoints=False,
+        )
+
+    async with worker("runner") as runner, worker("other") as other:
+        yield runner, other
+
+
+def recording(seen: list[list[tuple[str, str]]]) -> Callable[[str], Callable[[Any], str]]:
+    """Answers ``answer <n>``, recording each request's non-system messages in ``seen``."""
+
+    def answer(request: Any) -> str:
+        seen.append([(m.role, str(m.content)) for m in request.messages if m.role != "system"])
+        return f"answer {len(seen)}"
+
+    return lambda _name: answer
+
+
+async def test_a_message_posted_through_another_worker_joins_the_running_thread(
+    pg_database_url: str,
+) -> None:
     calls: list[tuple[str, str]] = []
     gate = asyncio.Event()
 
-    def model(name: str) -> FunctionProvider:
+    def model(name: str) -> Callable[[Any], Any]:
         async def answer(request: Any) -> str:
             last = [m for m in request.messages if m.role == "user"][-1].content
             calls.append((name, str(last)))
@@ -136,21 +172,9 @@ async def test_a_message_posted_through_another_worker_joins_the_running_thread(
                 await gate.wait()
             return f"answer to {last}"
 
-        return FunctionProvider(answer)
+        return answer
 
-    prompt = define_prompt(name="main", model="m", prompt="Hi", include_chat=True)
-    pack = Pack(
-        name="joined",
-        agents=[define_agent(name="a", side_a={"prompt": "main"})],
-        prompts=[prompt],
-        models=[define_model(name="m", provider="test", model="x")],
-    )
-
-    def worker(name: str) -> Runtime:
-        return Runtime(packs=[pack], providers={"test": model(name)},
-                       database_url=pg_database_url, load_entrypoints=False)
-
-    async with worker("runner") as runner, worker("other") as other:
+    async with chat_workers(pg_database_url, model) as (runner, other):
         state = await runner.create_thread("a")
         await state.send_message("first", wait=False)
         async with asyncio.timeout(10):
@@ -176,9 +200,6 @@ async def test_a_message_posted_through_another_worker_joins_the_running_thread(
 async def test_a_stop_posted_through_another_worker_stops_the_turn_where_it_runs(
     pg_database_url: str,
 ) -> None:
-    from sa_core import Pack, define_agent, define_model, define_prompt
-    from sa_core.testing import FunctionProvider
-
     started = asyncio.Event()
 
     async def stuck(request: Any) -> str:
@@ -186,19 +207,7 @@ async def test_a_stop_posted_through_another_worker_stops_the_turn_where_it_runs
         await asyncio.sleep(60)
         return "never"
 
-    prompt = define_prompt(name="main", model="m", prompt="Hi", include_chat=True)
-    pack = Pack(
-        name="stopped",
-        agents=[define_agent(name="a", side_a={"prompt": "main"})],
-        prompts=[prompt],
-        models=[define_model(name="m", provider="test", model="x")],
-    )
-
-    def worker() -> Runtime:
-        return Runtime(packs=[pack], providers={"test": FunctionProvider(stuck)},
-                       database_url=pg_database_url, load_entrypoints=False)
-
-    async with worker() as runner, worker() as other:
+    async with chat_workers(pg_database_url, lambda _name: stuck) as (runner, other):
         state = await runner.create_thread("a")
         await state.send_message("go", wait=False)
         async with asyncio.timeout(10):
@@ -211,46 +220,26 @@ async def test_a_stop_posted_through_another_worker_stops_the_turn_where_it_runs
         assert row is not None and row.stopped
 
 
+async def answered_twice(runner: Runtime, thread_id: str, seen: list[Any]) -> None:
+    async with asyncio.timeout(20):
+        while len(seen) < 2:
+            await asyncio.sleep(0.02)
+        await runner.wait_thread(thread_id)
+
+
 async def test_a_runner_woken_by_another_workers_message_reads_the_thread_in_one_query(
     pg_database_url: str, sent: list[str]
 ) -> None:
     """The woken worker reads row, record, queue and history at once; the model sees each
     earlier message exactly once."""
-    from sa_core import Pack, define_agent, define_model, define_prompt
-    from sa_core.testing import FunctionProvider
-
     seen: list[list[tuple[str, str]]] = []
-
-    def answer(request: Any) -> str:
-        seen.append([(m.role, str(m.content)) for m in request.messages if m.role != "system"])
-        return f"answer {len(seen)}"
-
-    prompt = define_prompt(name="main", model="m", prompt="Hi", include_chat=True)
-    pack = Pack(
-        name="woken",
-        agents=[define_agent(name="a", side_a={"prompt": "main"})],
-        prompts=[prompt],
-        models=[define_model(name="m", provider="test", model="x")],
-    )
-
-    def worker() -> Runtime:
-        return Runtime(
-            packs=[pack],
-            providers={"test": FunctionProvider(answer)},
-            database_url=pg_database_url,
-            load_entrypoints=False,
-        )
-
-    async with worker() as runner, worker() as other:
+    async with chat_workers(pg_database_url, recording(seen)) as (runner, other):
         state = await runner.create_thread("a")
         await state.send_message("first")  # runs here; the lease stays with `runner`
         remote = await other.get_thread(state.thread_id)
         sent.clear()
         await remote.send_message("second", wait=False)
-        async with asyncio.timeout(20):
-            while len(seen) < 2:
-                await asyncio.sleep(0.02)
-            await runner.wait_thread(state.thread_id)
+        await answered_twice(runner, state.thread_id, seen)
     assert seen[1] == [
         ("user", "first"), ("assistant", "answer 1"), ("user", "second"),
     ]  # fmt: skip
@@ -264,32 +253,8 @@ async def test_an_entry_deleted_before_the_woken_runner_drains_it_is_never_store
     pg_database_url: str,
 ) -> None:
     """The runner read "second"; it was deleted (and "third" queued) before the drain."""
-    from sa_core import Pack, define_agent, define_model, define_prompt
-    from sa_core.testing import FunctionProvider
-
-    seen: list[list[str]] = []
-
-    def answer(request: Any) -> str:
-        seen.append([str(m.content) for m in request.messages if m.role == "user"])
-        return f"answer {len(seen)}"
-
-    prompt = define_prompt(name="main", model="m", prompt="Hi", include_chat=True)
-    pack = Pack(
-        name="deleted",
-        agents=[define_agent(name="a", side_a={"prompt": "main"})],
-        prompts=[prompt],
-        models=[define_model(name="m", provider="test", model="x")],
-    )
-
-    def worker() -> Runtime:
-        return Runtime(
-            packs=[pack],
-            providers={"test": FunctionProvider(answer)},
-            database_url=pg_database_url,
-            load_entrypoints=False,
-        )
-
-    async with worker() as runner, worker() as other:
+    seen: list[list[tuple[str, str]]] = []
+    async with chat_workers(pg_database_url, recording(seen)) as (runner, other):
         state = await runner.create_thread("a")
         await state.send_message("first")
         drain = runner.store.drain_entries
@@ -303,10 +268,7 @@ async def test_an_entry_deleted_before_the_woken_runner_drains_it_is_never_store
         runner.store.drain_entries = deleted_meanwhile  # type: ignore[method-assign]
         remote = await other.get_thread(state.thread_id)
         await remote.send_message("second", wait=False)
-        async with asyncio.timeout(20):
-            while len(seen) < 2:
-                await asyncio.sleep(0.02)
-            await runner.wait_thread(state.thread_id)
+        await answered_twice(runner, state.thread_id, seen)
         page = await runner.store.list_messages(state.thread_id)
     assert [m.content for m in page[0]] == ["first", "answer 1", "third", "answer 2"]
-    assert seen[1] == ["first", "third"]
+    assert [content for _, content in seen[1]] == ["first", "answer 1", "third"]
