@@ -486,8 +486,9 @@ class Workers:
     # -- notifications ---------------------------------------------------------------------
 
     async def _notify(self, notes: list[tuple[str, str]]) -> None:
-        # a statement per notification: PostgreSQL folds identical payloads notified in one
-        # transaction into one, and two stream frames may well be identical
+        # one transaction (asyncpg's executemany): PostgreSQL delivers identical payloads in it
+        # once, so senders that must not lose a repeat make their payloads differ (the relay
+        # numbers its own); a repeated work notification means nothing more than the first
         if self._conn is None:
             return
         async with self._lock:

@@ -111,12 +111,10 @@ class TurnStartMixin(ThreadsMixin, QueueMixin, ExecutionsMixin):
         from sa_core.store.pghistory import history_params
 
         if self._backend.dialect != "postgresql":
-            found = await self.get_thread_with_children(thread_id)
-            if found is None:
-                return None
-            execution = await self.get_execution(thread_id)
-            queue = await self.list_queue(thread_id)
-            return TurnStart(found[0], found[1], queue, None, execution)
+            start = await self._turn_start_apart(thread_id, None)
+            if start is not None:
+                start.execution = await self.get_execution(thread_id)
+            return start
         held = self._caches.read_histories.get(thread_id)
         rows = await self._fetch(_runner_start_pg(), history_params(thread_id, held), None)
         if not rows:
@@ -148,11 +146,7 @@ class TurnStartMixin(ThreadsMixin, QueueMixin, ExecutionsMixin):
         from sa_core.store.pghistory import history_params
 
         if self._backend.dialect != "postgresql":
-            found = await self.get_thread_with_children(thread_id, tx=tx)
-            if found is None:
-                return None
-            queue = await self.list_queue(thread_id, tx=tx)
-            return TurnStart(found[0], found[1], queue, None)
+            return await self._turn_start_apart(thread_id, tx)
         held = self._caches.read_histories.get(thread_id)
         query = _turn_start_pg()
         params = history_params(thread_id, held)
@@ -163,6 +157,13 @@ class TurnStartMixin(ThreadsMixin, QueueMixin, ExecutionsMixin):
             self._caches.read_histories.drop(thread_id)
             return None
         return self._turn_start_of(thread_id, held, rows[0], written)
+
+    async def _turn_start_apart(self, thread_id: str, tx: Transaction | None) -> TurnStart | None:
+        """The row with its registry, and the queue, read as usual (the history is left out)."""
+        found = await self.get_thread_with_children(thread_id, tx=tx)
+        if found is None:
+            return None
+        return TurnStart(found[0], found[1], await self.list_queue(thread_id, tx=tx), None)
 
     def _turn_start_of(
         self,
