@@ -456,6 +456,11 @@ async def test_attachments_are_copied_to_the_child_and_back(sa_runtime_factory):
         copied_back = [line.strip() for line in row.content.split("\n") if line.startswith("/attachments/report-")]
         assert copied_back and await parent.read_file(copied_back[0]) == b"# Report"
     assert any(p.startswith("/attachments/brief-") for p in child_files)
+    # the child's first step sees where its files are, then its task, each once
+    seen = [(m.role, m.content) for m in provider.seen["worker"][0].messages[1:]]
+    assert [role for role, _ in seen] == ["user", "user"]
+    assert seen[0][1].startswith("Initial asset attachment path: /attachments/brief-")
+    assert seen[1][1].startswith("read it")
 
 
 @pytest.mark.asyncio

@@ -44,6 +44,7 @@ def count_transactions(runtime: Any) -> Counter[str]:
     backend = runtime.store._backend
     counts: Counter[str] = Counter()
     begin, write, read = backend.begin, backend.write, backend.read
+    read_one, fetch = backend.read_one, backend.fetch
     statement = backend.write_statement
     inner = [False]  # a statement written alone goes through ``write`` on some backends
 
@@ -67,7 +68,16 @@ def count_transactions(runtime: Any) -> Counter[str]:
         counts["read"] += 1
         return await read(op)
 
+    async def counted_read_one(op: Any) -> Any:
+        counts["read"] += 1
+        return await read_one(op)
+
+    async def counted_fetch(query: Any, params: Any) -> Any:
+        counts["read"] += 1
+        return await fetch(query, params)
+
     backend.begin, backend.write, backend.read = counted_begin, counted_write, counted_read
+    backend.read_one, backend.fetch = counted_read_one, counted_fetch
     backend.write_statement = counted_statement
     return counts
 
@@ -300,9 +310,9 @@ async def test_a_blocking_delegation_commits_each_point_once_and_answers_the_cal
         await warm.send_message("warm up")
         parent = await rt.create_thread("lead")
         counts = count_transactions(rt)
-        await parent.send_message("research please")
+        await parent.send_message("research please")  # returns once the turn has ended
+        writes, reads = counts["write"], counts["read"]
         await rt.wait_idle(timeout=10)
-        writes = counts["write"]
         page = await parent.get_messages()
         children = await rt.store.list_children(parent.thread_id)
         child = await rt.store.get_thread(children[0].reference)
@@ -322,6 +332,10 @@ async def test_a_blocking_delegation_commits_each_point_once_and_answers_the_cal
     # transaction, and each of the two threads takes its lease (and keeps it a while).
     expected = {"sqlite": 9, "postgresql": 11 + 2 * LEASE_TAKES["postgresql"]}
     assert writes == expected[backend]
+    # SQLite reads nothing: every row a step needs was written or read in this process, and
+    # the child's history is known from the transaction that created it (an empty thread and
+    # its first message). Workers on PostgreSQL read each thread when they take its lease.
+    assert reads == {"sqlite": 0, "postgresql": 4}[backend]
     assert child.execution["answered"] == page.messages[1].tool_calls[0].id
 
 

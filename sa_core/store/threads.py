@@ -167,9 +167,11 @@ class ThreadsMixin(StoreBase):
         else:
             await self._write_deferred(writes, tx)
         cache = self._caches.history
-        if tx is None and cache.version is not None and self._cache_fillable():
-            # committed just now under a fresh id: its history is known to be empty, so the
-            # first turn reads none (a commit elsewhere since the cache's version clears it)
+        if cache.version is not None:
+            # a fresh id: its history is empty whether or not the write has committed yet (a
+            # rollback leaves no thread, whose history is empty too), so the first turn reads
+            # none. Messages written in the same transaction mark the entry as any write does
+            # (a commit elsewhere since the cache's version clears it)
             cache.store(row.id, [])
         return row
 
