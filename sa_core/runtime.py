@@ -1031,6 +1031,7 @@ class Runtime:
             kept.popitem(last=False)
 
     async def _settle(self, state: ThreadState, flow: Flow, reason: str) -> None:
+        from sa_core.engine.subagents import on_flow_end, settled_execution
         from sa_core.store import now_us
 
         execution = dict(state.row.execution)
@@ -1042,11 +1043,12 @@ class Runtime:
             if reason in ("awaiting_human", "stop_on_response", "stop_tool")
             else ("awaiting_approval" if reason == "awaiting_approval" else "idle"),
         )
-        state.row.execution = execution
+        # a child's outcome (and the call it answers) goes in the same update
+        state.row.execution = settled_execution(state, flow, reason, execution)
         state.row.updated_at = now = now_us()
-        await self.store.set_thread_fields(state.thread_id, execution=execution, updated_at=now)
-        from sa_core.engine.subagents import on_flow_end
-
+        await self.store.set_thread_fields(
+            state.thread_id, execution=state.row.execution, updated_at=now
+        )
         await on_flow_end(state, flow, reason)
 
     async def wait_thread(self, thread_id: str) -> None:

@@ -325,12 +325,12 @@ async def test_a_blocking_delegation_commits_each_point_once_and_answers_the_cal
     assert "waiter" not in child.execution
     assert child_record is not None and child_record.status == "idle"
     # SQLite: parent: acknowledge, step (call), child created with its first message and owed
-    # turn, tool result, step (answer) settling the flow; child: two steps, one tool result,
-    # and the settle that also answers the waiting call (no drain, no separate result
-    # transaction).
+    # turn, tool result, step (answer) settling the flow; child: two steps, then the session
+    # stop's tool result with the settle that also answers the waiting call (no drain, no
+    # separate result transaction).
     # Workers on PostgreSQL keep the queued first message (a drain) and a separate result
     # transaction, and each of the two threads takes its lease (and keeps it a while).
-    expected = {"sqlite": 9, "postgresql": 11 + 2 * LEASE_TAKES["postgresql"]}
+    expected = {"sqlite": 8, "postgresql": 10 + 2 * LEASE_TAKES["postgresql"]}
     assert writes == expected[backend]
     # SQLite reads nothing: every row a step needs was written or read in this process, and
     # the child's history is known from the transaction that created it (an empty thread and

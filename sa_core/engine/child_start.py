@@ -71,10 +71,9 @@ async def owe_first_turn(
             side=side_for_role(role),
             turns={"a": int(turns.get("a", 0)), "b": int(turns.get("b", 0))},
         )
-        await store.save_execution(
-            child.thread_id, ExecutionRecord(status="owed", resume=point), tx=tx
-        )
-        await store.claim_execution(child.thread_id, runtime.instance_id, tx=tx)
+        # owed and claimed in one update (nobody else knows of the child yet)
+        record = ExecutionRecord(status="owed", resume=point)
+        await store.owe_execution(child.thread_id, record, runtime.instance_id, tx=tx)
     return stored
 
 

@@ -217,6 +217,10 @@ class Flow:
             [],
         )
         self._unanswered: list[ToolCall] = []
+        self._sole_call: str | None = None
+        """The id of the running step's only tool call: its row may end the session."""
+        self._row_settled: StopReason | None = None
+        """Why the flow stopped, when the commit of a tool row settled it."""
         execution = dict(state.row.execution)
         turns = execution.get("turns") or {}
         self.turns: dict[Side, int] = {"a": int(turns.get("a", 0)), "b": int(turns.get("b", 0))}
@@ -658,10 +662,12 @@ class Flow:
                 )
             )
         else:
+            self._sole_call = calls[0].id if len(calls) == 1 else None
             for call in calls:
                 row = await self._run_call(call, offered, config)
                 if row is not None:
                     tool_rows.append(row)
+            self._sole_call = None
         while self.queued_tools:
             name, args = self.queued_tools.pop(0)
             queued = ToolCall(
@@ -673,6 +679,8 @@ class Flow:
                 tool_rows.append(row)
         self._unanswered = []
         state.active_prompt = prompt
+        if self._row_settled is not None:  # the session ended in its tool row's commit
+            settled, self._row_settled = self._row_settled, None
         return StepResult(message, calls, tool_rows, content, settled)
 
     def _last_step(
@@ -824,10 +832,70 @@ class Flow:
             if result.error_code
             else None,
         )
-        row = await create_message(state, row)
+        ending = self._ends_session(call, result, config)
+        if ending is None:
+            row = await create_message(state, row)
+        else:
+            row = await self._store_ending_row(row, ending)
         self.remember(row)
         self._unanswered = [c for c in self._unanswered if c.id != call.id]
         return row
+
+    def _ends_session(
+        self, call: ToolCall, result: ToolResult, config: SideConfig
+    ) -> Literal["session_stop", "session_fail"] | None:
+        """Why the flow stops once this tool row is stored, when nothing left can change it.
+
+        The step's only call is the side's ``session_fail`` or ``session_stop`` tool and it
+        succeeded, in the thread's top-level flow run by its runner, with no queued tool,
+        handoff or stop pending: :meth:`after_step` would end the session on this row.
+        """
+        thread_id = self.state.thread_id
+        scheduler = self.engine.scheduler
+        if (
+            call.id != self._sole_call
+            or result.status != "success"
+            or not self.durable
+            or self.depth
+            or self.prompt_override is not None
+            or self.queued_tools
+            or self.pending_handoff is not None
+            or self.stopped
+            or scheduler.flow(thread_id) is not self
+            # as in :meth:`_last_step`: the settlement's queue read must see every entry
+            or scheduler.has_queued(thread_id)
+        ):
+            return None
+        if config.session_fail is not None and config.session_fail.name == call.name:
+            return "session_fail"
+        if config.session_stop is not None and config.session_stop.name == call.name:
+            return "session_stop"
+        return None
+
+    async def _store_ending_row(
+        self, row: Message, reason: Literal["session_stop", "session_fail"]
+    ) -> Message:
+        """Store the tool row that ends the session, and settle the flow in the same commit."""
+        engine = self.engine
+        kept = (self.outcome, dict(self.turns))
+        try:
+            async with engine.store.transaction() as tx:
+                stored = await create_message(self.state, row, tx=tx)
+                await self._end_session(
+                    SessionOutcome(
+                        reason,
+                        failed=reason == "session_fail",
+                        content=stored.content,
+                        attachments=list(stored.attachments or []),
+                    )
+                )
+                queue = await engine.scheduler.settle_in(self, tx, reason)
+        except BaseException:  # rolled back: the runner settles the flow as after any failure
+            self.outcome, self.turns = kept
+            raise
+        self.settled_queue = queue
+        self._row_settled = reason
+        return stored
 
     # -- queue, handoff, sessions -----------------------------------------------------------
 

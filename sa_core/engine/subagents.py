@@ -34,7 +34,7 @@ from sa_core.spec import (
 )
 
 if TYPE_CHECKING:
-    from sa_core.engine.flow import Flow
+    from sa_core.engine.flow import Flow, SessionOutcome
     from sa_core.engine.tools import ToolTable
     from sa_core.registry import PackScope
     from sa_core.runtime import Runtime
@@ -372,7 +372,7 @@ async def _create(
             status="running",
             parent_communication=config.parent_communication,
         )
-        await runtime.store.upsert_child(state.thread_id, entry)
+        await runtime.store.upsert_child(state.thread_id, entry, new=True)
         state.children = [*[e for e in state.children if e.reference != entry.reference], entry]
         copied = await copy_attachments(state, refs_in, child) if refs_in else []
         if can_owe_directly(child):  # stored as a message with its owed turn: no drain
@@ -953,17 +953,28 @@ async def notify_parent(state: ThreadState, content: str) -> None:
     )
 
 
-async def on_flow_end(state: ThreadState, flow: Flow, reason: str) -> None:
-    """After a child's flow: persist its outcome, settle its registry status, notify the parent."""
-    runtime = state.runtime
+def _final_outcome(flow: Flow) -> SessionOutcome | None:
+    """The flow's session outcome, with the text a failure without a terminal tool reports."""
     outcome = flow.outcome
     if outcome is not None and outcome.content is None and outcome.reason not in TERMINAL_TOOLS:
         outcome = dataclasses.replace(
             outcome, content=NO_TERMINAL_TEXT.format(reason=outcome.reason)
         )
+    return outcome
+
+
+def settled_execution(
+    state: ThreadState, flow: Flow, reason: str, execution: dict[str, Any]
+) -> dict[str, Any]:
+    """A child's execution entry as its flow settles: its outcome, and the call it answers.
+
+    ``execution`` (the thread's entry with the settled turn counts and status) is changed in
+    place and returned; a thread without a parent keeps it as it is. The settle writes it in
+    the same update as the rest of the thread's row, then calls :func:`on_flow_end`.
+    """
     if state.parent_id is None:
-        return
-    execution = dict(state.row.execution)
+        return execution
+    outcome = _final_outcome(flow)
     if outcome is not None:
         execution["last_outcome"] = {
             "reason": outcome.reason,
@@ -974,16 +985,33 @@ async def on_flow_end(state: ThreadState, flow: Flow, reason: str) -> None:
     else:
         execution.pop("last_outcome", None)
     execution["last_stop_reason"] = reason
-    answering = (
+    if _answering(state, reason, execution) and execution.get("waiter"):
+        execution["answered"] = execution.pop("waiter")  # the call is answered in this write
+    return execution
+
+
+def _answering(state: ThreadState, reason: str, execution: Mapping[str, Any]) -> bool:
+    """Whether a child's settle answers its waiting blocking call itself."""
+    runtime = state.runtime
+    return (
         reason != "awaiting_approval"
         and state.thread_id in runtime.scheduler.awaited
         and bool(execution.get("waiter") or execution.get("answered"))
         and _can_answer_here(runtime, execution)
     )
-    if answering and execution.get("waiter"):  # the call is answered in this same write
-        execution["answered"] = execution.pop("waiter")
-    state.row.execution = execution
-    await runtime.store.update_thread(state.thread_id, execution=execution)
+
+
+async def on_flow_end(state: ThreadState, flow: Flow, reason: str) -> None:
+    """After a child's flow settled its row: the registry status, and the parent's report.
+
+    The row's execution entry was shaped by :func:`settled_execution` and written before.
+    """
+    runtime = state.runtime
+    if state.parent_id is None:
+        return
+    outcome = _final_outcome(flow)
+    execution = state.row.execution
+    answering = _answering(state, reason, execution)
     if reason == "awaiting_approval":  # parked, not finished: the parent keeps waiting
         await runtime.update_child(state.parent_id, state.thread_id, status=reason)
         return

@@ -64,26 +64,30 @@ class RegistryMixin(StoreBase):
     """Children, variable requests and thread values."""
 
     async def upsert_child(
-        self, parent_id: str, entry: SubagentRegistryEntry, *, tx: Transaction | None = None
+        self,
+        parent_id: str,
+        entry: SubagentRegistryEntry,
+        *,
+        new: bool = False,
+        tx: Transaction | None = None,
     ) -> None:
         """Insert or replace a child entry, keyed by ``(parent_id, entry.reference)``.
 
-        A replaced entry keeps its place in creation order.
+        A replaced entry keeps its place in creation order. ``new``: the entry is known not to
+        exist (its child is created in the same transaction), so it is only inserted.
         """
         data = _entry_json(entry)
         params = {"b_pid": parent_id, "b_ref": entry.reference, "v_entry": data}
+        row = {
+            "v_pid": parent_id,
+            "v_ref": entry.reference,
+            "v_entry": data,
+            "v_created": entry.created_at or now_us(),
+        }
 
         def op(conn: Connection) -> None:
-            if _UPDATE_CHILD.run(conn, params) == 0:
-                _INSERT_CHILD.run(
-                    conn,
-                    {
-                        "v_pid": parent_id,
-                        "v_ref": entry.reference,
-                        "v_entry": data,
-                        "v_created": entry.created_at or now_us(),
-                    },
-                )
+            if new or _UPDATE_CHILD.run(conn, params) == 0:
+                _INSERT_CHILD.run(conn, row)
 
         await self._write(op, tx)
 
