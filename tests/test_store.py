@@ -456,7 +456,8 @@ async def test_history_uses_index(tmp_path: Path) -> None:
             return " | ".join(str(row[-1]) for row in rows)
 
         text_plan = await store._read(plan)
-        assert "ix_messages_thread_depth_created" in text_plan
+        # the thread's rows in (created_at, seq) order, read from the index: no sort
+        assert "ix_messages_thread_created (thread_id=? AND created_at>?)" in text_plan
         assert "TEMP B-TREE" not in text_plan
 
 

@@ -84,7 +84,6 @@ class MessageTable(SQLModel, table=True):
     __tablename__ = "messages"
     __table_args__ = (
         Index("ix_messages_thread_created", "thread_id", "created_at"),
-        Index("ix_messages_thread_depth_created", "thread_id", "depth", "created_at"),
         Index("ix_messages_thread_parent", "thread_id", "parent_id"),
     )
 
