@@ -22,6 +22,7 @@ from sqlalchemy import (
     LargeBinary,
     String,
     Table,
+    text,
 )
 from sqlmodel import Field, SQLModel
 
@@ -84,7 +85,14 @@ class MessageTable(SQLModel, table=True):
     __tablename__ = "messages"
     __table_args__ = (
         Index("ix_messages_thread_created", "thread_id", "created_at"),
-        Index("ix_messages_thread_parent", "thread_id", "parent_id"),
+        # only messages with a parent (a subprompt's): a top-level insert writes no page here
+        Index(
+            "ix_messages_thread_parent",
+            "thread_id",
+            "parent_id",
+            sqlite_where=text("parent_id IS NOT NULL"),
+            postgresql_where=text("parent_id IS NOT NULL"),
+        ),
     )
 
     seq: int | None = Field(default=None, sa_column=_c(_Seq, primary_key=True, autoincrement=True))
