@@ -47,6 +47,7 @@ from sa_core.providers import (
     ProviderMessage,
     ProviderRequest,
     ProviderResponse,
+    ProviderTool,
     ProviderToolCall,
     StreamChunk,
     Usage,
@@ -534,11 +535,13 @@ class _PromptSizes:
     """
 
     THREADS = 64
+    TOOLS = 256
 
     def __init__(self) -> None:
         self._last: OrderedDict[str | None, tuple[list[ProviderMessage], list[int]]] = (
             OrderedDict()
         )
+        self._tools: OrderedDict[int, tuple[ProviderTool, int]] = OrderedDict()
 
     def chars(self, request: ProviderRequest) -> int:
         """Characters of the request's messages."""
@@ -555,6 +558,21 @@ class _PromptSizes:
             self._last.popitem(last=False)
         return sum(sizes)
 
+    def tool_chars(self, tool: ProviderTool) -> int:
+        """Characters of a tool's definition (measured once per tool object)."""
+        found = self._tools.get(id(tool))
+        if found is not None and found[0] is tool:
+            return found[1]
+        size = _tool_chars(tool)
+        self._tools[id(tool)] = (tool, size)
+        while len(self._tools) > self.TOOLS:
+            self._tools.popitem(last=False)
+        return size
+
+
+def _tool_chars(tool: ProviderTool) -> int:
+    return len(tool.name) + len(tool.description) + len(json.dumps(tool.parameters))
+
 
 def _estimated_usage(
     request: ProviderRequest, response: ProviderResponse, sizes: _PromptSizes | None = None
@@ -564,7 +582,7 @@ def _estimated_usage(
     else:
         prompt_chars = sizes.chars(request)
     for tool in request.tools:
-        prompt_chars += len(tool.name) + len(tool.description) + len(json.dumps(tool.parameters))
+        prompt_chars += _tool_chars(tool) if sizes is None else sizes.tool_chars(tool)
     reasoning = _estimate_tokens(response.reasoning or "")
     output = response.content or ""
     for call in response.tool_calls:
