@@ -969,8 +969,8 @@ def settled_execution(
     """A child's execution entry as its flow settles: its outcome, and the call it answers.
 
     ``execution`` (the thread's entry with the settled turn counts and status) is changed in
-    place and returned; a thread without a parent keeps it as it is. The settle writes it in
-    the same update as the rest of the thread's row, then calls :func:`on_flow_end`.
+    place and returned; a thread without a parent keeps it as it is. The runtime's settle
+    writes it in its one update of the thread's row, and then calls :func:`on_flow_end`.
     """
     if state.parent_id is None:
         return execution
