@@ -93,27 +93,3 @@ async def test_owe_execution_stores_the_resume_point_as_given(store: Store) -> N
     assert await store.owe_execution("t1", ExecutionRecord(status="owed", resume=point), "r")
     saved = await store.get_execution("t1")
     assert saved is not None and saved.resume == point
-
-
-@pytest.mark.asyncio
-async def test_a_running_point_hinted_as_running_still_writes_a_record_that_is_not(
-    store: Store,
-) -> None:
-    # ``running=True`` leaves the status column out of the update only when the record does
-    # say running; an owed (or missing) record is written whole, status and all
-    assert await store.owe_execution("t1", owed(), "runtime-1")
-    await store.save_running_point("t1", {"since": 1, "side": "a"}, "runtime-1", running=True)
-    saved = await store.get_execution("t1")
-    assert saved is not None and saved.resume is not None
-    assert (saved.status, saved.resume.since) == ("running", 1)
-    await store.save_running_point("t1", {"since": 2, "side": "b"}, "runtime-1", running=True)
-    saved = await store.get_execution("t1")
-    assert saved is not None and saved.resume is not None
-    assert (saved.status, saved.resume.since, saved.resume.side) == ("running", 2, "b")
-    assert saved.claimed_by == "runtime-1"
-    await store.create_thread(ThreadRow(id="t2", package="pkg", agent_id="agent"))
-    await store.finish_execution("t2", "idle")
-    await store.save_running_point("t2", {"since": 3, "side": "a"}, None, running=True)
-    other = await store.get_execution("t2")
-    assert other is not None and other.resume is not None
-    assert (other.status, other.resume.since) == ("running", 3)

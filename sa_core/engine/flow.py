@@ -221,8 +221,6 @@ class Flow:
         """The id of the running step's only tool call: its row may end the session."""
         self._row_settled: StopReason | None = None
         """Why the flow stopped, when the commit of a tool row settled it."""
-        self._saved = False
-        """Whether a step of this flow committed its resume point (the record says running)."""
         execution = dict(state.row.execution)
         turns = execution.get("turns") or {}
         self.turns: dict[Side, int] = {"a": int(turns.get("a", 0)), "b": int(turns.get("b", 0))}
@@ -406,7 +404,7 @@ class Flow:
         }
         store = self.engine.store
         await store.save_running_point(
-            self.state.thread_id, point, self.engine.instance_id, running=self._saved, tx=tx
+            self.state.thread_id, point, self.engine.instance_id, tx=tx
         )
 
     async def _evaluate_stop(
@@ -645,8 +643,6 @@ class Flow:
             raise
         if settled is not None:
             self.settled_queue = queue
-        elif self.durable:
-            self._saved = True
         message = updated or pending.model_copy(update=updates)
         if (
             isinstance(message.tool_calls, list)

@@ -103,13 +103,6 @@ _UPDATE_RELEASE = Prepared(
         updated_at=bindparam("v_updated_at"),
     )
 )
-_UPDATE_POINT = Prepared(
-    update(t.executions)
-    .where(_X.thread_id == bindparam("b_tid"), _X.status == "running")
-    .values(record=bindparam("v_record"), updated_at=bindparam("v_updated_at"))
-)
-"""A running record's new resume point, its status left out of the ``SET`` list: SQLite
-rewrites the index of every column an update sets, even to the value it had."""
 _LEASE_HELD = exists(lease_held("b_fence_owner", "b_fence_now"))
 """The worker ``b_fence_owner`` holds a valid lease on the thread (share-locked till commit)."""
 _UPDATE_FENCED = Prepared(_UPDATE.stmt.where(_LEASE_HELD))  # type: ignore[attr-defined]
@@ -232,7 +225,6 @@ class ExecutionsMixin(StoreBase):
         point: dict[str, Any],
         claimed_by: str | None,
         *,
-        running: bool = False,
         tx: Transaction | None = None,
     ) -> None:
         """Record a running flow's resume point (the per-step fast path of ``save_execution``).
@@ -241,23 +233,10 @@ class ExecutionsMixin(StoreBase):
             thread_id: The thread.
             point: A :class:`ResumePoint` as a JSON dict (validated when read back).
             claimed_by: The runtime instance running the flow.
-            running: The record says ``running`` already (an earlier step of the flow wrote
-                it): on SQLite the update then leaves the status, and its index, alone. Only
-                a hint: a record that says otherwise is still written whole.
             tx: An open transaction to write in.
         """
         body = {"resume": point, "stop_reason": None}
         owner = self.fence_owner(thread_id)
-        if running and owner is None and self._backend.dialect == "sqlite":
-            # the status index stays as it is; a record no longer running is written whole
-            whole = _deferred(thread_id, "running", body, claimed_by)
-
-            def on_miss(conn: Connection) -> None:
-                if whole.prepared.run(conn, whole.params) == 0 and whole.on_miss is not None:
-                    whole.on_miss(conn)
-
-            await self._write_deferred([Deferred(_UPDATE_POINT, whole.params, on_miss)], tx)
-            return
         item = _deferred(thread_id, "running", body, claimed_by, fence_owner=owner)
         if await self._write_deferred([item], tx):
             self.fenced(tx)
@@ -272,7 +251,11 @@ class ExecutionsMixin(StoreBase):
     async def owed_executions(
         self, *, tx: Transaction | None = None
     ) -> dict[str, ExecutionRecord]:
-        """Records of threads with an owed or running turn (to resume after a restart)."""
+        """Records of threads with an owed or running turn (to resume after a restart).
+
+        A scan of every record: ``status`` has no index, since each turn changes it two or
+        three times and only a runtime's start asks.
+        """
 
         def op(conn: Connection) -> dict[str, ExecutionRecord]:
             return {

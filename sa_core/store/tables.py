@@ -257,12 +257,12 @@ class ExecutionTable(SQLModel, table=True):
     """A thread's execution record: the turn it owes and the point a restart resumes from.
 
     ``record`` is an :class:`sa_core.engine.record.ExecutionRecord` as JSON; ``status`` copies
-    its status so owed work is found by index. ``claimed_by`` / ``claimed_until`` name the
-    process running the thread (the claim the scale-out work turns into a lease).
+    its status (not indexed: every turn changes it, and only a runtime's start looks for the
+    owed records). ``claimed_by`` / ``claimed_until`` name the process running the thread (the
+    claim the scale-out work turns into a lease).
     """
 
     __tablename__ = "executions"
-    __table_args__ = (Index("ix_executions_status", "status"),)
 
     thread_id: str = Field(sa_column=_c(String, _thread_fk(), primary_key=True))
     status: str = Field(sa_column=_c(String, nullable=False))
