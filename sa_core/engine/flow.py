@@ -424,15 +424,7 @@ class Flow:
             succeeded = [r for r in rows if r.tool_status == "success"]
             if not succeeded:
                 return None  # called but failed: keep stepping, turn not complete
-            row = succeeded[-1]
-            await self._end_session(
-                SessionOutcome(
-                    reason,
-                    failed=reason == "session_fail",
-                    content=row.content,
-                    attachments=list(row.attachments or []),
-                )
-            )
+            await self._end_session_on(succeeded[-1], reason)
             return reason  # type: ignore[return-value]
         sibling_human = self.side_config(other(side)) is None
         turn_complete = False
@@ -694,22 +686,34 @@ class Flow:
         """
         if (
             calls
-            or not self.durable
+            or self.state.parent_id is not None
+            or not (config.stop_on_response and content.strip())
+            or self.side_config(other(side)) is not None
+            or not self._settles_in_step()
+        ):
+            return None
+        return "stop_on_response"
+
+    def _settles_in_step(self) -> bool:
+        """Whether the flow may settle in a commit of its step (its last one, or a tool row's).
+
+        The thread's top-level durable flow, run by its runner, with no queued tool, handoff,
+        stop or queued entry left that :meth:`after_step` or the next step would act on.
+        """
+        scheduler = self.engine.scheduler
+        thread_id = self.state.thread_id
+        return not (
+            not self.durable
             or self.depth
             or self.prompt_override is not None
             or self.queued_tools
             or self.pending_handoff is not None
             or self.stopped
-            or self.state.parent_id is not None
-            or not (config.stop_on_response and content.strip())
-            or self.side_config(other(side)) is not None
-            or self.engine.scheduler.flow(self.state.thread_id) is not self
+            or scheduler.flow(thread_id) is not self
             # an entry queued during the step (say by a hook): on PostgreSQL the settlement's
             # queue read goes in the statement that writes it, and would not see it
-            or self.engine.scheduler.has_queued(self.state.thread_id)
-        ):
-            return None
-        return "stop_on_response"
+            or scheduler.has_queued(thread_id)
+        )
 
     async def _run_call(
         self,
@@ -850,21 +854,7 @@ class Flow:
         succeeded, in the thread's top-level flow run by its runner, with no queued tool,
         handoff or stop pending: :meth:`after_step` would end the session on this row.
         """
-        thread_id = self.state.thread_id
-        scheduler = self.engine.scheduler
-        if (
-            call.id != self._sole_call
-            or result.status != "success"
-            or not self.durable
-            or self.depth
-            or self.prompt_override is not None
-            or self.queued_tools
-            or self.pending_handoff is not None
-            or self.stopped
-            or scheduler.flow(thread_id) is not self
-            # as in :meth:`_last_step`: the settlement's queue read must see every entry
-            or scheduler.has_queued(thread_id)
-        ):
+        if call.id != self._sole_call or result.status != "success" or not self._settles_in_step():
             return None
         if config.session_fail is not None and config.session_fail.name == call.name:
             return "session_fail"
@@ -881,14 +871,7 @@ class Flow:
         try:
             async with engine.store.transaction() as tx:
                 stored = await create_message(self.state, row, tx=tx)
-                await self._end_session(
-                    SessionOutcome(
-                        reason,
-                        failed=reason == "session_fail",
-                        content=stored.content,
-                        attachments=list(stored.attachments or []),
-                    )
-                )
+                await self._end_session_on(stored, reason)
                 queue = await engine.scheduler.settle_in(self, tx, reason)
         except BaseException:  # rolled back: the runner settles the flow as after any failure
             self.outcome, self.turns = kept
@@ -1001,6 +984,17 @@ class Flow:
                 self.remember(await create_message(state, message, tx=tx))
             await self.save_point(self.resume_point(), tx=tx)
         reset_immediate(self)
+
+    async def _end_session_on(self, row: Message, reason: str) -> None:
+        """End the session on the row of its ``session_stop`` or ``session_fail`` tool."""
+        await self._end_session(
+            SessionOutcome(
+                reason,
+                failed=reason == "session_fail",
+                content=row.content,
+                attachments=list(row.attachments or []),
+            )
+        )
 
     async def _end_session(self, outcome: SessionOutcome) -> None:
         self.outcome = outcome
