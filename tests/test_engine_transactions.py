@@ -368,3 +368,61 @@ async def test_a_new_threads_first_message_finds_its_execution_record(
         page = await thread.get_messages()
     assert [m.content for m in page.messages] == ["hi", "echo: hi"]
     assert missed == []
+
+
+@pytest.mark.asyncio
+async def test_a_session_stop_whose_row_and_settlement_fail_to_commit_is_a_step_error(
+    sa_runtime_factory: Any, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The session stop's tool row commits with the flow's settlement, or neither does.
+
+    When that commit fails, the runner records a step error and settles the flow as after
+    any failed step: the call gets an error row, and no session outcome is recorded.
+    """
+    provider = delegation_provider()
+    async with sa_runtime_factory(packs=[delegation_pack()], providers={"test": provider}) as rt:
+        thread = await rt.create_thread("researcher", package="deleg")
+        doomed: list[Any] = []
+        store = rt.store
+        list_queue = store.list_queue
+
+        async def failing_list_queue(*args: Any, **kwargs: Any) -> Any:
+            if kwargs.get("last") and backend == "postgresql" and not doomed:
+                doomed.append(kwargs["tx"])
+                raise OSError("connection reset")
+            return await list_queue(*args, **kwargs)
+
+        settle_in = rt.scheduler.settle_in
+
+        async def settle_then_doom(flow: Any, tx: Any, reason: Any = None) -> Any:
+            queue = await settle_in(flow, tx, reason)
+            if reason == "session_stop" and not doomed:  # in the tool row's transaction
+                doomed.append(tx)
+                commit = type(tx).commit
+
+                async def failing_commit(self: Any) -> None:
+                    if self is tx:
+                        raise OSError("disk full")
+                    await commit(self)
+
+                monkeypatch.setattr(type(tx), "commit", failing_commit)
+            return queue
+
+        monkeypatch.setattr(store, "list_queue", failing_list_queue)
+        monkeypatch.setattr(rt.scheduler, "settle_in", settle_then_doom)
+        await thread.send_message("find 42")
+        await rt.wait_idle(timeout=10)
+        monkeypatch.undo()
+        page = await thread.get_messages()
+        record = await rt.store.get_execution(thread.thread_id)
+        live = await rt.get_thread(thread.thread_id)
+    assert doomed, "the session stop's row did not settle the flow in its commit"
+    # the approving row rolled back with the settlement; the call is answered as any call
+    # of a failed step is
+    tools = [(m.name, m.tool_status) for m in page.messages if m.role == "tool"]
+    assert tools == [("approve", "error")]
+    assert (page.messages[-1].content or "").startswith("Failed to execute tool")
+    assert record is not None and record.status == "idle" and record.claimed_by is None
+    assert record.stop_reason == "step_error"
+    assert live.row.execution["last_stop_reason"] == "step_error"
+    assert "last_outcome" not in live.row.execution
