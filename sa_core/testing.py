@@ -720,7 +720,8 @@ def _replay(response: ProviderResponse, chunk_size: int | None) -> Iterator[Stre
 
 
 DEFAULT_RECORDED = 1000
-"""Requests a :class:`TestProvider` keeps by default (its ``max_recorded``)."""
+"""Requests a :class:`TestProvider` or :class:`FunctionProvider` keeps by default (its
+``max_recorded``)."""
 
 
 class _RecordingProvider(BaseProvider):
@@ -976,6 +977,8 @@ class FunctionProvider(_RecordingProvider):
         name: the provider name.
         chunk_size: characters per streamed delta; ``None`` sends each part whole.
         chunk_delay: seconds between streamed chunks.
+        max_recorded: requests kept in :attr:`requests` (the oldest go first; ``None`` keeps
+            every one), as for :class:`TestProvider`.
 
     """
 
@@ -986,8 +989,9 @@ class FunctionProvider(_RecordingProvider):
         name: str = "test",
         chunk_size: int | None = None,
         chunk_delay: float = 0.0,
+        max_recorded: int | None = DEFAULT_RECORDED,
     ) -> None:
-        super().__init__(name=name)
+        super().__init__(name=name, max_recorded=max_recorded)
         self.fn = fn
         self.chunk_size = chunk_size
         self.chunk_delay = chunk_delay

@@ -359,6 +359,17 @@ def test_the_test_provider_is_bounded_by_default_and_rejects_a_zero_bound():
         TestProvider(max_recorded=0)
 
 
+@pytest.mark.asyncio
+async def test_the_function_provider_keeps_only_the_latest_requests_by_default_too():
+    provider = FunctionProvider(lambda request: "ok", max_recorded=2)
+    for index in range(4):
+        request = ProviderRequest(model="m", messages=[ProviderMessage("user", f"q{index}")])
+        await provider.generate(request)
+    assert provider.call_count == 4
+    assert [provider.last_user_message(r) for r in provider.requests] == ["q2", "q3"]
+    assert FunctionProvider(lambda request: "ok").max_recorded == DEFAULT_RECORDED
+
+
 # -- live streams --------------------------------------------------------------------------------
 
 
