@@ -82,6 +82,45 @@ def count_transactions(runtime: Any) -> Counter[str]:
     return counts
 
 
+def doom_settling_commit(
+    rt: Any, backend: str, monkeypatch: pytest.MonkeyPatch, settles: Any
+) -> list[Any]:
+    """Make the first commit that settles a flow inside a step (``settles(reason)``) fail.
+
+    SQLite fails the ``COMMIT``; PostgreSQL commits the step with its last statement (the
+    settlement's queue read goes with the writes), so that statement fails. Returns the list
+    that holds the doomed transaction once it happened.
+    """
+    doomed: list[Any] = []
+    list_queue = rt.store.list_queue
+
+    async def failing_list_queue(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("last") and backend == "postgresql" and not doomed:
+            doomed.append(kwargs["tx"])
+            raise OSError("connection reset")
+        return await list_queue(*args, **kwargs)
+
+    settle_in = rt.scheduler.settle_in
+
+    async def settle_then_doom(flow: Any, tx: Any, reason: Any = None) -> Any:
+        queue = await settle_in(flow, tx, reason)
+        if settles(reason) and not doomed:
+            doomed.append(tx)
+            commit = type(tx).commit
+
+            async def failing_commit(self: Any) -> None:
+                if self is tx:
+                    raise OSError("disk full")
+                await commit(self)
+
+            monkeypatch.setattr(type(tx), "commit", failing_commit)
+        return queue
+
+    monkeypatch.setattr(rt.store, "list_queue", failing_list_queue)
+    monkeypatch.setattr(rt.scheduler, "settle_in", settle_then_doom)
+    return doomed
+
+
 @pytest.mark.asyncio
 async def test_a_turn_commits_the_message_then_the_answer_with_the_settlement(
     sa_runtime_factory: Any, backend: str
@@ -118,34 +157,8 @@ async def test_an_answer_whose_commit_fails_is_recorded_as_a_step_error_and_sett
     async with sa_runtime_factory(packs=[echo_pack()], providers={"test": echo_provider()}) as rt:
         thread = await rt.create_thread("helper")
         await thread.send_message("warm up")
-        doomed: list[Any] = []
-        store = rt.store
-        list_queue = store.list_queue
-
-        async def failing_list_queue(*args: Any, **kwargs: Any) -> Any:
-            if kwargs.get("last") and backend == "postgresql" and not doomed:
-                doomed.append(kwargs["tx"])
-                raise OSError("connection reset")
-            return await list_queue(*args, **kwargs)
-
-        settle_in = rt.scheduler.settle_in
-
-        async def settle_then_doom(flow: Any, tx: Any, reason: Any = None) -> Any:
-            queue = await settle_in(flow, tx, reason)
-            if reason is not None and not doomed:  # in the answering step's transaction
-                doomed.append(tx)
-                commit = type(tx).commit
-
-                async def failing_commit(self: Any) -> None:
-                    if self is tx:
-                        raise OSError("disk full")
-                    await commit(self)
-
-                monkeypatch.setattr(type(tx), "commit", failing_commit)
-            return queue
-
-        monkeypatch.setattr(store, "list_queue", failing_list_queue)
-        monkeypatch.setattr(rt.scheduler, "settle_in", settle_then_doom)
+        # the answering step's own transaction
+        doomed = doom_settling_commit(rt, backend, monkeypatch, lambda reason: reason is not None)
         await thread.send_message("hi")
         await rt.wait_idle(timeout=10)
         monkeypatch.undo()
@@ -382,34 +395,10 @@ async def test_a_session_stop_whose_row_and_settlement_fail_to_commit_is_a_step_
     provider = delegation_provider()
     async with sa_runtime_factory(packs=[delegation_pack()], providers={"test": provider}) as rt:
         thread = await rt.create_thread("researcher", package="deleg")
-        doomed: list[Any] = []
-        store = rt.store
-        list_queue = store.list_queue
-
-        async def failing_list_queue(*args: Any, **kwargs: Any) -> Any:
-            if kwargs.get("last") and backend == "postgresql" and not doomed:
-                doomed.append(kwargs["tx"])
-                raise OSError("connection reset")
-            return await list_queue(*args, **kwargs)
-
-        settle_in = rt.scheduler.settle_in
-
-        async def settle_then_doom(flow: Any, tx: Any, reason: Any = None) -> Any:
-            queue = await settle_in(flow, tx, reason)
-            if reason == "session_stop" and not doomed:  # in the tool row's transaction
-                doomed.append(tx)
-                commit = type(tx).commit
-
-                async def failing_commit(self: Any) -> None:
-                    if self is tx:
-                        raise OSError("disk full")
-                    await commit(self)
-
-                monkeypatch.setattr(type(tx), "commit", failing_commit)
-            return queue
-
-        monkeypatch.setattr(store, "list_queue", failing_list_queue)
-        monkeypatch.setattr(rt.scheduler, "settle_in", settle_then_doom)
+        # the session stop's tool row transaction
+        doomed = doom_settling_commit(
+            rt, backend, monkeypatch, lambda reason: reason == "session_stop"
+        )
         await thread.send_message("find 42")
         await rt.wait_idle(timeout=10)
         monkeypatch.undo()
