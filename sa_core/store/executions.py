@@ -77,12 +77,9 @@ class ExecutionRecord(BaseModel):
 
 
 _X = t.executions.c
-_GET = Prepared(
-    select(_X.status, _X.record, _X.claimed_by, _X.claimed_until).where(
-        _X.thread_id == bindparam("b_tid")
-    ),
-    [_X.status, _X.record, _X.claimed_by, _X.claimed_until],
-)
+RECORD_COLUMNS = (_X.status, _X.record, _X.claimed_by, _X.claimed_until)
+"""The columns an :class:`ExecutionRecord` is read from (see :func:`_record`)."""
+_GET = Prepared(select(*RECORD_COLUMNS).where(_X.thread_id == bindparam("b_tid")), RECORD_COLUMNS)
 _UPDATE = Prepared(
     update(t.executions)
     .where(_X.thread_id == bindparam("b_tid"))
@@ -130,7 +127,7 @@ _CLAIM = Prepared(
     .where(_CLAIMABLE)
     .values(claimed_by=bindparam("v_owner"), claimed_until=None)
 )
-_OWED = select(_X.thread_id, _X.status, _X.record, _X.claimed_by, _X.claimed_until).where(
+_OWED = select(_X.thread_id, *RECORD_COLUMNS).where(
     _X.status.in_(("owed", "running"))
 )
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sa_core.store.backend import Transaction
-from sa_core.store.executions import ExecutionsMixin
+from sa_core.store.executions import RECORD_COLUMNS, ExecutionsMixin
 from sa_core.store.fast import Prepared
 from sa_core.store.queue import QueueMixin
 from sa_core.store.threads import ThreadsMixin
@@ -82,12 +82,9 @@ def _runner_start_pg() -> Prepared:
 
     from sa_core.store import tables as t
 
-    x = t.executions.c
-    fields = func.json_build_object(
-        "status", x.status, "record", x.record,
-        "claimed_by", x.claimed_by, "claimed_until", x.claimed_until,
-    )  # fmt: skip
-    found = select(fields).where(x.thread_id == bindparam("b_id")).scalar_subquery()
+    fields = func.json_build_object(*(item for c in RECORD_COLUMNS for item in (c.name, c)))
+    where = t.executions.c.thread_id == bindparam("b_id")
+    found = select(fields).where(where).scalar_subquery()
     record = type_coerce(found, JSON).label(_EXECUTION_KEY)
     base = _turn_start_pg()
     stmt: Any = base.stmt
