@@ -530,8 +530,10 @@ class _PromptSizes:
     """Each thread's last request with the size of every message, for the usage estimate.
 
     A thread's next request repeats most of the previous one's message objects, so their sizes
-    are reused (matched by identity and position) and only new messages are measured: the
-    estimate no longer walks a long thread's whole history at every step. Bounded LRU.
+    are reused and only new messages are measured: the estimate no longer walks a long
+    thread's whole history in Python at every step. Usually the next request starts with the
+    previous one's messages (one list comparison, in C, tells); otherwise sizes are reused by
+    identity and position. Bounded LRU.
     """
 
     THREADS = 64
@@ -545,15 +547,19 @@ class _PromptSizes:
 
     def chars(self, request: ProviderRequest) -> int:
         """Characters of the request's messages."""
+        messages = request.messages
         old, old_sizes = self._last.pop(request.user, ([], []))
         known = len(old)
-        sizes = [
-            old_sizes[index]
-            if index < known and old[index] is message
-            else _message_chars(message)
-            for index, message in enumerate(request.messages)
-        ]
-        self._last[request.user] = (list(request.messages), sizes)
+        if known and known <= len(messages) and messages[:known] == old:
+            sizes = old_sizes + [_message_chars(message) for message in messages[known:]]
+        else:
+            sizes = [
+                old_sizes[index]
+                if index < known and old[index] is message
+                else _message_chars(message)
+                for index, message in enumerate(messages)
+            ]
+        self._last[request.user] = (list(messages), sizes)
         while len(self._last) > self.THREADS:
             self._last.popitem(last=False)
         return sum(sizes)

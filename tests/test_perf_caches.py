@@ -443,3 +443,26 @@ async def test_the_usage_estimate_is_the_same_when_message_sizes_are_reused():
         assert answer.usage.prompt_tokens == expected.prompt_tokens
         history[0] = ProviderMessage("system", "S" * 100 * (turn + 2))  # a new system prompt
         history += [ProviderMessage("assistant", answer.content), ProviderMessage("user", "x" * turn)]
+
+
+@pytest.mark.asyncio
+async def test_the_usage_estimate_is_exact_when_history_grows_or_an_earlier_message_changes():
+    from sa_core.providers import ProviderResponse
+    from sa_core.testing import _estimated_usage
+
+    provider = TestProvider()
+    history = [ProviderMessage("system", "S" * 40), ProviderMessage("user", "u" * 400)]
+
+    async def estimate_matches() -> None:
+        request = ProviderRequest(model="m", messages=list(history), user="thread-1")
+        answer = await provider.generate(request)
+        expected = _estimated_usage(request, ProviderResponse(content=answer.content))
+        assert answer.usage.prompt_tokens == expected.prompt_tokens
+        history.extend([ProviderMessage("assistant", answer.content), ProviderMessage("user", "v")])
+
+    for _ in range(3):  # the previous request's messages, then new ones
+        await estimate_matches()
+    history[1] = ProviderMessage("user", "w" * 4000)  # an earlier message replaced
+    await estimate_matches()
+    history[:] = history[:3]  # a shorter request (the context trimmed)
+    await estimate_matches()
