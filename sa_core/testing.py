@@ -19,9 +19,9 @@ and drive the runtime as a user would::
 received.`` forever when it has no script); :class:`FunctionProvider` answers by calling a
 function, for replies that depend on the request. Both record every request they receive.
 
-The module is also a pytest plugin (entry point ``sa_testing``) providing the fixtures
-``sa_database_url`` and ``sa_runtime_factory``. It imports without pytest installed; the fixtures
-then simply do not exist.
+The fixtures ``sa_database_url`` and ``sa_runtime_factory`` come with the pytest plugin
+:mod:`sa_core.pytest_plugin` (entry point ``sa_testing``). This module does not import pytest,
+so a script or a server using its providers does not load pytest.
 """
 
 from __future__ import annotations
@@ -56,12 +56,6 @@ from sa_core.providers import (
 
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
-    from pathlib import Path
-
-try:  # The fixtures need pytest; the providers and scripts do not.
-    import pytest as _pytest
-except ImportError:  # pragma: no cover - exercised only where pytest is absent
-    _pytest = None  # type: ignore[assignment]
 
 UNSCRIPTED_REPLY = "Test response received."
 """What a :class:`TestProvider` without a script answers, every time."""
@@ -1095,26 +1089,26 @@ def make_runtime_factory(database_url: str) -> RuntimeFactory:
     return open_runtime
 
 
-if _pytest is not None:
+def __getattr__(name: str) -> Any:
+    """The fixtures, for ``from sa_core.testing import sa_runtime_factory`` (imports pytest)."""
+    if name in ("sa_database_url", "sa_runtime_factory"):
+        from sa_core import pytest_plugin
 
-    @_pytest.fixture
-    def sa_database_url(tmp_path: Path) -> str:
-        """Return a SQLite URL in the test's temporary directory: ``sqlite:///<tmp_path>/sa.db``."""
-        return f"sqlite:///{tmp_path / 'sa.db'}"
+        return getattr(pytest_plugin, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-    @_pytest.fixture
-    def sa_runtime_factory(sa_database_url: str) -> RuntimeFactory:
-        """Open runtimes on the test's database.
 
-        Usage::
+def pytest_configure(config: Any) -> None:
+    """Bring the fixtures along where pytest loads this module as a plugin.
 
-            async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
-                ...
+    Only pytest calls it, and only for ``pytest_plugins = ["sa_core.testing"]`` (the older
+    spelling of :mod:`sa_core.pytest_plugin`): registers that plugin unless it already is.
+    """
+    from sa_core import pytest_plugin
 
-        Entry points are not loaded; every runtime opened by the same factory shares
-        ``sa_database_url``.
-        """
-        return make_runtime_factory(sa_database_url)
+    manager = config.pluginmanager
+    if not manager.is_registered(pytest_plugin):
+        manager.register(pytest_plugin, "sa_core.pytest_plugin")
 
 
 __all__ = [

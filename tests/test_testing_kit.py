@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import subprocess
 import sys
 import types
 from collections.abc import AsyncIterator
@@ -622,3 +623,9 @@ async def test_runtime_factory_opens_runtimes_on_one_database(
         assert second.kwargs["env"] == {"K": "v"}
         assert isinstance(second.kwargs["providers"]["test"], TestProvider)
     assert len(FakeRuntime.opened) == 2
+
+
+def test_the_test_kit_does_not_load_pytest_for_a_script_or_a_server() -> None:
+    code = "import sys, sa_core.testing; print('pytest' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
