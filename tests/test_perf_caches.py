@@ -242,6 +242,75 @@ def test_the_history_cache_is_bounded_by_threads_and_messages():
     assert cache.lookup("huge") is None and cache.size <= 5
 
 
+# -- empty queues --------------------------------------------------------------------------------
+
+
+async def queue_in_tx(store: Store, thread_id: str = "t1") -> list[str]:
+    async with store.transaction() as tx:
+        return [entry.content for entry in await store.list_queue(thread_id, tx=tx)]
+
+
+@pytest.mark.asyncio
+async def test_a_queue_known_empty_shows_entries_queued_by_this_store(store):
+    await thread_with(store)
+    assert await queue_in_tx(store) == []
+    assert await queue_in_tx(store) == []  # known empty: not read
+    await store.enqueue("t1", {"content": "later"})
+    assert await queue_in_tx(store) == ["later"]
+
+
+@pytest.mark.asyncio
+async def test_a_queue_known_empty_shows_entries_queued_by_another_store(store, tmp_path):
+    await thread_with(store)
+    assert await queue_in_tx(store) == []
+    other = await open_store(f"sqlite:///{tmp_path / 'sa.db'}")
+    try:
+        await other.enqueue("t1", {"content": "from elsewhere"})
+    finally:
+        await other.close()
+    assert await queue_in_tx(store) == ["from elsewhere"]
+
+
+@pytest.mark.asyncio
+async def test_a_queue_read_empty_after_a_drain_that_rolls_back_is_not_remembered(store):
+    await thread_with(store)
+    await store.enqueue("t1", {"content": "kept"})
+    with pytest.raises(RuntimeError):
+        async with store.transaction() as tx:
+            await store.drain_queue("t1", tx=tx)
+            assert await store.list_queue("t1", tx=tx) == []
+            raise RuntimeError("abort")
+    assert await queue_in_tx(store) == ["kept"]
+
+
+@pytest.mark.asyncio
+async def test_a_queue_read_empty_then_written_in_the_same_transaction_is_not_remembered(store):
+    await thread_with(store)
+    async with store.transaction() as tx:
+        assert await store.list_queue("t1", tx=tx) == []
+        await store.enqueue("t1", {"content": "after the read"}, tx=tx)
+    assert await queue_in_tx(store) == ["after the read"]
+
+
+@pytest.mark.asyncio
+async def test_a_new_thread_starts_with_a_known_empty_queue(store, monkeypatch):
+    await thread_with(store)
+    assert await queue_in_tx(store) == []  # the cache is in use
+    reads: list[object] = []
+    original = Store._fetch
+
+    async def counted(self: Store, query: Any, params: Any, tx: Any = None) -> Any:
+        reads.append(params)
+        return await original(self, query, params, tx)
+
+    monkeypatch.setattr(Store, "_fetch", counted)
+    await store.create_thread(ThreadRow(id="t2", package="pkg", agent_id="agent"))
+    assert await queue_in_tx(store, "t2") == []
+    assert reads == []
+    await store.enqueue("t2", {"content": "first"})
+    assert await queue_in_tx(store, "t2") == ["first"]
+
+
 # -- API keys ------------------------------------------------------------------------------------
 
 

@@ -1,4 +1,4 @@
-"""Bounded in-process read caches of the store: thread histories and verified API keys.
+"""Bounded in-process read caches of the store: histories, verified API keys, empty queues.
 
 Both are pure read caches: every write still goes to the database first, and nothing here is
 ever the only copy of anything. An entry is trusted only while
@@ -34,6 +34,8 @@ API_KEYS = 64
 """Verified API keys kept at most."""
 ROW_MESSAGES = 50_000
 """Messages kept at most with the rows they were built from (see :class:`RowMessages`)."""
+EMPTY_QUEUES = 4096
+"""Threads whose queue is remembered as empty, at most."""
 
 EVERYTHING = -1
 """``dirty_from`` of an entry that must be reloaded whole."""
@@ -194,16 +196,68 @@ class KeyCache:
         self._entries.clear()
 
 
+class EmptyQueues:
+    """Threads whose queue is known to be empty, so that reading it again can be skipped.
+
+    A thread goes in when it is created, and when a write transaction that read its queue
+    empty commits with no entry queued by this store since the read; it leaves when this store
+    queues an entry for it. Trusted only while no other connection committed (see the module
+    docstring). Bounded LRU.
+    """
+
+    def __init__(self, size: int = EMPTY_QUEUES) -> None:
+        self._threads: OrderedDict[str, None] = OrderedDict()
+        self._max = size
+        self.queued = 0
+        """Entries this store queued so far (a read's finding holds only while it is unchanged)."""
+        self.version: int | None = None
+
+    def __len__(self) -> int:
+        return len(self._threads)
+
+    def check(self, version: int | None) -> bool:
+        """Drop everything when the database changed elsewhere; whether the cache is usable."""
+        if version is None or version != self.version:
+            self._threads.clear()
+            self.version = version
+        return version is not None
+
+    def known(self, thread_id: str) -> bool:
+        """Whether the thread's queue is known to be empty."""
+        return thread_id in self._threads
+
+    def add(self, thread_id: str, queued: int | None = None) -> None:
+        """Remember that the thread's queue is empty.
+
+        Args:
+            thread_id: The thread.
+            queued: :attr:`queued` when the queue was read: nothing is remembered if an entry
+                was queued since.
+        """
+        if queued is not None and queued != self.queued:
+            return
+        self._threads[thread_id] = None
+        self._threads.move_to_end(thread_id)
+        while len(self._threads) > self._max:
+            self._threads.popitem(last=False)
+
+    def entry_queued(self, thread_id: str) -> None:
+        """Forget the thread's queue as empty: the store queued an entry (once the write ran)."""
+        self.queued += 1
+        self._threads.pop(thread_id, None)
+
+
 class StoreCaches:
     """The caches of one store."""
 
-    __slots__ = ("history", "keys", "rows", "read_histories")
+    __slots__ = ("history", "keys", "rows", "read_histories", "empty_queues")
 
     def __init__(self) -> None:
         self.history = HistoryCache()
         self.keys = KeyCache()
         self.rows = RowMessages()
         self.read_histories = ReadHistories()
+        self.empty_queues = EmptyQueues()
 
 
 class RowMessages:

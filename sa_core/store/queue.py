@@ -110,6 +110,7 @@ class QueueMixin(StoreBase):
             "p_created_at": int(values.get("created_at") or now_us()),
         }
         await self._write_deferred([Deferred(_INSERT, row)], tx)
+        self._caches.empty_queues.entry_queued(thread_id)
         return queue_id
 
     async def drain_queue(
@@ -155,12 +156,27 @@ class QueueMixin(StoreBase):
                 :meth:`Transaction.read_with_writes`).
             last: Also ``tx``'s last statement, committed right after.
         """
+        current = tx if tx is not None else self._ambient()
+        empty = self._caches.empty_queues
+        known = (
+            current is not None  # the write lock is held: no other write of this store runs
+            and self._backend.dialect != "postgresql"  # other workers queue entries too
+            and empty.check(self.external_version())
+        )
+        if known and empty.known(thread_id):
+            return []
         params = {"b_tid": thread_id}
         if (unwritten or last) and tx is not None:
             rows = await self._check_tx(tx).read_with_writes(_LIST, params, last=last)
             if rows is not None:
                 return [_entry(row) for row in rows]
-        return [_entry(row) for row in await self._fetch(_LIST, params, tx)]
+        entries = [_entry(row) for row in await self._fetch(_LIST, params, tx)]
+        if known and not entries and current is not None:
+            # true once the transaction commits (it may have taken entries that a rollback
+            # puts back), unless an entry was queued since
+            queued = empty.queued
+            current.after_commit(lambda: empty.add(thread_id, queued))
+        return entries
 
     async def delete_queue_entry(
         self, thread_id: str, queue_id: str, *, tx: Transaction | None = None

@@ -173,6 +173,9 @@ class ThreadsMixin(StoreBase):
             # none. Messages written in the same transaction mark the entry as any write does
             # (a commit elsewhere since the cache's version clears it)
             cache.store(row.id, [])
+        empty = self._caches.empty_queues
+        if empty.version is not None:  # so is its queue (entries queued later take it out)
+            empty.add(row.id)
         return row
 
     async def get_thread(
