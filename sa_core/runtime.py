@@ -556,12 +556,19 @@ class Runtime:
         return version is not None and version == self.store.external_version()
 
     async def update_child(self, parent_id: str, reference: str, **fields: Any) -> None:
-        """Update a registry entry in the store and in every live handle of the parent."""
-        await self.store.update_child(parent_id, reference, **fields)
+        """Update a registry entry in the store and in every live handle of the parent.
+
+        Inside a write transaction, a parent handle known to match the database gives the
+        entry as stored: it is not read back.
+        """
         shared = self._live.get(parent_id)
+        current = None
+        if shared is not None and self.store.in_transaction() and self._live_current(parent_id):
+            current = next((e for e in shared.children if e.reference == reference), None)
+        updated = await self.store.update_child(parent_id, reference, current=current, **fields)
         if shared is not None:
             shared.children = [
-                e.model_copy(update=fields) if e.reference == reference else e
+                (updated or e.model_copy(update=fields)) if e.reference == reference else e
                 for e in shared.children
             ]
 

@@ -912,6 +912,14 @@ class StoreBase:
         """Whether a read now sees only committed rows that no open transaction will change."""
         return not self._lock.locked() and self._ambient() is None
 
+    def in_transaction(self) -> bool:
+        """Whether the calling task has a write transaction of this store open.
+
+        Inside one, no other connection can commit until it ends: what the task knows the
+        database holds (say a live handle marked current) stays so until the commit.
+        """
+        return self._ambient() is not None
+
     def transaction(self) -> _TransactionContext:
         """Open a write transaction used by every method given ``tx=`` (or called inside it).
 

@@ -106,9 +106,23 @@ class RegistryMixin(StoreBase):
         return await self._read_one(op, tx)
 
     async def update_child(
-        self, parent_id: str, reference: str, *, tx: Transaction | None = None, **fields: Any
+        self,
+        parent_id: str,
+        reference: str,
+        *,
+        tx: Transaction | None = None,
+        current: SubagentRegistryEntry | None = None,
+        **fields: Any,
     ) -> SubagentRegistryEntry | None:
         """Update fields of a child entry.
+
+        Args:
+            parent_id: The parent thread.
+            reference: The child thread.
+            tx: An open transaction to write in.
+            current: The entry as stored now, when the caller knows it (inside a write
+                transaction): it is not read back.
+            **fields: The fields to change.
 
         Returns:
             The updated entry, or ``None`` when there is none.
@@ -120,10 +134,13 @@ class RegistryMixin(StoreBase):
         params: dict[str, Any] = {"b_pid": parent_id, "b_ref": reference}
 
         def op(conn: Connection) -> SubagentRegistryEntry | None:
-            found = _CHILD.first(conn, params)
-            if found is None or found["entry"] is None:
-                return None
-            merged = SubagentRegistryEntry.model_validate(found["entry"]).model_dump()
+            if current is not None:
+                merged = current.model_dump()
+            else:
+                found = _CHILD.first(conn, params)
+                if found is None or found["entry"] is None:
+                    return None
+                merged = SubagentRegistryEntry.model_validate(found["entry"]).model_dump()
             merged.update(fields, reference=reference)
             entry = SubagentRegistryEntry.model_validate(merged)
             _UPDATE_CHILD.run(conn, {**params, "v_entry": _entry_json(entry)})
