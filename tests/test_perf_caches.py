@@ -311,6 +311,32 @@ async def test_a_new_thread_starts_with_a_known_empty_queue(store, monkeypatch):
     assert await queue_in_tx(store, "t2") == ["first"]
 
 
+@pytest.mark.asyncio
+async def test_a_blocking_delegation_on_sqlite_reads_no_row_back(sa_runtime_factory: Any) -> None:
+    from tests.test_engine_transactions import delegation_pack, delegation_provider
+
+    # Every row the delegation needs was written or read in this process: the threads' queues
+    # are known empty (new threads, and queues found empty before) and the parent's registry
+    # entry is the live handle's. Only writes go to the database.
+    provider = delegation_provider()
+    async with sa_runtime_factory(packs=[delegation_pack()], providers={"test": provider}) as rt:
+        warm = await rt.create_thread("lead")
+        await warm.send_message("warm up")
+        parent = await rt.create_thread("lead")
+        raw = rt.store._backend._writer.connection.dbapi_connection
+        statements: list[str] = []
+        raw.set_trace_callback(statements.append)
+        try:
+            await parent.send_message("research please")
+        finally:
+            raw.set_trace_callback(None)
+        page = await parent.get_messages()
+    assert page.messages[-1].content == "Summarized"
+    assert [s for s in statements if s.lstrip().upper().startswith("SELECT")] == []
+    assert sum(s.strip().upper() == "COMMIT" for s in statements) == 8
+
+
+
 # -- API keys ------------------------------------------------------------------------------------
 
 
