@@ -537,7 +537,10 @@ async def test_the_usage_estimate_is_the_same_when_message_sizes_are_reused():
         expected = _estimated_usage(request, ProviderResponse(content=answer.content))
         assert answer.usage.prompt_tokens == expected.prompt_tokens
         history[0] = ProviderMessage("system", "S" * 100 * (turn + 2))  # a new system prompt
-        history += [ProviderMessage("assistant", answer.content), ProviderMessage("user", "x" * turn)]
+        history += [
+            ProviderMessage("assistant", answer.content),
+            ProviderMessage("user", "x" * turn),
+        ]
 
 
 @pytest.mark.asyncio
