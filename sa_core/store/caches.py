@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 if TYPE_CHECKING:
     from sa_core.spec.records import Message
@@ -36,6 +36,8 @@ ROW_MESSAGES = 50_000
 """Messages kept at most with the rows they were built from (see :class:`RowMessages`)."""
 EMPTY_QUEUES = 4096
 """Threads whose queue is remembered as empty, at most."""
+
+V = TypeVar("V")
 
 EVERYTHING = -1
 """``dirty_from`` of an entry that must be reloaded whole."""
@@ -159,11 +161,11 @@ class HistoryCache:
                 self._size -= len(entry.messages)
 
 
-class KeyCache:
-    """Recently verified API keys by token digest; revoked or changed keys are never served."""
+class _Versioned(Generic[V]):
+    """Bounded LRU entries trusted while no other connection committed (``version``)."""
 
-    def __init__(self, size: int = API_KEYS) -> None:
-        self._entries: OrderedDict[str, ApiKeyRow] = OrderedDict()
+    def __init__(self, size: int) -> None:
+        self._entries: OrderedDict[str, V] = OrderedDict()
         self._max = size
         self.version: int | None = None
 
@@ -177,6 +179,20 @@ class KeyCache:
             self.version = version
         return version is not None
 
+    def _keep(self, key: str, value: V) -> None:
+        """Keep an entry as the most recently used (the least recently used go beyond the bound)."""
+        self._entries[key] = value
+        self._entries.move_to_end(key)
+        while len(self._entries) > self._max:
+            self._entries.popitem(last=False)
+
+
+class KeyCache(_Versioned["ApiKeyRow"]):
+    """Recently verified API keys by token digest; revoked or changed keys are never served."""
+
+    def __init__(self, size: int = API_KEYS) -> None:
+        super().__init__(size)
+
     def get(self, digest: str) -> ApiKeyRow | None:
         """The key verified with this digest, or ``None``."""
         found = self._entries.get(digest)
@@ -186,17 +202,14 @@ class KeyCache:
 
     def put(self, digest: str, row: ApiKeyRow) -> None:
         """Remember a verified key."""
-        self._entries[digest] = row
-        self._entries.move_to_end(digest)
-        while len(self._entries) > self._max:
-            self._entries.popitem(last=False)
+        self._keep(digest, row)
 
     def clear(self) -> None:
         """Forget every key (after a revocation)."""
         self._entries.clear()
 
 
-class EmptyQueues:
+class EmptyQueues(_Versioned[None]):
     """Threads whose queue is known to be empty, so that reading it again can be skipped.
 
     A thread goes in when it is created, and when a write transaction that read its queue
@@ -206,25 +219,13 @@ class EmptyQueues:
     """
 
     def __init__(self, size: int = EMPTY_QUEUES) -> None:
-        self._threads: OrderedDict[str, None] = OrderedDict()
-        self._max = size
+        super().__init__(size)
         self.queued = 0
         """Entries this store queued so far (a read's finding holds only while it is unchanged)."""
-        self.version: int | None = None
-
-    def __len__(self) -> int:
-        return len(self._threads)
-
-    def check(self, version: int | None) -> bool:
-        """Drop everything when the database changed elsewhere; whether the cache is usable."""
-        if version is None or version != self.version:
-            self._threads.clear()
-            self.version = version
-        return version is not None
 
     def known(self, thread_id: str) -> bool:
         """Whether the thread's queue is known to be empty."""
-        return thread_id in self._threads
+        return thread_id in self._entries
 
     def add(self, thread_id: str, queued: int | None = None) -> None:
         """Remember that the thread's queue is empty.
@@ -234,17 +235,13 @@ class EmptyQueues:
             queued: :attr:`queued` when the queue was read: nothing is remembered if an entry
                 was queued since.
         """
-        if queued is not None and queued != self.queued:
-            return
-        self._threads[thread_id] = None
-        self._threads.move_to_end(thread_id)
-        while len(self._threads) > self._max:
-            self._threads.popitem(last=False)
+        if queued is None or queued == self.queued:
+            self._keep(thread_id, None)
 
     def entry_queued(self, thread_id: str) -> None:
         """Forget the thread's queue as empty: the store queued an entry (once the write ran)."""
         self.queued += 1
-        self._threads.pop(thread_id, None)
+        self._entries.pop(thread_id, None)
 
 
 class StoreCaches:
