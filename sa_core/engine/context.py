@@ -16,6 +16,7 @@ from typing import Literal
 from sa_core import jsontext
 from sa_core.providers import ProviderImage, ProviderMessage, ProviderToolCall
 from sa_core.spec import EnvPart, IncludePart, Message, PromptDefinition, TextPart
+from sa_core.store.caches import cached_messages
 
 Side = Literal["a", "b"]
 SIDE_ROLE: dict[Side, Literal["assistant", "user"]] = {"a": "assistant", "b": "user"}
@@ -281,8 +282,9 @@ class IncrementalConverter:
 
 CONVERTED_THREADS = 256
 """Threads whose converted history :func:`converter_for` keeps at most."""
-CONVERTED_MESSAGES = 50_000
-"""Converted messages :func:`converter_for` keeps at most over every thread."""
+CONVERTED_MESSAGES = cached_messages()
+"""Converted messages :func:`converter_for` keeps at most over every thread
+(``STANDARD_AGENTS_CACHED_MESSAGES``)."""
 _converters: OrderedDict[str, IncrementalConverter] = OrderedDict()
 _held = [0]
 """Converted messages held over every kept converter (kept up to date by ``convert``)."""

@@ -14,6 +14,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from sa_core.store.caches import cached_messages
+
 if TYPE_CHECKING:
     from sa_core.spec import Message
 
@@ -22,10 +24,11 @@ UNSENT = ("pending", "failed")
 
 KEPT_THREADS = 256
 """Threads whose filtered history is kept at most (least recently used go first)."""
-KEPT_MESSAGES = 50_000
+KEPT_MESSAGES = cached_messages()
 """History messages the kept threads hold at most, all together (least recently used go
-first; the thread being filtered always stays). Without it, threads that keep growing held
-every message they ever had, past the bounds of the store's history cache."""
+first; the thread being filtered always stays; ``STANDARD_AGENTS_CACHED_MESSAGES``). Without
+it, threads that keep growing held every message they ever had, past the bounds of the
+store's history cache."""
 
 
 @dataclass(slots=True)

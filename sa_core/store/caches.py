@@ -17,6 +17,7 @@ and loads only the rows from there on.
 
 from __future__ import annotations
 
+import os
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,13 +27,40 @@ if TYPE_CHECKING:
     from sa_core.spec.records import Message
     from sa_core.store.rows import ApiKeyRow
 
+CACHED_MESSAGES_VARIABLE = "STANDARD_AGENTS_CACHED_MESSAGES"
+"""The environment variable that sizes every in-process cache of messages (default 50,000)."""
+
+
+def cached_messages(default: int = 50_000) -> int:
+    """How many messages each in-process cache of messages keeps at most.
+
+    The store's histories, the engine's conversions and its filtered histories each keep up to
+    this many (read once, at import). Each cached message costs about 6 KB over all of them;
+    when more messages than this are in active threads at once, turns reload and convert
+    whole histories again (see ``docs/serving.md``).
+
+    Raises:
+        ValueError: ``STANDARD_AGENTS_CACHED_MESSAGES`` is set to something other than a
+            positive whole number.
+    """
+    raw = os.environ.get(CACHED_MESSAGES_VARIABLE, "").strip().replace("_", "")
+    if not raw:
+        return default
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(
+            f"{CACHED_MESSAGES_VARIABLE} must be a positive whole number of messages "
+            f"(default {default}), got {os.environ[CACHED_MESSAGES_VARIABLE]!r}"
+        )
+    return int(raw)
+
+
 HISTORY_THREADS = 512
 """Threads whose history is kept at most."""
-HISTORY_MESSAGES = 50_000
+HISTORY_MESSAGES = cached_messages()
 """Messages kept at most over every cached history (least recently used threads go first)."""
 API_KEYS = 64
 """Verified API keys kept at most."""
-ROW_MESSAGES = 50_000
+ROW_MESSAGES = HISTORY_MESSAGES
 """Messages kept at most with the rows they were built from (see :class:`RowMessages`)."""
 EMPTY_QUEUES = 4096
 """Threads whose queue is remembered as empty, at most."""
