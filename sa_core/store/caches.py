@@ -1,14 +1,16 @@
 """Bounded in-process read caches of the store: histories, verified API keys, empty queues.
 
-Both are pure read caches: every write still goes to the database first, and nothing here is
+All are pure read caches: every write still goes to the database first, and nothing here is
 ever the only copy of anything. An entry is trusted only while
 
 - this store made no write that touches it (writes mark entries dirty or drop them), and
 - no other connection committed to the database (the backend's :meth:`external_version`, which
   is SQLite's ``PRAGMA data_version`` on the writer connection); a backend that cannot tell
-  (``None``) disables both caches;
+  (``None``) disables them;
 - and it is filled only while no write transaction is open on the store, so an uncommitted
   transaction's view never gets in (reads outside a transaction see committed rows only).
+  The empty queues are the exception: they are read inside a write transaction (no other
+  write of the store can run) and remembered only once it commits (see :class:`EmptyQueues`).
 
 A thread's history is refreshed incrementally: a write to a thread's messages records the
 oldest ``created_at`` it touched, and the next read keeps the cached messages created before it
