@@ -72,7 +72,9 @@ def _free_port() -> int:
 class Serve:
     """``sa serve`` in a subprocess, its output read line by line in a thread."""
 
-    def __init__(self, tmp_path: Path, db: str, *extra: str) -> None:
+    def __init__(
+        self, tmp_path: Path, db: str, *extra: str, sigint_ignored: bool = False
+    ) -> None:
         (tmp_path / "demo_pack.py").write_text(PACK_FILE)
         self.port = _free_port()
         self.proc = subprocess.Popen(
@@ -95,6 +97,10 @@ class Serve:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
+            # as a shell starts a background command: SIGINT ignored, inherited by the server
+            preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+            if sigint_ignored
+            else None,
         )
         self.lines: queue.Queue[str] = queue.Queue()
         assert self.proc.stdout is not None
@@ -194,3 +200,16 @@ def test_sa_serve_says_when_every_key_is_revoked_and_when_models_are_offline(
         f"create one with 'sa keys create --db {db}'." in text
     )
     assert "Every model is answered by the offline test provider (--test-provider)" in text
+
+
+def test_sa_serve_started_with_sigint_ignored_still_stops_on_sigint_while_starting(
+    tmp_path: Path,
+) -> None:
+    # The interrupt comes right after the banner, before uvicorn handles signals itself.
+    for _ in range(3):
+        server = Serve(tmp_path, f"sqlite:///{tmp_path / 'sa.db'}", "--test-provider",
+                       sigint_ignored=True)  # fmt: skip
+        try:
+            server.read_until("Serving packages")
+        finally:
+            assert server.stop() in (0, 130)

@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import importlib
 import inspect
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -68,6 +69,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     from sa_core.errors import SAError
 
+    if getattr(args, "interruptible", False):
+        _honour_interrupts()
     try:
         result = func(args)
         if inspect.isawaitable(result):
@@ -80,6 +83,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     return int(result or 0)
+
+
+def _honour_interrupts() -> None:
+    """Let SIGINT stop the command even when it was started with SIGINT ignored.
+
+    A shell starts background commands with SIGINT ignored, and the process inherits that.
+    uvicorn handles SIGINT once it serves, but one sent while the server was starting was
+    lost and the server ran on; with Python's default handler back, it stops at any point.
+    """
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -75,7 +75,7 @@ def register(subparsers: Any) -> None:
         choices=["critical", "error", "warning", "info", "debug"],
         help="log level of the server and the libraries it uses (info)",
     )
-    parser.set_defaults(func=run, loop_factory=responsive_loop)
+    parser.set_defaults(func=run, loop_factory=responsive_loop, interruptible=True)
 
 
 def responsive_loop() -> asyncio.AbstractEventLoop:
