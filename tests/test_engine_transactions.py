@@ -121,6 +121,20 @@ def doom_settling_commit(
     return doomed
 
 
+async def send_and_read_back(
+    rt: Any, thread: Any, text: str, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Any, Any, Any]:
+    """Send ``text``, wait until every turn settled, lift the patches, and read back the
+    thread's messages, its execution record and its live handle."""
+    await thread.send_message(text)
+    await rt.wait_idle(timeout=10)
+    monkeypatch.undo()
+    page = await thread.get_messages()
+    record = await rt.store.get_execution(thread.thread_id)
+    live = await rt.get_thread(thread.thread_id)
+    return page, record, live
+
+
 @pytest.mark.asyncio
 async def test_a_turn_commits_the_message_then_the_answer_with_the_settlement(
     sa_runtime_factory: Any, backend: str
@@ -159,12 +173,7 @@ async def test_an_answer_whose_commit_fails_is_recorded_as_a_step_error_and_sett
         await thread.send_message("warm up")
         # the answering step's own transaction
         doomed = doom_settling_commit(rt, backend, monkeypatch, lambda reason: reason is not None)
-        await thread.send_message("hi")
-        await rt.wait_idle(timeout=10)
-        monkeypatch.undo()
-        page = await thread.get_messages()
-        record = await rt.store.get_execution(thread.thread_id)
-        live = await rt.get_thread(thread.thread_id)
+        page, record, live = await send_and_read_back(rt, thread, "hi", monkeypatch)
     assert doomed, "the answer's step did not settle the flow in its commit"
     # the answer rolled back; the call is left as a failed row (as any failed model call)
     assert [(m.content, m.status) for m in page.messages] == [
@@ -399,12 +408,7 @@ async def test_a_session_stop_whose_row_and_settlement_fail_to_commit_is_a_step_
         doomed = doom_settling_commit(
             rt, backend, monkeypatch, lambda reason: reason == "session_stop"
         )
-        await thread.send_message("find 42")
-        await rt.wait_idle(timeout=10)
-        monkeypatch.undo()
-        page = await thread.get_messages()
-        record = await rt.store.get_execution(thread.thread_id)
-        live = await rt.get_thread(thread.thread_id)
+        page, record, live = await send_and_read_back(rt, thread, "find 42", monkeypatch)
     assert doomed, "the session stop's row did not settle the flow in its commit"
     # the approving row rolled back with the settlement; the call is answered as any call
     # of a failed step is
