@@ -7,7 +7,7 @@ store, inside a transaction, or by another store (process) on the same database 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,13 @@ from sa_core.engine.context import converter_for, forget_converted
 from sa_core.providers import ProviderMessage, ProviderRequest
 from sa_core.spec.records import Message
 from sa_core.store import Store, ThreadRow, now_us, open_store
-from sa_core.store.caches import HistoryCache
+from sa_core.store.caches import (
+    THREAD_USE,
+    HistoryCache,
+    ReadHistories,
+    ReadHistory,
+    ThreadUse,
+)
 from sa_core.testing import DEFAULT_RECORDED, FunctionProvider, TestProvider
 
 
@@ -228,18 +234,134 @@ async def test_a_deleted_thread_has_no_cached_history(store):
     assert await store.history("t1") == []
 
 
-def test_the_history_cache_is_bounded_by_threads_and_messages():
+@pytest.fixture
+def counted_turns() -> Iterator[ThreadUse]:
+    """The process's turn counts, empty for the test (threads the test names only)."""
+    THREAD_USE.clear()
+    yield THREAD_USE
+    THREAD_USE.clear()
+
+
+def test_the_history_cache_is_bounded_by_threads_and_messages(counted_turns: ThreadUse):
     cache = HistoryCache(threads=2, messages=5)
     cache.check(1)
     three = [Message(id=str(i), role="user", content="x") for i in range(3)]
     cache.store("a", three)
     cache.store("b", three[:1])
+    counted_turns.used("c")  # a full cache takes in a thread used more than the one it evicts
     cache.store("c", three[:1])
     assert cache.lookup("a") is None and len(cache) == 2
+    counted_turns.used("d")
     cache.store("d", three)
     assert cache.size <= 5 and cache.lookup("b") is None
     cache.store("huge", three * 2)
     assert cache.lookup("huge") is None and cache.size <= 5
+
+
+def test_a_full_history_cache_keeps_hitting_when_more_threads_than_fit_are_used_in_turn(
+    counted_turns: ThreadUse,
+):
+    """Ten threads in turn, five fit: least-recently-used alone would miss every one."""
+    cache = HistoryCache(threads=100, messages=10)
+    cache.check(1)
+    two = [Message(id=str(i), role="user", content="x") for i in range(2)]
+    hits = []
+    for _ in range(4):
+        hits.append(0)
+        for index in range(10):
+            thread_id = f"loop-{index}"
+            if cache.lookup(thread_id) is None:
+                cache.store(thread_id, two)
+            else:
+                hits[-1] += 1
+            counted_turns.used(thread_id)  # as the engine counts a turn once it is over
+    assert hits == [0, 5, 5, 5]
+
+
+def test_kept_postgresql_histories_keep_hitting_when_more_threads_than_fit_are_used_in_turn(
+    counted_turns: ThreadUse,
+):
+    kept = ReadHistories(threads=100, messages=10)
+    two = [Message(id=str(i), role="user", content="x") for i in range(2)]
+    hits = []
+    for _ in range(3):
+        hits.append(0)
+        for index in range(10):
+            thread_id = f"pg-{index}"
+            if kept.get(thread_id) is None:
+                kept.put(thread_id, ReadHistory(1, (2, 0), two))
+            else:
+                hits[-1] += 1
+            counted_turns.used(thread_id)
+    assert hits == [0, 5, 5]
+
+
+def test_a_thread_that_becomes_busy_takes_the_place_of_an_idle_one(counted_turns: ThreadUse):
+    cache = HistoryCache(threads=2, messages=100)
+    cache.check(1)
+    one = [Message(id="m", role="user", content="x")]
+    for thread_id in ("idle", "steady"):
+        cache.store(thread_id, one)
+        counted_turns.used(thread_id)
+    cache.lookup("steady")
+    admitted = []
+    for _ in range(3):
+        cache.store("busy", one)
+        admitted.append(cache.lookup("busy") is not None)
+        counted_turns.used("busy")
+    assert admitted == [False, False, True]  # once it had more turns than the idle thread
+    assert cache.lookup("idle") is None and cache.lookup("steady") is not None
+
+
+def test_turn_counts_halve_so_old_activity_fades_and_their_number_stays_bounded():
+    use = ThreadUse(sample=10)
+    for _ in range(9):
+        use.used("old")
+    use.used("new")  # the tenth use: every count halves (old 4, new 0)
+    assert (use.turns("old"), use.turns("new")) == (4, 0)
+    for _ in range(5):
+        use.used("new")
+    assert use.admits("new", "old")  # 5 > 4; without halving 6 < 9
+    for index in range(1_000):
+        use.used(f"once-{index}")
+    assert len(use) <= 10
+
+
+@pytest.mark.asyncio
+async def test_full_engine_caches_keep_the_same_threads_when_more_are_used_in_turn(
+    monkeypatch: pytest.MonkeyPatch, counted_turns: ThreadUse
+):
+    from sa_core.engine import context, pastcontext
+    from sa_core.engine.pastcontext import filtered_history
+
+    monkeypatch.setattr(context, "CONVERTED_MESSAGES", 10)
+    monkeypatch.setattr(pastcontext, "KEPT_MESSAGES", 10)
+    forget_converted()
+    pastcontext.forget_filtered(None)
+    history = {
+        f"ring-{index}": [
+            Message(id=f"r{index}-{n}", role="user", content="x") for n in range(2)
+        ]
+        for index in range(10)
+    }
+    try:
+        seen: dict[str, tuple[object, object]] = {}
+        reused = []
+        for _ in range(3):
+            reused.append(0)
+            for thread_id, messages in history.items():
+                converter = converter_for(thread_id)
+                await converter.convert(messages, acting="a")
+                _, stripped = filtered_history(thread_id, messages)
+                before = seen.get(thread_id)
+                if before is not None and before[0] is converter and before[1] is stripped:
+                    reused[-1] += 1
+                seen[thread_id] = (converter, stripped)
+                counted_turns.used(thread_id)
+        assert reused == [0, 5, 5]  # both caches keep the same five threads
+    finally:
+        forget_converted()
+        pastcontext.forget_filtered(None)
 
 
 # -- empty queues --------------------------------------------------------------------------------
@@ -415,6 +537,41 @@ async def test_every_turn_of_a_long_thread_sees_its_whole_history_in_order(sa_ru
 
 
 @pytest.mark.asyncio
+async def test_a_turn_is_counted_once_when_it_ends_however_many_steps_it_took(
+    sa_runtime_factory: Any, counted_turns: ThreadUse
+):
+    from pydantic import BaseModel
+
+    from sa_core import define_tool
+
+    class Nothing(BaseModel):
+        pass
+
+    look = define_tool(name="look", description="Look.", args=Nothing, execute=lambda s, a: "ok")
+    prompt = define_prompt(name="chat", model="fast", prompt="Chat.", include_chat=True,
+                           tools=["look"])  # fmt: skip
+    agent = define_agent(name="chatter", side_a={"prompt": "chat"})
+    model = define_model(name="fast", provider="test", model="m")
+    pack = Pack(name="p", agents=[agent], prompts=[prompt], models=[model], tools=[look])
+
+    def answer(request: ProviderRequest) -> Any:
+        if request.messages[-1].role == "user":  # two tool steps, then the answer
+            return {"tool_calls": [{"name": "look", "arguments": {}}]}
+        looked = sum(1 for message in request.messages if message.role == "tool")
+        return {"tool_calls": [{"name": "look", "arguments": {}}]} if looked < 2 else "seen"
+
+    provider = FunctionProvider(answer)
+    async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as runtime:
+        thread = await runtime.create_thread("chatter")
+        counted = []
+        for turn in range(2):
+            await thread.send_message(f"look {turn}")
+            counted.append(counted_turns.turns(thread.thread_id))
+    assert provider.call_count == 6  # three steps a turn
+    assert counted == [1, 2]
+
+
+@pytest.mark.asyncio
 async def test_a_kept_conversion_is_not_reused_when_the_history_changed_underneath():
     converter = converter_for("thread-x")
     try:
@@ -502,7 +659,7 @@ def test_sa_serve_runs_uvicorn_with_the_httptools_parser():
 
 
 @pytest.mark.asyncio
-async def test_kept_conversions_are_bounded_by_threads_and_messages(monkeypatch):
+async def test_kept_conversions_are_bounded_by_threads_and_messages(monkeypatch, counted_turns):
     from sa_core.engine import context
 
     monkeypatch.setattr(context, "CONVERTED_THREADS", 2)
@@ -512,6 +669,8 @@ async def test_kept_conversions_are_bounded_by_threads_and_messages(monkeypatch)
         first = converter_for("a")
         await first.convert([Message(id=str(i), role="user", content="x") for i in range(3)],
                             acting="a")  # fmt: skip
+        counted_turns.used("b")  # a full cache takes in a thread used more than the one it evicts
+        counted_turns.used("c")
         converter_for("b")
         converter_for("c")
         assert list(context._converters) == ["b", "c"]  # "a": the least recently used

@@ -16,7 +16,7 @@ from typing import Literal
 from sa_core import jsontext
 from sa_core.providers import ProviderImage, ProviderMessage, ProviderToolCall
 from sa_core.spec import EnvPart, IncludePart, Message, PromptDefinition, TextPart
-from sa_core.store.caches import cached_messages
+from sa_core.store.caches import THREAD_USE, cached_messages
 
 Side = Literal["a", "b"]
 SIDE_ROLE: dict[Side, Literal["assistant", "user"]] = {"a": "assistant", "b": "user"}
@@ -293,6 +293,10 @@ _held = [0]
 def converter_for(thread_id: str) -> IncrementalConverter:
     """The thread's :class:`IncrementalConverter`, kept across its turns (bounded LRU).
 
+    When the bound is reached, a thread not kept yet is kept only if it was used more often
+    lately than the least recently used one (:class:`~sa_core.store.caches.ThreadUse`);
+    otherwise it gets a converter of its own for this turn.
+
     A turn's context is the previous turn's plus the messages written since, so keeping the
     converter per thread makes a turn convert only what is new instead of the whole history.
     Reuse is safe: :meth:`IncrementalConverter.convert` reuses its previous output only when the
@@ -301,6 +305,14 @@ def converter_for(thread_id: str) -> IncrementalConverter:
     """
     converter = _converters.get(thread_id)
     if converter is None:
+        held = len(_converters)
+        expected = _held[0] // held if held else 0  # its size is not known yet: the average
+        if (
+            held
+            and (held >= CONVERTED_THREADS or _held[0] + expected > CONVERTED_MESSAGES)
+            and not THREAD_USE.admits(thread_id, next(iter(_converters)))
+        ):
+            return IncrementalConverter()  # full, and the thread is used less: not kept
         converter = _converters[thread_id] = IncrementalConverter()
         converter.kept = True
         while len(_converters) > CONVERTED_THREADS:

@@ -55,6 +55,7 @@ from sa_core.spec import (
     ToolCallFunction,
     ToolResult,
 )
+from sa_core.store.caches import THREAD_USE
 from sa_core.store.clock import now_us
 from sa_core.telemetry import tool_call, turn
 
@@ -296,6 +297,8 @@ class Flow:
             await self._record_step_error(exc)
             reason = "step_error"
         self.stopped_by = self.stopped_by or reason
+        if self.depth == 0:  # counted after the turn, so that its caches' choices agree
+            THREAD_USE.used(self.state.thread_id)
         return reason
 
     def _step_ceiling(self, agent: AgentDefinition) -> int:
@@ -403,9 +406,7 @@ class Flow:
             "attempts": {},
         }
         store = self.engine.store
-        await store.save_running_point(
-            self.state.thread_id, point, self.engine.instance_id, tx=tx
-        )
+        await store.save_running_point(self.state.thread_id, point, self.engine.instance_id, tx=tx)
 
     async def _evaluate_stop(
         self, side: Side, config: SideConfig, step: StepResult

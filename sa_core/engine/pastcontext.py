@@ -14,7 +14,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from sa_core.store.caches import cached_messages
+from sa_core.store.caches import THREAD_USE, cached_messages
 
 if TYPE_CHECKING:
     from sa_core.spec import Message
@@ -46,16 +46,31 @@ class _Kept:
         self.messages = 0
         """``len(source)`` summed over the kept threads."""
 
-    def get(self, thread_id: str) -> _Filtered:
-        kept = self.threads.get(thread_id)
-        if kept is None:
-            kept = self.threads[thread_id] = _Filtered()
+    def get(self, thread_id: str, size: int) -> _Filtered:
+        """The thread's entry: kept, unless the bound is reached and the thread is used less.
+
+        A thread not kept yet (its history ``size`` messages long) is taken in at the bound
+        only if it was used more often lately than the least recently used one
+        (:class:`~sa_core.store.caches.ThreadUse`); otherwise its entry is a new one, not kept.
+        """
+        threads = self.threads
+        kept = threads.get(thread_id)
+        if kept is not None:
+            threads.move_to_end(thread_id)
+        elif (
+            threads
+            and (len(threads) >= KEPT_THREADS or self.messages + size > KEPT_MESSAGES)
+            and not THREAD_USE.admits(thread_id, next(iter(threads)))
+        ):
+            kept = _Filtered()
         else:
-            self.threads.move_to_end(thread_id)
+            kept = threads[thread_id] = _Filtered()
         return kept
 
     def resized(self, kept: _Filtered, before: int) -> None:
-        """``kept`` (the most recent thread) now holds ``len(kept.source)`` messages."""
+        """``kept`` (the most recent thread, if kept) now holds ``len(kept.source)`` messages."""
+        if not self.threads or next(reversed(self.threads.values())) is not kept:
+            return
         self.messages += len(kept.source) - before
         threads = self.threads
         while len(threads) > 1 and (len(threads) > KEPT_THREADS or self.messages > KEPT_MESSAGES):
@@ -92,7 +107,7 @@ def filtered_history(thread_id: str, history: list[Message]) -> tuple[list[Messa
     Reuses the previous call's result for the thread when ``history`` starts with the previous
     history (the same or equal messages). The lists returned are shared: do not change them.
     """
-    kept = _kept.get(thread_id)
+    kept = _kept.get(thread_id, len(history))
     before = known = len(kept.source)
     if known > len(history) or history[:known] != kept.source:
         kept.source, kept.sent, kept.stripped, known = [], [], [], 0

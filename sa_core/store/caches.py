@@ -67,6 +67,62 @@ ROW_MESSAGES = HISTORY_MESSAGES
 EMPTY_QUEUES = 4096
 """Threads whose queue is remembered as empty, at most."""
 
+USE_SAMPLE = 8 * HISTORY_THREADS
+"""Uses counted between two halvings of every count (see :class:`ThreadUse`)."""
+
+
+class ThreadUse:
+    """How many turns each thread had lately: whether a full cache takes a thread in.
+
+    Every cache of whole histories (the store's, the engine's conversions and filtered
+    histories) evicts its least recently used thread to make room. Alone, that fails the
+    workload a busy server has: many threads, each used in turn, that together outgrow the
+    cache. Each thread is then evicted just before its next use, and every turn reloads and
+    converts its whole history.
+
+    So, as in TinyLFU, a full cache takes a new thread in only when the thread was used more
+    often lately than the one it would evict. Threads used in turn are used equally often: the
+    threads held stay held and hit, the others miss, as they would anyway. A thread that
+    becomes busy overtakes idle ones within a few turns, because every count is halved after
+    :data:`USE_SAMPLE` turns (which also bounds the counts kept). Turns are counted when they
+    end (by the engine), so every cache decides on a turn with the same counts.
+    """
+
+    def __init__(self, sample: int = USE_SAMPLE) -> None:
+        self._counts: dict[str, int] = {}
+        self._sample = sample
+        self._uses = 0
+
+    def used(self, thread_id: str) -> None:
+        """Count a turn of the thread (once the turn is over: its caches decided without it)."""
+        counts = self._counts
+        counts[thread_id] = counts.get(thread_id, 0) + 1
+        self._uses += 1
+        if self._uses >= self._sample:
+            self._uses = 0
+            self._counts = {key: count // 2 for key, count in counts.items() if count > 1}
+
+    def __len__(self) -> int:
+        return len(self._counts)
+
+    def turns(self, thread_id: str) -> int:
+        """The thread's turns counted lately (halved with every count)."""
+        return self._counts.get(thread_id, 0)
+
+    def admits(self, candidate: str, victim: str) -> bool:
+        """Whether a full cache should evict ``victim`` to keep ``candidate``."""
+        counts = self._counts
+        return counts.get(candidate, 0) > counts.get(victim, 0)
+
+    def clear(self) -> None:
+        """Forget every count."""
+        self._counts.clear()
+        self._uses = 0
+
+
+THREAD_USE = ThreadUse()
+"""The process's counts, shared by every cache of histories so that they keep the same threads."""
+
 V = TypeVar("V")
 
 EVERYTHING = -1
@@ -135,6 +191,8 @@ class HistoryCache:
         old = self._entries.pop(thread_id, None)
         if old is not None:
             self._size -= len(old.messages)
+        elif not self._takes(thread_id, len(messages)):
+            return
         if len(messages) > self._max_messages:
             return
         self._entries[thread_id] = _History(messages)
@@ -142,6 +200,13 @@ class HistoryCache:
         while self._size > self._max_messages or len(self._entries) > self._max_threads:
             _, evicted = self._entries.popitem(last=False)
             self._size -= len(evicted.messages)
+
+    def _takes(self, thread_id: str, messages: int) -> bool:
+        """Whether a thread not held is taken in (when full: see :class:`ThreadUse`)."""
+        entries = self._entries
+        if len(entries) < self._max_threads and self._size + messages <= self._max_messages:
+            return True
+        return not entries or THREAD_USE.admits(thread_id, next(iter(entries)))
 
     def touched(self, thread_id: str, created_at: int | None) -> None:
         """A write changed the thread's messages from ``created_at`` on (``None``: any of them)."""
@@ -348,9 +413,17 @@ class ReadHistories:
         return self._kept.get(thread_id)
 
     def put(self, thread_id: str, history: ReadHistory) -> None:
-        """Keep a thread's history (the most recently used go last)."""
-        self.drop(thread_id)
-        self._kept[thread_id] = history
+        """Keep a thread's history (the most recently used go last; see :class:`ThreadUse`)."""
+        kept = self._kept
+        if thread_id in kept:
+            self.drop(thread_id)
+        elif (
+            kept
+            and (len(kept) >= self._threads or self._size + len(history.messages) > self._messages)
+            and not THREAD_USE.admits(thread_id, next(iter(kept)))
+        ):
+            return
+        kept[thread_id] = history
         self._size += len(history.messages)
         while self._kept and (len(self._kept) > self._threads or self._size > self._messages):
             _, oldest = self._kept.popitem(last=False)
