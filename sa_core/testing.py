@@ -39,6 +39,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mappin
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeAlias
 
+from sa_core.cachepolicy import THREAD_USE, cached_messages
 from sa_core.errors import ProviderError, ScriptExhaustedError
 from sa_core.providers import (
     BaseProvider,
@@ -527,22 +528,29 @@ class _PromptSizes:
     are reused and only new messages are measured: the estimate no longer walks a long
     thread's whole history in Python at every step. Usually the next request starts with the
     previous one's messages (one list comparison, in C, tells); otherwise sizes are reused by
-    identity and position. Bounded LRU.
+    identity and position. Bounded LRU by threads and messages, taking a thread in at the
+    bounds as the engine's caches do (:class:`~sa_core.cachepolicy.ThreadUse`).
     """
 
-    THREADS = 64
+    THREADS = 256
+    MESSAGES = cached_messages()
     TOOLS = 256
 
     def __init__(self) -> None:
         self._last: OrderedDict[str | None, tuple[list[ProviderMessage], list[int]]] = (
             OrderedDict()
         )
+        self._held = 0
+        """Messages kept over every thread."""
         self._tools: OrderedDict[int, tuple[ProviderTool, int]] = OrderedDict()
 
     def chars(self, request: ProviderRequest) -> int:
         """Characters of the request's messages."""
-        messages = request.messages
-        old, old_sizes = self._last.pop(request.user, ([], []))
+        messages, thread = request.messages, request.user
+        last = self._last
+        found = last.pop(thread, None)
+        old, old_sizes = found if found is not None else ([], [])
+        self._held -= len(old)
         known = len(old)
         if known and known <= len(messages) and messages[:known] == old:
             sizes = old_sizes + [_message_chars(message) for message in messages[known:]]
@@ -553,9 +561,17 @@ class _PromptSizes:
                 else _message_chars(message)
                 for index, message in enumerate(messages)
             ]
-        self._last[request.user] = (list(messages), sizes)
-        while len(self._last) > self.THREADS:
-            self._last.popitem(last=False)
+        full = len(last) >= self.THREADS or self._held + len(messages) > self.MESSAGES
+        if found is not None or not full or thread is None or not last:
+            keep = True
+        else:
+            victim = next(iter(last))
+            keep = victim is None or THREAD_USE.admits(thread, victim)
+        if keep:
+            last[thread] = (list(messages), sizes)
+            self._held += len(messages)
+            while len(last) > 1 and (len(last) > self.THREADS or self._held > self.MESSAGES):
+                self._held -= len(last.popitem(last=False)[1][0])
         return sum(sizes)
 
     def tool_chars(self, tool: ProviderTool) -> int:

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from sa_core.cachepolicy import CACHED_MESSAGES_VARIABLE
 from sa_core.engine import approvals
-from sa_core.store.caches import CACHED_MESSAGES_VARIABLE
 
 
 def test_approval_knowledge_keeps_only_the_most_recently_marked_threads(

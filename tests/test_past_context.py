@@ -10,11 +10,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from sa_core.cachepolicy import THREAD_USE
 from sa_core.engine import pastcontext
 from sa_core.engine.flow import UNSENT, without_past_tools
 from sa_core.engine.pastcontext import excluding, filtered_history, forget_filtered
 from sa_core.spec.records import Message, ToolCall, ToolCallFunction
-from sa_core.store.caches import THREAD_USE
 
 
 @pytest.fixture(autouse=True)

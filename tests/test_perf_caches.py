@@ -15,17 +15,12 @@ import pytest
 import pytest_asyncio
 
 from sa_core import Pack, define_agent, define_model, define_prompt
+from sa_core.cachepolicy import THREAD_USE, ThreadUse
 from sa_core.engine.context import converter_for, forget_converted
 from sa_core.providers import ProviderMessage, ProviderRequest
 from sa_core.spec.records import Message
 from sa_core.store import Store, ThreadRow, now_us, open_store
-from sa_core.store.caches import (
-    THREAD_USE,
-    HistoryCache,
-    ReadHistories,
-    ReadHistory,
-    ThreadUse,
-)
+from sa_core.store.caches import HistoryCache, ReadHistories, ReadHistory
 from sa_core.testing import DEFAULT_RECORDED, FunctionProvider, TestProvider
 
 
@@ -723,3 +718,19 @@ async def test_the_usage_estimate_is_exact_when_history_grows_or_an_earlier_mess
     await estimate_matches()
     history[:] = history[:3]  # a shorter request (the context trimmed)
     await estimate_matches()
+
+
+def test_the_usage_estimate_keeps_message_sizes_within_its_bounds(
+    monkeypatch: pytest.MonkeyPatch, counted_turns: ThreadUse
+) -> None:
+    from sa_core.testing import _PromptSizes
+
+    monkeypatch.setattr(_PromptSizes, "MESSAGES", 10)
+    sizes = _PromptSizes()
+    two = [ProviderMessage("user", "u" * 10), ProviderMessage("assistant", "a" * 5)]
+    for index in range(10):  # five threads fit; the others are measured whole each time
+        assert sizes.chars(ProviderRequest(model="m", messages=two, user=f"u-{index}")) == 15
+    assert sizes._held == 10 and len(sizes._last) == 5
+    counted_turns.used("busy")  # a thread with more turns than the least recent one gets in
+    sizes.chars(ProviderRequest(model="m", messages=two, user="busy"))
+    assert "busy" in sizes._last and "u-0" not in sizes._last and sizes._held == 10

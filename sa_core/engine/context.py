@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from sa_core import jsontext
+from sa_core.cachepolicy import THREAD_USE, cached_messages
 from sa_core.providers import ProviderImage, ProviderMessage, ProviderToolCall
 from sa_core.spec import EnvPart, IncludePart, Message, PromptDefinition, TextPart
-from sa_core.store.caches import THREAD_USE, cached_messages
 
 Side = Literal["a", "b"]
 SIDE_ROLE: dict[Side, Literal["assistant", "user"]] = {"a": "assistant", "b": "user"}
@@ -294,7 +294,7 @@ def converter_for(thread_id: str) -> IncrementalConverter:
     """The thread's :class:`IncrementalConverter`, kept across its turns (bounded LRU).
 
     When the bound is reached, a thread not kept yet is kept only if it was used more often
-    lately than the least recently used one (:class:`~sa_core.store.caches.ThreadUse`);
+    lately than the least recently used one (:class:`~sa_core.cachepolicy.ThreadUse`);
     otherwise it gets a converter of its own for this turn.
 
     A turn's context is the previous turn's plus the messages written since, so keeping the

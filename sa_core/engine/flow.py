@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic_core import to_jsonable_python
 
+from sa_core.cachepolicy import THREAD_USE
 from sa_core.engine.approvals import gate, settle
 from sa_core.engine.context import (
     SIDE_ROLE,
@@ -55,7 +56,6 @@ from sa_core.spec import (
     ToolCallFunction,
     ToolResult,
 )
-from sa_core.store.caches import THREAD_USE
 from sa_core.store.clock import now_us
 from sa_core.telemetry import tool_call, turn
 

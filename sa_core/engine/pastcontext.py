@@ -14,7 +14,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from sa_core.store.caches import THREAD_USE, cached_messages
+from sa_core.cachepolicy import THREAD_USE, cached_messages
 
 if TYPE_CHECKING:
     from sa_core.spec import Message
@@ -51,7 +51,7 @@ class _Kept:
 
         A thread not kept yet (its history ``size`` messages long) is taken in at the bound
         only if it was used more often lately than the least recently used one
-        (:class:`~sa_core.store.caches.ThreadUse`); otherwise its entry is a new one, not kept.
+        (:class:`~sa_core.cachepolicy.ThreadUse`); otherwise its entry is a new one, not kept.
         """
         threads = self.threads
         kept = threads.get(thread_id)

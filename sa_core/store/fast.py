@@ -50,7 +50,8 @@ class _Plan:
     """(position, bind processor, whether it keeps ``None``) of the values the column type
     converts (JSON, ...); a processor that maps ``None`` to ``None`` is skipped for ``None``."""
     keys: list[str]
-    converted: list[tuple[int, Processor]]
+    converted: list[tuple[int, Processor, bool]]
+    """(position, result processor, whether it keeps ``None``) of the columns read converted."""
 
 
 class Prepared:
@@ -92,11 +93,11 @@ class Prepared:
         if compiled.positional and "POSTCOMPILE" not in compiled.string:
             binds: Mapping[str, BindParameter[Any]] = compiled.binds
             names = list(compiled.positiontup)
-            converted: list[tuple[int, Processor]] = []
+            converted: list[tuple[int, Processor, bool]] = []
             for index, column in enumerate(self.columns):
                 processor: Any = column.type.dialect_impl(dialect).result_processor(dialect, None)
                 if processor is not None:
-                    converted.append((index, processor))
+                    converted.append((index, processor, _keeps_none(processor)))
             binders: list[tuple[int, Processor, bool]] = []
             for index, name in enumerate(names):
                 binder: Any = binds[name].type.dialect_impl(dialect).bind_processor(dialect)
@@ -211,13 +212,19 @@ class Prepared:
 
 
 def _converted(plan: _Plan, raw: Sequence[Any]) -> list[dict[str, Any]]:
-    """Driver rows as dicts keyed by column, values through the columns' result processors."""
+    """Driver rows as dicts keyed by column, values through the columns' result processors.
+
+    ``None`` skips a processor that maps it to ``None`` (most JSON columns of most rows are
+    ``NULL``).
+    """
     keys, converted = plan.keys, plan.converted
     out = []
     for row in raw:
         values = list(row)
-        for index, processor in converted:
-            values[index] = processor(values[index])
+        for index, processor, keeps_none in converted:
+            value = values[index]
+            if value is not None or not keeps_none:
+                values[index] = processor(value)
         out.append(dict(zip(keys, values, strict=True)))
     return out
 

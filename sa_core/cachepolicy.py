@@ -1,0 +1,96 @@
+"""What every in-process cache of messages shares: its size, and which threads it takes in.
+
+The store's histories, the engine's conversions and filtered histories, and the test
+providers' usage estimates each keep messages of recently used threads. They are sized by one
+environment variable and take threads in by the same turn counts, so that under pressure they
+keep the same threads. Kept apart from :mod:`sa_core.store` so that the test kit can use it
+without loading the store.
+"""
+
+from __future__ import annotations
+
+import os
+
+CACHED_MESSAGES_VARIABLE = "STANDARD_AGENTS_CACHED_MESSAGES"
+"""The environment variable that sizes every in-process cache of messages (default 50,000)."""
+
+
+def cached_messages(default: int = 50_000) -> int:
+    """How many messages each in-process cache of messages keeps at most.
+
+    The store's histories, the engine's conversions and its filtered histories, and the test
+    providers' usage estimates each keep up to this many (read once, at import). Each cached
+    message costs about 6 KB over all of them; when more messages than this are in active
+    threads at once, part of the threads reload and convert whole histories at every turn
+    (see ``docs/serving.md``).
+
+    Raises:
+        ValueError: ``STANDARD_AGENTS_CACHED_MESSAGES`` is set to something other than a
+            positive whole number.
+    """
+    raw = os.environ.get(CACHED_MESSAGES_VARIABLE, "").strip().replace("_", "")
+    if not raw:
+        return default
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(
+            f"{CACHED_MESSAGES_VARIABLE} must be a positive whole number of messages "
+            f"(default {default}), got {os.environ[CACHED_MESSAGES_VARIABLE]!r}"
+        )
+    return int(raw)
+
+
+USE_SAMPLE = 4096
+"""Uses counted between two halvings of every count (see :class:`ThreadUse`)."""
+
+
+class ThreadUse:
+    """How many turns each thread had lately: whether a full cache takes a thread in.
+
+    Every cache of whole histories (the store's, the engine's conversions and filtered
+    histories) evicts its least recently used thread to make room. Alone, that fails the
+    workload a busy server has: many threads, each used in turn, that together outgrow the
+    cache. Each thread is then evicted just before its next use, and every turn reloads and
+    converts its whole history.
+
+    So, as in TinyLFU, a full cache takes a new thread in only when the thread was used more
+    often lately than the one it would evict. Threads used in turn are used equally often: the
+    threads held stay held and hit, the others miss, as they would anyway. A thread that
+    becomes busy overtakes idle ones within a few turns, because every count is halved after
+    :data:`USE_SAMPLE` turns (which also bounds the counts kept). Turns are counted when they
+    end (by the engine), so every cache decides on a turn with the same counts.
+    """
+
+    def __init__(self, sample: int = USE_SAMPLE) -> None:
+        self._counts: dict[str, int] = {}
+        self._sample = sample
+        self._uses = 0
+
+    def used(self, thread_id: str) -> None:
+        """Count a turn of the thread (once the turn is over: its caches decided without it)."""
+        counts = self._counts
+        counts[thread_id] = counts.get(thread_id, 0) + 1
+        self._uses += 1
+        if self._uses >= self._sample:
+            self._uses = 0
+            self._counts = {key: count // 2 for key, count in counts.items() if count > 1}
+
+    def __len__(self) -> int:
+        return len(self._counts)
+
+    def turns(self, thread_id: str) -> int:
+        """The thread's turns counted lately (halved with every count)."""
+        return self._counts.get(thread_id, 0)
+
+    def admits(self, candidate: str, victim: str) -> bool:
+        """Whether a full cache should evict ``victim`` to keep ``candidate``."""
+        counts = self._counts
+        return counts.get(candidate, 0) > counts.get(victim, 0)
+
+    def clear(self) -> None:
+        """Forget every count."""
+        self._counts.clear()
+        self._uses = 0
+
+
+THREAD_USE = ThreadUse()
+"""The process's counts, shared by every cache of histories so that they keep the same threads."""
