@@ -40,7 +40,8 @@ def cached_messages(default: int = 50_000) -> int:
 
 
 USE_SAMPLE = 4096
-"""Uses counted between two halvings of every count (see :class:`ThreadUse`)."""
+"""Turns counted between two halvings of every count; a thread without a turn for as many no
+longer keeps other threads out of a full cache (see :class:`ThreadUse`)."""
 
 
 class ThreadUse:
@@ -56,23 +57,32 @@ class ThreadUse:
     often lately than the one it would evict. Threads used in turn are used equally often: the
     threads held stay held and hit, the others miss, as they would anyway. A thread that
     becomes busy overtakes idle ones within a few turns, because every count is halved after
-    :data:`USE_SAMPLE` turns (which also bounds the counts kept). Turns are counted when they
-    end (by the engine), so every cache decides on a turn with the same counts.
+    :data:`USE_SAMPLE` turns (which also bounds the counts kept), and a thread without a turn
+    for as many is evicted whatever its count. Turns are counted when they end (by the
+    engine), so every cache decides on a turn with the same counts.
     """
 
     def __init__(self, sample: int = USE_SAMPLE) -> None:
         self._counts: dict[str, int] = {}
+        self._last: dict[str, int] = {}
+        """The turn (of all threads) each counted thread last had."""
         self._sample = sample
-        self._uses = 0
+        self._turns = 0
+        """Turns counted since the start."""
+        self._halved = 0
+        """:attr:`_turns` at the last halving."""
 
     def used(self, thread_id: str) -> None:
         """Count a turn of the thread (once the turn is over: its caches decided without it)."""
         counts = self._counts
         counts[thread_id] = counts.get(thread_id, 0) + 1
-        self._uses += 1
-        if self._uses >= self._sample:
-            self._uses = 0
+        self._turns += 1
+        self._last[thread_id] = self._turns
+        if self._turns - self._halved >= self._sample:
+            self._halved = self._turns
             self._counts = {key: count // 2 for key, count in counts.items() if count > 1}
+            last = self._last
+            self._last = {key: last[key] for key in self._counts}
 
     def __len__(self) -> int:
         return len(self._counts)
@@ -82,14 +92,22 @@ class ThreadUse:
         return self._counts.get(thread_id, 0)
 
     def admits(self, candidate: str, victim: str) -> bool:
-        """Whether a full cache should evict ``victim`` to keep ``candidate``."""
+        """Whether a full cache should evict ``victim`` to keep ``candidate``.
+
+        Yes when the candidate had more turns lately, or when the victim had none for
+        :data:`USE_SAMPLE` turns: a thread that was busy long ago does not keep others out.
+        """
         counts = self._counts
-        return counts.get(candidate, 0) > counts.get(victim, 0)
+        kept = counts.get(victim, 0)
+        if kept and self._turns - self._last[victim] >= self._sample:
+            return True
+        return counts.get(candidate, 0) > kept
 
     def clear(self) -> None:
         """Forget every count."""
         self._counts.clear()
-        self._uses = 0
+        self._last.clear()
+        self._turns = self._halved = 0
 
 
 THREAD_USE = ThreadUse()

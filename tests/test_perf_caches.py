@@ -322,6 +322,18 @@ def test_turn_counts_halve_so_old_activity_fades_and_their_number_stays_bounded(
     assert len(use) <= 10
 
 
+def test_a_thread_busy_long_ago_does_not_keep_new_threads_out():
+    use = ThreadUse(sample=100)
+    for _ in range(60):
+        use.used("was-busy")
+    for index in range(40):
+        use.used(f"other-{index}")  # the hundredth turn halves the counts: was-busy 30
+    assert not use.admits("new", "was-busy")
+    for index in range(100):
+        use.used(f"later-{index}")  # was-busy has had no turn for a hundred turns
+    assert use.turns("was-busy") == 15 and use.admits("new", "was-busy")
+
+
 @pytest.mark.asyncio
 async def test_full_engine_caches_keep_the_same_threads_when_more_are_used_in_turn(
     monkeypatch: pytest.MonkeyPatch, counted_turns: ThreadUse
