@@ -10,6 +10,8 @@ without loading the store.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from typing import Any
 
 CACHED_MESSAGES_VARIABLE = "STANDARD_AGENTS_CACHED_MESSAGES"
 """The environment variable that sizes every in-process cache of messages (default 50,000)."""
@@ -91,17 +93,26 @@ class ThreadUse:
         """The thread's turns counted lately (halved with every count)."""
         return self._counts.get(thread_id, 0)
 
-    def admits(self, candidate: str, victim: str) -> bool:
+    def admits(self, candidate: str, victim: str | None) -> bool:
         """Whether a full cache should evict ``victim`` to keep ``candidate``.
 
         Yes when the candidate had more turns lately, or when the victim had none for
         :data:`USE_SAMPLE` turns: a thread that was busy long ago does not keep others out.
         """
         counts = self._counts
-        kept = counts.get(victim, 0)
-        if kept and self._turns - self._last[victim] >= self._sample:
+        if victim is None or victim not in counts:
+            return candidate in counts
+        if self._turns - self._last[victim] >= self._sample:
             return True
-        return counts.get(candidate, 0) > kept
+        return counts.get(candidate, 0) > counts[victim]
+
+    def takes(self, candidate: str, held: Mapping[Any, object], *, full: bool) -> bool:
+        """Whether a cache holding ``held`` (least recently used first) takes ``candidate`` in.
+
+        Always while it is not ``full``; at its bounds, as :meth:`admits` says against its
+        least recently used entry.
+        """
+        return not full or not held or self.admits(candidate, next(iter(held)))
 
     def clear(self) -> None:
         """Forget every count."""

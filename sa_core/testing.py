@@ -562,12 +562,7 @@ class _PromptSizes:
                 for index, message in enumerate(messages)
             ]
         full = len(last) >= self.THREADS or self._held + len(messages) > self.MESSAGES
-        if found is not None or not full or thread is None or not last:
-            keep = True
-        else:
-            victim = next(iter(last))
-            keep = victim is None or THREAD_USE.admits(thread, victim)
-        if keep:
+        if found is not None or thread is None or THREAD_USE.takes(thread, last, full=full):
             last[thread] = (list(messages), sizes)
             self._held += len(messages)
             while len(last) > 1 and (len(last) > self.THREADS or self._held > self.MESSAGES):

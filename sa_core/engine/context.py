@@ -307,12 +307,9 @@ def converter_for(thread_id: str) -> IncrementalConverter:
     if converter is None:
         held = len(_converters)
         expected = _held[0] // held if held else 0  # its size is not known yet: the average
-        if (
-            held
-            and (held >= CONVERTED_THREADS or _held[0] + expected > CONVERTED_MESSAGES)
-            and not THREAD_USE.admits(thread_id, next(iter(_converters)))
-        ):
-            return IncrementalConverter()  # full, and the thread is used less: not kept
+        full = held >= CONVERTED_THREADS or _held[0] + expected > CONVERTED_MESSAGES
+        if not THREAD_USE.takes(thread_id, _converters, full=full):
+            return IncrementalConverter()  # not kept
         converter = _converters[thread_id] = IncrementalConverter()
         converter.kept = True
         while len(_converters) > CONVERTED_THREADS:

@@ -406,7 +406,9 @@ class Flow:
             "attempts": {},
         }
         store = self.engine.store
-        await store.save_running_point(self.state.thread_id, point, self.engine.instance_id, tx=tx)
+        await store.save_running_point(
+            self.state.thread_id, point, self.engine.instance_id, tx=tx
+        )
 
     async def _evaluate_stop(
         self, side: Side, config: SideConfig, step: StepResult

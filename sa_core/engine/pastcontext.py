@@ -57,10 +57,10 @@ class _Kept:
         kept = threads.get(thread_id)
         if kept is not None:
             threads.move_to_end(thread_id)
-        elif (
-            threads
-            and (len(threads) >= KEPT_THREADS or self.messages + size > KEPT_MESSAGES)
-            and not THREAD_USE.admits(thread_id, next(iter(threads)))
+        elif not THREAD_USE.takes(
+            thread_id,
+            threads,
+            full=len(threads) >= KEPT_THREADS or self.messages + size > KEPT_MESSAGES,
         ):
             kept = _Filtered()
         else:

@@ -109,7 +109,12 @@ class HistoryCache:
         old = self._entries.pop(thread_id, None)
         if old is not None:
             self._size -= len(old.messages)
-        elif not self._takes(thread_id, len(messages)):
+        elif not THREAD_USE.takes(
+            thread_id,
+            self._entries,
+            full=len(self._entries) >= self._max_threads
+            or self._size + len(messages) > self._max_messages,
+        ):
             return
         if len(messages) > self._max_messages:
             return
@@ -118,13 +123,6 @@ class HistoryCache:
         while self._size > self._max_messages or len(self._entries) > self._max_threads:
             _, evicted = self._entries.popitem(last=False)
             self._size -= len(evicted.messages)
-
-    def _takes(self, thread_id: str, messages: int) -> bool:
-        """Whether a thread not held is taken in (at the bounds: by turn counts)."""
-        entries = self._entries
-        if len(entries) < self._max_threads and self._size + messages <= self._max_messages:
-            return True
-        return not entries or THREAD_USE.admits(thread_id, next(iter(entries)))
 
     def touched(self, thread_id: str, created_at: int | None) -> None:
         """A write changed the thread's messages from ``created_at`` on (``None``: any of them)."""
@@ -339,10 +337,10 @@ class ReadHistories:
         kept = self._kept
         if thread_id in kept:
             self.drop(thread_id)
-        elif (
-            kept
-            and (len(kept) >= self._threads or self._size + len(history.messages) > self._messages)
-            and not THREAD_USE.admits(thread_id, next(iter(kept)))
+        elif not THREAD_USE.takes(
+            thread_id,
+            kept,
+            full=len(kept) >= self._threads or self._size + len(history.messages) > self._messages,
         ):
             return
         kept[thread_id] = history
