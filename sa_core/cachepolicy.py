@@ -1,10 +1,11 @@
-"""What every in-process cache of messages shares: its size, and which threads it takes in.
+"""What the in-process caches of messages share: their size, and which threads they take in.
 
 The store's histories, the engine's conversions and filtered histories, and the test
-providers' usage estimates each keep messages of recently used threads. They are sized by one
-environment variable and take threads in by the same turn counts, so that under pressure they
-keep the same threads. Kept apart from :mod:`sa_core.store` so that the test kit can use it
-without loading the store.
+providers' usage estimates each keep messages of recently used threads, up to one size set by
+an environment variable. The store's caches and the test providers' take a thread in at their
+bounds by the turn counts kept here; the engine's keep a thread while the store keeps its
+history, so that both hold the same threads and share their messages. Kept apart from
+:mod:`sa_core.store` so that the test kit can use it without loading the store.
 """
 
 from __future__ import annotations
@@ -49,11 +50,10 @@ longer keeps other threads out of a full cache (see :class:`ThreadUse`)."""
 class ThreadUse:
     """How many turns each thread had lately: whether a full cache takes a thread in.
 
-    Every cache of whole histories (the store's, the engine's conversions and filtered
-    histories) evicts its least recently used thread to make room. Alone, that fails the
-    workload a busy server has: many threads, each used in turn, that together outgrow the
-    cache. Each thread is then evicted just before its next use, and every turn reloads and
-    converts its whole history.
+    A cache of whole histories evicts its least recently used thread to make room. Alone,
+    that fails the workload a busy server has: many threads, each used in turn, that together
+    outgrow the cache. Each thread is then evicted just before its next use, and every turn
+    reloads and converts its whole history.
 
     So, as in TinyLFU, a full cache takes a new thread in only when the thread was used more
     often lately than the one it would evict. Threads used in turn are used equally often: the
@@ -122,4 +122,4 @@ class ThreadUse:
 
 
 THREAD_USE = ThreadUse()
-"""The process's counts, shared by every cache of histories so that they keep the same threads."""
+"""The process's turn counts (counted by the engine, asked by the caches at their bounds)."""

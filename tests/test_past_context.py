@@ -10,7 +10,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from sa_core.cachepolicy import THREAD_USE
 from sa_core.engine import pastcontext
 from sa_core.engine.flow import UNSENT, without_past_tools
 from sa_core.engine.pastcontext import excluding, filtered_history, forget_filtered
@@ -20,10 +19,8 @@ from sa_core.spec.records import Message, ToolCall, ToolCallFunction
 @pytest.fixture(autouse=True)
 def fresh() -> Iterator[None]:
     forget_filtered()
-    THREAD_USE.clear()
     yield
     forget_filtered()
-    THREAD_USE.clear()
 
 
 def turn(n: int, *, status: str | None = None) -> list[Message]:
@@ -96,7 +93,6 @@ def test_the_kept_histories_are_bounded_by_their_messages_not_only_by_threads(
     _, stripped = filtered_history("old", history)
     _, again = filtered_history("old", list(history))
     assert again[1] is stripped[1]  # kept: the stripped copy is reused
-    THREAD_USE.used("new")  # a thread used more than the least recent one is taken in
     filtered_history("new", turn(3))  # 8 more: over the bound, the least recent thread goes
     _, after = filtered_history("old", list(history))
     assert after[1] is not stripped[1]  # filtered again from scratch, the result unchanged

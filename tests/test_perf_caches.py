@@ -335,40 +335,35 @@ def test_a_thread_busy_long_ago_does_not_keep_new_threads_out():
 
 
 @pytest.mark.asyncio
-async def test_full_engine_caches_keep_the_same_threads_when_more_are_used_in_turn(
-    monkeypatch: pytest.MonkeyPatch, counted_turns: ThreadUse
+async def test_the_engine_keeps_a_conversion_only_while_the_store_keeps_the_history(
+    sa_runtime_factory: Any, counted_turns: ThreadUse
 ):
+    """Both hold the same threads, sharing their messages, even when more threads are busy."""
     from sa_core.engine import context, pastcontext
-    from sa_core.engine.pastcontext import filtered_history
 
-    monkeypatch.setattr(context, "CONVERTED_MESSAGES", 10)
-    monkeypatch.setattr(pastcontext, "KEPT_MESSAGES", 10)
-    forget_converted()
-    pastcontext.forget_filtered(None)
-    history = {
-        f"ring-{index}": [
-            Message(id=f"r{index}-{n}", role="user", content="x") for n in range(2)
-        ]
-        for index in range(10)
-    }
-    try:
-        seen: dict[str, tuple[object, object]] = {}
-        reused = []
-        for _ in range(3):
-            reused.append(0)
-            for thread_id, messages in history.items():
-                converter = converter_for(thread_id)
-                await converter.convert(messages, acting="a")
-                _, stripped = filtered_history(thread_id, messages)
-                before = seen.get(thread_id)
-                if before is not None and before[0] is converter and before[1] is stripped:
-                    reused[-1] += 1
-                seen[thread_id] = (converter, stripped)
-                counted_turns.used(thread_id)
-        assert reused == [0, 5, 5]  # both caches keep the same five threads
-    finally:
-        forget_converted()
-        pastcontext.forget_filtered(None)
+    prompt = define_prompt(name="chat", model="fast", prompt="Chat.", include_chat=True)
+    agent = define_agent(name="chatter", side_a={"prompt": "chat"})
+    model = define_model(name="fast", provider="test", model="m")
+    pack = Pack(name="p", agents=[agent], prompts=[prompt], models=[model])
+    provider = FunctionProvider(lambda request: f"answer {len(request.messages)}")
+    async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as runtime:
+        runtime.store._caches.history = HistoryCache(threads=100, messages=30)
+        threads = [await runtime.create_thread("chatter") for _ in range(6)]
+        for turn in range(4):  # 6 threads of 2, 4, 6, 8 messages: from the third on, not all fit
+            for thread in threads:
+                await thread.send_message(f"question {turn}")
+        store = runtime.store
+        kept = {t.thread_id for t in threads if store.keeps_history(t.thread_id)}
+        assert 0 < len(kept) < len(threads)
+        ids = {t.thread_id for t in threads}
+        assert set(context._converters) & ids == kept
+        assert set(pastcontext._kept.threads) & ids == kept
+        for thread_id in kept:  # the filtered history holds the store's own message objects
+            cached = store._caches.history.lookup(thread_id)
+            assert cached is not None
+            assert all(a is b for a, b in zip(cached[0], pastcontext._kept.threads[thread_id].source))
+        page = await threads[0].get_messages()
+    assert [m.content for m in page.messages][-2:] == ["question 3", "answer 8"]
 
 
 # -- empty queues --------------------------------------------------------------------------------
@@ -666,7 +661,7 @@ def test_sa_serve_runs_uvicorn_with_the_httptools_parser():
 
 
 @pytest.mark.asyncio
-async def test_kept_conversions_are_bounded_by_threads_and_messages(monkeypatch, counted_turns):
+async def test_kept_conversions_are_bounded_by_threads_and_messages(monkeypatch):
     from sa_core.engine import context
 
     monkeypatch.setattr(context, "CONVERTED_THREADS", 2)
@@ -676,8 +671,6 @@ async def test_kept_conversions_are_bounded_by_threads_and_messages(monkeypatch,
         first = converter_for("a")
         await first.convert([Message(id=str(i), role="user", content="x") for i in range(3)],
                             acting="a")  # fmt: skip
-        counted_turns.used("b")  # a full cache takes in a thread used more than the one it evicts
-        counted_turns.used("c")
         converter_for("b")
         converter_for("c")
         assert list(context._converters) == ["b", "c"]  # "a": the least recently used

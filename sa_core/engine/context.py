@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from sa_core import jsontext
-from sa_core.cachepolicy import THREAD_USE, cached_messages
+from sa_core.cachepolicy import cached_messages
 from sa_core.providers import ProviderImage, ProviderMessage, ProviderToolCall
 from sa_core.spec import EnvPart, IncludePart, Message, PromptDefinition, TextPart
 
@@ -290,26 +290,27 @@ _held = [0]
 """Converted messages held over every kept converter (kept up to date by ``convert``)."""
 
 
-def converter_for(thread_id: str) -> IncrementalConverter:
+def converter_for(thread_id: str, *, keep: bool = True) -> IncrementalConverter:
     """The thread's :class:`IncrementalConverter`, kept across its turns (bounded LRU).
-
-    When the bound is reached, a thread not kept yet is kept only if it was used more often
-    lately than the least recently used one (:class:`~sa_core.cachepolicy.ThreadUse`);
-    otherwise it gets a converter of its own for this turn.
 
     A turn's context is the previous turn's plus the messages written since, so keeping the
     converter per thread makes a turn convert only what is new instead of the whole history.
     Reuse is safe: :meth:`IncrementalConverter.convert` reuses its previous output only when the
     old input is still a prefix of the new one (same or equal messages, same acting side).
     Only top-level flows should share it (sub-flows see other messages).
+
+    Args:
+        thread_id: The thread.
+        keep: Whether to keep it: the engine keeps a thread's conversion while the store
+            keeps its history (:meth:`~sa_core.store.Store.keeps_history`), so that both hold
+            the same threads and share their messages. ``False`` forgets a kept one and gives
+            a converter of its own.
     """
+    if not keep:
+        forget_converted(thread_id)
+        return IncrementalConverter()
     converter = _converters.get(thread_id)
     if converter is None:
-        held = len(_converters)
-        expected = _held[0] // held if held else 0  # its size is not known yet: the average
-        full = held >= CONVERTED_THREADS or _held[0] + expected > CONVERTED_MESSAGES
-        if not THREAD_USE.takes(thread_id, _converters, full=full):
-            return IncrementalConverter()  # not kept
         converter = _converters[thread_id] = IncrementalConverter()
         converter.kept = True
         while len(_converters) > CONVERTED_THREADS:

@@ -210,7 +210,11 @@ class Flow:
         self._last_error = ""
         self._prepared: Message | None = None
         self._partial: list[str] = []  # text streamed by the model call in flight
-        self._converter = converter_for(state.thread_id) if depth == 0 else IncrementalConverter()
+        self._converter = (
+            converter_for(state.thread_id, keep=engine.store.keeps_history(state.thread_id))
+            if depth == 0
+            else IncrementalConverter()
+        )
         self._sent: tuple[list[Message], int, list[Message], list[Message]] = (
             self.messages,
             0,
@@ -491,7 +495,8 @@ class Flow:
             if history is None:
                 history = await self.engine.store.history(thread_id)
             self._history = None
-            sent, stripped = filtered_history(thread_id, history)
+            keep = self.engine.store.keeps_history(thread_id)
+            sent, stripped = filtered_history(thread_id, history, keep=keep)
             in_flow = {m.id for m in self.messages}
             since = min((m.created_at for m in self.messages), default=None)
             self._before = excluding(sent, in_flow, since)

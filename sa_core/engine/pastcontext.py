@@ -14,7 +14,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from sa_core.cachepolicy import THREAD_USE, cached_messages
+from sa_core.cachepolicy import cached_messages
 
 if TYPE_CHECKING:
     from sa_core.spec import Message
@@ -46,31 +46,16 @@ class _Kept:
         self.messages = 0
         """``len(source)`` summed over the kept threads."""
 
-    def get(self, thread_id: str, size: int) -> _Filtered:
-        """The thread's entry: kept, unless the bound is reached and the thread is used less.
-
-        A thread not kept yet (its history ``size`` messages long) is taken in at the bound
-        only if it was used more often lately than the least recently used one
-        (:class:`~sa_core.cachepolicy.ThreadUse`); otherwise its entry is a new one, not kept.
-        """
-        threads = self.threads
-        kept = threads.get(thread_id)
-        if kept is not None:
-            threads.move_to_end(thread_id)
-        elif not THREAD_USE.takes(
-            thread_id,
-            threads,
-            full=len(threads) >= KEPT_THREADS or self.messages + size > KEPT_MESSAGES,
-        ):
-            kept = _Filtered()
+    def get(self, thread_id: str) -> _Filtered:
+        kept = self.threads.get(thread_id)
+        if kept is None:
+            kept = self.threads[thread_id] = _Filtered()
         else:
-            kept = threads[thread_id] = _Filtered()
+            self.threads.move_to_end(thread_id)
         return kept
 
     def resized(self, kept: _Filtered, before: int) -> None:
-        """``kept`` (the most recent thread, if kept) now holds ``len(kept.source)`` messages."""
-        if not self.threads or next(reversed(self.threads.values())) is not kept:
-            return
+        """``kept`` (the most recent thread) now holds ``len(kept.source)`` messages."""
         self.messages += len(kept.source) - before
         threads = self.threads
         while len(threads) > 1 and (len(threads) > KEPT_THREADS or self.messages > KEPT_MESSAGES):
@@ -101,26 +86,41 @@ def strip_past_tools(message: Message) -> Message | None:
     return message
 
 
-def filtered_history(thread_id: str, history: list[Message]) -> tuple[list[Message], list[Message]]:
+def filtered_history(
+    thread_id: str, history: list[Message], *, keep: bool = True
+) -> tuple[list[Message], list[Message]]:
     """The history's messages that reached a model, and the same without past tool traffic.
 
     Reuses the previous call's result for the thread when ``history`` starts with the previous
     history (the same or equal messages). The lists returned are shared: do not change them.
+    With ``keep=False`` (the store does not keep the thread's history, see
+    :func:`~sa_core.engine.context.converter_for`) the thread's kept result is forgotten and
+    the history filtered on its own.
     """
-    kept = _kept.get(thread_id, len(history))
+    if not keep:
+        _kept.forget(thread_id)
+        return _filtered(history, [], [])
+    kept = _kept.get(thread_id)
     before = known = len(kept.source)
     if known > len(history) or history[:known] != kept.source:
         kept.source, kept.sent, kept.stripped, known = [], [], [], 0
-    sent, stripped = kept.sent, kept.stripped
-    for message in history[known:]:
+    _filtered(history[known:], kept.sent, kept.stripped)
+    kept.source = list(history)
+    _kept.resized(kept, before)
+    return kept.sent, kept.stripped
+
+
+def _filtered(
+    messages: list[Message], sent: list[Message], stripped: list[Message]
+) -> tuple[list[Message], list[Message]]:
+    """Append ``messages``' sent ones to ``sent``, and without past tool traffic to ``stripped``."""
+    for message in messages:
         if message.status in UNSENT:
             continue
         sent.append(message)
         without = strip_past_tools(message)
         if without is not None:
             stripped.append(without)
-    kept.source = list(history)
-    _kept.resized(kept, before)
     return sent, stripped
 
 

@@ -164,6 +164,10 @@ class HistoryCache:
             _, evicted = self._entries.popitem(last=False)
             self._size -= len(evicted.messages)
 
+    def holds(self, thread_id: str) -> bool:
+        """Whether the thread's history is kept (current or not)."""
+        return thread_id in self._entries
+
     def forget(self, thread_ids: list[str]) -> None:
         """Drop the histories of deleted threads."""
         for thread_id in thread_ids:

@@ -448,6 +448,17 @@ class MessagesMixin(StoreBase):
             return [kept.message(row, message_from_row) for row in rows]
         return _messages(rows)
 
+    def keeps_history(self, thread_id: str) -> bool:
+        """Whether the store keeps the thread's history between turns.
+
+        Its next :meth:`history` then reads only the rows written since, and returns the same
+        message objects for the rest: caches built on them (the engine's conversions) can keep
+        the thread too, and share its messages instead of holding copies.
+        """
+        if self._backend.dialect == "postgresql":
+            return self._caches.read_histories.get(thread_id) is not None
+        return self._caches.history.holds(thread_id)
+
     def _touched(self, thread_id: str | None, created_at: int | None) -> None:
         """Mark a thread's cached history changed from ``created_at`` on (see ``caches``)."""
         if thread_id is not None:
