@@ -529,7 +529,7 @@ class _PromptSizes:
     thread's whole history in Python at every step. Usually the next request starts with the
     previous one's messages (one list comparison, in C, tells); otherwise sizes are reused by
     identity and position. Bounded LRU by threads and messages, taking a thread in at the
-    bounds as the engine's caches do (:class:`~sa_core.cachepolicy.ThreadUse`).
+    bounds as the store's caches do (:class:`~sa_core.cachepolicy.ThreadUse`).
     """
 
     THREADS = 256

@@ -301,7 +301,7 @@ class Flow:
             await self._record_step_error(exc)
             reason = "step_error"
         self.stopped_by = self.stopped_by or reason
-        if self.depth == 0:  # counted after the turn, so that its caches' choices agree
+        if self.depth == 0:  # counted once over: the caches decided on this turn without it
             THREAD_USE.used(self.state.thread_id)
         return reason
 
