@@ -55,13 +55,14 @@ class ThreadUse:
     outgrow the cache. Each thread is then evicted just before its next use, and every turn
     reloads and converts its whole history.
 
-    So, as in TinyLFU, a full cache takes a new thread in only when the thread was used more
-    often lately than the one it would evict. Threads used in turn are used equally often: the
-    threads held stay held and hit, the others miss, as they would anyway. A thread that
-    becomes busy overtakes idle ones within a few turns, because every count is halved after
-    :data:`USE_SAMPLE` turns (which also bounds the counts kept), and a thread without a turn
-    for as many is evicted whatever its count. Turns are counted when they end (by the
-    engine), so every cache decides on a turn with the same counts.
+    So, as in TinyLFU, a full cache takes a thread that had turns lately in only when it had
+    more of them than the one it would evict. Threads used in turn are used equally often: the
+    threads held stay held and hit, the others miss, as they would anyway. A new conversation
+    (no turn counted yet) is always taken in, since its next turns usually follow soon. A
+    thread that becomes busy overtakes idle ones within a few turns, because every count is
+    halved after :data:`USE_SAMPLE` turns (which also bounds the counts kept), and a thread
+    without a turn for as many is evicted whatever its count. Turns are counted when they end
+    (by the engine), so a turn's caches decide on it with the counts from before it.
     """
 
     def __init__(self, sample: int = USE_SAMPLE) -> None:
@@ -96,15 +97,17 @@ class ThreadUse:
     def admits(self, candidate: str, victim: str | None) -> bool:
         """Whether a full cache should evict ``victim`` to keep ``candidate``.
 
-        Yes when the candidate had more turns lately, or when the victim had none for
-        :data:`USE_SAMPLE` turns: a thread that was busy long ago does not keep others out.
+        Yes when the candidate had no turn counted lately (a new conversation: its next turns
+        usually follow soon), when the victim had none, when the victim had none for
+        :data:`USE_SAMPLE` turns (a thread busy long ago does not keep others out), or when
+        the candidate had more turns lately. No otherwise: a tie keeps the thread held.
         """
         counts = self._counts
-        if victim is None or victim not in counts:
-            return candidate in counts
+        if candidate not in counts or victim is None or victim not in counts:
+            return True
         if self._turns - self._last[victim] >= self._sample:
             return True
-        return counts.get(candidate, 0) > counts[victim]
+        return counts[candidate] > counts[victim]
 
     def takes(self, candidate: str, held: Mapping[Any, object], *, full: bool) -> bool:
         """Whether a cache holding ``held`` (least recently used first) takes ``candidate`` in.

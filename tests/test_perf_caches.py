@@ -7,7 +7,7 @@ store, inside a transaction, or by another store (process) on the same database 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -253,42 +253,47 @@ def test_the_history_cache_is_bounded_by_threads_and_messages(counted_turns: Thr
     assert cache.lookup("huge") is None and cache.size <= 5
 
 
+def hits_per_round(
+    use: ThreadUse,
+    hit: Callable[[str], bool],
+    keep: Callable[[str, list[Message]], None],
+    rounds: int,
+) -> list[int]:
+    """Ten threads of two messages used in turn: how many of them a cache served each round."""
+    two = [Message(id=str(i), role="user", content="x") for i in range(2)]
+    hits = []
+    for _ in range(rounds):
+        hits.append(0)
+        for index in range(10):
+            thread_id = f"loop-{index}"
+            if hit(thread_id):
+                hits[-1] += 1
+            else:
+                keep(thread_id, two)
+            use.used(thread_id)  # as the engine counts a turn once it is over
+    return hits
+
+
 def test_a_full_history_cache_keeps_hitting_when_more_threads_than_fit_are_used_in_turn(
     counted_turns: ThreadUse,
 ):
     """Ten threads in turn, five fit: least-recently-used alone would miss every one."""
     cache = HistoryCache(threads=100, messages=10)
     cache.check(1)
-    two = [Message(id=str(i), role="user", content="x") for i in range(2)]
-    hits = []
-    for _ in range(4):
-        hits.append(0)
-        for index in range(10):
-            thread_id = f"loop-{index}"
-            if cache.lookup(thread_id) is None:
-                cache.store(thread_id, two)
-            else:
-                hits[-1] += 1
-            counted_turns.used(thread_id)  # as the engine counts a turn once it is over
-    assert hits == [0, 5, 5, 5]
+    hit = lambda thread_id: cache.lookup(thread_id) is not None  # noqa: E731
+    assert hits_per_round(counted_turns, hit, cache.store, 4) == [0, 5, 5, 5]
 
 
 def test_kept_postgresql_histories_keep_hitting_when_more_threads_than_fit_are_used_in_turn(
     counted_turns: ThreadUse,
 ):
     kept = ReadHistories(threads=100, messages=10)
-    two = [Message(id=str(i), role="user", content="x") for i in range(2)]
-    hits = []
-    for _ in range(3):
-        hits.append(0)
-        for index in range(10):
-            thread_id = f"pg-{index}"
-            if kept.get(thread_id) is None:
-                kept.put(thread_id, ReadHistory(1, (2, 0), two))
-            else:
-                hits[-1] += 1
-            counted_turns.used(thread_id)
-    assert hits == [0, 5, 5]
+    hit = lambda thread_id: kept.get(thread_id) is not None  # noqa: E731
+
+    def keep(thread_id: str, messages: list[Message]) -> None:
+        kept.put(thread_id, ReadHistory(1, (2, 0), messages))
+
+    assert hits_per_round(counted_turns, hit, keep, 3) == [0, 5, 5]
 
 
 def test_a_thread_that_becomes_busy_takes_the_place_of_an_idle_one(counted_turns: ThreadUse):
@@ -299,12 +304,13 @@ def test_a_thread_that_becomes_busy_takes_the_place_of_an_idle_one(counted_turns
         cache.store(thread_id, one)
         counted_turns.used(thread_id)
     cache.lookup("steady")
+    counted_turns.used("busy")  # one turn already, not kept (as many as the idle thread)
     admitted = []
-    for _ in range(3):
+    for _ in range(2):
         cache.store("busy", one)
         admitted.append(cache.lookup("busy") is not None)
         counted_turns.used("busy")
-    assert admitted == [False, False, True]  # once it had more turns than the idle thread
+    assert admitted == [False, True]  # once it had more turns than the idle thread
     assert cache.lookup("idle") is None and cache.lookup("steady") is not None
 
 
@@ -326,12 +332,12 @@ def test_a_thread_busy_long_ago_does_not_keep_new_threads_out():
     use = ThreadUse(sample=100)
     for _ in range(60):
         use.used("was-busy")
-    for index in range(40):
-        use.used(f"other-{index}")  # the hundredth turn halves the counts: was-busy 30
-    assert not use.admits("new", "was-busy")
-    for index in range(100):
-        use.used(f"later-{index}")  # was-busy has had no turn for a hundred turns
-    assert use.turns("was-busy") == 15 and use.admits("new", "was-busy")
+    for _ in range(40):
+        use.used("steady")  # the hundredth turn halves the counts: was-busy 30, steady 20
+    assert not use.admits("steady", "was-busy")
+    for _ in range(100):
+        use.used("steady")  # was-busy has had no turn for a hundred turns
+    assert use.turns("was-busy") == 15 and use.admits("steady", "was-busy")
 
 
 @pytest.mark.asyncio
@@ -733,9 +739,13 @@ def test_the_usage_estimate_keeps_message_sizes_within_its_bounds(
     monkeypatch.setattr(_PromptSizes, "MESSAGES", 10)
     sizes = _PromptSizes()
     two = [ProviderMessage("user", "u" * 10), ProviderMessage("assistant", "a" * 5)]
-    for index in range(10):  # five threads fit; the others are measured whole each time
+    for index in range(10):  # new threads: each taken in, the least recent going
         assert sizes.chars(ProviderRequest(model="m", messages=two, user=f"u-{index}")) == 15
-    assert sizes._held == 10 and len(sizes._last) == 5
-    counted_turns.used("busy")  # a thread with more turns than the least recent one gets in
-    sizes.chars(ProviderRequest(model="m", messages=two, user="busy"))
-    assert "busy" in sizes._last and "u-0" not in sizes._last and sizes._held == 10
+    assert sizes._held == 10 and list(sizes._last) == [f"u-{index}" for index in range(5, 10)]
+    for index in range(10):
+        counted_turns.used(f"u-{index}")
+    sizes.chars(ProviderRequest(model="m", messages=two, user="u-0"))
+    assert "u-0" not in sizes._last  # as many turns as the least recent one kept: not taken in
+    counted_turns.used("u-0")
+    sizes.chars(ProviderRequest(model="m", messages=two, user="u-0"))
+    assert "u-0" in sizes._last and "u-5" not in sizes._last and sizes._held == 10
