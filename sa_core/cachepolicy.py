@@ -22,10 +22,10 @@ def cached_messages(default: int = 50_000) -> int:
     """How many messages each in-process cache of messages keeps at most.
 
     The store's histories, the engine's conversions and its filtered histories, and the test
-    providers' usage estimates each keep up to this many (read once, at import). Each cached
-    message costs about 6 KB over all of them; when more messages than this are in active
-    threads at once, part of the threads reload and convert whole histories at every turn
-    (see ``docs/serving.md``).
+    providers' usage estimates each keep up to this many (read once, at import). A cached
+    message costs about 3 KB over all of them (they share its objects); when more messages
+    than this are in active threads at once, part of the threads reload and convert whole
+    histories at every turn (see ``docs/serving.md``).
 
     Raises:
         ValueError: ``STANDARD_AGENTS_CACHED_MESSAGES`` is set to something other than a
