@@ -44,6 +44,15 @@ async def thread_with(store: Store, *contents: str, thread_id: str = "t1") -> li
     return messages
 
 
+def chat_pack() -> tuple[Pack, FunctionProvider]:
+    """A chat agent that sees its whole history, and a provider answering how much it saw."""
+    prompt = define_prompt(name="chat", model="fast", prompt="Chat.", include_chat=True)
+    agent = define_agent(name="chatter", side_a={"prompt": "chat"})
+    model = define_model(name="fast", provider="test", model="m")
+    pack = Pack(name="p", agents=[agent], prompts=[prompt], models=[model])
+    return pack, FunctionProvider(lambda request: f"answer {len(request.messages)}")
+
+
 def texts(messages: list[Message]) -> list[str | None]:
     return [m.content for m in messages]
 
@@ -347,11 +356,7 @@ async def test_the_engine_keeps_a_conversion_only_while_the_store_keeps_the_hist
     """Both hold the same threads, sharing their messages, even when more threads are busy."""
     from sa_core.engine import context, pastcontext
 
-    prompt = define_prompt(name="chat", model="fast", prompt="Chat.", include_chat=True)
-    agent = define_agent(name="chatter", side_a={"prompt": "chat"})
-    model = define_model(name="fast", provider="test", model="m")
-    pack = Pack(name="p", agents=[agent], prompts=[prompt], models=[model])
-    provider = FunctionProvider(lambda request: f"answer {len(request.messages)}")
+    pack, provider = chat_pack()
     async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as runtime:
         runtime.store._caches.history = HistoryCache(threads=100, messages=30)
         threads = [await runtime.create_thread("chatter") for _ in range(6)]
@@ -525,11 +530,7 @@ async def test_wrong_keys_are_refused_and_never_kept(store):
 
 @pytest.mark.asyncio
 async def test_every_turn_of_a_long_thread_sees_its_whole_history_in_order(sa_runtime_factory):
-    prompt = define_prompt(name="chat", model="fast", prompt="Chat.", include_chat=True)
-    agent = define_agent(name="chatter", side_a={"prompt": "chat"})
-    model = define_model(name="fast", provider="test", model="m")
-    pack = Pack(name="p", agents=[agent], prompts=[prompt], models=[model])
-    provider = FunctionProvider(lambda request: f"answer {len(request.messages)}")
+    pack, provider = chat_pack()
     async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as runtime:
         thread = await runtime.create_thread("chatter")
         for turn in range(12):
