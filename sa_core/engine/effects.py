@@ -3,7 +3,10 @@
 ``state.schedule_effect(name, args, delay)`` stores a row; this scheduler sleeps until the
 earliest one is due, claims due rows atomically, and runs each with a fresh ThreadState (no
 execution). Rows claimed by a process that died are reset to pending on start, so an effect
-still pending when the process stops runs when a runtime starts on the same database.
+still pending when the process stops runs when a runtime starts on the same database. With
+several workers, each worker's reaper also gives back the effects of workers whose heartbeat
+stopped, and wakes this loop at every round, so effects another worker scheduled or gave back
+are found though nothing in this process scheduled them.
 
 Each run counts an attempt when its body starts (committed just before it, so a crash between
 the claim and the body uses up nothing). An effect a restart interrupted runs again at most
@@ -61,6 +64,10 @@ class EffectScheduler:
         )
         self._wake.set()
         return effect.id
+
+    def wake(self) -> None:
+        """Read the next due time again (effects other workers scheduled or gave back)."""
+        self._wake.set()
 
     async def has_due(self) -> bool:
         """Whether a pending effect is due now."""

@@ -453,6 +453,10 @@ class Workers:
                 from sa_core.engine.effects import MAX_EFFECT_ATTEMPTS
 
                 await store.reset_processing_effects(max_attempts=MAX_EFFECT_ATTEMPTS)
+                # this worker's effect loop only knows the effects it scheduled itself: those a
+                # dead worker scheduled, or had claimed and the line above gave back, are
+                # found by reading the next due time again
+                self.runtime.effects.wake()
             except asyncio.CancelledError:
                 raise
             except Exception:
