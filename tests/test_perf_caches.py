@@ -260,6 +260,24 @@ def test_the_history_cache_is_bounded_by_threads_and_messages(counted_turns: Thr
     assert cache.lookup("huge") is None and cache.size <= 5
 
 
+def test_a_history_longer_than_the_bound_is_not_kept_and_evicts_nothing(
+    counted_turns: ThreadUse,
+):
+    two = [Message(id=str(i), role="user", content="x") for i in range(2)]
+    huge = two * 4
+    cache = HistoryCache(threads=10, messages=5)
+    cache.check(1)
+    kept = ReadHistories(threads=10, messages=5)
+    for thread_id in ("a", "b"):
+        cache.store(thread_id, two)
+        kept.put(thread_id, ReadHistory(1, (2, 0), two))
+    cache.store("huge", huge)
+    kept.put("huge", ReadHistory(1, (8, 0), huge))
+    assert [cache.holds(t) for t in ("a", "b", "huge")] == [True, True, False]
+    assert [kept.holds(t) for t in ("a", "b", "huge")] == [True, True, False]
+    assert cache.size == kept.size == 4
+
+
 def hits_per_round(
     use: ThreadUse,
     hit: Callable[[str], bool],
@@ -370,7 +388,8 @@ async def test_the_engine_keeps_a_conversion_only_while_the_store_keeps_the_hist
         for thread_id in kept:  # the filtered history holds the store's own message objects
             cached = store._caches.history.lookup(thread_id)
             assert cached is not None
-            assert all(a is b for a, b in zip(cached[0], pastcontext._kept.threads[thread_id].source))
+            source = pastcontext._kept.threads[thread_id].source
+            assert all(a is b for a, b in zip(cached[0], source, strict=False))
         page = await threads[0].get_messages()
     assert [m.content for m in page.messages][-2:] == ["question 3", "answer 8"]
 

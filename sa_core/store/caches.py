@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from sa_core.cachepolicy import THREAD_USE, cached_messages
 
@@ -43,6 +43,14 @@ EMPTY_QUEUES = 4096
 
 V = TypeVar("V")
 
+
+class _HasMessages(Protocol):
+    @property
+    def messages(self) -> list[Message]: ...
+
+
+H = TypeVar("H", bound=_HasMessages)
+
 EVERYTHING = -1
 """``dirty_from`` of an entry that must be reloaded whole."""
 
@@ -61,15 +69,19 @@ WriteToken = tuple[_History, int]
 """An entry and its write count, taken before an insert (see :meth:`HistoryCache.appended`)."""
 
 
-class HistoryCache:
-    """Histories of recently used threads (see the module docstring for when they are used)."""
+class _KeptHistories(Generic[H]):
+    """Histories of threads, least recently used first, bounded by threads and by messages.
+
+    What both backends' history caches share: a thread already kept is replaced; one not kept
+    yet is taken in at the bounds as :class:`~sa_core.cachepolicy.ThreadUse` says; a history
+    longer than the whole bound is not kept; beyond the bounds the least recently used go.
+    """
 
     def __init__(self, threads: int = HISTORY_THREADS, messages: int = HISTORY_MESSAGES) -> None:
-        self._entries: OrderedDict[str, _History] = OrderedDict()
+        self._entries: OrderedDict[str, H] = OrderedDict()
         self._size = 0
         self._max_threads = threads
         self._max_messages = messages
-        self.version: int | None = None
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -78,6 +90,49 @@ class HistoryCache:
     def size(self) -> int:
         """Messages held over every entry."""
         return self._size
+
+    def holds(self, thread_id: str) -> bool:
+        """Whether the thread's history is kept (current or not)."""
+        return thread_id in self._entries
+
+    def drop(self, thread_id: str) -> None:
+        """Forget a thread's history."""
+        old = self._entries.pop(thread_id, None)
+        if old is not None:
+            self._size -= len(old.messages)
+
+    def _keep(self, thread_id: str, entry: H) -> None:
+        """Keep ``entry`` as the thread's history, the most recently used."""
+        count = len(entry.messages)
+        entries = self._entries
+        if thread_id in entries:
+            self.drop(thread_id)
+        elif not THREAD_USE.takes(
+            thread_id,
+            entries,
+            full=len(entries) >= self._max_threads or self._size + count > self._max_messages,
+        ):
+            return
+        if count > self._max_messages:
+            return
+        entries[thread_id] = entry
+        self._grew(count)
+
+    def _grew(self, count: int) -> None:
+        """``count`` messages joined the kept histories: evict beyond the bounds."""
+        self._size += count
+        entries = self._entries
+        while self._size > self._max_messages or len(entries) > self._max_threads:
+            _, evicted = entries.popitem(last=False)
+            self._size -= len(evicted.messages)
+
+
+class HistoryCache(_KeptHistories[_History]):
+    """Histories of recently used threads (see the module docstring for when they are used)."""
+
+    def __init__(self, threads: int = HISTORY_THREADS, messages: int = HISTORY_MESSAGES) -> None:
+        super().__init__(threads, messages)
+        self.version: int | None = None
 
     def check(self, version: int | None) -> bool:
         """Drop everything when the database changed elsewhere; whether the cache is usable."""
@@ -106,23 +161,7 @@ class HistoryCache:
 
     def store(self, thread_id: str, messages: list[Message]) -> None:
         """Keep a thread's current history (evicting the least recently used beyond the bounds)."""
-        old = self._entries.pop(thread_id, None)
-        if old is not None:
-            self._size -= len(old.messages)
-        elif not THREAD_USE.takes(
-            thread_id,
-            self._entries,
-            full=len(self._entries) >= self._max_threads
-            or self._size + len(messages) > self._max_messages,
-        ):
-            return
-        if len(messages) > self._max_messages:
-            return
-        self._entries[thread_id] = _History(messages)
-        self._size += len(messages)
-        while self._size > self._max_messages or len(self._entries) > self._max_threads:
-            _, evicted = self._entries.popitem(last=False)
-            self._size -= len(evicted.messages)
+        self._keep(thread_id, _History(messages))
 
     def touched(self, thread_id: str, created_at: int | None) -> None:
         """A write changed the thread's messages from ``created_at`` on (``None``: any of them)."""
@@ -159,21 +198,12 @@ class HistoryCache:
             return
         kept.extend(messages)
         entry.dirty_from = None
-        self._size += len(messages)
-        while self._size > self._max_messages or len(self._entries) > self._max_threads:
-            _, evicted = self._entries.popitem(last=False)
-            self._size -= len(evicted.messages)
-
-    def holds(self, thread_id: str) -> bool:
-        """Whether the thread's history is kept (current or not)."""
-        return thread_id in self._entries
+        self._grew(len(messages))
 
     def forget(self, thread_ids: list[str]) -> None:
         """Drop the histories of deleted threads."""
         for thread_id in thread_ids:
-            entry = self._entries.pop(thread_id, None)
-            if entry is not None:
-                self._size -= len(entry.messages)
+            self.drop(thread_id)
 
 
 class _Versioned(Generic[V]):
@@ -312,7 +342,7 @@ class ReadHistory:
     messages: list[Message]
 
 
-class ReadHistories:
+class ReadHistories(_KeptHistories[ReadHistory]):
     """The history each thread's last read found, with the database's digest of it.
 
     For a backend that cannot tell whether another process wrote (PostgreSQL). The next read
@@ -322,15 +352,9 @@ class ReadHistories:
     entry is dropped and the history read whole.
     """
 
-    def __init__(self, threads: int = HISTORY_THREADS, messages: int = HISTORY_MESSAGES) -> None:
-        self._kept: OrderedDict[str, ReadHistory] = OrderedDict()
-        self._threads = threads
-        self._messages = messages
-        self._size = 0
-
     def get(self, thread_id: str) -> ReadHistory | None:
         """The thread's kept history, if any."""
-        return self._kept.get(thread_id)
+        return self._entries.get(thread_id)
 
     def put(self, thread_id: str, history: ReadHistory) -> None:
         """Keep a thread's history (the most recently used go last).
@@ -338,23 +362,4 @@ class ReadHistories:
         A thread not kept yet is taken in at the bounds as :class:`~sa_core.cachepolicy.ThreadUse`
         says.
         """
-        kept = self._kept
-        if thread_id in kept:
-            self.drop(thread_id)
-        elif not THREAD_USE.takes(
-            thread_id,
-            kept,
-            full=len(kept) >= self._threads or self._size + len(history.messages) > self._messages,
-        ):
-            return
-        kept[thread_id] = history
-        self._size += len(history.messages)
-        while self._kept and (len(self._kept) > self._threads or self._size > self._messages):
-            _, oldest = self._kept.popitem(last=False)
-            self._size -= len(oldest.messages)
-
-    def drop(self, thread_id: str) -> None:
-        """Forget a thread's kept history."""
-        old = self._kept.pop(thread_id, None)
-        if old is not None:
-            self._size -= len(old.messages)
+        self._keep(thread_id, history)

@@ -456,7 +456,7 @@ class MessagesMixin(StoreBase):
         the thread too, and share its messages instead of holding copies.
         """
         if self._backend.dialect == "postgresql":
-            return self._caches.read_histories.get(thread_id) is not None
+            return self._caches.read_histories.holds(thread_id)
         return self._caches.history.holds(thread_id)
 
     def _touched(self, thread_id: str | None, created_at: int | None) -> None:
