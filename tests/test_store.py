@@ -337,6 +337,49 @@ async def test_message_round_trip_every_field(store: Store) -> None:
 
 
 @pytest.mark.asyncio
+async def test_messages_read_back_as_validating_them_would_build_them(store: Store) -> None:
+    """Rows without nested models skip validation: the messages must not differ in any way.
+
+    Same fields in the same order, same Python types (booleans, integers, decoded JSON), same
+    fields set and extras, as ``Message.model_validate`` builds them, for every kind of row.
+    """
+    from sa_core.store import messages as store_messages
+
+    # the table's columns follow the message's fields: a read row is then its __dict__
+    assert store_messages.IN_FIELD_ORDER
+    await make_thread(store)
+    shapes: list[dict[str, Any]] = [
+        {},
+        {"role": "assistant", "status": "completed", "log_id": "l", "request_sent_at": 5,
+         "response_completed_at": 6, "prompt": "main"},
+        {"silent": True, "metadata": {"k": [1, {"n": None}], "flag": False}},
+        {"role": "tool", "tool_call_id": "c", "name": "f", "tool_status": "error"},
+        {"role": "assistant", "reasoning_content": "r", "reasoning_details": [{"t": "x"}]},
+        {"subagent_id": "s", "subagent_status": "running", "subagent_resumable": False,
+         "subagent_blocking": True, "subagent_spawn_group_id": "g", "subagent_title": None},
+        {"depth": 1, "parent_id": "p", "content": None},
+        {"tool_calls": [ToolCall(id="c", function=ToolCallFunction(name="f", arguments="{}"))]},
+        {"attachments": [AttachmentRef(id="f", path="/a.txt", name="a.txt", size=1)]},
+        {"custom_extra": {"kept": True}},
+    ]
+    written = [msg(f"m{i}", created_at=now_us(), **shape) for i, shape in enumerate(shapes)]
+    await store.insert_messages(written)
+    page, _total = await store.list_messages("t1", include_silent=True, max_depth=None)
+    read = [*page, *await store.history("t1")]
+    assert {m.id for m in read} == {m.id for m in written}
+    for message in read:
+        built = Message.model_validate(message.model_dump())
+        assert list(message.__dict__.items()) == list(built.__dict__.items())
+        assert [type(v) for v in message.__dict__.values()] == [
+            type(v) for v in built.__dict__.values()
+        ]
+        assert message.model_fields_set == built.model_fields_set
+        assert message.model_extra == built.model_extra
+        original = next(m for m in written if m.id == message.id)
+        assert message.model_dump_json() == original.model_dump_json()
+
+
+@pytest.mark.asyncio
 async def test_messages_with_none_fields_round_trip(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:

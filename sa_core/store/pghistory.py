@@ -41,11 +41,12 @@ def history_since_known(thread_id: Any) -> Any:
     from sqlalchemy.dialects.postgresql import aggregate_order_by
 
     from sa_core.store import tables as t
+    from sa_core.store.messages import MESSAGE_COLUMNS
 
     m = t.messages.c
     version = cast(m.seq, Text) + ":" + cast(literal_column("messages.xmin"), Text)
     found = (
-        select(*t.messages.c, func.hashtextextended(version, 0).label(ROW_HASH))
+        select(*MESSAGE_COLUMNS, m.seq, func.hashtextextended(version, 0).label(ROW_HASH))
         .where(
             m.thread_id == thread_id,
             m.depth == 0,
