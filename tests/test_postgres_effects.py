@@ -8,13 +8,15 @@ by a worker with nothing else to wake it.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
 from sqlalchemy import update
 
 from sa_core import Pack, Runtime, define_agent, define_effect, define_model, define_prompt
-from sa_core.store import ThreadRow, now_us, tables
+from sa_core.store import Store, ThreadRow, now_us, tables
 from sa_core.testing import FunctionProvider
 
 pytestmark = pytest.mark.asyncio
@@ -39,22 +41,32 @@ def _pack(ran: list[str]) -> Pack:
     )
 
 
-async def _worker(url: str, ran: list[str]) -> Runtime:
-    return Runtime(
+@asynccontextmanager
+async def idle_worker(url: str) -> AsyncIterator[tuple[Store, list[str]]]:
+    """A worker with thread ``t1`` and nothing scheduled in it.
+
+    Yields its store and the threads its ``remind`` effect ran on; on leaving, waits (up to
+    15 s) for the effect to run.
+    """
+    ran: list[str] = []
+    async with Runtime(
         packs=[_pack(ran)],
         providers={"test": FunctionProvider(lambda request: "ok")},
         database_url=url,
         load_entrypoints=False,
-    )
+    ) as runtime:
+        store = runtime.store
+        await store.create_thread(ThreadRow(id="t1", package="effects", agent_id="helper"))
+        yield store, ran
+        async with asyncio.timeout(15):
+            while not ran:
+                await asyncio.sleep(0.05)
 
 
 async def test_an_effect_a_dead_worker_had_claimed_runs_on_an_idle_worker(
     pg_database_url: str,
 ) -> None:
-    ran: list[str] = []
-    async with await _worker(pg_database_url, ran) as runtime:
-        store = runtime.store
-        await store.create_thread(ThreadRow(id="t1", package="effects", agent_id="helper"))
+    async with idle_worker(pg_database_url) as (store, ran):
         # a worker that claimed the effect and died: its heartbeat is still fresh when this
         # worker starts looking, and expires a second later
         await store.heartbeat("ghost", 1 * SECOND, [])
@@ -67,23 +79,15 @@ async def test_an_effect_a_dead_worker_had_claimed_runs_on_an_idle_worker(
                     .values(status="processing", owner="ghost", started_at=now_us())
                 )
             )
-        async with asyncio.timeout(15):
-            while not ran:
-                await asyncio.sleep(0.05)
     assert ran == ["t1"]
 
 
 async def test_an_effect_another_worker_scheduled_runs_when_that_worker_is_gone(
     pg_database_url: str,
 ) -> None:
-    ran: list[str] = []
-    async with await _worker(pg_database_url, ran) as runtime:
-        store = runtime.store
-        await store.create_thread(ThreadRow(id="t1", package="effects", agent_id="helper"))
+    async with idle_worker(pg_database_url) as (store, ran):
+        await asyncio.sleep(0.5)  # this worker's effect loop has found nothing to wait for
         # scheduled through the store, as another worker that died before it was due does:
         # nothing in this worker is told about it
         await store.schedule_effect("t1", "remind", {}, now_us() + SECOND // 2)
-        async with asyncio.timeout(15):
-            while not ran:
-                await asyncio.sleep(0.05)
     assert ran == ["t1"]
