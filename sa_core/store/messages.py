@@ -24,14 +24,13 @@ _JSON_FIELDS = frozenset({"tool_calls", "attachments", "metadata", "reasoning_de
 _COLUMN = {"metadata": "meta"}
 _FIELD = {column: field for field, column in _COLUMN.items()}
 MESSAGE_COLUMNS = [
-    column.label(_FIELD.get(column.name, column.name)) if column.name in _FIELD else column
+    column.label(_FIELD[column.name]) if column.name in _FIELD else column
     for column in t.messages.c
     if column.name != "seq"
 ]
 """The columns a message is read from, each named as its field (``meta`` as ``metadata``).
 
 Read rows are dicts in the order of the message's fields, then ``extra``."""
-_MESSAGE_COLUMNS = MESSAGE_COLUMNS
 _ROW_COLUMNS = [c.name for c in t.messages.c if c.name != "seq"]
 """The table's column names (the insert parameters are ``p_<column>``)."""
 _READ_KEYS = tuple(_FIELD.get(name, name) for name in _ROW_COLUMNS)
@@ -45,7 +44,7 @@ _LOG_FIELDS = frozenset(Log.model_fields)
 
 
 def _select(*conditions: Any) -> Any:
-    return select(*_MESSAGE_COLUMNS).where(*conditions)
+    return select(*MESSAGE_COLUMNS).where(*conditions)
 
 
 def _insert_all(table: Any, skip: tuple[str, ...] = ("seq",)) -> Prepared:
@@ -93,9 +92,9 @@ class _ShapedInsert:
 
 _INSERT = _ShapedInsert(t.messages)
 _GET = Prepared(
-    _select(_M.thread_id == bindparam("b_tid"), _M.id == bindparam("b_id")), _MESSAGE_COLUMNS
+    _select(_M.thread_id == bindparam("b_tid"), _M.id == bindparam("b_id")), MESSAGE_COLUMNS
 )
-_GET_BY_ID = Prepared(_select(_M.id == bindparam("b_id")), _MESSAGE_COLUMNS)
+_GET_BY_ID = Prepared(_select(_M.id == bindparam("b_id")), MESSAGE_COLUMNS)
 _HISTORY = Prepared(
     _select(
         _M.thread_id == bindparam("b_tid"),
@@ -103,13 +102,13 @@ _HISTORY = Prepared(
         _M.created_at > bindparam("b_since"),
         or_(_M.status.is_(None), _M.status != "pending"),
     ).order_by(_M.created_at, _M.seq),
-    _MESSAGE_COLUMNS,
+    MESSAGE_COLUMNS,
 )
 _BY_PARENT = Prepared(
     _select(_M.thread_id == bindparam("b_tid"), _M.parent_id == bindparam("b_pid")).order_by(
         _M.created_at, _M.seq
     ),
-    _MESSAGE_COLUMNS,
+    MESSAGE_COLUMNS,
 )
 _DELETE = Prepared(
     delete(t.messages).where(_M.thread_id == bindparam("b_tid"), _M.id == bindparam("b_id"))
@@ -171,7 +170,6 @@ def message_from_row(row: dict[str, Any]) -> Message:
     return Message.model_validate(row)
 
 
-_FIELDS = frozenset(Message.model_fields)
 IN_FIELD_ORDER = (*Message.model_fields, "extra") == _READ_KEYS
 """Whether the table's columns are the message's fields in order, then ``extra`` (a read row
 without ``extra`` is then a message's ``__dict__``)."""
@@ -184,12 +182,12 @@ def _stored_message(fields: dict[str, Any]) -> Message:
     Equal to what ``Message.model_validate`` returns for it, field for field and type for type
     (the columns' result processors give the Python types: ``bool``, ``int``, decoded JSON), in
     the same order, without checking again what was checked when the message was written. A
-    history read builds most of its messages this way, at a fifth of the cost; pydantic's
+    history read builds most of its messages this way, at about a third of the cost; pydantic's
     ``model_construct`` does the same in Python, slower than validating a model of 31 fields.
     """
     message = _new(Message)
     _set(message, "__dict__", fields)
-    _set(message, "__pydantic_fields_set__", set(_FIELDS))
+    _set(message, "__pydantic_fields_set__", set(MESSAGE_FIELDS))
     _set(message, "__pydantic_extra__", {})
     _set(message, "__pydantic_private__", None)
     return message
@@ -244,7 +242,7 @@ def _update_statement(keys: tuple[str, ...], returning: bool) -> Prepared:
     stmt = update(t.messages).where(_M.id == bindparam("b_id"))
     stmt = stmt.values({_COLUMN.get(key, key): bindparam(f"v_{key}") for key in keys})
     if returning:
-        prepared = Prepared(stmt.returning(*_MESSAGE_COLUMNS), _MESSAGE_COLUMNS)
+        prepared = Prepared(stmt.returning(*MESSAGE_COLUMNS), MESSAGE_COLUMNS)
     else:
         prepared = Prepared(stmt)
     _UPDATES[(keys, returning)] = prepared
@@ -405,7 +403,7 @@ class MessagesMixin(StoreBase):
             )
         sort = (_M.created_at, _M.seq) if order == "asc" else (_M.created_at.desc(), _M.seq.desc())
         page = (
-            select(*_MESSAGE_COLUMNS).where(*conditions).order_by(*sort).limit(limit).offset(offset)
+            select(*MESSAGE_COLUMNS).where(*conditions).order_by(*sort).limit(limit).offset(offset)
         )
         count = select(func.count()).select_from(t.messages).where(*conditions)
 
