@@ -826,6 +826,9 @@ def main(argv: list[str] | None = None) -> int:
         "--lease-seconds", type=float, default=2.0, help="with --workers: lease expiry (2 s)"
     )
     args = parser.parse_args(argv)
+    # stopped with SIGTERM (``timeout``, CI) as with Ctrl-C: the run is cancelled and its clean-up
+    # stops the servers (started in sessions of their own) and removes the cluster
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     seed = args.seed if args.seed is not None else random.randrange(1 << 31)
     print(f"seed {seed} (rerun with --seed {seed})", flush=True)
     with contextlib.ExitStack() as stack:
