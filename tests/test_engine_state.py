@@ -255,6 +255,28 @@ async def test_pending_effect_survives_restart(sa_runtime_factory):
 
 
 @pytest.mark.asyncio
+async def test_an_effect_another_runtime_stored_runs_while_this_one_is_idle(
+    sa_runtime_factory, monkeypatch
+):
+    from sa_core.engine.effects import EffectScheduler
+
+    monkeypatch.setattr(EffectScheduler, "poll_seconds", 0.2)
+    ran = []
+    effect = define_effect(name="ping", description="x", execute=lambda state, args: ran.append(1))
+    pack = make_pack(effects=[effect])
+    async with sa_runtime_factory(packs=[pack]) as rt:
+        await asyncio.sleep(0.1)  # its effect loop found nothing to wait for
+        # another runtime on the same database stores an effect and stops before it is due
+        async with sa_runtime_factory(packs=[pack]) as other:
+            thread = await other.create_thread("helper")
+            await thread.schedule_effect("ping", {}, delay=0.3)
+        async with asyncio.timeout(5):
+            while not ran:
+                await asyncio.sleep(0.05)
+    assert ran == [1]
+
+
+@pytest.mark.asyncio
 async def test_removed_effect_does_not_run(sa_runtime_factory):
     ran = []
     effect = define_effect(name="ping", description="x", execute=lambda state, args: ran.append(1))

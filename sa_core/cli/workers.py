@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import signal
 import subprocess
 import sys
 import time
+
+from sa_core.waits import event_set_within
 
 RESTART_DELAY = 1.0
 
@@ -78,8 +79,7 @@ async def serve_workers(args: argparse.Namespace) -> int:
     try:
         procs = [spawn() for _ in range(args.workers)]
         while not stopping.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopping.wait(), 0.5)
+            await event_set_within(stopping, 0.5)
             for index, proc in enumerate(procs):
                 if proc.poll() is not None and not stopping.is_set():
                     print(

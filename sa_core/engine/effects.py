@@ -6,7 +6,8 @@ execution). Rows claimed by a process that died are reset to pending on start, s
 still pending when the process stops runs when a runtime starts on the same database. With
 several workers, each worker's reaper also gives back the effects of workers whose heartbeat
 stopped, and wakes this loop at every round, so effects another worker scheduled or gave back
-are found though nothing in this process scheduled them.
+are found though nothing in this process scheduled them. Alone, the loop still reads the next
+due time every :attr:`EffectScheduler.poll_seconds`, for effects another process stored.
 
 Each run counts an attempt when its body starts (committed just before it, so a crash between
 the claim and the body uses up nothing). An effect a restart interrupted runs again at most
@@ -17,12 +18,12 @@ once: its second run sees ``state.effect_attempt == 2``; one interrupted twice i
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 from typing import TYPE_CHECKING, Any
 
 from sa_core.engine.priority import background_context
 from sa_core.spec.schemas import validate_args
+from sa_core.waits import event_set_within
 
 if TYPE_CHECKING:
     from sa_core.runtime import Runtime
@@ -35,6 +36,10 @@ MAX_EFFECT_ATTEMPTS = 2
 
 class EffectScheduler:
     """Runs scheduled effects when they are due."""
+
+    poll_seconds: float = 5.0
+    """Longest wait before the next due time is read again, so that effects another process
+    stored (say a second runtime on the same SQLite file, which then stopped) run within it."""
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
@@ -85,10 +90,11 @@ class EffectScheduler:
             # can suspend on an async backend) must still wake the wait below
             self._wake.clear()
             next_time = await store.next_effect_time()
-            timeout = None if next_time is None else max(0.0, (next_time - now_us()) / 1_000_000)
-            if timeout is None or timeout > 0:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout)
+            timeout = self.poll_seconds
+            if next_time is not None:
+                timeout = min(timeout, max(0.0, (next_time - now_us()) / 1_000_000))
+            if timeout > 0:
+                await event_set_within(self._wake, timeout)
                 continue
             for run in await store.claim_due_effects(now_us()):
                 task = asyncio.create_task(
