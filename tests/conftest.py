@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import re
+import signal
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -27,6 +28,13 @@ BOTH_BACKENDS = re.compile(r"^test_(engine|server|composition|store|postgres|hoo
 """Modules whose tests run on SQLite and PostgreSQL."""
 TEMPLATE = "sa_template"
 _counter = itertools.count()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Stopped with SIGTERM (``timeout``), the run ends as on Ctrl-C: fixtures are torn down,
+    so the PostgreSQL cluster the tests started is stopped and removed, not left running."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
