@@ -67,7 +67,7 @@ class EffectScheduler:
         effect = await self.runtime.store.schedule_effect(
             thread_id, name, args, now_us() + int(max(delay, 0) * 1_000_000)
         )
-        self._wake.set()
+        self.wake()
         return effect.id
 
     def wake(self) -> None:

@@ -33,7 +33,7 @@ MESSAGE_COLUMNS = [
 Read rows are dicts in the order of the message's fields, then ``extra``."""
 _ROW_COLUMNS = [c.name for c in t.messages.c if c.name != "seq"]
 """The table's column names (the insert parameters are ``p_<column>``)."""
-_READ_KEYS = tuple(_FIELD.get(name, name) for name in _ROW_COLUMNS)
+_READ_KEYS = tuple(column.key for column in MESSAGE_COLUMNS)
 _STORED = {
     key: _COLUMN.get(key, key)
     for key in Message.model_fields
