@@ -117,7 +117,8 @@ async def test_committed_inserts_join_the_cached_history_without_being_read_back
     await store.history("t1")
     answer = Message(
         id="a1", thread_id="t1", role="assistant", content="two",
-        metadata={"nested": [1, {"a": None}]}, tool_calls=[
+        metadata={"nested": [1, {"a": None}], "ratio": float("inf")},  # reads back as None
+        tool_calls=[
             {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
         ],
     )  # fmt: skip

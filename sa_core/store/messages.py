@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from math import isfinite
 from operator import itemgetter
 from typing import Any, Literal
 
@@ -221,9 +222,14 @@ def _history_rows(
 
 
 def _plain_json(value: Any) -> bool:
-    """Whether a value reads back from JSON as itself (str keys, JSON scalars, lists)."""
-    if value is None or isinstance(value, (str, bool, int, float)):
+    """Whether a value reads back from JSON as itself (str keys, JSON scalars, lists).
+
+    A float that is not finite is not: the model's JSON dump stores it as ``null``.
+    """
+    if value is None or isinstance(value, (str, int)):
         return True
+    if isinstance(value, float):
+        return isfinite(value)
     if isinstance(value, list):
         return all(_plain_json(item) for item in value)
     if isinstance(value, dict):
