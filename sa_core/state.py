@@ -113,7 +113,7 @@ class ThreadState:
     @property
     def thread_id(self) -> str:
         """The thread id."""
-        return self._row.id
+        return self._shared.row.id
 
     @property
     def agent_id(self) -> str:
@@ -202,12 +202,13 @@ class ThreadState:
     @property
     def scope(self) -> PackScope:
         """The package scope definitions resolve in."""
-        return self._runtime.registry.scope(self._row.package)
+        return self._runtime.registry.scope(self._shared.row.package)
 
     @property
     def agent(self) -> AgentDefinition:
         """The owning agent's definition."""
-        return self.scope.agent(self._row.agent_id)[0]
+        row = self._shared.row
+        return self._runtime.registry.scope(row.package).agent(row.agent_id)[0]
 
     def _active_hooks(self, hook: str) -> list[HookDefinition]:
         """Pack hooks of type ``hook`` the active prompt (else the agent) lists, in order."""

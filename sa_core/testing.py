@@ -31,9 +31,8 @@ import contextlib
 import copy
 import importlib
 import inspect
-import json
+import os
 import re
-import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
@@ -41,6 +40,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeAlias
 
 from sa_core.cachepolicy import THREAD_USE, cached_messages
 from sa_core.errors import ProviderError, ScriptExhaustedError
+from sa_core.jsontext import dumps
 from sa_core.providers import (
     BaseProvider,
     FinishReason,
@@ -68,7 +68,7 @@ UsageSpec: TypeAlias = Usage | Mapping[str, Any]
 
 def new_call_id() -> str:
     """Return a fresh tool-call id of the form ``call_<8 hex>``."""
-    return f"call_{uuid.uuid4().hex[:8]}"
+    return f"call_{os.urandom(4).hex()}"
 
 
 def default_error_code(status: int | None) -> str:
@@ -517,7 +517,7 @@ def _tool_call(spec: ToolCallSpec) -> ProviderToolCall:
 def _message_chars(message: ProviderMessage) -> int:
     chars = len(message.content or "") + len(message.reasoning or "")
     for call in message.tool_calls:
-        chars += len(call.name) + len(json.dumps(call.arguments))
+        chars += len(call.name) + len(dumps(call.arguments))
     return chars
 
 
@@ -582,7 +582,7 @@ class _PromptSizes:
 
 
 def _tool_chars(tool: ProviderTool) -> int:
-    return len(tool.name) + len(tool.description) + len(json.dumps(tool.parameters))
+    return len(tool.name) + len(tool.description) + len(dumps(tool.parameters))
 
 
 def _estimated_usage(
@@ -597,7 +597,7 @@ def _estimated_usage(
     reasoning = _estimate_tokens(response.reasoning or "")
     output = response.content or ""
     for call in response.tool_calls:
-        output += call.name + json.dumps(call.arguments)
+        output += call.name + dumps(call.arguments)
     prompt = (prompt_chars + 3) // 4
     completion = _estimate_tokens(output) + reasoning
     return Usage(
@@ -708,7 +708,7 @@ def _replay(response: ProviderResponse, chunk_size: int | None) -> Iterator[Stre
         yield StreamChunk("content-done")
     for call in response.tool_calls:
         yield StreamChunk("tool-call-start", id=call.id, name=call.name)
-        for piece in _pieces(json.dumps(call.arguments), chunk_size):
+        for piece in _pieces(dumps(call.arguments), chunk_size):
             yield StreamChunk("tool-call-delta", id=call.id, arguments_delta=piece)
         yield StreamChunk(
             "tool-call-done",
