@@ -324,7 +324,8 @@ class Runtime:
                 if not (self.scheduler.busy or self.effects.running):
                     return
 
-        await asyncio.wait_for(settle(), timeout)
+        async with asyncio.timeout(timeout):
+            await settle()
 
     # -- threads ----------------------------------------------------------------------------
 

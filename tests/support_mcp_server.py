@@ -50,6 +50,12 @@ def pixel() -> Image:
     return Image(data=PIXEL, format="png")
 
 
+@server.tool(description="Answers after the given number of seconds.")
+async def slow(seconds: float) -> str:
+    await asyncio.sleep(seconds)
+    return "finally"
+
+
 @server.tool(description="Always fails.")
 def broken(reason: str) -> str:
     """Raise."""

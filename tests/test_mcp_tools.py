@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -110,6 +111,7 @@ async def test_server_wildcard_offers_every_tool_and_maps_images_and_errors(sa_r
         "testing_echo",
         "testing_pid",
         "testing_pixel",
+        "testing_slow",
     ]
     pixel, broken, bad_args = [m for m in messages if m.role == "tool"]
     assert pixel.tool_status == "success"
@@ -119,6 +121,26 @@ async def test_server_wildcard_offers_every_tool_and_maps_images_and_errors(sa_r
     assert broken.content.startswith("Failed to execute tool:")
     assert "broken on purpose: test" in broken.content
     assert bad_args.tool_status == "error" and "validation" in bad_args.content.lower()
+
+
+@pytest.mark.asyncio
+async def test_a_call_past_the_servers_timeout_fails_and_the_server_still_answers(
+    sa_runtime_factory,
+):
+    server = define_mcp_server(
+        name="testing", command=[sys.executable, SERVER, "stdio"], env={}, timeout=1
+    )
+    provider = calling(("testing_slow", {"seconds": 30}), ("testing_add", {"a": 2, "b": 3}))
+    async with sa_runtime_factory(
+        packs=[mcp_pack(["testing.*"], server)], providers={"test": provider}
+    ) as runtime:
+        started = time.monotonic()
+        messages = await run_once(runtime)
+        took = time.monotonic() - started
+    slow, add = [m for m in messages if m.role == "tool"]
+    assert slow.tool_status == "error"
+    assert add.tool_status == "success" and add.content == "5"
+    assert took < 15  # the call gave up after its second, not after the tool's 30
 
 
 @pytest.mark.asyncio

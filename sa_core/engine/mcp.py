@@ -101,7 +101,8 @@ class McpConnection:
                 self._own(ready, self._stop), name=f"mcp:{self.definition.name}"
             )
             try:
-                self._client = await asyncio.wait_for(ready, self.definition.timeout)
+                async with asyncio.timeout(self.definition.timeout):
+                    self._client = await ready
             except BaseException:
                 await self._shutdown()
                 raise
@@ -156,7 +157,8 @@ class McpConnection:
         if self._stop is not None:
             self._stop.set()
         try:
-            await asyncio.wait_for(asyncio.shield(task), 5)
+            async with asyncio.timeout(5):
+                await asyncio.shield(task)
         except TimeoutError:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
@@ -174,7 +176,8 @@ class McpConnection:
         tools: list[Tool] = []
         cursor: str | None = None
         while True:
-            page = await asyncio.wait_for(client.list_tools(cursor=cursor), self.definition.timeout)
+            async with asyncio.timeout(self.definition.timeout):
+                page = await client.list_tools(cursor=cursor)
             tools += page.tools
             cursor = page.next_cursor
             if not cursor:
@@ -187,9 +190,8 @@ class McpConnection:
         for attempt in (1, 2):
             client = await self.client()
             try:
-                return await asyncio.wait_for(
-                    client.call_tool(tool, arguments), self.definition.timeout
-                )
+                async with asyncio.timeout(self.definition.timeout):
+                    return await client.call_tool(tool, arguments)
             except MCPError as exc:
                 if exc.code != CONNECTION_CLOSED or attempt == 2:
                     raise

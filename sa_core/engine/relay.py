@@ -92,7 +92,8 @@ class RelayBus(EventBus):
     async def stop(self) -> None:
         """Send what is queued (briefly), then stop both tasks."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._outbox.join(), 2)
+            async with asyncio.timeout(2):
+                await self._outbox.join()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

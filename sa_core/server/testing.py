@@ -89,7 +89,8 @@ async def live_server(app: Litestar, host: str = "127.0.0.1") -> AsyncIterator[s
     finally:
         server.should_exit = True
         with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.wait_for(task, STARTUP_TIMEOUT)
+            async with asyncio.timeout(STARTUP_TIMEOUT):
+                await task
         sock.close()
 
 
