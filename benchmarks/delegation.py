@@ -1,10 +1,16 @@
 """Per-delegation cost: a blocking ``dual_ai`` subagent with two child steps.
 
-Run: ``python benchmarks/delegation.py [--short]``. Each delegation is one parent turn in a fresh
-parent thread: the parent calls the subagent tool, the child (its own durable thread) runs side A
-once (text) and side B once (the ``approve`` session stop), and the parent answers with the
-result. The figure is the whole parent turn (4 model steps, 2 threads), every row durably
-written. Target: <= 2.0 ms per delegation.
+Run: ``python benchmarks/delegation.py [--short] [--explain]``. Each delegation is one parent turn
+in a fresh parent thread: the parent calls the subagent tool, the child (its own durable thread)
+runs side A once (text) and side B once (the ``approve`` session stop), and the parent answers
+with the result. The figure is the whole parent turn (4 model steps, 2 threads), every row
+durably written. Target: <= 2.0 ms per delegation.
+
+``--explain`` adds one more round that counts what a delegation is made of, figures that do not
+depend on how busy the machine is: the write transactions and SQL statements on the store's
+connection, the bytes and ``write`` calls the process made (the write-ahead log's pages, and
+the background checkpoint's copies of them), the Python and C function calls the interpreter
+ran, and the cyclic garbage collector's passes and time.
 """
 
 from __future__ import annotations
@@ -121,9 +127,101 @@ async def one_round(database: Path, delegations: int) -> tuple[float, float, flo
     return wall / delegations * 1000, cpu / delegations * 1000, loop_cpu / delegations * 1000
 
 
+def _process_io() -> tuple[int, int]:
+    """(bytes, calls) this process has written with ``write``-family calls (``/proc``)."""
+    fields = dict(
+        line.split(": ") for line in Path("/proc/self/io").read_text().splitlines() if ": " in line
+    )
+    return int(fields["wchar"]), int(fields["syscw"])
+
+
+async def explain(database: Path, delegations: int) -> dict[str, float]:
+    """What one delegation is made of, counted over ``delegations`` after a warm-up."""
+    import gc
+
+    from sa_core import Runtime
+
+    pack, provider = build_pack(), build_provider()
+    url = f"sqlite:///{database}"
+    async with Runtime(
+        packs=[pack], providers={"test": provider}, database_url=url, load_entrypoints=False
+    ) as runtime:
+        for _ in range(20):  # warm-up: caches, prepared statements, first pages
+            warm = await runtime.create_thread("lead")
+            await warm.send_message("research please")
+        parents = [await runtime.create_thread("lead") for _ in range(delegations)]
+        raw = runtime.store._backend._writer.connection.dbapi_connection  # benchmark-only peek
+        statements: list[str] = []
+        calls = {"python": 0, "c": 0}
+        collections = {"passes": 0, "seconds": 0.0}
+        started = [0.0]
+
+        def on_gc(phase: str, info: dict[str, int]) -> None:
+            if phase == "start":
+                started[0] = time.perf_counter()
+            else:
+                collections["passes"] += 1
+                collections["seconds"] += time.perf_counter() - started[0]
+
+        gc.callbacks.append(on_gc)
+        raw.set_trace_callback(statements.append)
+        written, writes = _process_io()
+        try:
+            for parent in parents:
+                await parent.send_message("research please")
+            wrote, write_calls = _process_io()
+            gc.callbacks.remove(on_gc)
+            raw.set_trace_callback(None)
+
+            def count(frame: Any, event: str, arg: Any) -> None:
+                if event == "call":
+                    calls["python"] += 1
+                elif event == "c_call":
+                    calls["c"] += 1
+
+            counted = [await runtime.create_thread("lead") for _ in range(delegations)]
+            sys.setprofile(count)
+            try:
+                for parent in counted:
+                    await parent.send_message("research please")
+            finally:
+                sys.setprofile(None)
+        finally:
+            raw.set_trace_callback(None)
+            if on_gc in gc.callbacks:
+                gc.callbacks.remove(on_gc)
+    commits = sum(statement.strip().upper() == "COMMIT" for statement in statements)
+    control = ("BEGIN", "COMMIT", "ROLLBACK", "PRAGMA", "SAVEPOINT", "RELEASE")
+    rows = [s for s in statements if not s.lstrip().upper().startswith(control)]
+    return {
+        "commits": commits / delegations,
+        "statements": len(rows) / delegations,
+        "selects": sum(s.lstrip().upper().startswith("SELECT") for s in rows) / delegations,
+        "kib_written": (wrote - written) / 1024 / delegations,
+        "write_calls": (write_calls - writes) / delegations,
+        "python_calls": calls["python"] / delegations,
+        "c_calls": calls["c"] / delegations,
+        "gc_passes": collections["passes"] / delegations,
+        "gc_ms": collections["seconds"] * 1000 / delegations,
+    }
+
+
+def print_explained(figures: dict[str, float]) -> None:
+    """Print :func:`explain`'s counts."""
+    print("  what one delegation is made of (counted, not timed; --explain):")
+    print(f"    write transactions: {figures['commits']:.1f}; SQL statements: "
+          f"{figures['statements']:.1f} ({figures['selects']:.1f} SELECT)")
+    print(f"    written by the process: {figures['kib_written']:.0f} KiB in "
+          f"{figures['write_calls']:.0f} write calls (log pages, and the checkpoint's copies)")
+    print(f"    function calls: {figures['python_calls']:.0f} Python (coroutine resumptions "
+          f"included), {figures['c_calls']:.0f} C")
+    print(f"    cyclic garbage collector: {figures['gc_passes']:.2f} passes, "
+          f"{figures['gc_ms']:.3f} ms")
+
+
 def main() -> None:
     """Print the per-delegation figures."""
-    args = parse_args(__doc__ or "")
+    args = parse_args(__doc__ or "", explain=True)
     delegations = 50 if args.short else 300
     rounds = args.rounds or (1 if args.short else 3)
     results = []
@@ -134,6 +232,9 @@ def main() -> None:
     print(f"  wall per delegation: {summary([r[0] for r in results])}; target <= 2.0 ms")
     print(f"  cpu per delegation:  {summary([r[1] for r in results])}")
     print(f"  of which the event loop's thread: {summary([r[2] for r in results])}")
+    if args.explain:
+        with tempfile.TemporaryDirectory() as tmp:
+            print_explained(asyncio.run(explain(Path(tmp) / "explain.db", delegations)))
 
 
 if __name__ == "__main__":
