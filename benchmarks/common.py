@@ -12,12 +12,8 @@ import statistics
 from collections.abc import Sequence
 
 
-def parse_args(description: str, *, explain: bool = False) -> argparse.Namespace:
-    """Parse the common command line: ``--short`` (a quick, smaller run) and ``--rounds``.
-
-    ``explain`` adds ``--explain``, for a benchmark that can count what its unit of work is
-    made of.
-    """
+def parse_args(description: str) -> argparse.Namespace:
+    """Parse the common command line: ``--short`` (a quick, smaller run) and ``--rounds``."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--short", action="store_true", help="a quick run with smaller sizes")
     parser.add_argument("--rounds", type=int, default=None, help="rounds to take the median of")
@@ -29,10 +25,11 @@ def parse_args(description: str, *, explain: bool = False) -> argparse.Namespace
         action="store_true",
         help="a throwaway PostgreSQL cluster instead of a SQLite file (long_thread.py)",
     )
-    if explain:
-        parser.add_argument(
-            "--explain", action="store_true", help="also count what one unit of work is made of"
-        )
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="also count what one delegation is made of (delegation.py)",
+    )
     return parser.parse_args()
 
 

@@ -101,16 +101,23 @@ def build_provider() -> Any:
     return FunctionProvider(answer)
 
 
-async def one_round(database: Path, delegations: int) -> tuple[float, float, float]:
-    """(wall ms, CPU ms, event-loop thread CPU ms) per delegation over one fresh runtime."""
+def open_runtime(database: Path, provider: Any) -> Any:
+    """A fresh runtime over a SQLite file at ``database``, serving the benchmark's pack."""
     from sa_core import Runtime
 
-    pack, provider = build_pack(), build_provider()
-    url = f"sqlite:///{database}"
+    return Runtime(
+        packs=[build_pack()],
+        providers={"test": provider},
+        database_url=f"sqlite:///{database}",
+        load_entrypoints=False,
+    )
+
+
+async def one_round(database: Path, delegations: int) -> tuple[float, float, float]:
+    """(wall ms, CPU ms, event-loop thread CPU ms) per delegation over one fresh runtime."""
+    provider = build_provider()
     wall = cpu = loop_cpu = 0.0
-    async with Runtime(
-        packs=[pack], providers={"test": provider}, database_url=url, load_entrypoints=False
-    ) as runtime:
+    async with open_runtime(database, provider) as runtime:
         for _ in range(delegations):
             parent = await runtime.create_thread("lead")
             start, cpu_start = time.perf_counter(), time.process_time()
@@ -136,60 +143,54 @@ def _process_io() -> tuple[int, int]:
 
 
 async def explain(database: Path, delegations: int) -> dict[str, float]:
-    """What one delegation is made of, counted over ``delegations`` after a warm-up."""
+    """What one delegation is made of, counted over ``delegations`` after a warm-up.
+
+    A first loop traces the statements, the bytes written and the collector; a second one counts
+    function calls (the profile hook would slow the first one's collector timings).
+    """
     import gc
 
-    from sa_core import Runtime
+    statements: list[str] = []
+    calls = {"python": 0, "c": 0}
+    collections = {"passes": 0, "seconds": 0.0}
+    started = [0.0]
 
-    pack, provider = build_pack(), build_provider()
-    url = f"sqlite:///{database}"
-    async with Runtime(
-        packs=[pack], providers={"test": provider}, database_url=url, load_entrypoints=False
-    ) as runtime:
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started[0] = time.perf_counter()
+        else:
+            collections["passes"] += 1
+            collections["seconds"] += time.perf_counter() - started[0]
+
+    def on_call(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            calls["python"] += 1
+        elif event == "c_call":
+            calls["c"] += 1
+
+    async with open_runtime(database, build_provider()) as runtime:
         for _ in range(20):  # warm-up: caches, prepared statements, first pages
             warm = await runtime.create_thread("lead")
             await warm.send_message("research please")
-        parents = [await runtime.create_thread("lead") for _ in range(delegations)]
+        traced = [await runtime.create_thread("lead") for _ in range(delegations)]
+        counted = [await runtime.create_thread("lead") for _ in range(delegations)]
         raw = runtime.store._backend._writer.connection.dbapi_connection  # benchmark-only peek
-        statements: list[str] = []
-        calls = {"python": 0, "c": 0}
-        collections = {"passes": 0, "seconds": 0.0}
-        started = [0.0]
-
-        def on_gc(phase: str, info: dict[str, int]) -> None:
-            if phase == "start":
-                started[0] = time.perf_counter()
-            else:
-                collections["passes"] += 1
-                collections["seconds"] += time.perf_counter() - started[0]
-
         gc.callbacks.append(on_gc)
         raw.set_trace_callback(statements.append)
         written, writes = _process_io()
         try:
-            for parent in parents:
+            for parent in traced:
                 await parent.send_message("research please")
             wrote, write_calls = _process_io()
-            gc.callbacks.remove(on_gc)
-            raw.set_trace_callback(None)
-
-            def count(frame: Any, event: str, arg: Any) -> None:
-                if event == "call":
-                    calls["python"] += 1
-                elif event == "c_call":
-                    calls["c"] += 1
-
-            counted = [await runtime.create_thread("lead") for _ in range(delegations)]
-            sys.setprofile(count)
-            try:
-                for parent in counted:
-                    await parent.send_message("research please")
-            finally:
-                sys.setprofile(None)
         finally:
             raw.set_trace_callback(None)
-            if on_gc in gc.callbacks:
-                gc.callbacks.remove(on_gc)
+            gc.callbacks.remove(on_gc)
+        sys.setprofile(on_call)
+        try:
+            for parent in counted:
+                await parent.send_message("research please")
+        finally:
+            sys.setprofile(None)
     commits = sum(statement.strip().upper() == "COMMIT" for statement in statements)
     control = ("BEGIN", "COMMIT", "ROLLBACK", "PRAGMA", "SAVEPOINT", "RELEASE")
     rows = [s for s in statements if not s.lstrip().upper().startswith(control)]
@@ -221,7 +222,7 @@ def print_explained(figures: dict[str, float]) -> None:
 
 def main() -> None:
     """Print the per-delegation figures."""
-    args = parse_args(__doc__ or "", explain=True)
+    args = parse_args(__doc__ or "")
     delegations = 50 if args.short else 300
     rounds = args.rounds or (1 if args.short else 3)
     results = []
