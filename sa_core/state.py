@@ -385,6 +385,25 @@ class ThreadState:
 
         await decide(self, tool_call_id, approve=False, reason=reason)
 
+    async def variables_request(self, request_id: str) -> dict[str, Any] | None:
+        """A pending scoped-variables request of this thread (names only), else None."""
+        from sa_core.engine.subagents import variables_request
+
+        return await variables_request(self._runtime, self.thread_id, request_id)
+
+    # -- durable values ---------------------------------------------------------------------
+
+    async def get_value(self, key: str) -> Any:
+        """A JSON value stored on the thread under ``key`` (None when unset); survives restarts.
+
+        Keys starting with ``sa:`` belong to the runtime; use your own prefix.
+        """
+        return await self._runtime.store.get_value(self.thread_id, key)
+
+    async def set_value(self, key: str, value: Any) -> None:
+        """Store a JSON-serialisable value on the thread under ``key`` (see :meth:`get_value`)."""
+        await self._runtime.store.set_value(self.thread_id, key, value)
+
     # -- resources --------------------------------------------------------------------------
 
     def load_model(self, name: str) -> ModelDefinition:

@@ -149,6 +149,10 @@ async def run(args: argparse.Namespace) -> int:
                 flush=True,
             )
         app = create_app(runtime, ui=args.ui)
+        from sa_core.server.protocols import a2a
+
+        if not a2a.available():
+            print(a2a.MISSING, flush=True)
         port = sock.getsockname()[1]
         print("\n".join(banner(app, runtime, args.host, port, token)), flush=True)
         server = build_server(app, args.host, port, log_level=args.log_level)

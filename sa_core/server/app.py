@@ -94,6 +94,11 @@ class StandardAgentsPlugin(InitPluginProtocol):
             app_config.route_handlers.append(static_router())
         app_config.on_startup.append(self.startup)
         app_config.on_shutdown.append(self.shutdown)
+        from sa_core.server.protocols.a2a import a2a_server
+
+        if (a2a := a2a_server(self.runtime)) is not None:  # the A2A endpoints at /a2a
+            app_config.route_handlers.append(a2a.handler())
+            app_config.on_shutdown.append(a2a.aclose)
         openapi = app_config.openapi_config
         if openapi is not None:
             existing = openapi.components

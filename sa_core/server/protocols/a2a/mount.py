@@ -1,0 +1,162 @@
+"""The A2A endpoints, one ASGI app mounted at ``/a2a`` in the Litestar app.
+
+- ``GET /a2a``: the cards of every served agent (needs a key).
+- ``GET /a2a/{package}/{agent}/.well-known/agent-card.json``: one agent's card (public: A2A
+  clients read it to learn where to connect and that they need a Bearer key).
+- ``POST /a2a/{package}/{agent}``: the JSON-RPC binding (``SendMessage``,
+  ``SendStreamingMessage``, ``GetTask``, ``CancelTask``, ``SubscribeToTask``, and the v0.3
+  names ``message/send``, ``message/stream``, ``tasks/get``, ``tasks/cancel``), served by the
+  SDK's request handler with our executor and task store. Needs ``Authorization: Bearer``.
+
+The per-agent handlers are built on the first request, once the runtime has loaded its packs.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.request_handlers.response_helpers import agent_card_to_dict
+from a2a.server.routes import create_jsonrpc_routes
+from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
+from litestar import asgi
+from litestar.handlers import ASGIRouteHandler
+from litestar.types import Receive, Scope, Send
+from starlette.routing import Router
+
+from sa_core.runtime import Runtime
+from sa_core.server.auth import PUBLIC
+from sa_core.server.protocols.a2a.cards import PREFIX, agent_card, agent_path
+from sa_core.server.protocols.a2a.contexts import ThreadContextBuilder
+from sa_core.server.protocols.a2a.executor import ThreadAgentExecutor
+from sa_core.server.protocols.a2a.taskstore import AgentRoute, ThreadTaskStore
+
+INTERRUPTED_RELEASE_SECONDS = 600.0
+"""An SDK task object waiting for input is dropped from memory after this long (the task stays
+in the database; a later request loads it again)."""
+
+
+class A2AServer:
+    """The A2A endpoints of a runtime's entry agents."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        """Serve ``runtime``'s entry agents (built lazily, see the module docstring)."""
+        self.runtime = runtime
+        self._router: Router | None = None
+        self._handlers: list[DefaultRequestHandler] = []
+
+    def agents(self) -> list[tuple[str, str]]:
+        """``(package, agent)`` of every served agent, in package order."""
+        return [
+            (scope.package, name)
+            for scope in self.runtime.registry.scopes.values()
+            for name in scope.pack.entry_agent_names()
+            if name in scope.agents
+        ]
+
+    def _build(self) -> Router:
+        routes = []
+        for package, agent in self.agents():
+            route = AgentRoute(self.runtime, package, agent)
+            scope = self.runtime.registry.scopes[package]
+            handler = DefaultRequestHandler(
+                agent_executor=ThreadAgentExecutor(route),
+                task_store=ThreadTaskStore(route),
+                agent_card=agent_card(scope, agent, ""),
+                request_context_builder=ThreadContextBuilder(route),
+                interrupted_task_timeout=INTERRUPTED_RELEASE_SECONDS,
+            )
+            self._handlers.append(handler)
+            routes.extend(
+                create_jsonrpc_routes(handler, agent_path(package, agent), enable_v0_3_compat=True)
+            )
+        return Router(routes=routes)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer one request under ``/a2a`` (Litestar gives the path below the mount)."""
+        path = str(scope.get("path", ""))
+        if path != PREFIX and not path.startswith(PREFIX + "/"):
+            path = PREFIX + path
+        path = path.rstrip("/")
+        method = scope.get("method", "GET")
+        if path.endswith(AGENT_CARD_WELL_KNOWN_PATH) and method in ("GET", "HEAD"):
+            card = self._card(path.removesuffix(AGENT_CARD_WELL_KNOWN_PATH), scope)
+            if card is None:
+                detail = f"No A2A agent at {path}."
+                await _json(send, 404, {"error": "agent_not_found", "detail": detail})
+            else:
+                await _json(send, 200, card)
+            return
+        if not await self._authorized(scope):
+            await _json(
+                send,
+                401,
+                {
+                    "error": "unauthorized",
+                    "detail": "Send 'Authorization: Bearer <key>' with an active API key.",
+                },
+                {"www-authenticate": "Bearer"},
+            )
+            return
+        if path == PREFIX and method == "GET":
+            cards = [
+                agent_card_to_dict(agent_card(self.runtime.registry.scopes[p], a, _base(scope)))
+                for p, a in self.agents()
+            ]
+            await _json(send, 200, {"agents": cards})
+            return
+        if self._router is None:
+            self._router = self._build()
+        inner = dict(scope, path=path, raw_path=path.encode(), root_path="")
+        await self._router(inner, receive, send)  # type: ignore[arg-type]
+
+    def _card(self, base: str, scope: Scope) -> dict[str, Any] | None:
+        for package, agent in self.agents():
+            if agent_path(package, agent) == base:
+                card = agent_card(self.runtime.registry.scopes[package], agent, _base(scope))
+                return agent_card_to_dict(card)
+        return None
+
+    async def _authorized(self, scope: Scope) -> bool:
+        for name, value in scope.get("headers", []):
+            if name == b"authorization":
+                kind, _, token = value.decode("latin-1").partition(" ")
+                if kind.lower() == "bearer" and token.strip():
+                    return await self.runtime.store.verify_api_key(token.strip()) is not None
+                return False
+        return False
+
+    async def aclose(self) -> None:
+        """Drain the SDK handlers' running tasks (at shutdown)."""
+        for handler in self._handlers:
+            await handler.aclose()
+
+    def handler(self) -> ASGIRouteHandler:
+        """The Litestar mount of these endpoints at ``/a2a``."""
+
+        async def a2a_endpoints(scope: Scope, receive: Receive, send: Send) -> None:
+            await self(scope, receive, send)
+
+        return asgi(PREFIX, is_mount=True, opt={PUBLIC: True}, copy_scope=False)(a2a_endpoints)
+
+
+def _base(scope: Scope) -> str:
+    """``scheme://host`` of the request (as the client addressed the server)."""
+    host = next(
+        (v.decode("latin-1") for k, v in scope.get("headers", []) if k == b"host"), None
+    )
+    if host is None:
+        server = scope.get("server") or ("127.0.0.1", 80)
+        host = f"{server[0]}:{server[1]}"
+    return f"{scope.get('scheme', 'http')}://{host}"
+
+
+async def _json(
+    send: Send, status: int, body: dict[str, Any], headers: dict[str, str] | None = None
+) -> None:
+    data = json.dumps(body).encode()
+    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
+    raw += [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": data})
