@@ -97,9 +97,9 @@ AGENT = "/a2a/a2ademo/helper"
 class Server:
     """``sa serve`` in a subprocess; its output is read on a thread."""
 
-    def __init__(self, tmp: Path, port: int) -> None:
+    def __init__(self, tmp: Path, port: int, db: str | None = None) -> None:
         self.url = f"http://127.0.0.1:{port}"
-        self.db = f"sqlite:///{tmp / 'sa.db'}"
+        self.db = db or f"sqlite:///{tmp / 'sa.db'}"
         env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "sa_core.cli", "serve", "--port", str(port),
@@ -351,3 +351,37 @@ async def test_keys_and_isolation(served: Any) -> None:
             await last_task(client, user("hi", context_id=other_id))
         with pytest.raises(TaskNotFoundError):
             await client.get_task(GetTaskRequest(id=f"{other_id}.0123456789abcdef"))
+
+
+async def test_two_workers_on_postgresql(tmp_path: Path, pg_database_url: str) -> None:
+    """A task created through one worker is read, and cancelled, through another."""
+    (tmp_path / "a2a_pack.py").write_text(PACK)
+    (tmp_path / "other_pack.py").write_text(OTHER_PACK)
+    one = Server(tmp_path, free_port(), pg_database_url)
+    two: Server | None = None
+    try:
+        one.wait_for("Try it")
+        key = next(w for line in one.output for w in line.split() if w.startswith("sa_"))
+        two = Server(tmp_path, free_port(), pg_database_url)
+        two.wait_for("Try it")
+        async with a2a(one.url, key) as first, a2a(two.url, key) as second:
+            task, _ = await last_task(first, user("hello"))
+            assert task.status.state == TaskState.TASK_STATE_COMPLETED
+            fetched = await second.get_task(GetTaskRequest(id=task.id))
+            assert fetched.status.state == TaskState.TASK_STATE_COMPLETED
+            assert text_of(fetched) == "Test response received."
+            follow, _ = await last_task(second, user("again", context_id=task.context_id))
+            assert follow.context_id == task.context_id
+            assert follow.status.state == TaskState.TASK_STATE_COMPLETED
+
+            request = user("/tool hang {}")
+            request.configuration.CopyFrom(SendMessageConfiguration(return_immediately=True))
+            hanging, _ = await last_task(first, request)
+            canceled = await second.cancel_task(CancelTaskRequest(id=hanging.id))
+            assert canceled.status.state == TaskState.TASK_STATE_CANCELED
+            seen = await first.get_task(GetTaskRequest(id=hanging.id))
+            assert seen.status.state == TaskState.TASK_STATE_CANCELED
+    finally:
+        one.stop()
+        if two is not None:
+            two.stop()

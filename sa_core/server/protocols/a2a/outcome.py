@@ -45,7 +45,8 @@ async def turn_messages(thread: ThreadState, message_ids: list[str]) -> list[Mes
 
     ``message_ids`` are the messages the client sent into this task; another ``user`` message
     (a later task, or a message posted over the HTTP API) ends the turn. None when the first
-    message is not in the thread (deleted).
+    message is not in the thread: still queued (another worker runs the thread and has not
+    taken it yet), or deleted.
     """
     if not message_ids:
         return None
@@ -81,8 +82,8 @@ async def turn_outcome(
         running: whether this process knows the turn is still in flight.
     """
     messages = await turn_messages(thread, message_ids)
-    if messages is None:
-        return TurnOutcome("failed", "The task's messages no longer exist on the thread.")
+    if messages is None:  # queued for the worker that runs the thread
+        return TurnOutcome("working")
     answer = _answer(messages)
     if answer is not None:
         stopped = bool((answer.metadata or {}).get("stopped"))
