@@ -41,12 +41,11 @@ from a2a.types.a2a_pb2 import (  # noqa: E402
     Task,
     TaskState,
 )
-
 from a2a.utils.errors import InvalidParamsError, TaskNotFoundError  # noqa: E402
 
 from sa_core.cli.serve_banner import bind  # noqa: E402
 
-PACK = '''
+PACK = """
 import asyncio
 from pydantic import BaseModel
 from sa_core import Pack, define_agent, define_model, define_prompt, define_tool
@@ -79,7 +78,7 @@ pack = Pack(
         define_tool(name="report", description="Writes a report.", args=Nothing, execute=report),
     ],
 )
-'''
+"""
 OTHER_PACK = """
 from sa_core import Pack, define_agent, define_model, define_prompt
 
@@ -102,11 +101,28 @@ class Server:
         self.db = db or f"sqlite:///{tmp / 'sa.db'}"
         env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "sa_core.cli", "serve", "--port", str(port),
-             "--db", self.db, "--pack", str(tmp / "a2a_pack.py"),
-             "--pack", str(tmp / "other_pack.py"),
-             "--test-provider", "--log-level", "warning"],
-            cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            [
+                sys.executable,
+                "-m",
+                "sa_core.cli",
+                "serve",
+                "--port",
+                str(port),
+                "--db",
+                self.db,
+                "--pack",
+                str(tmp / "a2a_pack.py"),
+                "--pack",
+                str(tmp / "other_pack.py"),
+                "--test-provider",
+                "--log-level",
+                "warning",
+            ],
+            cwd=tmp,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
         self.lines: queue.Queue[str] = queue.Queue()
         stdout = self.proc.stdout
@@ -187,8 +203,11 @@ async def a2a(base: str, key: str, *, streaming: bool = False) -> AsyncIterator[
 
 def user(text: str, *, context_id: str = "", task_id: str = "") -> SendMessageRequest:
     message = Message(
-        role=Role.ROLE_USER, message_id=os.urandom(8).hex(), parts=[Part(text=text)],
-        context_id=context_id, task_id=task_id,
+        role=Role.ROLE_USER,
+        message_id=os.urandom(8).hex(),
+        parts=[Part(text=text)],
+        context_id=context_id,
+        task_id=task_id,
     )
     return SendMessageRequest(message=message)
 
@@ -222,8 +241,9 @@ async def test_card_send_and_get_after_restart(served: Any) -> None:
     assert card["supportedInterfaces"][0]["url"] == server.url + AGENT
     assert card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"] == "Bearer"
     assert {"helper", "tool:transfer", "tool:report"} <= {s["id"] for s in card["skills"]}
-    assert AGENT in {c["supportedInterfaces"][0]["url"][-len(AGENT):]
-                     for c in index.json()["agents"]}
+    assert AGENT in {
+        c["supportedInterfaces"][0]["url"][-len(AGENT) :] for c in index.json()["agents"]
+    }
 
     async with a2a(server.url, key) as client:
         task, _ = await last_task(client, user("hello"))
@@ -236,9 +256,11 @@ async def test_card_send_and_get_after_restart(served: Any) -> None:
     assert [(f.filename, f.raw) for f in files] == [("report.txt", b"the report")]
 
     async with httpx.AsyncClient(headers={"Authorization": f"Bearer {key}"}) as http:
-        messages = (await http.get(f"{server.url}{API}/threads/{task.context_id}/messages"))
+        messages = await http.get(f"{server.url}{API}/threads/{task.context_id}/messages")
     assert [m["content"] for m in messages.json()["messages"] if m["role"] == "user"] == [
-        "hello", "/tool report {}"]
+        "hello",
+        "/tool report {}",
+    ]
 
     server.stop()
     restarted = start()
@@ -270,7 +292,7 @@ async def test_streaming(served: Any) -> None:
 async def test_cancel(served: Any) -> None:
     _, server, key = served
     async with a2a(server.url, key) as client:
-        request = user('/tool hang {}')
+        request = user("/tool hang {}")
         request.configuration.CopyFrom(SendMessageConfiguration(return_immediately=True))
         task, _ = await last_task(client, request)
         assert task.status.state in (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING)
@@ -323,9 +345,20 @@ async def test_keys_and_isolation(served: Any) -> None:
         assert answer.headers["www-authenticate"] == "Bearer"
 
     created = subprocess.run(
-        [sys.executable, "-m", "sa_core.cli", "keys", "create", "--name", "temp", "--db",
-         server.db],
-        capture_output=True, text=True, check=True,
+        [
+            sys.executable,
+            "-m",
+            "sa_core.cli",
+            "keys",
+            "create",
+            "--name",
+            "temp",
+            "--db",
+            server.db,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     temp = next(w for w in created.stdout.split() if w.startswith("sa_"))
     async with a2a(server.url, temp) as client:
@@ -333,7 +366,9 @@ async def test_keys_and_isolation(served: Any) -> None:
         assert task.status.state == TaskState.TASK_STATE_COMPLETED
         subprocess.run(
             [sys.executable, "-m", "sa_core.cli", "keys", "revoke", temp, "--db", server.db],
-            capture_output=True, text=True, check=True,
+            capture_output=True,
+            text=True,
+            check=True,
         )
         with pytest.raises(A2AClientError):
             await client.get_task(GetTaskRequest(id=task.id))
@@ -343,8 +378,10 @@ async def test_keys_and_isolation(served: Any) -> None:
     ) as http:
         other = await http.post("/api/packages/a2aother/threads", json={"agent": "other"})
         assert other.status_code == 201, other.text
-        await http.post(f"/api/packages/a2aother/threads/{other.json()['id']}/messages",
-                        json={"content": "private"})
+        await http.post(
+            f"/api/packages/a2aother/threads/{other.json()['id']}/messages",
+            json={"content": "private"},
+        )
     other_id = other.json()["id"]
     async with a2a(server.url, key) as client:
         with pytest.raises(InvalidParamsError, match="Unknown contextId"):

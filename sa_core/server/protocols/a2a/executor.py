@@ -15,7 +15,7 @@ import contextlib
 from typing import Any
 
 from a2a.server.agent_execution import AgentExecutor, RequestContext
-from a2a.server.events.event_queue_v2 import EventQueue
+from a2a.server.events import EventQueue
 from a2a.types.a2a_pb2 import (
     Artifact,
     Part,
@@ -38,6 +38,7 @@ from sa_core.server.protocols.a2a.convert import (
 )
 from sa_core.server.protocols.a2a.outcome import TurnOutcome, turn_outcome
 from sa_core.server.protocols.a2a.taskstore import AgentRoute
+from sa_core.spec import AttachmentRef, ToolAttachment
 from sa_core.state import ThreadState
 
 RECHECK_SECONDS = 1.0
@@ -60,12 +61,15 @@ class ThreadAgentExecutor(AgentExecutor):
         if thread is None:
             raise TaskNotFoundError(message=f"No conversation {context_id!r} here.")
         try:
-            text, attachments = message_parts(context.message) if context.message else ("", [])
+            text, files = message_parts(context.message) if context.message else ("", [])
         except ValueError as exc:
             raise InvalidParamsError(message=str(exc)) from None
+        attachments: list[ToolAttachment | AttachmentRef | dict[str, Any]] = [*files]
         task = context.current_task
         if task is None:
-            task = Task(id=task_id, context_id=context_id, history=[context.message])
+            task = Task(id=task_id, context_id=context_id)
+            if context.message is not None:
+                task.history.append(context.message)
             task.status.state = TaskState.TASK_STATE_SUBMITTED
             await event_queue.enqueue_event(task)
         message_ids = [str(i) for i in sa_meta(task).get("message_ids") or []]

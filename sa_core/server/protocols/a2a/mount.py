@@ -143,9 +143,7 @@ class A2AServer:
 
 def _base(scope: Scope) -> str:
     """``scheme://host`` of the request (as the client addressed the server)."""
-    host = next(
-        (v.decode("latin-1") for k, v in scope.get("headers", []) if k == b"host"), None
-    )
+    host = next((v.decode("latin-1") for k, v in scope.get("headers", []) if k == b"host"), None)
     if host is None:
         server = scope.get("server") or ("127.0.0.1", 80)
         host = f"{server[0]}:{server[1]}"
@@ -158,5 +156,7 @@ async def _json(
     data = json.dumps(body).encode()
     raw = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
     raw += [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
-    await send({"type": "http.response.start", "status": status, "headers": raw})
-    await send({"type": "http.response.body", "body": data})
+    start: Any = {"type": "http.response.start", "status": status, "headers": raw}
+    body_event: Any = {"type": "http.response.body", "body": data}
+    await send(start)
+    await send(body_event)

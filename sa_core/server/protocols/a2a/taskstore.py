@@ -111,7 +111,8 @@ class ThreadTaskStore(TaskStore):
         stored = await thread.get_value(key)
         if not isinstance(stored, dict):
             return None
-        task = ParseDict(stored, Task(), ignore_unknown_fields=True)
+        task = Task()
+        ParseDict(stored, task, ignore_unknown_fields=True)
         if task.status.state in TERMINAL or task_id in self.route.live:
             return task
         return await self._refresh(thread, key, task)
@@ -154,5 +155,6 @@ class ThreadTaskStore(TaskStore):
 def _state(stored: Any) -> int | None:
     if not isinstance(stored, dict):
         return None
-    task = ParseDict(stored, Task(), ignore_unknown_fields=True)
+    task = Task()
+    ParseDict(stored, task, ignore_unknown_fields=True)
     return int(task.status.state)
