@@ -122,7 +122,8 @@ class ProviderRequest:
         tool_choice: ``auto``, ``none``, ``required``, or ``{"name": tool}`` to force one tool.
         parallel_tool_calls: passed through when set; ``None`` keeps the provider default.
         reasoning: requested reasoning, if any.
-        provider_options: the model definition's ``provider_options`` (``base_url`` etc.).
+        provider_options: the model definition's ``provider_options`` (``base_url`` etc.)
+            with the prompt's merged over them, key by key.
         max_tokens: an output cap, when the model definition sets one.
         user: the thread id, for provider-side abuse tracking.
         env: resolves a variable (API keys): thread env first, then the process environment.

@@ -186,7 +186,13 @@ class ReasoningSpec(SpecModel):
 
 
 class PromptDefinition(SpecModel):
-    """A system prompt with its model, tools and context policy."""
+    """A system prompt with its model, tools and context policy.
+
+    Attributes:
+        provider_options: provider-specific options for this prompt's model calls, merged
+            over each model definition's ``provider_options`` key by key (a key set here
+            replaces the model's value for that key). ``providerOptions`` in JSON.
+    """
 
     name: str
     prompt: str | list[PromptPart] = ""
@@ -202,6 +208,7 @@ class PromptDefinition(SpecModel):
     env: dict[str, str] = Field(default_factory=dict)
     reasoning: ReasoningSpec | None = None
     recent_image_threshold: int = 10
+    provider_options: dict[str, Any] = Field(default_factory=dict)
     hooks: list[str] = Field(default_factory=list)
     max_tokens: int | None = None
     expose_as_tool: bool | None = None
