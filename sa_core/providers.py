@@ -120,7 +120,9 @@ class ProviderRequest:
         messages: the conversation, system prompt first.
         tools: tools offered to the model.
         tool_choice: ``auto``, ``none``, ``required``, or ``{"name": tool}`` to force one tool.
-        parallel_tool_calls: passed through when set; ``None`` keeps the provider default.
+        parallel_tool_calls: sent with the tools when set; ``None`` keeps the provider
+            default. The engine sends the prompt's value, ``False`` unless it allows parallel
+            calls.
         reasoning: requested reasoning, if any.
         provider_options: the model definition's ``provider_options`` (``base_url`` etc.)
             with the prompt's merged over them, key by key.

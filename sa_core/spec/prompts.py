@@ -189,6 +189,8 @@ class PromptDefinition(SpecModel):
     """A system prompt with its model, tools and context policy.
 
     Attributes:
+        parallel_tool_calls: whether the model may ask for several tool calls in one turn
+            (the spec's default is ``False``; the engine runs the calls in order either way).
         provider_options: provider-specific options for this prompt's model calls, merged
             over each model definition's ``provider_options`` key by key (a key set here
             replaces the model's value for that key). ``providerOptions`` in JSON.
@@ -200,7 +202,7 @@ class PromptDefinition(SpecModel):
     tool_description: str = ""
     include_chat: bool = False
     include_past_tools: bool = False
-    parallel_tool_calls: bool | None = None
+    parallel_tool_calls: bool = False
     tool_choice: Literal["auto", "none", "required"] = "auto"
     required_schema: Any = None
     variables: list[VariableDefinition] = Field(default_factory=list)
