@@ -120,9 +120,12 @@ class ProviderRequest:
         messages: the conversation, system prompt first.
         tools: tools offered to the model.
         tool_choice: ``auto``, ``none``, ``required``, or ``{"name": tool}`` to force one tool.
-        parallel_tool_calls: passed through when set; ``None`` keeps the provider default.
+        parallel_tool_calls: sent with the tools when set; ``None`` keeps the provider
+            default. The engine sends the prompt's value, ``False`` unless it allows parallel
+            calls.
         reasoning: requested reasoning, if any.
-        provider_options: the model definition's ``provider_options`` (``base_url`` etc.).
+        provider_options: the model definition's ``provider_options`` (``base_url`` etc.)
+            with the prompt's merged over them, key by key.
         max_tokens: an output cap, when the model definition sets one.
         user: the thread id, for provider-side abuse tracking.
         env: resolves a variable (API keys): thread env first, then the process environment.

@@ -12,6 +12,7 @@ import base64
 import contextlib
 import mimetypes
 from collections.abc import AsyncIterator, Iterator, Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 from sa_core.errors import (
@@ -39,6 +40,9 @@ from sa_core.spec import (
     ToolAttachment,
     ToolResult,
 )
+
+NO_TOOL_OPTIONS: Mapping[str, Any] = MappingProxyType({})
+"""``state.tool_options`` when a tool is given none."""
 
 if TYPE_CHECKING:
     from sa_core.engine.flow import Flow
@@ -74,6 +78,7 @@ class ThreadState:
         self._flow = flow
         self._context: dict[str, Any] = {}
         self._tool_env: Mapping[str, str] = {}
+        self._tool_options: Mapping[str, Any] = NO_TOOL_OPTIONS
         self._prompt: PromptDefinition | None = None
         self.tool_call_id: str | None = None
         """While a tool runs: the id of its tool call, stable across restarts (use it as the
@@ -180,14 +185,26 @@ class ThreadState:
         self._prompt = prompt
 
     @contextlib.contextmanager
-    def tool_env(self, env: Mapping[str, str]) -> Iterator[None]:
-        """Within the block, ``env`` (a prompt's tool config) resolves first (engine use)."""
-        previous = self._tool_env
-        self._tool_env = env
+    def tool_env(
+        self, env: Mapping[str, str], options: Mapping[str, Any] = NO_TOOL_OPTIONS
+    ) -> Iterator[None]:
+        """Within the block a prompt's tool config applies: ``env`` and ``tool_options``."""
+        previous = self._tool_env, self._tool_options
+        self._tool_env, self._tool_options = env, options
         try:
             yield
         finally:
-            self._tool_env = previous
+            self._tool_env, self._tool_options = previous
+
+    @property
+    def tool_options(self) -> Mapping[str, Any]:
+        """While a tool runs: the ``options`` of the prompt's tools entry that offered it.
+
+        A read-only mapping (``{"name": ..., "options": {...}}`` in the prompt's ``tools``),
+        shared by every call of that entry, so leave nested values as they are; empty when the
+        entry gives none, and outside a tool call.
+        """
+        return self._tool_options
 
     @property
     def context(self) -> dict[str, Any]:

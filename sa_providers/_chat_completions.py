@@ -39,6 +39,8 @@ from sa_providers._stream import (
 )
 
 _REASONING_MODEL = re.compile(r"^(o\d|gpt-5)")
+_NO_PARALLEL_FIELD = re.compile(r"^o\d")
+"""OpenAI's o-series models reject ``parallel_tool_calls`` on Chat Completions (HTTP 400)."""
 _EFFORT_BUDGETS = ((2048, "low"), (8192, "medium"))
 _FINISH: dict[str, FinishReason] = {
     "stop": "stop",
@@ -67,6 +69,8 @@ class ChatDialect:
         echo_extra_content: send tool calls' ``extra_content`` back (Gemini's compatible API).
         stream_usage: ask for usage in streams (``stream_options.include_usage``).
         send_user: send the thread id as ``user``.
+        send_parallel_tool_calls: send ``parallel_tool_calls`` with the tools (turn it off for
+            servers that reject the field; the model's own default then applies).
         extra_body: fields merged into every request body.
 
     """
@@ -78,6 +82,7 @@ class ChatDialect:
     echo_extra_content: bool = False
     stream_usage: bool = True
     send_user: bool = False
+    send_parallel_tool_calls: bool = True
     extra_body: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -238,7 +243,11 @@ def chat_body(request: ProviderRequest, dialect: ChatDialect, *, stream: bool) -
     if request.tools:
         body["tools"] = chat_tools(request.tools)
         body["tool_choice"] = chat_tool_choice(request.tool_choice)
-        if request.parallel_tool_calls is not None:
+        if (
+            request.parallel_tool_calls is not None
+            and dialect.send_parallel_tool_calls
+            and not _NO_PARALLEL_FIELD.match(request.model)
+        ):
             body["parallel_tool_calls"] = request.parallel_tool_calls
     if request.max_tokens is not None:
         name = dialect.max_tokens_field

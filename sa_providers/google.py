@@ -143,7 +143,11 @@ def _tool_config(request: ProviderRequest) -> dict[str, Any]:
 
 
 def gemini_body(request: ProviderRequest) -> dict[str, Any]:
-    """Build a generateContent body (``provider_options`` are merged by the caller)."""
+    """Build a generateContent body (``provider_options`` are merged by the caller).
+
+    ``parallel_tool_calls`` has no generateContent field (Gemini may answer with several
+    function calls either way), so it is not sent.
+    """
     system, contents = gemini_contents(request.messages)
     body: dict[str, Any] = {"contents": contents}
     if system:

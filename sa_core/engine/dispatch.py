@@ -74,7 +74,7 @@ async def run_offered(
         return await state.runtime.mcp.call(scope, tool.mcp, arguments)
     if tool.kind == "native":
         assert tool.native is not None
-        with state.tool_env(tool.env):
+        with state.tool_env(tool.env, tool.options):
             return await run_native(tool.native, state, arguments)
     _, problems = validate_args(
         tool.parameters if tool.parameters.get("properties") else None, arguments

@@ -587,6 +587,7 @@ class Flow:
             tool_choice=prompt.tool_choice if tools else "auto",
             parallel_tool_calls=prompt.parallel_tool_calls,
             reasoning=reasoning,
+            provider_options=prompt.provider_options,
             message_id=pending.id,
             depth=self.depth,
             partial=self._partial,

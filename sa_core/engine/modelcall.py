@@ -70,6 +70,7 @@ class ModelCaller:
         tool_choice: Any = "auto",
         parallel_tool_calls: bool | None = None,
         reasoning: ReasoningConfig | None = None,
+        provider_options: Mapping[str, Any] | None = None,
         message_id: str | None = None,
         depth: int = 0,
         partial: list[str] | None = None,
@@ -80,6 +81,8 @@ class ModelCaller:
         unsaved, so the caller can store it in the same transaction as the message it produced.
         ``partial``, when given, collects the text streamed by the current attempt (a failed
         attempt's text is dropped), so a stopped turn can keep what was said.
+        ``provider_options`` (the prompt's) are merged over each model definition's own,
+        key by key, for the model and each of its fallbacks.
 
         Returns:
             The response and the successful attempt's (unsaved) log row.
@@ -101,7 +104,7 @@ class ModelCaller:
                 tool_choice=tool_choice,
                 parallel_tool_calls=parallel_tool_calls,
                 reasoning=reasoning,
-                provider_options=dict(definition.provider_options),
+                provider_options={**definition.provider_options, **(provider_options or {})},
                 max_tokens=definition.max_tokens,
                 user=state.thread_id,
                 env=lookup,

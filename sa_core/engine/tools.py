@@ -13,6 +13,7 @@ import json
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 from sa_core.spec import (
@@ -27,6 +28,7 @@ from sa_core.spec import (
     tool_entry_name,
 )
 from sa_core.spec.schemas import EMPTY_OBJECT_SCHEMA, json_schema_of, validate_args
+from sa_core.state import NO_TOOL_OPTIONS
 
 if TYPE_CHECKING:
     from sa_core.engine.mcp import McpToolRef
@@ -50,6 +52,7 @@ class OfferedTool:
     parameters: dict[str, Any]
     optional: str | None = None
     env: dict[str, str] = field(default_factory=dict)
+    options: Mapping[str, Any] = field(default_factory=lambda: NO_TOOL_OPTIONS)
     native: ToolDefinition | None = None
     prompt: PromptDefinition | None = None
     subprompt: SubpromptConfig | None = None
@@ -144,6 +147,9 @@ def resolve_entry(scope: PackScope, entry: ToolEntry) -> OfferedTool | None:
                 parameters=json_schema_of(native.args),
                 optional=optional,
                 env=dict(entry.env) if isinstance(entry, PromptToolConfig) else {},
+                options=MappingProxyType(dict(entry.options))
+                if isinstance(entry, PromptToolConfig) and entry.options
+                else NO_TOOL_OPTIONS,
                 native=native,
                 requires_approval=native.requires_approval
                 or (isinstance(entry, PromptToolConfig) and entry.requires_approval),

@@ -186,7 +186,15 @@ class ReasoningSpec(SpecModel):
 
 
 class PromptDefinition(SpecModel):
-    """A system prompt with its model, tools and context policy."""
+    """A system prompt with its model, tools and context policy.
+
+    Attributes:
+        parallel_tool_calls: whether the model may ask for several tool calls in one turn
+            (the spec's default is ``False``; the engine runs the calls in order either way).
+        provider_options: provider-specific options for this prompt's model calls, merged
+            over each model definition's ``provider_options`` key by key (a key set here
+            replaces the model's value for that key). ``providerOptions`` in JSON.
+    """
 
     name: str
     prompt: str | list[PromptPart] = ""
@@ -194,7 +202,7 @@ class PromptDefinition(SpecModel):
     tool_description: str = ""
     include_chat: bool = False
     include_past_tools: bool = False
-    parallel_tool_calls: bool | None = None
+    parallel_tool_calls: bool = False
     tool_choice: Literal["auto", "none", "required"] = "auto"
     required_schema: Any = None
     variables: list[VariableDefinition] = Field(default_factory=list)
@@ -202,6 +210,7 @@ class PromptDefinition(SpecModel):
     env: dict[str, str] = Field(default_factory=dict)
     reasoning: ReasoningSpec | None = None
     recent_image_threshold: int = 10
+    provider_options: dict[str, Any] = Field(default_factory=dict)
     hooks: list[str] = Field(default_factory=list)
     max_tokens: int | None = None
     expose_as_tool: bool | None = None

@@ -69,6 +69,16 @@ def define_tool(
 
     With ``requires_approval=True`` a call parks the thread until a human approves or denies
     it (``thread.approve`` / ``thread.deny``, or ``POST threads/{id}/approvals/{call_id}``).
+
+    A prompt may list the tool with static per-prompt values, ``{"name": "weather",
+    "options": {"units": "metric"}, "env": {"REGION": "eu"}}``: while the tool runs for that
+    prompt, ``state.tool_options`` is the entry's ``options`` (a read-only mapping, empty when
+    the entry gives none) and the entry's ``env`` gives defaults for ``state.env`` (the
+    thread's, user's, instance's and agent's values still win)::
+
+        def execute(state, args):
+            units = state.tool_options.get("units", "metric")
+            return f"20 degrees ({units}) in {args.city}"
     """
     return ToolDefinition(
         name=name,
