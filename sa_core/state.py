@@ -265,7 +265,13 @@ class ThreadState:
         include_silent: bool = False,
         max_depth: int | None = 0,
     ) -> MessagesResult:
-        """A page of stored messages (top level by default)."""
+        """A page of stored messages (top level by default).
+
+        Messages carrying a ``subagent_id`` show that child's registry entry in their
+        ``subagent_*`` fields (name, title, description, status, ...), as the registry is now.
+        """
+        from sa_core.engine.messages import with_subagent_fields
+
         messages, total = await self._runtime.store.list_messages(
             self.thread_id,
             limit=limit,
@@ -274,13 +280,19 @@ class ThreadState:
             include_silent=include_silent,
             max_depth=max_depth,
         )
+        messages = await with_subagent_fields(self, messages)
         return MessagesResult(
             messages=messages, total=total, has_more=offset + len(messages) < total
         )
 
     async def get_message(self, message_id: str) -> Message | None:
-        """One message by id (silent ones included)."""
-        return await self._runtime.store.get_message(self.thread_id, message_id)
+        """One message by id (silent ones included), ``subagent_*`` fields projected."""
+        from sa_core.engine.messages import with_subagent_fields
+
+        message = await self._runtime.store.get_message(self.thread_id, message_id)
+        if message is None:
+            return None
+        return (await with_subagent_fields(self, [message]))[0]
 
     async def inject_message(self, message: InjectMessageInput | Mapping[str, Any]) -> Message:
         """Store a message without starting a turn.
