@@ -665,6 +665,23 @@ class ThreadState:
 
         await set_status(self, status)
 
+    async def run_agent(self, agent_name: str) -> None:
+        """Enqueue a flow of agent ``agent_name`` on this thread (seed 004 ``runAgent``).
+
+        The agent becomes the thread's owner and its side A acts, once the thread takes in
+        its queue: at once on an idle thread, before the next step of a running one (like a
+        queued message; durable across restarts). ``agent_name`` is an agent of the thread's
+        package, or ``package/agent`` for another package's entry agent.
+
+        Raises:
+            ThreadTerminatedError: the thread is terminated.
+            DefinitionNotFoundError: no such agent; the message lists the agents it can run.
+        """
+        self._check_active()
+        from sa_core.engine.runagent import run_agent
+
+        await run_agent(self, agent_name)
+
     async def stop(self) -> None:
         """Abort the in-flight turn; the next message continues the thread."""
         await self._runtime.stop_thread(self.thread_id)

@@ -40,6 +40,7 @@ from sa_core.engine.messages import (
     publish_message,
 )
 from sa_core.engine.pastcontext import UNSENT, excluding, filtered_history, strip_past_tools
+from sa_core.engine.runagent import run_agent_request, take_run_agent
 from sa_core.engine.subagents import forward_status, reset_immediate, run_immediate
 from sa_core.engine.tools import OfferedTool, normalise_result, result_text
 from sa_core.engine.usage import stop_for_budget
@@ -966,6 +967,7 @@ class Flow:
         engine = self.engine
         state = self.state
         kept = (len(self.messages), dict(self.turns), self.current_side, self.stopped)
+        owner = (state.row.agent_id, state.row.package)  # a run_agent entry may change it
         try:
             async with engine.store.transaction() as tx:
                 if known is None:
@@ -979,15 +981,23 @@ class Flow:
         except QueueChanged:  # (``known`` only) nothing of the transaction stayed
             del self.messages[kept[0] :]
             self.turns, self.current_side, self.stopped = kept[1], kept[2], kept[3]
+            state.row.agent_id, state.row.package = owner
             return False
         await announce_created(state, stored)
         return True
 
     async def _store_entries(self, entries: list[QueueEntry], tx: Transaction) -> list[Message]:
-        """Insert drained entries as messages in ``tx`` and move the resume point past them."""
+        """Insert drained entries as messages in ``tx`` and move the resume point past them.
+
+        An entry queued by ``state.run_agent`` is no message: it makes its agent the owner.
+        """
         state = self.state
         messages = []
         for entry in entries:
+            request = run_agent_request(entry.metadata)
+            if request is not None:
+                await take_run_agent(self, request, tx)
+                continue
             metadata = dict(entry.metadata or {})
             metadata.setdefault("queued", True)
             message_id = metadata.pop("message_id", None) or entry.id
