@@ -26,7 +26,7 @@ async def hand_over(state: Any) -> str:
     return "handed over"
 
 
-def make_pack() -> Pack:
+def make_pack(*more_agents: Any) -> Pack:
     main = define_prompt(
         name="main", model="fast", prompt="You help.", include_chat=True, tools=["hand_over"]
     )
@@ -36,6 +36,7 @@ def make_pack() -> Pack:
         agents=[
             define_agent(name="helper", side_a={"prompt": "main"}),
             define_agent(name="reviewer", side_a={"prompt": "review"}),
+            *more_agents,
         ],
         prompts=[main, review],
         models=[MODEL],
@@ -132,3 +133,13 @@ async def test_run_agent_on_a_terminated_thread_raises(sa_runtime_factory):
         await thread.terminate()
         with pytest.raises(ThreadTerminatedError):
             await thread.run_agent("reviewer")
+
+
+def test_sa_pack_takes_in_an_agent_that_packed_code_runs_with_run_agent() -> None:
+    from sa_core.packaging.closure import compute_closure
+
+    pack = make_pack(define_agent(name="unused", side_a={"prompt": "review"}))
+    closure = compute_closure(pack, "helper")
+    assert closure.names()["agents"] == ["helper", "reviewer"]  # hand_over runs "reviewer"
+    assert closure.names()["prompts"] == ["main", "review"]
+    assert closure.roles == {"reviewer": "handoff"}
