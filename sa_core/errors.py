@@ -73,6 +73,7 @@ class DefinitionNotFoundError(ConfigurationError):
         self.kind = kind
         self.name = name
         self.package = package
+        self.hint = hint
         known_list = sorted(known)
         where = f" in package '{package}'" if package else ""
         parts = [f"Unknown {kind} '{name}'{where}."]

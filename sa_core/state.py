@@ -282,7 +282,13 @@ class ThreadState:
         include_silent: bool = False,
         max_depth: int | None = 0,
     ) -> MessagesResult:
-        """A page of stored messages (top level by default)."""
+        """A page of stored messages (top level by default).
+
+        Messages carrying a ``subagent_id`` show that child's registry entry in their
+        ``subagent_*`` fields (name, title, description, status, ...), as the registry is now.
+        """
+        from sa_core.engine.messages import with_subagent_fields
+
         messages, total = await self._runtime.store.list_messages(
             self.thread_id,
             limit=limit,
@@ -291,13 +297,19 @@ class ThreadState:
             include_silent=include_silent,
             max_depth=max_depth,
         )
+        messages = await with_subagent_fields(self, messages)
         return MessagesResult(
             messages=messages, total=total, has_more=offset + len(messages) < total
         )
 
     async def get_message(self, message_id: str) -> Message | None:
-        """One message by id (silent ones included)."""
-        return await self._runtime.store.get_message(self.thread_id, message_id)
+        """One message by id (silent ones included), ``subagent_*`` fields projected."""
+        from sa_core.engine.messages import with_subagent_fields
+
+        message = await self._runtime.store.get_message(self.thread_id, message_id)
+        if message is None:
+            return None
+        return (await with_subagent_fields(self, [message]))[0]
 
     async def inject_message(self, message: InjectMessageInput | Mapping[str, Any]) -> Message:
         """Store a message without starting a turn.
@@ -688,6 +700,23 @@ class ThreadState:
         from sa_core.engine.subagents import set_status
 
         await set_status(self, status)
+
+    async def run_agent(self, agent_name: str) -> None:
+        """Enqueue a flow of agent ``agent_name`` on this thread (seed 004 ``runAgent``).
+
+        The agent becomes the thread's owner and its side A acts, once the thread takes in
+        its queue: at once on an idle thread, before the next step of a running one (like a
+        queued message; durable across restarts). ``agent_name`` is an agent of the thread's
+        package, or ``package/agent`` for another package's entry agent.
+
+        Raises:
+            ThreadTerminatedError: the thread is terminated.
+            DefinitionNotFoundError: no such agent; the message lists the agents it can run.
+        """
+        self._check_active()
+        from sa_core.engine.runagent import run_agent
+
+        await run_agent(self, agent_name)
 
     async def stop(self) -> None:
         """Abort the in-flight turn; the next message continues the thread."""

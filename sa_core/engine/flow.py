@@ -40,6 +40,7 @@ from sa_core.engine.messages import (
     publish_message,
 )
 from sa_core.engine.pastcontext import UNSENT, excluding, filtered_history, strip_past_tools
+from sa_core.engine.runagent import run_agent_request, take_run_agent
 from sa_core.engine.subagents import forward_status, reset_immediate, run_immediate
 from sa_core.engine.tools import OfferedTool, normalise_result, result_text
 from sa_core.engine.usage import stop_for_budget
@@ -87,6 +88,9 @@ INTERRUPTED_TOOL = "Interrupted by a restart before it finished."
 """Result of a tool call a restart interrupted that may not run again."""
 MAX_TOOL_ATTEMPTS = 2
 """Runs a tool call may start: the first, and one more after a restart interrupted it."""
+QUEUED_TOOLS = "queued_tools"
+"""Metadata key (``True``) of the message carrying the calls of tools queued with
+``state.queue_tool``: a message of the acting side with no content of its own."""
 
 StopReason = Literal[
     "aborted_by_user",
@@ -669,20 +673,59 @@ class Flow:
                 if row is not None:
                     tool_rows.append(row)
             self._sole_call = None
-        while self.queued_tools:
-            name, args = self.queued_tools.pop(0)
-            queued = ToolCall(
-                id=f"queued_{uuid.uuid4().hex[:8]}",
-                function=ToolCallFunction(name=name, arguments=dumps_compact(args)),
-            )
-            row = await self._run_call(queued, offered, config, allow_any=True)
-            if row is not None:
-                tool_rows.append(row)
+        tool_rows += await self.run_queued_tools(side, prompt, offered, config)
         self._unanswered = []
         state.active_prompt = prompt
         if self._row_settled is not None:  # the session ended in its tool row's commit
             settled, self._row_settled = self._row_settled, None
         return StepResult(message, calls, tool_rows, content, settled)
+
+    async def run_queued_tools(
+        self,
+        side: Side,
+        prompt: PromptDefinition,
+        offered: dict[str, OfferedTool],
+        config: SideConfig,
+    ) -> list[Message]:
+        """Run the tools queued with ``state.queue_tool`` as regular, paired tool calls.
+
+        Each batch (the tools queued so far) is first stored as a message of the acting side
+        carrying the calls, marked ``metadata.queued_tools``; it commits before the tools run,
+        as a model step does. Each tool's result then commits as its tool message when it
+        finishes, so every later context pairs the call with its result. Tools queued while a
+        batch runs form the next batch.
+
+        Returns:
+            The tool messages stored, in order.
+        """
+        rows: list[Message] = []
+        while self.queued_tools:
+            batch, self.queued_tools = self.queued_tools, []
+            calls = [
+                ToolCall(
+                    id=f"queued_{uuid.uuid4().hex[:8]}",
+                    function=ToolCallFunction(name=name, arguments=dumps_compact(args)),
+                )
+                for name, args in batch
+            ]
+            carrier = new_message(
+                self.state.thread_id,
+                SIDE_ROLE[side],
+                None,
+                tool_calls=calls,
+                status="completed",
+                depth=self.depth,
+                parent_id=self.parent_message_id,
+                prompt=prompt.name,
+                metadata={QUEUED_TOOLS: True},
+            )
+            self.remember(await create_message(self.state, carrier))
+            self._unanswered = [*self._unanswered, *calls]
+            for call in calls:
+                row = await self._run_call(call, offered, config, allow_any=True)
+                if row is not None:
+                    rows.append(row)
+        return rows
 
     def _last_step(
         self, side: Side, config: SideConfig, calls: list[ToolCall], content: str
@@ -740,7 +783,7 @@ class Flow:
         state = self.state
         tool_message_id = new_id()
         state.emit("tool_call_started", {"id": call.id, "name": call.name})
-        result = _refused_on_resume(call, offered, attempt)
+        result = _refused_on_resume(call, offered, attempt, allow_any=allow_any, state=state)
         if result is None:
             state.tool_call_id, state.tool_attempt = call.id, attempt
             try:
@@ -925,6 +968,7 @@ class Flow:
         engine = self.engine
         state = self.state
         kept = (len(self.messages), dict(self.turns), self.current_side, self.stopped)
+        owner = (state.row.agent_id, state.row.package)  # a run_agent entry may change it
         try:
             async with engine.store.transaction() as tx:
                 if known is None:
@@ -938,15 +982,23 @@ class Flow:
         except QueueChanged:  # (``known`` only) nothing of the transaction stayed
             del self.messages[kept[0] :]
             self.turns, self.current_side, self.stopped = kept[1], kept[2], kept[3]
+            state.row.agent_id, state.row.package = owner
             return False
         await announce_created(state, stored)
         return True
 
     async def _store_entries(self, entries: list[QueueEntry], tx: Transaction) -> list[Message]:
-        """Insert drained entries as messages in ``tx`` and move the resume point past them."""
+        """Insert drained entries as messages in ``tx`` and move the resume point past them.
+
+        An entry queued by ``state.run_agent`` is no message: it makes its agent the owner.
+        """
         state = self.state
         messages = []
         for entry in entries:
+            request = run_agent_request(entry.metadata)
+            if request is not None:
+                await take_run_agent(self, request, tx)
+                continue
             metadata = dict(entry.metadata or {})
             metadata.setdefault("queued", True)
             message_id = metadata.pop("message_id", None) or entry.id
@@ -1088,16 +1140,26 @@ def _as_result(value: Any, fallback: ToolResult) -> ToolResult:
 
 
 def _refused_on_resume(
-    call: ToolCall, offered: dict[str, OfferedTool], attempt: int
+    call: ToolCall,
+    offered: dict[str, OfferedTool],
+    attempt: int,
+    *,
+    allow_any: bool = False,
+    state: ThreadState | None = None,
 ) -> ToolResult | None:
     """The failed result of a call a restart interrupted that may not run again, else None.
 
     Native tools run again once (``attempt`` 2) unless defined with ``retry_on_resume=False``;
-    subagent calls re-attach to the child they created, so they always proceed.
+    subagent calls re-attach to the child they created, so they always proceed. ``allow_any``
+    (a queued call) looks the tool up in the package when the prompt does not offer it.
     """
     if attempt <= 1:
         return None
     tool = offered.get(call.name)
+    if tool is None and allow_any and state is not None:
+        from sa_core.engine.dispatch import _resolve_any
+
+        tool = _resolve_any(state, call.name)
     if tool is not None and tool.kind in ("subagent", "lifecycle"):
         return None
     native = tool.native if tool is not None else None

@@ -151,6 +151,51 @@ async def complete_prepared(
     return stored
 
 
+_PROJECTED = (
+    "name",
+    "title",
+    "description",
+    "status",
+    "resumable",
+    "blocking",
+    "thread_name",
+    "spawn_group_id",
+)
+"""Registry entry fields a message carrying ``subagent_id`` shows as ``subagent_<field>``."""
+
+
+async def with_subagent_fields(state: ThreadState, messages: list[Message]) -> list[Message]:
+    """Project the thread's subagent registry onto messages that carry a ``subagent_id``.
+
+    Seed 004: ``subagent_name``, ``subagent_title``, ``subagent_description``,
+    ``subagent_status``, ``subagent_resumable``, ``subagent_blocking``,
+    ``subagent_thread_name`` and ``subagent_spawn_group_id`` are "projected from runtime
+    registry (when available)". They are read, not stored: each read shows the registry as
+    it is then (a child's status changes after its messages are written). The registry is
+    read once for the whole list, and only when a message carries a ``subagent_id``; a
+    reference the registry does not hold leaves the fields as stored.
+
+    Returns:
+        The messages in the same order; those projected are copies.
+    """
+    if not any(message.subagent_id for message in messages):
+        return messages
+    entries = {
+        entry.reference: entry
+        for entry in await state.runtime.store.list_children(state.thread_id)
+    }
+    projected = []
+    for message in messages:
+        entry = entries.get(message.subagent_id) if message.subagent_id else None
+        if entry is None:
+            projected.append(message)
+            continue
+        fields = {f"subagent_{name}": getattr(entry, name) for name in _PROJECTED}
+        fields["subagent_description"] = entry.description or None
+        projected.append(message.model_copy(update=fields))
+    return projected
+
+
 def publish_message(state: ThreadState, message: Message) -> None:
     """Send a ``message_data`` frame for a stored message."""
     events = state.runtime.events

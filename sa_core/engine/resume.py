@@ -7,7 +7,8 @@ result is stored:
 
 * model calls that were streaming (``pending`` rows) are marked ``failed`` with
   :data:`~sa_core.engine.flow.INTERRUPTED_CALL` and made again;
-* the last step's calls without a result run now, in order; the call that was running at the
+* the last step's calls without a result run now, in order, then those of the tools it
+  queued with ``state.queue_tool`` (stored before they ran); the call that was running at the
   crash runs again at most once (``state.tool_attempt == 2``), or gets the failed result
   ``Interrupted by a restart before it finished.`` when its tool says ``retry_on_resume=False``;
   a blocking subagent call re-attaches to the child it created;
@@ -75,9 +76,11 @@ async def resume_step(
         c if isinstance(c, ToolCall) else ToolCall.model_validate(c)
         for c in message.tool_calls or []
     ]
+    queued = _queued_calls(flow.messages, message)
     answered = {m.tool_call_id: m for m in flow.messages if m.role == "tool" and m.tool_call_id}
-    tool_rows: list[Message] = [answered[c.id] for c in calls if c.id in answered]
-    unanswered = [c for c in calls if c.id not in answered]
+    tool_rows: list[Message] = [answered[c.id] for c in (*calls, *queued) if c.id in answered]
+    unanswered = [c for c in (*calls, *queued) if c.id not in answered]
+    queued_ids = {c.id for c in queued}
     for call in calls:
         tool = offered.get(call.name)
         done = answered.get(call.id)
@@ -99,9 +102,29 @@ async def resume_step(
                 call, ToolResult(status="error", error=EMPTY_RESPONSE), config, raw=True
             )
         else:
-            row = await flow._run_call(call, offered, config, attempt=attempt)
+            allow_any = call.id in queued_ids
+            row = await flow._run_call(call, offered, config, allow_any=allow_any, attempt=attempt)
         if row is not None:
             tool_rows.append(row)
+    # tools the resumed calls queued
+    tool_rows += await flow.run_queued_tools(point.side, prompt, offered, config)
     flow._unanswered = []
     flow.last_text = message.content or ""
     return point.side, config, StepResult(message, calls, tool_rows, message.content or "")
+
+
+def _queued_calls(messages: list[Message], step: Message) -> list[ToolCall]:
+    """The calls of tools queued during ``step`` (``state.queue_tool``), stored after it."""
+    from sa_core.engine.flow import QUEUED_TOOLS
+
+    found: list[ToolCall] = []
+    after = False
+    for message in messages:
+        if message is step:
+            after = True
+        elif after and message.metadata and message.metadata.get(QUEUED_TOOLS):
+            found += [
+                c if isinstance(c, ToolCall) else ToolCall.model_validate(c)
+                for c in message.tool_calls or []
+            ]
+    return found

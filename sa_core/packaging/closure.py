@@ -5,8 +5,9 @@ model's fallbacks), includes, hooks and ``tools`` entries (native tools and thei
 subprompts, subagent and handoff targets, whose own graphs are walked in turn); the agent's
 hooks. Effects are code-level references (``state.schedule_effect("notify", ...)``), so an
 effect joins when its name appears as a string literal in the source of a tool, hook, effect or
-endpoint already in the closure. Thread endpoints belong to the package rather than to an agent,
-so every endpoint of the pack joins.
+endpoint already in the closure; so does an agent that code runs with
+``state.run_agent("reviewer")`` (the literal right after ``run_agent(``). Thread endpoints
+belong to the package rather than to an agent, so every endpoint of the pack joins.
 
 Names that are not the pack's own (plugin tools, ``package/agent`` targets in other packs,
 models shared from other packs, provider tools) are *external*: the packed distribution refers
@@ -236,7 +237,10 @@ class _Walker:
         return "subagent" if agent.type == "dual_ai" else "handoff"
 
     def effects(self) -> None:
-        """Add effects named by the closure's code, until nothing new is found."""
+        """Add effects and ``run_agent`` agents named by the closure's code, until none is new.
+
+        An agent added brings prompts, tools and hooks, whose code is scanned in turn.
+        """
         scanned: set[int] = set()
         while True:
             sources = [_source_of(fn) for fn in self.callables() if id(fn) not in scanned]
@@ -248,6 +252,10 @@ class _Walker:
             for name in self.index["effects"]:
                 if name not in self.found["effects"] and _names_literal(text, name):
                     self.take("effects", name)
+                    added = True
+            for name in self.index["agents"]:
+                if name not in self.found["agents"] and _runs_agent(text, name):
+                    self.agent(name, self.role_of(name))
                     added = True
             if not added:
                 return
@@ -269,6 +277,10 @@ def _source_of(fn: Callable[..., Any]) -> str:
 
 def _names_literal(text: str, name: str) -> bool:
     return re.search(rf"""(['"]){re.escape(name)}\1""", text) is not None
+
+
+def _runs_agent(text: str, name: str) -> bool:
+    return re.search(rf"""run_agent\(\s*(['"]){re.escape(name)}\1""", text) is not None
 
 
 def _ordered(pack_items: Sequence[Any], kind: str, chosen: dict[str, Any]) -> list[Any]:
