@@ -85,9 +85,8 @@ async def run_turn(
         TurnError: the thread is terminated, the turn failed (the cause, with the model
             calls' errors), or it stopped without an answer (waiting for an approval, say).
     """
-    wake = asyncio.Event()
     async with hub.listen(runtime, thread.thread_id) as live:
-        pump = asyncio.create_task(_pump(live, on_frame, wake), name="mcp-turn-frames")
+        frames = _Frames(live, on_frame)
         try:
             try:
                 sent = await thread.send_message(message, wait=False)
@@ -96,15 +95,14 @@ async def run_turn(
                     f"Thread {thread.thread_id} is terminated; call without thread_id to start "
                     "a new one."
                 ) from None
-            await wait_settled(runtime, thread.thread_id, wake)
-            live.close()  # the frames already queued are still handed on
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(_DRAIN_SECONDS):
-                    await asyncio.shield(pump)
+            await wait_settled(runtime, thread.thread_id, frames.wake)
+            answer = await _answer(thread, sent)
+            await frames.finish(answer.id if answer is not None else None)
         finally:
-            pump.cancel()
-            await asyncio.gather(pump, return_exceptions=True)
-    return await _outcome(runtime, thread, sent)
+            await frames.stop()
+    if answer is None or not answer.content:
+        raise TurnError(runtime.redact_secrets(thread, await _why_no_answer(thread, sent)))
+    return TurnOutcome(thread.thread_id, runtime.redact_secrets(thread, answer.content))
 
 
 async def wait_settled(runtime: Runtime, thread_id: str, wake: asyncio.Event) -> None:
@@ -128,18 +126,52 @@ async def wait_settled(runtime: Runtime, thread_id: str, wake: asyncio.Event) ->
         delay = min(delay * 2, _LAST_POLL)
 
 
-async def _pump(live: LiveStream, on_frame: FrameHandler, wake: asyncio.Event) -> None:
-    """Hand frames on; wake the waiter on each stored top-level assistant message."""
-    async for frame in live.frames():
-        if frame is None or frame.get("type") == "connected":
-            continue
-        if _is_answer_frame(frame):
-            wake.set()
-        with contextlib.suppress(Exception):  # a client gone away must not end the turn
-            await on_frame(frame)
+class _Frames:
+    """The live frames of one turn, handed on in order; the answers among them noted."""
+
+    def __init__(self, live: LiveStream, on_frame: FrameHandler) -> None:
+        self.live = live
+        self.on_frame = on_frame
+        self.wake = asyncio.Event()
+        """Set on each top-level assistant message frame."""
+        self.answered: set[str] = set()
+        self.task = asyncio.create_task(self._pump(), name="mcp-turn-frames")
+
+    async def _pump(self) -> None:
+        async for frame in self.live.frames():
+            if frame is None or frame.get("type") == "connected":
+                continue
+            data = frame.get("data")
+            if _is_answer_frame(frame) and isinstance(data, dict):
+                if data.get("status") != "pending":
+                    self.answered.add(str(data.get("id")))
+                self.wake.set()
+            with contextlib.suppress(Exception):  # a client gone away must not end the turn
+                await self.on_frame(frame)
+
+    async def finish(self, answer_id: str | None) -> None:
+        """Hand on the turn's remaining frames, then end.
+
+        Frames are delivered in order, so once the answer's frame has arrived every frame
+        before it has: a turn another worker ran may have settled before its last frames
+        were relayed here, and they are waited for (for a few seconds at most).
+        """
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(_DRAIN_SECONDS):
+                while answer_id is not None and answer_id not in self.answered:
+                    self.wake.clear()
+                    await self.wake.wait()
+                self.live.close()  # the frames already queued are still handed on
+                await asyncio.shield(self.task)
+
+    async def stop(self) -> None:
+        """Stop handing frames on."""
+        self.task.cancel()
+        await asyncio.gather(self.task, return_exceptions=True)
 
 
 def _is_answer_frame(frame: dict[str, Any]) -> bool:
+    """Whether the frame is a top-level assistant message (streamed, or stored)."""
     data = frame.get("data")
     return (
         frame.get("type") == "message_data"
@@ -149,8 +181,12 @@ def _is_answer_frame(frame: dict[str, Any]) -> bool:
     )
 
 
-async def _outcome(runtime: Runtime, thread: ThreadState, sent: Message) -> TurnOutcome:
-    """Read the turn's answer, or raise :class:`TurnError` with why there is none."""
+async def _answer(thread: ThreadState, sent: Message) -> Message | None:
+    """The turn's answer, or ``None``.
+
+    That is the last assistant message with text stored after ``sent``, preferring one
+    without tool calls.
+    """
     stored = await thread.get_message(sent.id)
     since = stored.created_at if stored is not None else sent.created_at
     page = await thread.get_messages(limit=50, order="desc")
@@ -163,14 +199,13 @@ async def _outcome(runtime: Runtime, thread: ThreadState, sent: Message) -> Turn
         and m.status != "failed"
         and m.content
     ]
-    final = next((m for m in replies if not m.tool_calls), None) or next(iter(replies), None)
-    if final is not None and final.content:
-        return TurnOutcome(thread.thread_id, runtime.redact_secrets(thread, final.content))
-    raise TurnError(runtime.redact_secrets(thread, await _why_no_answer(thread, since)))
+    return next((m for m in replies if not m.tool_calls), None) or next(iter(replies), None)
 
 
-async def _why_no_answer(thread: ThreadState, since: int) -> str:
+async def _why_no_answer(thread: ThreadState, sent: Message) -> str:
     """The cause of a turn that stored no answer: its ``step_error``, or its stop reason."""
+    stored = await thread.get_message(sent.id)
+    since = stored.created_at if stored is not None else sent.created_at
     logs = [log for log in await thread.get_logs(limit=100) if log.created_at >= since]
     failures = [log for log in logs if log.type == "step_error" and not log.data.get("depth")]
     if failures:
