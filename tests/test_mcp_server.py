@@ -7,6 +7,10 @@ test talks to it over HTTP only, as an MCP host would. The last test points a se
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +34,7 @@ from sa_core.testing import TestProvider, TestScript
 pytest.importorskip("mcp")
 
 TRIAGE = "support_desk__triage"
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -85,6 +90,8 @@ async def test_a_call_reports_progress_and_a_second_call_continues_its_thread(
         assert progress.values == [1, 2]
 
         second = await client.call_tool(TRIAGE, {"message": "Thanks!", "thread_id": thread_id})
+        era = client.protocol_version
+    assert era.startswith("2025-") if mode == "legacy" else era.startswith("2026-")
     assert not second.is_error, second.content
     assert second.structured_content == {
         "answer": "Test response received.",
@@ -193,3 +200,23 @@ async def test_a_runtime_calls_an_agent_of_another_sa_serve_as_an_mcp_tool(
     assert "thread_id: " in tool.content
     assert server["key"] not in tool.content
     assert messages[-1].content == "The order is delivered."
+
+
+def test_the_python_example_of_the_docs_runs_as_written(
+    server: dict[str, Any], tmp_path: Path
+) -> None:
+    text = (ROOT / "docs" / "protocols.md").read_text()
+    blocks = re.findall(r"^```python\n(.*?)^```", text, flags=re.S | re.M)
+    example = next(block for block in blocks if "streamable_http_client" in block)
+    (tmp_path / "example.py").write_text(example)
+    env = {**os.environ, "MCP_URL": f"{server['url']}/mcp", "SA_API_KEY": server["key"]}
+    done = subprocess.run(
+        [sys.executable, "example.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+        timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert TRIAGE in lines
+    assert "  ... calling tool lookup_order" in lines
+    assert any("Ada Lovelace" in line for line in lines)
+    assert lines[-1].startswith("Test response received. on thread ")
