@@ -60,6 +60,20 @@ class Served:
             lines.append(self.lines.get_nowait())
         return "".join(lines)
 
+    def wait_line(self, text: str, timeout: float = 60) -> str:
+        """The first line printed from now on that contains ``text``."""
+        seen: list[str] = []
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = self.lines.get(timeout=left)
+            except queue.Empty:
+                break
+            seen.append(line)
+            if text in line:
+                return line.rstrip("\n")
+        raise AssertionError(f"{text!r} not printed:\n{''.join(seen)}")
+
     def wait_ready(self, timeout: float = 90) -> None:
         """Return once the server answers HTTP (its packs are loaded and mounted by then)."""
         deadline = time.monotonic() + timeout

@@ -44,6 +44,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     db = f"sqlite:///{tmp / 'sa.db'}"
     served = Served(tmp, db)
     try:
+        assert served.wait_line("  MCP:") == f"  MCP:     {served.url}/mcp"  # in the banner
         served.wait_ready()
         yield {"url": served.url, "db": db, "key": create_key(db), "served": served}
     finally:
