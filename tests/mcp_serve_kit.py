@@ -39,10 +39,10 @@ def free_port() -> int:
 class Served:
     """``sa serve --test-provider`` as a subprocess; its output is kept for failures."""
 
-    def __init__(self, cwd: Path, db: str, *extra: str) -> None:
+    def __init__(self, cwd: Path, db: str, *extra: str, env: dict[str, str] | None = None) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+        env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")} | (env or {})
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "sa_core.cli", "serve", "--port", str(self.port),
              "--db", db, "--test-provider", "--log-level", "warning", *extra],

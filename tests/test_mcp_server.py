@@ -42,7 +42,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     """The served example packs: base URL, database and a key."""
     tmp = tmp_path_factory.mktemp("mcp-serve")
     db = f"sqlite:///{tmp / 'sa.db'}"
-    served = Served(tmp, db)
+    (tmp / "notes").mkdir()
+    served = Served(tmp, db, env={"NOTES_DIR": str(tmp / "notes")})  # the notes pack's folder
     try:
         assert served.wait_line("  MCP:") == f"  MCP:     {served.url}/mcp"  # in the banner
         served.wait_ready()
@@ -221,3 +222,21 @@ def test_the_python_example_of_the_docs_runs_as_written(
     assert "  ... calling tool lookup_order" in lines
     assert any("Ada Lovelace" in line for line in lines)
     assert lines[-1].startswith("Test response received. on thread ")
+
+
+@pytest.mark.asyncio
+async def test_a_turn_waiting_for_an_approval_says_so(server: dict[str, Any]) -> None:
+    async with mcp_client(f"{server['url']}/mcp", server["key"]) as client:
+        result = await client.call_tool(
+            "notes__notes_keeper", {"message": '/tool publish_note {"name": "groceries"}'}
+        )
+    assert result.is_error
+    text = result.content[0].text
+    assert text.startswith("The turn waits for a human to approve a tool call (thread ")
+    thread_id = text.split("(thread ", 1)[1].split(")", 1)[0]
+    approvals = httpx.get(
+        f"{server['url']}/api/packages/notes/threads/{thread_id}/approvals",
+        headers={"Authorization": f"Bearer {server['key']}"},
+        timeout=30,
+    ).json()["approvals"]
+    assert [item["name"] for item in approvals] == ["publish_note"]
