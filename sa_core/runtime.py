@@ -594,6 +594,20 @@ class Runtime:
         """Whether the thread has a turn in flight or queued."""
         return self.scheduler.is_running(thread_id)
 
+    async def has_work(self, thread_id: str) -> bool:
+        """Whether the thread has work left on any worker.
+
+        That is a turn in flight here, a turn owed or running in its execution record, or
+        queued messages. Unlike :meth:`is_running` this reads the store, so it also sees a
+        turn another worker runs (PostgreSQL): ``False`` means the thread settled everywhere.
+        """
+        if self.is_running(thread_id):
+            return True
+        record = await self.store.get_execution(thread_id)
+        if record is not None and record.status != "idle":
+            return True
+        return bool(await self.store.list_queue(thread_id))
+
     # -- messages, queue, execution ---------------------------------------------------------
 
     async def attachment_refs(

@@ -141,6 +141,10 @@ async def run(args: argparse.Namespace) -> int:
                 "the /ws routes will refuse upgrades. Server-sent events still work.",
                 file=sys.stderr,
             )
+        from sa_core.server.protocols.mcp import mcp_unavailable
+
+        if (reason := mcp_unavailable()) is not None:
+            print(f"note: {reason}", file=sys.stderr)
         for warning in missing_key_warnings(runtime):
             print(
                 f"warning: model {warning}, so its turns will fail; set the key, or serve "

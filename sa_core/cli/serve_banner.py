@@ -117,6 +117,8 @@ def banner(
     ]
     if has_console(app):
         lines.append(f"  Console: {base}/")
+    if any(route.path == "/mcp" for route in app.routes):
+        lines.append(f"  MCP:     {base}/mcp")
     key = token or "$SA_API_KEY"
     lines.append("Try it:")
     lines.append(f'  curl -H "Authorization: Bearer {key}" {base}/api/packages')

@@ -24,6 +24,7 @@ from sa_core.server.console import console_handlers, docs_render_plugins, static
 from sa_core.server.context import package_dependencies, runtime_dependency
 from sa_core.server.corners import allow_header_middleware, unknown_package_websocket
 from sa_core.server.errors import EXCEPTION_HANDLERS
+from sa_core.server.protocols.mcp import mcp_handlers
 from sa_core.server.routes.approvals import ApprovalsController
 from sa_core.server.routes.catalog import CatalogController, list_packages
 from sa_core.server.routes.custom import endpoint_handlers
@@ -84,7 +85,11 @@ class StandardAgentsPlugin(InitPluginProtocol):
         app_config.route_handlers.append(
             Router(
                 "/",
-                route_handlers=[list_packages, unknown_package_websocket(self.runtime)],
+                route_handlers=[
+                    list_packages,
+                    unknown_package_websocket(self.runtime),
+                    *mcp_handlers(self.runtime, self.hub),
+                ],
                 **self._layer(),
             )
         )
@@ -123,6 +128,7 @@ class StandardAgentsPlugin(InitPluginProtocol):
                 QueueController,
                 StreamController,
                 *endpoint_handlers(scope),
+                *mcp_handlers(self.runtime, self.hub, scope.package),
             ],
             tags=[scope.package],
             **layer,
