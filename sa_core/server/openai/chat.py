@@ -42,13 +42,25 @@ def chat_usage(usage: UsageTotals) -> dict[str, Any]:
     }
 
 
-def no_answer(result: TurnResult) -> OpenAIError:
-    """The error of a turn that ended without text (its logs on the thread say why)."""
-    return OpenAIError(
+async def no_answer(runtime: Runtime, thread: ThreadState) -> OpenAIError:
+    """The error of a turn that ended without text, with the last error its logs name.
+
+    Marked ``x-should-retry: false``: the official clients retry a 5xx, and each retry would
+    run another turn.
+    """
+    reason = ""
+    for log in await thread.get_logs(limit=5):
+        error = (log.data or {}).get("error")
+        if error:
+            reason = ": " + runtime.redact_secrets(thread, str(error))
+            break
+    failure = OpenAIError(
         502,
-        f"The agent's turn ended without an answer; thread {result.thread_id}'s logs say why.",
+        f"The agent's turn on thread {thread.thread_id} ended without an answer{reason}",
         code="turn_failed",
     )
+    failure.headers["x-should-retry"] = "false"
+    return failure
 
 
 async def open_turn(
@@ -99,7 +111,7 @@ async def chat_completions(
             result = item
     assert result is not None
     if not result.answered:
-        raise no_answer(result)
+        raise await no_answer(runtime, thread)
     await remember(runtime, key.id, model, data, result)
     body = {
         "id": completion_id(result.request),
@@ -161,7 +173,7 @@ async def stream_chunks(
             yield chunk({"content": item})
         else:
             if not item.answered:
-                failure = no_answer(item)
+                failure = await no_answer(runtime, turn.thread)
                 yield event(error_body(failure.message, kind="server_error", code=failure.code))
                 return
             await remember(runtime, key_id, model, data, item)

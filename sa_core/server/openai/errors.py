@@ -36,6 +36,7 @@ class OpenAIError(Exception):
         self.message = message
         self.param = param
         self.code = code
+        self.headers: dict[str, str] = {}
 
 
 def unsupported(param: str, detail: str = "") -> OpenAIError:
@@ -58,8 +59,12 @@ def error_body(
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
-def _answer(status: int, body: dict[str, Any]) -> Response[Any]:
-    return Response(content=body, status_code=status, media_type="application/json")
+def _answer(
+    status: int, body: dict[str, Any], headers: dict[str, str] | None = None
+) -> Response[Any]:
+    return Response(
+        content=body, status_code=status, media_type="application/json", headers=headers
+    )
 
 
 def openai_error_handler(_: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
@@ -67,7 +72,9 @@ def openai_error_handler(_: Request[Any, Any, Any], exc: Exception) -> Response[
     if isinstance(exc, OpenAIError):
         kind = "server_error" if exc.status >= 500 else "invalid_request_error"
         return _answer(
-            exc.status, error_body(exc.message, kind=kind, param=exc.param, code=exc.code)
+            exc.status,
+            error_body(exc.message, kind=kind, param=exc.param, code=exc.code),
+            exc.headers,
         )
     if isinstance(exc, NotAuthorizedException):
         return _answer(

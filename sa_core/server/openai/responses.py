@@ -37,7 +37,7 @@ async def create_response(request: Request[Any, Any, Any], runtime: RuntimeDep) 
     headers = {THREAD_HEADER: thread.thread_id}
     created = int(time.time())
     if data.stream:
-        events = stream_events(model, data, turn, before, created)
+        events = stream_events(runtime, model, data, turn, before, created)
         return Stream(events, media_type="text/event-stream", headers={**headers, **SSE_HEADERS})
     result: TurnResult | None = None
     async for item in turn.deltas(before):
@@ -45,7 +45,7 @@ async def create_response(request: Request[Any, Any, Any], runtime: RuntimeDep) 
             result = item
     assert result is not None
     if not result.answered:
-        raise no_answer(result)
+        raise await no_answer(runtime, thread)
     body = response_object(
         result.thread_id, result.request.id, model.name, created, "completed", result.text,
         result.usage, data.previous_response_id,
@@ -54,6 +54,7 @@ async def create_response(request: Request[Any, Any, Any], runtime: RuntimeDep) 
 
 
 async def stream_events(
+    runtime: Runtime,
     model: Model, data: ResponsesRequest, turn: Turn, before: UsageTotals | None, created: int
 ) -> AsyncIterator[str]:
     """The Responses event sequence of one turn, numbered."""
@@ -72,7 +73,7 @@ async def stream_events(
         else:
             assert writer is not None
             if not item.answered:
-                yield writer.failed(no_answer(item).message)
+                yield writer.failed((await no_answer(runtime, turn.thread)).message)
                 return
             for line in writer.finish(item.text, item.usage):
                 yield line
