@@ -216,7 +216,9 @@ def test_a_response_is_not_continued_through_another_model(served: Served) -> No
     sdk = client(served)
     first = sdk.responses.create(model=MODEL, input="Hi")
     with pytest.raises(openai.NotFoundError, match=f"No response with id '{first.id}'"):
-        sdk.responses.create(model="content/content_lead", input="Hi", previous_response_id=first.id)
+        sdk.responses.create(
+            model="content/content_lead", input="Hi", previous_response_id=first.id
+        )
 
 
 def test_missing_or_revoked_key_is_a_401_in_openais_shape(served: Served, tmp_path: Path) -> None:

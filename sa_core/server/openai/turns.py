@@ -68,7 +68,8 @@ class Turn:
         """Run the turn: yield the stored request, text deltas as they stream, then the result.
 
         Args:
-            before: the thread's usage before the turn (``None``: a new thread, none yet).
+            before: the thread's usage with its subagents before the turn, from
+                :func:`usage_before` (``None``: no subagents then; the turn's logs tell).
         """
         runtime, thread_id = self.runtime, self.thread.thread_id
         async with runtime.events.subscribe(thread_id, max_backlog=MAX_BACKLOG) as queue:
@@ -135,13 +136,17 @@ class Turn:
             text = "".join(self._streamed)
         else:
             text = self.runtime.redact_secrets(self.thread, joined(replies))
-        usage = (await self.thread.usage()).tree or UsageTotals()
+        if before is None:
+            usage = await turn_usage(self.thread, self._request.created_at)
+        else:  # subagents' calls are logged on their threads: the tree's totals tell
+            after = (await self.thread.usage()).tree or UsageTotals()
+            usage = usage_delta(after, before)
         return TurnResult(
             thread_id=self.thread.thread_id,
             request=self._request,
             replies=replies,
             text=text,
-            usage=usage_delta(usage, before),
+            usage=usage,
         )
 
 
@@ -174,10 +179,41 @@ async def replies_after(thread: ThreadState, message_id: str) -> list[Message]:
         offset += READ_PAGE
 
 
-def usage_delta(after: UsageTotals, before: UsageTotals | None) -> UsageTotals:
-    """The usage a turn added (the thread's totals after it, less those before)."""
-    if before is None:
-        return after
+async def turn_usage(thread: ThreadState, since: int) -> UsageTotals:
+    """The usage of the thread's model calls logged since ``since`` (µs): one turn's.
+
+    Read from the newest logs back, so it costs the turn's rows, not the thread's history.
+    """
+    totals = UsageTotals()
+    offset = 0
+    while True:
+        logs = await thread.get_logs(limit=READ_PAGE, offset=offset, order="desc")
+        for log in logs:
+            if log.created_at < since:
+                return totals
+            if log.type == "llm_call":
+                totals.add(log_usage(log.data))
+        if len(logs) < READ_PAGE:
+            return totals
+        offset += READ_PAGE
+
+
+def log_usage(data: dict[str, Any]) -> UsageTotals:
+    """The usage one ``llm_call`` log row records."""
+    failed = bool(data.get("error"))
+    return UsageTotals(
+        input_tokens=int(data.get("input_tokens") or 0),
+        output_tokens=int(data.get("output_tokens") or 0),
+        reasoning_tokens=int(data.get("reasoning_tokens") or 0),
+        cached_tokens=int(data.get("cached_tokens") or 0),
+        cost_usd=float(data.get("cost_total") or 0.0),
+        model_calls=0 if failed else 1,
+        failed_model_calls=1 if failed else 0,
+    )
+
+
+def usage_delta(after: UsageTotals, before: UsageTotals) -> UsageTotals:
+    """The usage a turn added (the totals after it, less those before)."""
     return UsageTotals(
         input_tokens=after.input_tokens - before.input_tokens,
         output_tokens=after.output_tokens - before.output_tokens,
@@ -189,6 +225,12 @@ def usage_delta(after: UsageTotals, before: UsageTotals | None) -> UsageTotals:
     )
 
 
-async def usage_before(thread: ThreadState) -> UsageTotals:
-    """The thread's usage (with its subagents) before a turn."""
+async def usage_before(thread: ThreadState) -> UsageTotals | None:
+    """The usage of the thread and its subagents before a turn, when it has subagents.
+
+    ``None`` for a thread without subagents: the turn's usage is then read from its own logs
+    (:func:`turn_usage`), which stays cheap however long the thread grows.
+    """
+    if not thread.children:
+        return None
     return (await thread.usage()).tree or UsageTotals()
