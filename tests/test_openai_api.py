@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -244,3 +247,22 @@ def test_missing_or_revoked_key_is_a_401_in_openais_shape(served: Served, tmp_pa
         client(served, token).chat.completions.create(
             model=MODEL, messages=[{"role": "user", "content": "Hi"}]
         )
+
+
+def test_the_docs_example_runs_as_written(served: Served, tmp_path: Path) -> None:
+    document = (Path(__file__).resolve().parents[1] / "docs" / "protocols.md").read_text()
+    example = document.split("```python\n", 1)[1].split("```", 1)[0]
+    script = tmp_path / "example.py"
+    script.write_text(example.replace("http://127.0.0.1:8000/v1", served.base_url))
+    ran = subprocess.run(
+        [sys.executable, str(script)],
+        env={**os.environ, "SA_API_KEY": served.key},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ran.returncode == 0, ran.stderr
+    lines = ran.stdout.splitlines()
+    assert MODEL in lines[0]
+    assert lines[1:3] == [REPLY, REPLY]
+    assert lines[3].startswith(f"{REPLY} conv_")
