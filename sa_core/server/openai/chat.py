@@ -14,7 +14,7 @@ from sa_core.engine.usage import UsageTotals
 from sa_core.runtime import Runtime
 from sa_core.server.context import RuntimeDep
 from sa_core.server.openai import conversations
-from sa_core.server.openai.errors import OpenAIError, error_body
+from sa_core.server.openai.errors import OpenAIError, error_body, error_specs
 from sa_core.server.openai.models import Model, resolve_model
 from sa_core.server.openai.requests import ChatRequest, chat_request
 from sa_core.server.openai.threads import (
@@ -85,7 +85,12 @@ async def open_turn(
     return thread, Turn(runtime, thread, data.messages[-1][1]), fresh
 
 
-@post("/chat/completions", status_code=200, summary="Create a chat completion")
+@post(
+    "/chat/completions",
+    status_code=200,
+    summary="Create a chat completion",
+    responses=error_specs(404, 502),
+)
 async def chat_completions(
     request: Request[Any, Any, Any], runtime: RuntimeDep
 ) -> Response[Any]:

@@ -8,10 +8,13 @@ official clients raise their usual exceptions (``openai.NotFoundError``,
 from __future__ import annotations
 
 import logging
+from http import HTTPStatus
 from typing import Any
 
+import msgspec
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, NotAuthorizedException, ValidationException
+from litestar.openapi.datastructures import ResponseSpec
 
 logger = logging.getLogger("sa_core.server.openai")
 
@@ -91,3 +94,30 @@ def openai_error_handler(_: Request[Any, Any, Any], exc: Exception) -> Response[
 
 
 EXCEPTION_HANDLERS: dict[type[Exception] | int, Any] = {Exception: openai_error_handler}
+
+
+class ErrorDetail(msgspec.Struct):
+    """What went wrong (OpenAI's error object)."""
+
+    message: str
+    type: str
+    param: str | None
+    code: str | None
+
+
+class ErrorBody(msgspec.Struct):
+    """An error in OpenAI's shape."""
+
+    error: ErrorDetail
+
+
+def error_specs(*statuses: int) -> dict[int, ResponseSpec]:
+    """OpenAPI error responses of a ``/v1`` route: 400 and 401 always, plus ``statuses``."""
+    return {
+        status: ResponseSpec(
+            data_container=ErrorBody,
+            description=HTTPStatus(status).phrase,
+            generate_examples=False,
+        )
+        for status in sorted({400, 401, *statuses})
+    }

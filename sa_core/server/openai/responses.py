@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from litestar import Request, Response, get, post
+from litestar.params import FromPath
 from litestar.response import Stream
 
 from sa_core.engine.usage import UsageTotals
@@ -14,6 +15,7 @@ from sa_core.runtime import Runtime
 from sa_core.server.context import RuntimeDep
 from sa_core.server.openai import respids
 from sa_core.server.openai.chat import SSE_HEADERS, no_answer
+from sa_core.server.openai.errors import error_specs
 from sa_core.server.openai.models import Model, resolve_model
 from sa_core.server.openai.respparse import ResponsesRequest, responses_request
 from sa_core.server.openai.respthreads import open_response_turn
@@ -23,7 +25,9 @@ from sa_core.server.openai.turns import Turn, TurnResult, joined, replies_after
 from sa_core.spec import Message
 
 
-@post("/responses", status_code=200, summary="Create a response")
+@post(
+    "/responses", status_code=200, summary="Create a response", responses=error_specs(404, 502)
+)
 async def create_response(request: Request[Any, Any, Any], runtime: RuntimeDep) -> Response[Any]:
     """Run the model's agent for one turn (OpenAI Responses).
 
@@ -79,9 +83,11 @@ async def stream_events(
                 yield line
 
 
-@get("/responses/{response_id:str}", summary="Retrieve a response")
+@get(
+    "/responses/{response_id:str}", summary="Retrieve a response", responses=error_specs(404)
+)
 async def get_response(
-    request: Request[Any, Any, Any], runtime: RuntimeDep, response_id: str
+    request: Request[Any, Any, Any], runtime: RuntimeDep, response_id: FromPath[str]
 ) -> dict[str, Any]:
     """A response as stored on its thread (usage is given only when it is created)."""
     await authenticate(runtime, request)
