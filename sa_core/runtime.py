@@ -1079,6 +1079,18 @@ class Runtime:
 
     _wait_thread = wait_thread  # the name older callers use
 
+    async def turn_settled(self, thread_id: str) -> bool:
+        """Whether the thread owes no turn and has nothing queued, as the database says.
+
+        Unlike :meth:`wait_thread` (this process's runner only), this holds whichever worker
+        runs the thread: a caller on any worker can watch the thread's frames and ask this when
+        one of them looks like the end of a turn.
+        """
+        record = await self.store.get_execution(thread_id)
+        if record is not None and record.status != "idle":
+            return False
+        return not await self.store.list_queue(thread_id)
+
     async def stop_thread(self, thread_id: str) -> None:
         """Stop the thread's turn (``state.stop``); the thread stays usable."""
         # flag and cancel before the first await, so that a message sent meanwhile sees the

@@ -24,6 +24,7 @@ from sa_core.server.console import console_handlers, docs_render_plugins, static
 from sa_core.server.context import package_dependencies, runtime_dependency
 from sa_core.server.corners import allow_header_middleware, unknown_package_websocket
 from sa_core.server.errors import EXCEPTION_HANDLERS
+from sa_core.server.openai import openai_router
 from sa_core.server.protocols.mcp import mcp_handlers
 from sa_core.server.routes.approvals import ApprovalsController
 from sa_core.server.routes.catalog import CatalogController, list_packages
@@ -93,6 +94,7 @@ class StandardAgentsPlugin(InitPluginProtocol):
                 **self._layer(),
             )
         )
+        app_config.route_handlers.append(openai_router(self.runtime))
         if self.ui:
             app_config.route_handlers.extend(console_handlers())
         elif app_config.openapi_config is not None:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from sqlalchemy import ColumnElement
 from sqlalchemy.engine import Connection, Dialect
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, InvalidRequestError
 from sqlalchemy.sql import Executable
 from sqlalchemy.sql.elements import BindParameter
 
@@ -95,7 +95,7 @@ class Prepared:
             names = list(compiled.positiontup)
             converted: list[tuple[int, Processor, bool]] = []
             for index, column in enumerate(self.columns):
-                processor: Any = column.type.dialect_impl(dialect).result_processor(dialect, None)
+                processor = _result_processor(column, dialect)
                 if processor is not None:
                     converted.append((index, processor, _keeps_none(processor)))
             binders: list[tuple[int, Processor, bool]] = []
@@ -456,3 +456,16 @@ async def run_batch_async(
         return counts, []
     found = [list(record)[first:-1] for record in records if record[-1] is not None]
     return counts, _converted(read_plan, found)
+
+
+def _result_processor(column: ColumnElement[Any], dialect: Dialect) -> Any:
+    """The column type's result processor, without the column's type code.
+
+    asyncpg's numeric types (``Float``, ``Numeric``) choose their processor by the type code
+    of the result column and raise without one; asyncpg gives their values as Python numbers
+    already, so they need none.
+    """
+    try:
+        return column.type.dialect_impl(dialect).result_processor(dialect, None)
+    except (TypeError, InvalidRequestError):
+        return None

@@ -1,0 +1,68 @@
+"""Which thread a chat completions request continues: a durable index of conversations.
+
+Chat completions clients send the whole conversation every time. After each turn the server
+stores a digest of the conversation as the client now sees it (its messages plus the answer it
+was given) as a value of the thread (``thread_values``, key ``sa:openai:chat:<digest>``, an
+indexed column), and the thread's latest digest (``sa:openai:chat_head``). A request whose
+messages up to its last assistant message have a known digest, on a thread whose latest digest
+it is, continues that thread; anything else starts a new thread. Being rows of the database,
+the index survives restarts and is shared by every worker.
+
+The digest covers the API key, the model and the request's ``user`` too, so two keys (or two
+``user`` values) sending the same words never share a thread.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+
+from sa_core.errors import ThreadNotFoundError
+from sa_core.runtime import Runtime
+from sa_core.server.openai.models import Model
+from sa_core.server.openai.requests import Turn
+from sa_core.state import ThreadState
+
+KEY_PREFIX = "sa:openai:chat:"
+HEAD_KEY = "sa:openai:chat_head"
+
+
+def digest(key_id: str, model: Model, user: str, messages: Sequence[Turn]) -> str:
+    """The digest of a conversation as one client sees it."""
+    text = json.dumps([key_id, model.name, user, list(messages)], ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def split_known(messages: Sequence[Turn]) -> int:
+    """How many leading messages could be a stored conversation: up to the last assistant one."""
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index][0] == "assistant":
+            return index + 1
+    return 0
+
+
+async def find_thread(runtime: Runtime, model: Model, found: str) -> ThreadState | None:
+    """The thread whose latest conversation has digest ``found``, if it is the model's."""
+    store = runtime.store
+    for thread_id in await store.threads_with_value(KEY_PREFIX + found):
+        if await store.get_value(thread_id, HEAD_KEY) != found:
+            continue  # the thread has moved on (the client branched): start a new one
+        try:
+            thread = await runtime.thread_for_message(thread_id)
+        except ThreadNotFoundError:
+            continue
+        if (
+            thread.package == model.package
+            and thread.agent_id == model.agent
+            and thread.parent_id is None
+            and thread.terminated is None
+        ):
+            return thread
+    return None
+
+
+async def remember(runtime: Runtime, thread_id: str, found: str) -> None:
+    """Record the conversation the client now holds as the thread's latest."""
+    await runtime.store.set_value(thread_id, KEY_PREFIX + found, True)
+    await runtime.store.set_value(thread_id, HEAD_KEY, found)

@@ -1,0 +1,67 @@
+"""Models: every entry agent of every mounted pack, named ``{package}/{agent}``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sa_core.registry import PackScope
+from sa_core.runtime import Runtime
+from sa_core.server.openai.errors import OpenAIError
+
+
+@dataclass(frozen=True)
+class Model:
+    """A model of the API: one entry agent of one package."""
+
+    scope: PackScope
+    agent: str
+
+    @property
+    def package(self) -> str:
+        """The package the agent belongs to."""
+        return self.scope.package
+
+    @property
+    def name(self) -> str:
+        """The model name clients send: ``{package}/{agent}``."""
+        return f"{self.scope.package}/{self.agent}"
+
+
+def all_models(runtime: Runtime) -> list[Model]:
+    """Every entry agent of every package the runtime hosts, in package order."""
+    return [
+        Model(scope, agent)
+        for _, scope in sorted(runtime.registry.scopes.items())
+        for agent in scope.pack.entry_agent_names()
+    ]
+
+
+def model_object(model: Model, created: int) -> dict[str, Any]:
+    """A model as ``GET /v1/models`` lists it."""
+    return {"id": model.name, "object": "model", "created": created, "owned_by": model.package}
+
+
+def resolve_model(runtime: Runtime, name: Any, param: str = "model") -> Model:
+    """The model a request names.
+
+    Raises:
+        OpenAIError: 400 when ``model`` is missing or not text, 404 when no package has that
+            entry agent (the message lists the models there are).
+    """
+    if not isinstance(name, str) or not name:
+        raise OpenAIError(
+            400, f"'{param}' is required: a model name '{{package}}/{{agent}}'.", param=param
+        )
+    package, _, agent = name.partition("/")
+    scope = runtime.registry.scopes.get(package)
+    if scope is not None and agent in scope.pack.entry_agent_names():
+        return Model(scope, agent)
+    known = ", ".join(m.name for m in all_models(runtime)) or "none"
+    raise OpenAIError(
+        404,
+        f"The model '{name}' does not exist: models are entry agents named "
+        f"'{{package}}/{{agent}}' (this server has: {known}).",
+        param=param,
+        code="model_not_found",
+    )

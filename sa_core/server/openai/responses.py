@@ -1,0 +1,115 @@
+"""``POST /v1/responses`` and ``GET /v1/responses/{id}``: the Responses API over threads."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from litestar import Request, Response, get, post
+from litestar.params import FromPath
+from litestar.response import Stream
+
+from sa_core.engine.usage import UsageTotals
+from sa_core.runtime import Runtime
+from sa_core.server.context import RuntimeDep
+from sa_core.server.openai import respids
+from sa_core.server.openai.chat import SSE_HEADERS, no_answer
+from sa_core.server.openai.errors import error_specs
+from sa_core.server.openai.models import Model, resolve_model
+from sa_core.server.openai.respparse import ResponsesRequest, responses_request
+from sa_core.server.openai.respthreads import open_response_turn
+from sa_core.server.openai.respwire import EventWriter, response_object
+from sa_core.server.openai.threads import THREAD_HEADER, any_thread, authenticate, read_json
+from sa_core.server.openai.turns import Turn, TurnResult, joined, replies_after
+from sa_core.spec import Message
+
+
+@post(
+    "/responses", status_code=200, summary="Create a response", responses=error_specs(404, 502)
+)
+async def create_response(request: Request[Any, Any, Any], runtime: RuntimeDep) -> Response[Any]:
+    """Run the model's agent for one turn (OpenAI Responses).
+
+    ``previous_response_id`` or ``conversation`` continue that response's thread; without
+    them a new thread starts. The thread's id is in the ``x-sa-thread-id`` header.
+    """
+    await authenticate(runtime, request)
+    data = responses_request(await read_json(request))
+    model = resolve_model(runtime, data.model)
+    thread, turn, before = await open_response_turn(runtime, model, data)
+    headers = {THREAD_HEADER: thread.thread_id}
+    created = int(time.time())
+    if data.stream:
+        events = stream_events(runtime, model, data, turn, before, created)
+        return Stream(events, media_type="text/event-stream", headers={**headers, **SSE_HEADERS})
+    result: TurnResult | None = None
+    async for item in turn.deltas(before):
+        if isinstance(item, TurnResult):
+            result = item
+    assert result is not None
+    if not result.answered:
+        raise await no_answer(runtime, thread)
+    body = response_object(
+        result.thread_id, result.request.id, model.name, created, "completed", result.text,
+        result.usage, data.previous_response_id,
+    )  # fmt: skip
+    return Response(content=body, headers=headers, media_type="application/json")
+
+
+async def stream_events(
+    runtime: Runtime,
+    model: Model, data: ResponsesRequest, turn: Turn, before: UsageTotals | None, created: int
+) -> AsyncIterator[str]:
+    """The Responses event sequence of one turn, numbered."""
+    writer: EventWriter | None = None
+    async for item in turn.deltas(before):
+        if isinstance(item, Message):
+            writer = EventWriter(
+                turn.thread.thread_id, item.id, model.name, created, data.previous_response_id
+            )
+            for line in writer.start():
+                yield line
+        elif isinstance(item, str):
+            assert writer is not None
+            for line in writer.delta(item):
+                yield line
+        else:
+            assert writer is not None
+            if not item.answered:
+                yield writer.failed((await no_answer(runtime, turn.thread)).message)
+                return
+            for line in writer.finish(item.text, item.usage):
+                yield line
+
+
+@get(
+    "/responses/{response_id:str}", summary="Retrieve a response", responses=error_specs(404)
+)
+async def get_response(
+    request: Request[Any, Any, Any], runtime: RuntimeDep, response_id: FromPath[str]
+) -> dict[str, Any]:
+    """A response as stored on its thread (usage is given only when it is created)."""
+    await authenticate(runtime, request)
+    return await stored_response(runtime, response_id)
+
+
+async def stored_response(runtime: Runtime, value: str) -> dict[str, Any]:
+    """Rebuild a response from its thread's messages."""
+    thread_id, message_id = respids.decode(value, respids.RESPONSE, 2, "response_id")
+    thread = await any_thread(runtime, thread_id)
+    started = None if thread is None else await thread.get_message(message_id)
+    if thread is None or started is None or started.role != "user":
+        raise respids.not_found(value, "response_id")
+    replies = await replies_after(thread, message_id)
+    text = runtime.redact_secrets(thread, joined(replies))
+    if text:
+        status = "completed"
+    elif await runtime.turn_settled(thread_id):
+        status = "failed"
+    else:
+        status = "in_progress"
+    return response_object(
+        thread_id, message_id, f"{thread.package}/{thread.agent_id}",
+        started.created_at // 1_000_000, status, text, None, None,
+    )  # fmt: skip

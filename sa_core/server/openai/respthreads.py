@@ -1,0 +1,101 @@
+"""Which thread a responses request runs on: a new one, or the one its ids name."""
+
+from __future__ import annotations
+
+from sa_core.engine.usage import UsageTotals
+from sa_core.runtime import Runtime
+from sa_core.server.openai import respids
+from sa_core.server.openai.models import Model
+from sa_core.server.openai.requests import Turn as Item
+from sa_core.server.openai.respparse import ResponsesRequest
+from sa_core.server.openai.threads import add_history, check_active, model_thread, start_thread
+from sa_core.server.openai.turns import READ_PAGE, Turn, usage_before
+from sa_core.spec import Message
+from sa_core.state import ThreadState
+
+
+async def open_response_turn(
+    runtime: Runtime, model: Model, data: ResponsesRequest
+) -> tuple[ThreadState, Turn, UsageTotals | None]:
+    """The thread (found or started, its history added) and the turn for the last input.
+
+    Returns:
+        The thread, the turn, and the thread's usage before it (``None`` for a new thread).
+    """
+    earlier, last = data.items[:-1], data.items[-1][1]
+    thread: ThreadState | None = None
+    if data.previous_response_id is not None:
+        thread, history = await after_response(runtime, model, data.previous_response_id)
+        if history is not None:  # an earlier response of its thread: branch from there
+            thread = await start_thread(runtime, model, [*history, *earlier])
+            return thread, Turn(runtime, thread, last), None
+    elif data.conversation is not None:
+        thread_id = respids.decode(data.conversation, respids.CONVERSATION, 1, "conversation")[0]
+        thread = await model_thread(runtime, model, thread_id)
+        if thread is None:
+            raise respids.not_found(data.conversation, "conversation")
+        check_active(thread, "conversation")
+    if thread is None:
+        thread = await start_thread(runtime, model, earlier)
+        return thread, Turn(runtime, thread, last), None
+    before = await usage_before(thread)
+    await add_history(thread, earlier)
+    return thread, Turn(runtime, thread, last), before
+
+
+async def after_response(
+    runtime: Runtime, model: Model, value: str
+) -> tuple[ThreadState, list[Item] | None]:
+    """The thread of ``previous_response_id``, and the history up to it if it is not the last.
+
+    Raises:
+        OpenAIError: 404 when the id names no response of this model's threads.
+    """
+    param = "previous_response_id"
+    thread_id, message_id = respids.decode(value, respids.RESPONSE, 2, param)
+    thread = await model_thread(runtime, model, thread_id)
+    started = None if thread is None else await thread.get_message(message_id)
+    if thread is None or started is None or started.role != "user":
+        raise respids.not_found(value, param)
+    check_active(thread, param)
+    if await latest_user_message(thread) == message_id:
+        return thread, None
+    return thread, history_through(await top_level(thread), message_id)
+
+
+async def latest_user_message(thread: ThreadState) -> str | None:
+    """The id of the thread's newest top-level user message."""
+    offset = 0
+    while True:
+        page = await thread.get_messages(limit=READ_PAGE, offset=offset, order="desc")
+        for message in page.messages:
+            if message.role == "user":
+                return message.id
+        if not page.has_more:
+            return None
+        offset += READ_PAGE
+
+
+async def top_level(thread: ThreadState) -> list[Message]:
+    """Every top-level message of the thread, oldest first."""
+    found: list[Message] = []
+    while True:
+        page = await thread.get_messages(limit=READ_PAGE, offset=len(found))
+        found.extend(page.messages)
+        if not page.has_more:
+            return found
+
+
+def history_through(messages: list[Message], message_id: str) -> list[Item]:
+    """The conversation up to the answer to ``message_id`` (tool rows left out)."""
+    history: list[Item] = []
+    reached = False
+    for message in messages:
+        if reached and message.role == "user":
+            break
+        reached = reached or message.id == message_id
+        if message.role in ("system", "user"):
+            history.append((message.role, message.content or ""))
+        elif message.role == "assistant" and message.content and message.status != "failed":
+            history.append(("assistant", message.content))
+    return history

@@ -1,0 +1,37 @@
+"""``GET /v1/models`` and ``GET /v1/models/{package}/{agent}``."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from litestar import Request, get
+from litestar.params import FromPath
+
+from sa_core.server.context import RuntimeDep
+from sa_core.server.openai.errors import error_specs
+from sa_core.server.openai.models import all_models, model_object, resolve_model
+from sa_core.server.openai.threads import authenticate
+
+STARTED = int(time.time())
+
+
+@get("/models", summary="List models", responses=error_specs())
+async def list_models(request: Request[Any, Any, Any], runtime: RuntimeDep) -> dict[str, Any]:
+    """Every entry agent of every hosted package, as a model named ``{package}/{agent}``."""
+    await authenticate(runtime, request)
+    return {"object": "list", "data": [model_object(m, STARTED) for m in all_models(runtime)]}
+
+
+@get(
+    "/models/{package:str}/{agent:str}", summary="Retrieve a model", responses=error_specs(404)
+)
+async def retrieve_model(
+    request: Request[Any, Any, Any],
+    runtime: RuntimeDep,
+    package: FromPath[str],
+    agent: FromPath[str],
+) -> dict[str, Any]:
+    """One model (``{package}/{agent}``); 404 when the package has no such entry agent."""
+    await authenticate(runtime, request)
+    return model_object(resolve_model(runtime, f"{package}/{agent}"), STARTED)

@@ -1,0 +1,100 @@
+"""Threads behind the OpenAI-compatible API: authenticate, start, load and continue them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from litestar import Request
+
+from sa_core.errors import MissingVariablesError, ThreadNotFoundError
+from sa_core.runtime import Runtime
+from sa_core.server.auth import bearer_token
+from sa_core.server.openai.errors import OpenAIError
+from sa_core.server.openai.models import Model
+from sa_core.server.openai.requests import Turn
+from sa_core.state import ThreadState
+from sa_core.store import ApiKeyRow
+
+TAG = "openai"
+"""Every thread this API starts carries this tag (filter the console's list with it)."""
+THREAD_HEADER = "x-sa-thread-id"
+
+
+async def authenticate(runtime: Runtime, request: Request[Any, Any, Any]) -> ApiKeyRow:
+    """The active API key of ``Authorization: Bearer <key>``; else a 401 in OpenAI's shape."""
+    token = bearer_token(request, allow_query=False)
+    if token is None:
+        raise OpenAIError(
+            401,
+            "Send 'Authorization: Bearer <key>' (the client's api_key); create a key with "
+            "'sa keys create'.",
+            code="invalid_api_key",
+        )
+    key = await runtime.store.verify_api_key(token)
+    if key is None:
+        raise OpenAIError(401, "Unknown or revoked API key.", code="invalid_api_key")
+    return key
+
+
+async def read_json(request: Request[Any, Any, Any]) -> Any:
+    """The request's JSON body; a 400 when it is not JSON."""
+    try:
+        return await request.json()
+    except Exception:  # noqa: BLE001 - any decoding failure is the client's
+        raise OpenAIError(400, "The request body is not valid JSON.") from None
+
+
+async def start_thread(runtime: Runtime, model: Model, history: Sequence[Turn]) -> ThreadState:
+    """A new thread of the model's agent holding ``history`` (no turn runs for it)."""
+    try:
+        thread = await runtime.create_thread(model.agent, package=model.package, tags=[TAG])
+    except MissingVariablesError as exc:
+        raise OpenAIError(
+            400,
+            f"The model '{model.name}' needs variables this server does not have: {exc}",
+            param="model",
+            code="missing_variables",
+        ) from None
+    await add_history(thread, history)
+    return thread
+
+
+async def add_history(thread: ThreadState, history: Sequence[Turn]) -> None:
+    """Store messages on a thread without running a turn for them."""
+    for role, text in history:
+        await thread.inject_message({"role": role, "content": text})
+
+
+async def model_thread(runtime: Runtime, model: Model, thread_id: str) -> ThreadState | None:
+    """The top-level thread ``thread_id`` if it belongs to the model's package and agent."""
+    try:
+        thread = await runtime.thread_for_message(thread_id)
+    except ThreadNotFoundError:
+        return None
+    if thread.package != model.package or thread.parent_id is not None:
+        return None
+    if thread.agent_id != model.agent:
+        return None
+    return thread
+
+
+async def any_thread(runtime: Runtime, thread_id: str) -> ThreadState | None:
+    """A top-level thread by id, whichever package it belongs to."""
+    try:
+        thread = await runtime.get_thread(thread_id)
+    except ThreadNotFoundError:
+        return None
+    return thread if thread.parent_id is None else None
+
+
+def check_active(thread: ThreadState, param: str) -> None:
+    """A 400 naming ``param`` when the thread was terminated (it takes no more messages)."""
+    if thread.terminated is not None:
+        raise OpenAIError(
+            400,
+            f"The thread behind '{param}' ({thread.thread_id}) was terminated; start a new "
+            "conversation.",
+            param=param,
+            code="thread_terminated",
+        )

@@ -1,0 +1,236 @@
+"""One turn of an agent on a durable thread, watched through the thread's live frames.
+
+The turn is sent like any message (``thread.send_message(..., wait=False)``), so it runs on
+whichever worker holds the thread, exactly as a turn posted to the messages API does. This
+process subscribes to the thread's frames first (relayed between workers on PostgreSQL), passes
+the answer's text deltas on as they stream, and asks the database whether the turn is over
+(:meth:`Runtime.turn_settled`) when a frame looks like its end, or when no frame came for a
+second. The answer is then read back from the stored messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sa_core.engine.events import OVERFLOW
+from sa_core.engine.usage import UsageTotals
+from sa_core.runtime import Runtime
+from sa_core.spec import Message
+from sa_core.state import ThreadState
+
+SEPARATOR = "\n\n"
+"""Between the texts of two assistant messages of one turn (text, a tool call, more text)."""
+POLL_SECONDS = 1.0
+"""Without a frame for this long, ask the database whether the turn ended (a safety net)."""
+MAX_BACKLOG = 10_000
+READ_PAGE = 100
+
+
+@dataclass
+class TurnResult:
+    """The outcome of a turn."""
+
+    thread_id: str
+    request: Message
+    """The message that started the turn (as stored)."""
+    replies: list[Message] = field(default_factory=list)
+    """The turn's top-level assistant messages, oldest first."""
+    text: str = ""
+    """What the client was given: the streamed text, else the replies' texts joined."""
+    usage: UsageTotals = field(default_factory=UsageTotals)
+
+    @property
+    def answered(self) -> bool:
+        """Whether the turn produced text (a failed model call produces none)."""
+        return bool(self.text)
+
+
+class Turn:
+    """Send a message on a thread and follow the turn it starts.
+
+    Iterate :meth:`deltas`: the stored message that starts the turn, the answer's text as it
+    streams, then the :class:`TurnResult`.
+    """
+
+    def __init__(self, runtime: Runtime, thread: ThreadState, content: str) -> None:
+        self.runtime = runtime
+        self.thread = thread
+        self.content = content
+        self._streamed: list[str] = []
+        self._request: Message | None = None
+
+    async def deltas(
+        self, before: UsageTotals | None = None
+    ) -> AsyncIterator[Message | str | TurnResult]:
+        """Run the turn: yield the stored request, text deltas as they stream, then the result.
+
+        Args:
+            before: the thread's usage with its subagents before the turn, from
+                :func:`usage_before` (``None``: no subagents then; the turn's logs tell).
+        """
+        runtime, thread_id = self.runtime, self.thread.thread_id
+        async with runtime.events.subscribe(thread_id, max_backlog=MAX_BACKLOG) as queue:
+            self._request = await self.thread.send_message(self.content, wait=False)
+            yield self._request
+            watching = True
+            texts: dict[str | None, str] = {}
+            while True:
+                try:
+                    frame = await asyncio.wait_for(queue.get(), POLL_SECONDS)
+                except TimeoutError:
+                    if await runtime.turn_settled(thread_id):
+                        break
+                    continue
+                if frame is OVERFLOW:  # fell behind: stop streaming, wait for the end
+                    watching = False
+                    continue
+                if not watching or frame.get("subagent_id") or frame.get("depth", 0):
+                    continue
+                kind = frame.get("type")
+                if kind == "message_chunk":
+                    for piece in self._chunk(texts, frame.get("message_id"), frame["chunk"]):
+                        yield piece
+                elif kind == "message_data":
+                    data = frame.get("data") or {}
+                    if data.get("role") != "assistant" or data.get("status") == "pending":
+                        continue
+                    if data.get("status") == "completed":
+                        for piece in self._final(texts, str(data.get("id")), data):
+                            yield piece
+                    if not data.get("tool_calls") and await runtime.turn_settled(thread_id):
+                        break
+        yield await self._result(before)
+
+    def _emit(self, text: str) -> str:
+        self._streamed.append(text)
+        return text
+
+    def _chunk(self, texts: dict[str | None, str], key: str | None, chunk: str) -> list[str]:
+        out: list[str] = []
+        if key not in texts:
+            if self._streamed:
+                out.append(self._emit(SEPARATOR))
+            texts[key] = ""
+        texts[key] += chunk
+        if chunk:
+            out.append(self._emit(self.runtime.redact_secrets(self.thread, chunk)))
+        return out
+
+    def _final(self, texts: dict[str | None, str], key: str, data: dict[str, Any]) -> list[str]:
+        content = str(data.get("content") or "")
+        streamed = texts.pop(key, None)
+        if streamed is None:
+            streamed = texts.pop(None, "")
+        if not content.startswith(streamed) or len(content) == len(streamed):
+            return []
+        rest = content[len(streamed) :]
+        return self._chunk({None: streamed} if streamed else {}, None, rest)
+
+    async def _result(self, before: UsageTotals | None) -> TurnResult:
+        assert self._request is not None
+        replies = await replies_after(self.thread, self._request.id)
+        if self._streamed:
+            text = "".join(self._streamed)
+        else:
+            text = self.runtime.redact_secrets(self.thread, joined(replies))
+        if before is None:
+            usage = await turn_usage(self.thread, self._request.created_at)
+        else:  # subagents' calls are logged on their threads: the tree's totals tell
+            after = (await self.thread.usage()).tree or UsageTotals()
+            usage = usage_delta(after, before)
+        return TurnResult(
+            thread_id=self.thread.thread_id,
+            request=self._request,
+            replies=replies,
+            text=text,
+            usage=usage,
+        )
+
+
+def joined(replies: Sequence[Message]) -> str:
+    """The texts of a turn's completed assistant messages, joined."""
+    return SEPARATOR.join(
+        m.content for m in replies if m.content and m.status in ("completed", None)
+    )
+
+
+async def replies_after(thread: ThreadState, message_id: str) -> list[Message]:
+    """The top-level assistant messages after ``message_id`` up to the next user message."""
+    newer: list[Message] = []
+    offset = 0
+    while True:
+        page = await thread.get_messages(limit=READ_PAGE, offset=offset, order="desc")
+        for message in page.messages:
+            if message.id == message_id:
+                newer.reverse()
+                replies: list[Message] = []
+                for later in newer:
+                    if later.role == "user":
+                        break
+                    if later.role == "assistant":
+                        replies.append(later)
+                return replies
+            newer.append(message)
+        if not page.has_more:
+            return []
+        offset += READ_PAGE
+
+
+async def turn_usage(thread: ThreadState, since: int) -> UsageTotals:
+    """The usage of the thread's model calls logged since ``since`` (µs): one turn's.
+
+    Read from the newest logs back, so it costs the turn's rows, not the thread's history.
+    """
+    totals = UsageTotals()
+    offset = 0
+    while True:
+        logs = await thread.get_logs(limit=READ_PAGE, offset=offset, order="desc")
+        for log in logs:
+            if log.created_at < since:
+                return totals
+            if log.type == "llm_call":
+                totals.add(log_usage(log.data))
+        if len(logs) < READ_PAGE:
+            return totals
+        offset += READ_PAGE
+
+
+def log_usage(data: dict[str, Any]) -> UsageTotals:
+    """The usage one ``llm_call`` log row records."""
+    failed = bool(data.get("error"))
+    return UsageTotals(
+        input_tokens=int(data.get("input_tokens") or 0),
+        output_tokens=int(data.get("output_tokens") or 0),
+        reasoning_tokens=int(data.get("reasoning_tokens") or 0),
+        cached_tokens=int(data.get("cached_tokens") or 0),
+        cost_usd=float(data.get("cost_total") or 0.0),
+        model_calls=0 if failed else 1,
+        failed_model_calls=1 if failed else 0,
+    )
+
+
+def usage_delta(after: UsageTotals, before: UsageTotals) -> UsageTotals:
+    """The usage a turn added (the totals after it, less those before)."""
+    return UsageTotals(
+        input_tokens=after.input_tokens - before.input_tokens,
+        output_tokens=after.output_tokens - before.output_tokens,
+        reasoning_tokens=after.reasoning_tokens - before.reasoning_tokens,
+        cached_tokens=after.cached_tokens - before.cached_tokens,
+        cost_usd=after.cost_usd - before.cost_usd,
+        model_calls=after.model_calls - before.model_calls,
+        failed_model_calls=after.failed_model_calls - before.failed_model_calls,
+    )
+
+
+async def usage_before(thread: ThreadState) -> UsageTotals | None:
+    """The usage of the thread and its subagents before a turn, when it has subagents.
+
+    ``None`` for a thread without subagents: the turn's usage is then read from its own logs
+    (:func:`turn_usage`), which stays cheap however long the thread grows.
+    """
+    if not thread.children:
+        return None
+    return (await thread.usage()).tree or UsageTotals()
