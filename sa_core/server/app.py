@@ -24,8 +24,8 @@ from sa_core.server.console import console_handlers, docs_render_plugins, static
 from sa_core.server.context import package_dependencies, runtime_dependency
 from sa_core.server.corners import allow_header_middleware, unknown_package_websocket
 from sa_core.server.errors import EXCEPTION_HANDLERS
-from sa_core.server.openai import openai_router
 from sa_core.server.protocols.mcp import mcp_handlers
+from sa_core.server.protocols.openai import openai_router
 from sa_core.server.routes.approvals import ApprovalsController
 from sa_core.server.routes.catalog import CatalogController, list_packages
 from sa_core.server.routes.custom import endpoint_handlers

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from sa_core.engine.usage import UsageTotals
-from sa_core.server.openai.respids import conversation_id, response_id
+from sa_core.server.protocols.openai.respids import conversation_id, response_id
 
 
 def response_usage(usage: UsageTotals) -> dict[str, Any]:

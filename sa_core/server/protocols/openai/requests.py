@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sa_core.server.openai.errors import OpenAIError, invalid, unsupported
+from sa_core.server.protocols.openai.errors import OpenAIError, invalid, unsupported
 
 Turn = tuple[str, str]
 """A message as this API keeps it: ``(role, text)``, role ``system``, ``user`` or ``assistant``."""

@@ -9,9 +9,9 @@ from litestar import Request, get
 from litestar.params import FromPath
 
 from sa_core.server.context import RuntimeDep
-from sa_core.server.openai.errors import error_specs
-from sa_core.server.openai.models import all_models, model_object, resolve_model
-from sa_core.server.openai.threads import authenticate
+from sa_core.server.protocols.openai.errors import error_specs
+from sa_core.server.protocols.openai.models import all_models, model_object, resolve_model
+from sa_core.server.protocols.openai.threads import authenticate
 
 STARTED = int(time.time())
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from sa_core.registry import PackScope
 from sa_core.runtime import Runtime
-from sa_core.server.openai.errors import OpenAIError
+from sa_core.server.protocols.openai.errors import OpenAIError
 
 
 @dataclass(frozen=True)

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from sa_core.engine.usage import UsageTotals
 from sa_core.runtime import Runtime
-from sa_core.server.openai import respids
-from sa_core.server.openai.models import Model
-from sa_core.server.openai.requests import Turn as Item
-from sa_core.server.openai.respparse import ResponsesRequest
-from sa_core.server.openai.threads import add_history, check_active, model_thread, start_thread
-from sa_core.server.openai.turns import READ_PAGE, Turn, usage_before
+from sa_core.server.protocols.openai import respids
+from sa_core.server.protocols.openai.models import Model
+from sa_core.server.protocols.openai.requests import Turn as Item
+from sa_core.server.protocols.openai.respparse import ResponsesRequest
+from sa_core.server.protocols.openai.threads import (
+    add_history,
+    check_active,
+    model_thread,
+    start_thread,
+)
+from sa_core.server.protocols.openai.turns import READ_PAGE, Turn, usage_before
 from sa_core.spec import Message
 from sa_core.state import ThreadState
 

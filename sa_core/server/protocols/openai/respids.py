@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 
-from sa_core.server.openai.errors import OpenAIError
+from sa_core.server.protocols.openai.errors import OpenAIError
 
 RESPONSE = "resp_"
 CONVERSATION = "conv_"

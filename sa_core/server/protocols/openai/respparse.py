@@ -1,12 +1,12 @@
-"""Checking ``POST /v1/responses`` bodies (see :mod:`sa_core.server.openai.requests`)."""
+"""Checking ``POST /v1/responses`` bodies (see :mod:`sa_core.server.protocols.openai.requests`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from sa_core.server.openai.errors import OpenAIError, invalid, unsupported
-from sa_core.server.openai.requests import (
+from sa_core.server.protocols.openai.errors import OpenAIError, invalid, unsupported
+from sa_core.server.protocols.openai.requests import (
     Turn,
     check_text_format,
     flag,

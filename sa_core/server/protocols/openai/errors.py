@@ -16,7 +16,7 @@ from litestar import Request, Response
 from litestar.exceptions import HTTPException, NotAuthorizedException, ValidationException
 from litestar.openapi.datastructures import ResponseSpec
 
-logger = logging.getLogger("sa_core.server.openai")
+logger = logging.getLogger("sa_core.server.protocols.openai")
 
 _TYPES = {401: "invalid_request_error", 404: "invalid_request_error"}
 

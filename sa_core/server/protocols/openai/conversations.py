@@ -20,8 +20,8 @@ from collections.abc import Sequence
 
 from sa_core.errors import ThreadNotFoundError
 from sa_core.runtime import Runtime
-from sa_core.server.openai.models import Model
-from sa_core.server.openai.requests import Turn
+from sa_core.server.protocols.openai.models import Model
+from sa_core.server.protocols.openai.requests import Turn
 from sa_core.state import ThreadState
 
 KEY_PREFIX = "sa:openai:chat:"

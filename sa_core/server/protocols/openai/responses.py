@@ -13,15 +13,20 @@ from litestar.response import Stream
 from sa_core.engine.usage import UsageTotals
 from sa_core.runtime import Runtime
 from sa_core.server.context import RuntimeDep
-from sa_core.server.openai import respids
-from sa_core.server.openai.chat import SSE_HEADERS, no_answer
-from sa_core.server.openai.errors import error_specs
-from sa_core.server.openai.models import Model, resolve_model
-from sa_core.server.openai.respparse import ResponsesRequest, responses_request
-from sa_core.server.openai.respthreads import open_response_turn
-from sa_core.server.openai.respwire import EventWriter, response_object
-from sa_core.server.openai.threads import THREAD_HEADER, any_thread, authenticate, read_json
-from sa_core.server.openai.turns import Turn, TurnResult, joined, replies_after
+from sa_core.server.protocols.openai import respids
+from sa_core.server.protocols.openai.chat import SSE_HEADERS, no_answer
+from sa_core.server.protocols.openai.errors import error_specs
+from sa_core.server.protocols.openai.models import Model, resolve_model
+from sa_core.server.protocols.openai.respparse import ResponsesRequest, responses_request
+from sa_core.server.protocols.openai.respthreads import open_response_turn
+from sa_core.server.protocols.openai.respwire import EventWriter, response_object
+from sa_core.server.protocols.openai.threads import (
+    THREAD_HEADER,
+    any_thread,
+    authenticate,
+    read_json,
+)
+from sa_core.server.protocols.openai.turns import Turn, TurnResult, joined, replies_after
 from sa_core.spec import Message
 
 

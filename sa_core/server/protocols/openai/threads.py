@@ -10,9 +10,9 @@ from litestar import Request
 from sa_core.errors import MissingVariablesError, ThreadNotFoundError
 from sa_core.runtime import Runtime
 from sa_core.server.auth import bearer_token
-from sa_core.server.openai.errors import OpenAIError
-from sa_core.server.openai.models import Model
-from sa_core.server.openai.requests import Turn
+from sa_core.server.protocols.openai.errors import OpenAIError
+from sa_core.server.protocols.openai.models import Model
+from sa_core.server.protocols.openai.requests import Turn
 from sa_core.state import ThreadState
 from sa_core.store import ApiKeyRow
 

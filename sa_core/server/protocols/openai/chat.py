@@ -13,18 +13,18 @@ from litestar.response import Stream
 from sa_core.engine.usage import UsageTotals
 from sa_core.runtime import Runtime
 from sa_core.server.context import RuntimeDep
-from sa_core.server.openai import conversations
-from sa_core.server.openai.errors import OpenAIError, error_body, error_specs
-from sa_core.server.openai.models import Model, resolve_model
-from sa_core.server.openai.requests import ChatRequest, chat_request
-from sa_core.server.openai.threads import (
+from sa_core.server.protocols.openai import conversations
+from sa_core.server.protocols.openai.errors import OpenAIError, error_body, error_specs
+from sa_core.server.protocols.openai.models import Model, resolve_model
+from sa_core.server.protocols.openai.requests import ChatRequest, chat_request
+from sa_core.server.protocols.openai.threads import (
     THREAD_HEADER,
     add_history,
     authenticate,
     read_json,
     start_thread,
 )
-from sa_core.server.openai.turns import Turn, TurnResult, usage_before
+from sa_core.server.protocols.openai.turns import Turn, TurnResult, usage_before
 from sa_core.spec import Message
 from sa_core.state import ThreadState
 

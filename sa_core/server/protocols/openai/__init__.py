@@ -12,10 +12,10 @@ from litestar import Router
 from sa_core.runtime import Runtime
 from sa_core.server.auth import PUBLIC, SECURITY
 from sa_core.server.context import runtime_dependency
-from sa_core.server.openai.chat import chat_completions
-from sa_core.server.openai.errors import EXCEPTION_HANDLERS
-from sa_core.server.openai.responses import create_response, get_response
-from sa_core.server.openai.routes import list_models, retrieve_model
+from sa_core.server.protocols.openai.chat import chat_completions
+from sa_core.server.protocols.openai.errors import EXCEPTION_HANDLERS
+from sa_core.server.protocols.openai.responses import create_response, get_response
+from sa_core.server.protocols.openai.routes import list_models, retrieve_model
 
 __all__ = ["openai_router"]
 
