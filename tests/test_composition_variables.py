@@ -190,7 +190,7 @@ async def test_set_env_on_a_parent_reaches_a_running_child(sa_runtime_factory):
 async def test_a_deferred_child_booted_with_variables_keeps_the_side_that_asked_for_it(sa_runtime_factory):
     base = pack_with({"name": "child", "blocking": False, "resumable": {"receives_messages": "side_a"}}, child_variables=SCOPED_KEY)
     front = define_prompt(name="front", model="m", prompt="Front.", include_chat=True)
-    desk = define_agent(name="desk", type="dual_ai", max_session_turns=1, side_a={"prompt": "front"}, side_b={"prompt": "coordinator"})
+    desk = define_agent(name="desk", type="dual_ai", max_session_turns=2, side_a={"prompt": "front"}, side_b={"prompt": "coordinator"})
     pack = Pack(name="vars", agents=[*base.agents, desk], prompts=[*base.prompts, front], models=base.models, tools=base.tools)
     provider = by_prompt(**{
         "Front.": ["a draft"],
