@@ -1024,6 +1024,7 @@ class Runtime:
             kept.popitem(last=False)
 
     async def _settle(self, state: ThreadState, flow: Flow, reason: str) -> None:
+        from sa_core.engine.oneshot import termination_fields
         from sa_core.engine.subagents import on_flow_end, settled_execution
         from sa_core.store import now_us
 
@@ -1039,8 +1040,10 @@ class Runtime:
         # a child's outcome (and the call it answers) goes in the same update
         state.row.execution = settled_execution(state, flow, reason, execution)
         state.row.updated_at = now = now_us()
+        # a non-resumable child that reported is terminated in the same write
+        ended = termination_fields(state, reason, now)
         await self.store.set_thread_fields(
-            state.thread_id, execution=state.row.execution, updated_at=now
+            state.thread_id, execution=state.row.execution, updated_at=now, **ended
         )
         await on_flow_end(state, flow, reason)
 

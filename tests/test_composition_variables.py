@@ -39,6 +39,7 @@ def by_prompt(**answers):
 
 SCOPED_KEY = [{"name": "SERVICE_KEY", "type": "secret", "required": True, "scoped": True}]
 CREATE = {"tool_calls": [{"name": "subagent_create", "arguments": {"agent": "child", "name": "svc", "message": "use the key", "attachments": []}}]}
+RESUMABLE_BLOCKING = {"name": "child", "blocking": True, "resumable": {"receives_messages": "side_a"}}
 
 
 @pytest.mark.asyncio
@@ -88,8 +89,9 @@ async def test_scoped_variables_are_not_inherited_but_others_are(sa_runtime_fact
 
 @pytest.mark.asyncio
 async def test_set_env_on_a_parent_reaches_active_descendants(sa_runtime_factory):
-    pack = pack_with({"name": "child", "blocking": True})
-    async with sa_runtime_factory(packs=[pack], providers={"test": by_prompt(**{"Coordinate.": [{"tool_calls": [{"name": "child", "arguments": {"message": "go"}}]}]})}) as rt:
+    # a resumable child: a non-resumable one is terminated once it has reported
+    pack = pack_with(RESUMABLE_BLOCKING)
+    async with sa_runtime_factory(packs=[pack], providers={"test": by_prompt(**{"Coordinate.": [CREATE]})}) as rt:
         parent = await rt.create_thread("lead")
         await parent.send_message("start")
         await parent.refresh()
@@ -138,8 +140,8 @@ async def test_immediate_object_form_fans_out_and_keeps_scoped_env_away_from_mod
 
 @pytest.mark.asyncio
 async def test_set_env_on_a_parent_does_not_overwrite_a_childs_scoped_variable(sa_runtime_factory):
-    pack = pack_with({"name": "child", "blocking": True}, child_variables=[{"name": "SERVICE_KEY", "required": False, "scoped": True}])
-    async with sa_runtime_factory(packs=[pack], providers={"test": by_prompt(**{"Coordinate.": [{"tool_calls": [{"name": "child", "arguments": {"message": "go"}}]}]})}) as rt:
+    pack = pack_with(RESUMABLE_BLOCKING, child_variables=[{"name": "SERVICE_KEY", "required": False, "scoped": True}])
+    async with sa_runtime_factory(packs=[pack], providers={"test": by_prompt(**{"Coordinate.": [CREATE]})}) as rt:
         parent = await rt.create_thread("lead", env={"SERVICE_KEY": "parent"})
         await parent.send_message("start")
         await parent.refresh()
