@@ -530,7 +530,7 @@ async def test_receives_messages_side_b_delivers_parent_messages_to_the_reviewer
 @pytest.mark.asyncio
 async def test_blocking_child_that_hits_max_session_turns_reports_the_spec_text(sa_runtime_factory):
     pack = research_pack({"name": "researcher", "initUserMessageProperty": "task"}, child_fields=None)
-    pack.agents[1].max_session_turns = 1
+    pack.agents[1].max_session_turns = 2  # one turn of each side
     provider = routed(
         parent=[{"tool_calls": [{"name": "researcher", "arguments": {"task": "x"}}]}, "ok"],
         worker=["draft"],
