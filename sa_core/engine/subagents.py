@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from sa_core.engine.tools import ToolTable
     from sa_core.registry import PackScope
     from sa_core.runtime import Runtime
-    from sa_core.spec import Message, SessionToolBinding, ToolCall
+    from sa_core.spec import Message, PromptDefinition, SessionToolBinding, ToolCall
     from sa_core.state import ThreadState
     from sa_core.store import ThreadRow
 
@@ -827,13 +827,31 @@ async def provide_variables(
 
 
 async def boot_immediate(state: ThreadState) -> None:
-    """Create the immediate subagents of the thread's active prompt (side A's)."""
-    scope = state.scope
-    prompt = scope.prompts.get(state.agent.side_a.prompt)
-    if prompt is None:
-        return
-    state.active_prompt = prompt
-    table = state.runtime.tool_table(scope, prompt)
+    """Create the immediate subagents of the prompts the thread's agent makes active.
+
+    Side A's prompt, and side B's on a ``dual_ai`` agent: both become active with the thread
+    (or the handoff), so both sides' immediate entries start then (seed 001, 5.2). A side B
+    child is owned by side B: its reports are queued for side B to act on.
+    """
+    agent = state.agent
+    sides = [("a", agent.side_a)]
+    side_b = agent.side_b if agent.type == "dual_ai" else None
+    if side_b is not None and side_b.prompt != agent.side_a.prompt:  # a prompt boots once
+        sides.append(("b", side_b))
+    first = None
+    for side, config in sides:
+        prompt = state.scope.prompts.get(config.prompt)
+        if prompt is not None:
+            first = first or prompt
+            await _boot_prompt(state, prompt, side)
+    if first is not None:
+        state.active_prompt = first  # side A's, which acts first
+
+
+async def _boot_prompt(state: ThreadState, prompt: PromptDefinition, side: str) -> None:
+    """Create the immediate subagents of one side's prompt, owned by that side."""
+    state.active_prompt = prompt  # the prompt each child records as its relationship's
+    table = state.runtime.tool_table(state.scope, prompt)
     for tool in subagent_tools(state, table).values():
         config = tool.subagent
         if config is None or not config.immediate:
@@ -859,6 +877,7 @@ async def boot_immediate(state: ThreadState) -> None:
                 arguments={},
                 tool_message_id=None,
                 extra_env=env,
+                owner_side=side,
             )
 
 
