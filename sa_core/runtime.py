@@ -757,10 +757,6 @@ class Runtime:
                             thread_id, state.row.updated_at, tx=tx
                         )
                     await self.store.insert_messages([message], tx=tx)
-                    counted: tuple[str, ...] = ()
-                    if role == "user" and state.agent.type == "ai_human":
-                        await self._count_human_turn(state)
-                        counted = ("execution", "updated_at")  # written here: kept as written
                     owed = self._owed_record(state, message, side_for_role(role))
                     if not self.scheduler.accepts_work():
                         claimed = False
@@ -781,7 +777,7 @@ class Runtime:
                             thread_id, tx=tx, written=[message]
                         )
                         fresh = start is not None and self._adopt_live(
-                            thread_id, start.row, start.children, keep=counted
+                            thread_id, start.row, start.children
                         )
                         queued = start is not None and bool(start.queue)
                         history = start.history if start is not None else None
@@ -793,7 +789,7 @@ class Runtime:
                         fresh = claimed and thread_id in self._live
                     queue_empty = fresh and not queued
             except BaseException:
-                self._forget_current(thread_id)  # the human turn count went ahead of the store
+                self._forget_current(thread_id)  # a row adopted in a rolled-back transaction
                 raise
             await announce_created(state, [message])
             self.start_turn(
@@ -903,17 +899,6 @@ class Runtime:
             turns={"a": int(turns.get("a", 0)), "b": int(turns.get("b", 0))},
         )
         return ExecutionRecord(status="owed", resume=point)
-
-    async def _count_human_turn(self, state: ThreadState) -> None:
-        from sa_core.store import now_us
-
-        execution = dict(state.row.execution)
-        turns = dict(execution.get("turns") or {})
-        turns["b"] = int(turns.get("b", 0)) + 1
-        execution["turns"] = turns
-        state.row.execution = execution
-        state.row.updated_at = now = now_us()
-        await self.store.set_thread_fields(state.thread_id, execution=execution, updated_at=now)
 
     async def queue(self, state: ThreadState, data: QueueMessageInput) -> str:
         """Queue a message on a thread and wake it (``state.queue_message``)."""
@@ -1053,6 +1038,7 @@ class Runtime:
             kept.popitem(last=False)
 
     async def _settle(self, state: ThreadState, flow: Flow, reason: str) -> None:
+        from sa_core.engine.oneshot import termination_fields
         from sa_core.engine.subagents import on_flow_end, settled_execution
         from sa_core.store import now_us
 
@@ -1068,8 +1054,10 @@ class Runtime:
         # a child's outcome (and the call it answers) goes in the same update
         state.row.execution = settled_execution(state, flow, reason, execution)
         state.row.updated_at = now = now_us()
+        # a non-resumable child that reported is terminated in the same write
+        ended = termination_fields(state, reason, now)
         await self.store.set_thread_fields(
-            state.thread_id, execution=state.row.execution, updated_at=now
+            state.thread_id, execution=state.row.execution, updated_at=now, **ended
         )
         await on_flow_end(state, flow, reason)
 

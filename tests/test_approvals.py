@@ -282,7 +282,7 @@ async def test_blocking_parent_waits_for_an_approval_inside_its_child(sa_runtime
         await lead.refresh()
     assert executed == [("cy", 3)]
     assert page.messages[-1].content.startswith("Parent saw: done: ['Sent 3 to cy']")
-    assert lead.children[0].status == "idle"
+    assert lead.children[0].status == "terminated"  # non-resumable: done once it reported
 
 
 # -- HTTP -----------------------------------------------------------------------------------

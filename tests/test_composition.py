@@ -215,7 +215,9 @@ async def test_blocking_subagent_returns_the_session_stop_payload(sa_runtime_fac
     tool_row = page.messages[2]
     assert tool_row.content == f"Findings: 42\n\nReference: {entry.reference}"
     assert tool_row.subagent_id == entry.reference
-    assert entry.name == "researcher" and entry.blocking is True and entry.status == "idle"
+    # non-resumable: the child completed, so it terminated (seed 003)
+    assert entry.name == "researcher" and entry.blocking is True and entry.status == "terminated"
+    assert child.terminated is not None
     assert child_page.messages[0].content == "find 42"
     assert provider.seen["worker"][0].messages[-1].content == "find 42"
     assert page.messages[-1].content == "Summarized"
@@ -237,7 +239,7 @@ async def test_blocking_subagent_failure_is_an_error_result(sa_runtime_factory):
     row = page.messages[2]
     assert row.tool_status == "error"
     assert row.content.startswith("Failed to execute tool: sources are unreliable\n\nReference: ")
-    assert parent.children[0].status == "failed"
+    assert parent.children[0].status == "terminated"  # the failure is the call's result
 
 
 # -- subagents: non-blocking, non-resumable ----------------------------------------------------
@@ -395,7 +397,7 @@ async def test_session_status_updates_the_registry_without_ending(sa_runtime_fac
         rt.update_child = spy
         parent = await rt.create_thread("lead")
         await parent.send_message("go")
-    assert statuses[0] == "collecting sources" and statuses[-1] == "idle"
+    assert statuses[0] == "collecting sources" and statuses[-1] == "terminated"
 
 
 @pytest.mark.asyncio
@@ -528,7 +530,7 @@ async def test_receives_messages_side_b_delivers_parent_messages_to_the_reviewer
 @pytest.mark.asyncio
 async def test_blocking_child_that_hits_max_session_turns_reports_the_spec_text(sa_runtime_factory):
     pack = research_pack({"name": "researcher", "initUserMessageProperty": "task"}, child_fields=None)
-    pack.agents[1].max_session_turns = 1
+    pack.agents[1].max_session_turns = 2  # one turn of each side
     provider = routed(
         parent=[{"tool_calls": [{"name": "researcher", "arguments": {"task": "x"}}]}, "ok"],
         worker=["draft"],

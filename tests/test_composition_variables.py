@@ -39,6 +39,7 @@ def by_prompt(**answers):
 
 SCOPED_KEY = [{"name": "SERVICE_KEY", "type": "secret", "required": True, "scoped": True}]
 CREATE = {"tool_calls": [{"name": "subagent_create", "arguments": {"agent": "child", "name": "svc", "message": "use the key", "attachments": []}}]}
+RESUMABLE_BLOCKING = {"name": "child", "blocking": True, "resumable": {"receives_messages": "side_a"}}
 
 
 @pytest.mark.asyncio
@@ -88,8 +89,9 @@ async def test_scoped_variables_are_not_inherited_but_others_are(sa_runtime_fact
 
 @pytest.mark.asyncio
 async def test_set_env_on_a_parent_reaches_active_descendants(sa_runtime_factory):
-    pack = pack_with({"name": "child", "blocking": True})
-    async with sa_runtime_factory(packs=[pack], providers={"test": by_prompt(**{"Coordinate.": [{"tool_calls": [{"name": "child", "arguments": {"message": "go"}}]}]})}) as rt:
+    # a resumable child: a non-resumable one is terminated once it has reported
+    pack = pack_with(RESUMABLE_BLOCKING)
+    async with sa_runtime_factory(packs=[pack], providers={"test": by_prompt(**{"Coordinate.": [CREATE]})}) as rt:
         parent = await rt.create_thread("lead")
         await parent.send_message("start")
         await parent.refresh()
@@ -117,6 +119,31 @@ async def test_immediate_subagent_is_created_with_the_thread(sa_runtime_factory)
 
 
 @pytest.mark.asyncio
+async def test_immediate_subagent_on_side_b_of_a_dual_ai_agent_is_created_with_the_thread(sa_runtime_factory):
+    # both sides' prompts become active with the thread: side B's immediate entries start too
+    entry = {"name": "child", "blocking": False, "immediate": True, "resumable": {"receives_messages": "side_a"}}
+    base = pack_with(entry)
+    front = define_prompt(name="front", model="m", prompt="Front.", include_chat=True)
+    desk = define_agent(name="desk", type="dual_ai", max_session_turns=2, side_a={"prompt": "front"}, side_b={"prompt": "coordinator"})
+    pack = Pack(name="vars", agents=[*base.agents, desk], prompts=[*base.prompts, front], models=base.models, tools=base.tools)
+    provider = by_prompt(**{"Review.": [{"tool_calls": [{"name": "approve", "arguments": {}}]}]})
+    async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
+        parent = await rt.create_thread("desk")
+        assert [e.name for e in parent.children] == ["child"]
+        await rt.wait_idle(timeout=10)
+        await parent.refresh()
+        child = await rt.get_thread(parent.children[0].reference)
+        page = await parent.get_messages(include_silent=True)
+    assert child.row.properties["owner_side"] == "b" and child.row.properties["prompt"] == "coordinator"
+    # the child worked before the parent took a step; its report woke side B, which owns it
+    assert provider.requests[0].messages[0].content == "Work."
+    notification = next(m for m in page.messages if (m.metadata or {}).get("subagent_id") == child.thread_id)
+    assert notification.role == "assistant" and "has returned the following result" in notification.content
+    first_parent = next(r for r in provider.requests if r.messages[0].content in ("Front.", "Coordinate."))
+    assert first_parent.messages[0].content == "Coordinate."
+
+
+@pytest.mark.asyncio
 async def test_immediate_object_form_fans_out_and_keeps_scoped_env_away_from_models(sa_runtime_factory):
     entry = {
         "name": "child", "blocking": False,
@@ -138,8 +165,8 @@ async def test_immediate_object_form_fans_out_and_keeps_scoped_env_away_from_mod
 
 @pytest.mark.asyncio
 async def test_set_env_on_a_parent_does_not_overwrite_a_childs_scoped_variable(sa_runtime_factory):
-    pack = pack_with({"name": "child", "blocking": True}, child_variables=[{"name": "SERVICE_KEY", "required": False, "scoped": True}])
-    async with sa_runtime_factory(packs=[pack], providers={"test": by_prompt(**{"Coordinate.": [{"tool_calls": [{"name": "child", "arguments": {"message": "go"}}]}]})}) as rt:
+    pack = pack_with(RESUMABLE_BLOCKING, child_variables=[{"name": "SERVICE_KEY", "required": False, "scoped": True}])
+    async with sa_runtime_factory(packs=[pack], providers={"test": by_prompt(**{"Coordinate.": [CREATE]})}) as rt:
         parent = await rt.create_thread("lead", env={"SERVICE_KEY": "parent"})
         await parent.send_message("start")
         await parent.refresh()
@@ -190,7 +217,7 @@ async def test_set_env_on_a_parent_reaches_a_running_child(sa_runtime_factory):
 async def test_a_deferred_child_booted_with_variables_keeps_the_side_that_asked_for_it(sa_runtime_factory):
     base = pack_with({"name": "child", "blocking": False, "resumable": {"receives_messages": "side_a"}}, child_variables=SCOPED_KEY)
     front = define_prompt(name="front", model="m", prompt="Front.", include_chat=True)
-    desk = define_agent(name="desk", type="dual_ai", max_session_turns=1, side_a={"prompt": "front"}, side_b={"prompt": "coordinator"})
+    desk = define_agent(name="desk", type="dual_ai", max_session_turns=2, side_a={"prompt": "front"}, side_b={"prompt": "coordinator"})
     pack = Pack(name="vars", agents=[*base.agents, desk], prompts=[*base.prompts, front], models=base.models, tools=base.tools)
     provider = by_prompt(**{
         "Front.": ["a draft"],

@@ -296,4 +296,4 @@ async def test_child_killed_while_reporting_to_its_parent_reports_exactly_once(t
     assert "all good" in (reports[0].content or "")
     forwarded = [m for m in child_messages if (m.metadata or {}).get("status_kind")]
     assert len(forwarded) == 1
-    assert entry.status == "idle"
+    assert entry.status == "terminated"  # non-resumable: terminated with its report

@@ -154,14 +154,40 @@ async def test_stop_tool_completes_the_turn_and_response_property_replaces_conte
 
 @pytest.mark.asyncio
 async def test_max_session_turns_ends_a_conversation_that_never_stops(sa_runtime_factory):
+    # The cap counts the turns of both sides together (seed 002: "Maximum total turns across
+    # both sides"): 3 is A, B, A; counted as exchanges (min of the sides) it would be 6 steps.
     provider = scripted([f"a{i}" for i in range(10)], [f"b{i}" for i in range(10)])
-    pack = pack_with(max_session_turns=2)
+    pack = pack_with(max_session_turns=3)
     async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
         thread = await rt.create_thread("duo")
         await thread.send_message("Go")
         state = await rt.get_thread(thread.thread_id)
-    assert [r.model for r in provider.requests] == ["writer", "reviewer", "writer", "reviewer"]
-    assert state._row.execution["last_stop_reason"] == "max_session_turns"
+        assert [r.model for r in provider.requests] == ["writer", "reviewer", "writer"]
+        assert state._row.execution["last_stop_reason"] == "max_session_turns"
+        # the session ended: its counters start again, so the next message gets a full session
+        await thread.send_message("Again")
+        page = await thread.get_messages()
+    assert [r.model for r in provider.requests][3:] == ["writer", "reviewer", "writer"]
+    assert [m.content for m in page.messages][-4:] == ["Again", "a2", "b1", "a3"]
+
+
+@pytest.mark.asyncio
+async def test_max_session_turns_does_not_cap_an_ai_human_agent(sa_runtime_factory):
+    # "Only applies to dual_ai agents" (seed 002): a chat agent answers every message.
+    prompt = define_prompt(name="chat", model="model_a", prompt="Chat.", include_chat=True)
+    agent = define_agent(name="chat", max_session_turns=2, side_a={"prompt": "chat"})
+    pack = Pack(name="chat", agents=[agent], prompts=[prompt], models=[MODEL_A])
+    provider = scripted([f"reply {i}" for i in range(4)], [])
+    async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
+        thread = await rt.create_thread("chat")
+        for text in ("one", "two", "three", "four"):
+            await thread.send_message(text)
+        page = await thread.get_messages()
+        state = await rt.get_thread(thread.thread_id)
+    last = [(m.role, m.content) for m in page.messages][-2:]
+    assert last == [("user", "four"), ("assistant", "reply 3")]
+    assert len(provider.requests) == 4
+    assert state._row.execution["last_stop_reason"] == "stop_on_response"
 
 
 @pytest.mark.asyncio

@@ -150,7 +150,7 @@ async def test_cost_budget_stops_the_turn_with_budget_exceeded(sa_runtime_factor
     delegation = [m for m in page.messages if m.role == "tool"][0]
     assert delegation.tool_status == "error"
     assert "Budget exceeded: SA_MAX_COST_USD" in delegation.content
-    assert lead.children[0].status == "failed"
+    assert lead.children[0].status == "terminated"  # non-resumable: the failure was its result
 
 
 @pytest.mark.asyncio
@@ -244,4 +244,4 @@ def test_budget_set_over_http_stops_the_thread(sa_database_url):
     assert last["content"].startswith("Budget exceeded: SA_MAX_TOKENS is 100")
     # One parent call (2100 tokens) crossed the budget; the child was refused before its model.
     assert usage["tree"]["model_calls"] == 1
-    assert children[0]["status"] == "failed"
+    assert children[0]["status"] == "terminated"  # non-resumable: reported, so terminated

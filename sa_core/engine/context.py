@@ -423,7 +423,8 @@ def registry_system_message(children: Sequence[object]) -> str | None:
         status = getattr(entry, "status", "")
         resumable = " resumable" if getattr(entry, "resumable", False) else ""
         lines.append(f"- {ref}: {name} (agent {agent}{resumable}) — {status}")
-    lines.append("Use subagent_message with a reference to message a resumable instance.")
+    if any(getattr(entry, "resumable", False) for entry in children):  # else not offered
+        lines.append("Use subagent_message with a reference to message a resumable instance.")
     return "\n".join(lines)
 
 

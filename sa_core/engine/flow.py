@@ -338,8 +338,7 @@ class Flow:
                 self.current_side, self._forced = self._forced, None
             side = self.current_side
             agent = self.state.agent
-            cap = agent.max_session_turns if self.prompt_override is None else None
-            if cap is not None and min(self.turns["a"], self.turns["b"]) >= cap:
+            if self._session_turns_reached(agent):
                 await self._end_session(SessionOutcome("max_session_turns", failed=True))
                 return "max_session_turns"
             side_config = self.side_config(side, agent)
@@ -363,6 +362,18 @@ class Flow:
             decision = await self.after_step(side, side_config, step)
             if decision is not None:
                 return decision
+
+    def _session_turns_reached(self, agent: AgentDefinition) -> bool:
+        """Whether a ``dual_ai`` session used up ``max_session_turns``.
+
+        The cap counts the completed turns of both sides together in the current session
+        (seed 002: "Maximum total turns across both sides. Only applies to ``dual_ai``
+        agents."): a cap of 2 is one turn of side A and one of side B.
+        """
+        cap = agent.max_session_turns
+        if cap is None or agent.type != "dual_ai" or self.prompt_override is not None:
+            return False
+        return self.turns["a"] + self.turns["b"] >= cap
 
     async def after_step(
         self, side: Side, config: SideConfig, step: StepResult
@@ -1017,8 +1028,6 @@ class Flow:
         await self.engine.store.insert_messages(messages, tx=tx)
         for message in messages:
             self.remember(message)
-            if self.side_config("b") is None and message.role == "user" and not message.silent:
-                self.turns["b"] += 1
         self.current_side = side_for_role(entries[0].role)
         self.stopped = False
         await self.save_point(self.resume_point(), tx=tx)

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from sa_core.engine.child_start import can_owe_directly, owe_first_turn, start_child
+from sa_core.engine.oneshot import addressable, finishes, not_addressable
 from sa_core.engine.tools import LIFECYCLE_TOOLS, OfferedTool, flag_enabled
 from sa_core.spec import (
     AgentDefinition,
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from sa_core.engine.tools import ToolTable
     from sa_core.registry import PackScope
     from sa_core.runtime import Runtime
-    from sa_core.spec import Message, SessionToolBinding, ToolCall
+    from sa_core.spec import Message, PromptDefinition, SessionToolBinding, ToolCall
     from sa_core.state import ThreadState
     from sa_core.store import ThreadRow
 
@@ -85,7 +86,8 @@ def lifecycle_tools(state: ThreadState, table: ToolTable) -> dict[str, OfferedTo
         for t in subagent_tools(state, table).values()
         if t.subagent is not None and t.subagent.is_resumable
     ]
-    if not resumable and not state.children:
+    reachable = addressable(state.children)  # only resumable instances take messages
+    if not resumable and not reachable:
         return {}
     offered: dict[str, OfferedTool] = {}
     if resumable:
@@ -117,7 +119,7 @@ def lifecycle_tools(state: ThreadState, table: ToolTable) -> dict[str, OfferedTo
                 "required": ["agent", "name", "message", "attachments"],
             },
         )
-    if any(e.status != "terminated" for e in state.children) or resumable:
+    if reachable or resumable:
         offered["subagent_message"] = OfferedTool(
             name="subagent_message",
             kind="lifecycle",
@@ -342,6 +344,7 @@ async def _create(
         "relationship": tool.name,
         "prompt": state.active_prompt.name if state.active_prompt is not None else None,
         "arguments": arguments,
+        "resumable": config.is_resumable,  # a non-resumable child terminates when it reports
     }
     if call_id is not None:
         properties["tool_call_id"] = call_id
@@ -579,8 +582,9 @@ def _result(child_id: str, row: ThreadRow | None, copied: list[AttachmentRef]) -
         "aborted_by_user" if row is not None and row.stopped else "unknown"
     )
     failed = outcome.get("failed", True) if outcome else True
+    reason_known = reason not in ("aborted_by_user", "unknown")  # else a terminate() cut it
     text = outcome.get("content") if outcome else NO_TERMINAL_TEXT.format(reason=reason)
-    if not outcome and row is not None and row.terminated is not None:
+    if not outcome and row is not None and row.terminated is not None and not reason_known:
         text = NO_TERMINAL_TEXT.format(reason="terminated")
     suffix = f"\n\nReference: {child_id}"
     if copied:
@@ -638,6 +642,9 @@ async def _message_instance(
             status="error", error="subagent_message requires referenceId and message."
         )
     entry = next((e for e in state.children if e.reference == reference), None)
+    refused = not_addressable(entry) if entry is not None else None
+    if refused is not None:
+        return refused
     runtime = state.runtime
     row = await runtime.store.get_thread(reference) if entry else None
     if entry is None or row is None or row.terminated is not None or entry.status == "terminated":
@@ -820,13 +827,31 @@ async def provide_variables(
 
 
 async def boot_immediate(state: ThreadState) -> None:
-    """Create the immediate subagents of the thread's active prompt (side A's)."""
-    scope = state.scope
-    prompt = scope.prompts.get(state.agent.side_a.prompt)
-    if prompt is None:
-        return
-    state.active_prompt = prompt
-    table = state.runtime.tool_table(scope, prompt)
+    """Create the immediate subagents of the prompts the thread's agent makes active.
+
+    Side A's prompt, and side B's on a ``dual_ai`` agent: both become active with the thread
+    (or the handoff), so both sides' immediate entries start then (seed 001, 5.2). A side B
+    child is owned by side B: its reports are queued for side B to act on.
+    """
+    agent = state.agent
+    sides = [("a", agent.side_a)]
+    side_b = agent.side_b if agent.type == "dual_ai" else None
+    if side_b is not None and side_b.prompt != agent.side_a.prompt:  # a prompt boots once
+        sides.append(("b", side_b))
+    first = None
+    for side, config in sides:
+        prompt = state.scope.prompts.get(config.prompt)
+        if prompt is not None:
+            first = first or prompt
+            await _boot_prompt(state, prompt, side)
+    if first is not None:
+        state.active_prompt = first  # side A's, which acts first
+
+
+async def _boot_prompt(state: ThreadState, prompt: PromptDefinition, side: str) -> None:
+    """Create the immediate subagents of one side's prompt, owned by that side."""
+    state.active_prompt = prompt  # the prompt each child records as its relationship's
+    table = state.runtime.tool_table(state.scope, prompt)
     for tool in subagent_tools(state, table).values():
         config = tool.subagent
         if config is None or not config.immediate:
@@ -852,6 +877,7 @@ async def boot_immediate(state: ThreadState) -> None:
                 arguments={},
                 tool_message_id=None,
                 extra_env=env,
+                owner_side=side,
             )
 
 
@@ -1028,7 +1054,8 @@ async def on_flow_end(state: ThreadState, flow: Flow, reason: str) -> None:
     entry = next((e for e in entries if e.reference == state.thread_id), None)
     if entry is None:
         return
-    if state.terminated is not None:
+    finished = finishes(state, reason)  # a non-resumable child: terminated by this settle
+    if state.terminated is not None and not finished:
         return
     if outcome is None:
         if reason == "aborted_by_user":  # stopped: not running any more, nothing to report
@@ -1041,9 +1068,8 @@ async def on_flow_end(state: ThreadState, flow: Flow, reason: str) -> None:
             return
     else:
         outcome_text, failed = outcome.content or "", outcome.failed
-    await runtime.update_child(
-        state.parent_id, state.thread_id, status="failed" if failed else "idle"
-    )
+    status = "terminated" if finished else ("failed" if failed else "idle")
+    await runtime.update_child(state.parent_id, state.thread_id, status=status)
     if entry.parent_communication == "explicit":
         return
     parent = await state.get_parent_thread()

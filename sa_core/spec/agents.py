@@ -72,6 +72,7 @@ class AgentDefinition(SpecModel):
     side_a: SideConfig
     side_b: SideConfig | None = None
     max_session_turns: int | None = None
+    """Maximum total turns across both sides in a session; only applies to ``dual_ai``."""
     title: str | None = None
     description: str | None = None
     icon: str | None = None

@@ -105,7 +105,7 @@ async def test_published_article_comes_back_with_the_draft_and_reference(
         child_page = await child.get_messages()
 
     assert statuses == ["outlining", "drafting"]  # session_status updates, child still running
-    assert entry.status == "idle" and entry.blocking is True and not entry.resumable
+    assert entry.status == "terminated" and entry.blocking is True and not entry.resumable
     assert entry.name == "article_writer"
     row = next(m for m in page.messages if m.name == "article_writer")
     delivered = row.attachments[0].path
@@ -143,7 +143,7 @@ async def test_editor_rejection_is_a_failed_tool_result(sa_runtime_factory) -> N
     assert row.content == (
         f"Failed to execute tool: The assignment asks for a false claim.\n\nReference: {reference}"
     )
-    assert lead.children[0].status == "failed"
+    assert lead.children[0].status == "terminated"  # non-resumable: ran once
 
 
 @pytest.mark.asyncio
@@ -159,7 +159,7 @@ async def test_writer_giving_up_fails_the_session(sa_runtime_factory) -> None:
         page = await lead.get_messages()
     row = next(m for m in page.messages if m.name == "article_writer")
     assert row.content.startswith("Failed to execute tool: I cannot reach the CEO.\n\nReference: ")
-    assert lead.children[0].status == "failed"
+    assert lead.children[0].status == "terminated"  # non-resumable: ran once
     assert provider.seen["editor"] == []
 
 
@@ -178,7 +178,7 @@ async def test_endless_revisions_stop_at_max_session_turns(sa_runtime_factory) -
     row = next(m for m in page.messages if m.name == "article_writer")
     assert row.tool_status == "error" and row.content.startswith("Failed to execute tool: ")
     assert row.content.endswith(f"\n\nReference: {lead.children[0].reference}")
-    assert lead.children[0].status == "failed"
+    assert lead.children[0].status == "terminated"  # non-resumable: ran once
     assert len(provider.seen["writer"]) == len(provider.seen["editor"]) == 6
 
 

@@ -215,7 +215,8 @@ async def test_research_then_qa_end_to_end(sa_runtime_factory) -> None:
         # 3. blocking, non-resumable QA: the tool call waits and ends with the reference
         await parent.refresh()
         qa_entry = next(e for e in parent.children if e.name == "fact_checker")
-        assert qa_entry.blocking is True and not qa_entry.resumable and qa_entry.status == "idle"
+        assert qa_entry.blocking is True and not qa_entry.resumable
+        assert qa_entry.status == "terminated"  # non-resumable: it completed and terminated
         rows = [m for m in page.messages if m.role == "tool"]
         read_row = next(m for m in rows if m.name == "read_attachment")
         assert read_row.content == NOTES.strip()
@@ -267,7 +268,7 @@ async def test_qa_failure_is_an_error_result_with_the_reference(sa_runtime_facto
         row.content
         == f"Failed to execute tool: The number 7 has no source.\n\nReference: {reference}"
     )
-    assert parent.children[0].status == "failed"
+    assert parent.children[0].status == "terminated"  # non-resumable: ran once
 
 
 @pytest.mark.asyncio

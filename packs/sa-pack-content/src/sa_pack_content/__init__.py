@@ -349,7 +349,7 @@ article_writer = define_agent(
     title="Article writer",
     expose_as_tool=True,
     tool_description="Write an article from an assignment; an editor reviews it before delivery.",
-    max_session_turns=6,
+    max_session_turns=12,  # turns of both sides: 6 drafts, 6 reviews
     env={"MAX_WORDS": DEFAULT_MAX_WORDS},
     side_a={
         "prompt": "writer_main",

@@ -495,7 +495,7 @@ researcher = define_agent(
     title="Researcher",
     expose_as_tool=True,
     tool_description="Research a topic from the attached brief and return reviewed notes.",
-    max_session_turns=8,
+    max_session_turns=16,  # turns of both sides: 8 rounds of work and review
     side_a={
         "prompt": "research_worker",
         "label": "Worker",
@@ -520,7 +520,7 @@ fact_checker = define_agent(
     title="Fact checker",
     expose_as_tool=True,
     tool_description="Check a draft for unsourced numbers and vague claims; waits for a verdict.",
-    max_session_turns=4,
+    max_session_turns=8,  # turns of both sides: 4 rounds
     side_a={"prompt": "qa_analyst", "label": "Analyst"},
     side_b={
         "prompt": "qa_judge",
