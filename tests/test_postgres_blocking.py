@@ -89,9 +89,7 @@ def _pack() -> Pack:
                 include_chat=True,
                 tools=[{"name": "worker", "blocking": True, "init_user_message_property": "task"}],
             ),
-            define_prompt(
-                name="child_main", model="child", prompt="Work.", tools=["finish"]
-            ),
+            define_prompt(name="child_main", model="child", prompt="Work.", tools=["finish"]),
             define_prompt(name="child_b", model="child", prompt="Review."),
         ],
         models=[
@@ -161,7 +159,7 @@ async def messages_of(runtime: Runtime, thread_id: str) -> list[Any]:
     return list(messages)
 
 
-async def test_a_blocking_call_gets_the_result_of_a_child_another_worker_runs_once_as_its_tool_result(
+async def test_a_blocking_call_gets_a_child_run_by_another_worker_once_as_its_tool_result(
     pg_database_url: str,
 ) -> None:
     first, first_model = await _worker(pg_database_url)
@@ -203,7 +201,7 @@ async def test_a_blocking_call_gets_the_result_of_a_child_another_worker_runs_on
         await second.close()
 
 
-async def test_a_blocking_call_cut_off_with_its_worker_gets_the_result_once_where_the_parent_resumes(
+async def test_a_blocking_call_cut_off_with_its_worker_gets_the_result_once_where_it_resumes(
     pg_database_url: str,
 ) -> None:
     first, _ = await _worker(pg_database_url)

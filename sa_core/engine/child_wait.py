@@ -40,9 +40,7 @@ if TYPE_CHECKING:
     from sa_core.state import ThreadState
     from sa_core.store import ThreadRow
 
-_WAITS: weakref.WeakKeyDictionary[Runtime, dict[str, asyncio.Event]] = (
-    weakref.WeakKeyDictionary()
-)
+_WAITS: weakref.WeakKeyDictionary[Runtime, dict[str, asyncio.Event]] = weakref.WeakKeyDictionary()
 """Per runtime: child thread id -> the event its waiting blocking call sleeps on."""
 
 SETTLED_REASONS_NOT_DONE = ("awaiting_approval",)
@@ -114,8 +112,31 @@ async def _stopped_idle(runtime: Runtime, row: ThreadRow | None) -> bool:
     return record is None or record.status == "idle"
 
 
+def settled_here(runtime: Runtime, child_id: str, call_id: str) -> bool:
+    """Whether this process's live handle shows the child's settle of this call's session.
+
+    The handle records the waiter when the call hands the child its message, and a settle
+    in this process writes the outcome in it: the waiter with a stop reason after it is a
+    settle of this process (never a stale view). A settle that then failed to commit is
+    caught by :func:`answer_call`, which reads the row again.
+    """
+    live = runtime.live_row(child_id)
+    if live is None or live.execution.get("waiter") != call_id:
+        return False
+    reason = live.execution.get("last_stop_reason")
+    return reason is not None and reason not in SETTLED_REASONS_NOT_DONE
+
+
 async def wait_for_child(runtime: Runtime, child_id: str, call_id: str) -> None:
-    """Wait until the child's row shows the session this call waits for ended (any worker)."""
+    """Wait until the child's row shows the session this call waits for ended (any worker).
+
+    A child whose runner is in this process is waited for first without reading anything
+    (as with one runtime); its settle, seen on the live handle, ends the wait.
+    """
+    if runtime.scheduler.is_running(child_id):
+        await runtime.wait_thread(child_id)
+        if settled_here(runtime, child_id, call_id):
+            return
     waits = _WAITS.setdefault(runtime, {})
     event = waits.setdefault(child_id, asyncio.Event())
     try:
@@ -143,20 +164,21 @@ async def collect(state: ThreadState, child_id: str) -> ToolResult:
     runtime = state.runtime
     call_id = state.tool_call_id or ""
     runtime.scheduler.awaited.add(child_id)
-    finished = False
+    result = None
     try:
         await runtime.ensure_running(child_id)
-        await wait_for_child(runtime, child_id, call_id)
-        finished = True
+        while result is None:
+            await wait_for_child(runtime, child_id, call_id)
+            result = await answer_call(state, child_id)
     finally:
         runtime.scheduler.awaited.discard(child_id)
         if (
-            not finished
+            result is None
             and not runtime.closing
             and not runtime.scheduler.interrupted(state.thread_id)
         ):
             await asyncio.shield(release(runtime, child_id, call_id))
-    return await answer_call(state, child_id)
+    return result
 
 
 async def release(runtime: Runtime, child_id: str, call_id: str) -> None:
@@ -170,12 +192,16 @@ async def release(runtime: Runtime, child_id: str, call_id: str) -> None:
     _adopt_execution(runtime, child_id, execution)
 
 
-async def answer_call(state: ThreadState, child_id: str) -> ToolResult:
+async def answer_call(state: ThreadState, child_id: str) -> ToolResult | None:
     """Answer the blocking call from its child's row: one transaction, then the result.
 
     The reads, the attachments copied to the parent, the registry status and the call marked
     ``answered`` on the child commit together. A call answered before (run again after a
     restart that came before its tool message was stored) gets the same result again.
+
+    Returns:
+        The call's result, or ``None`` (nothing written) when the row read shows the call
+        still waits: a settle seen on the live handle did not commit.
     """
     from sa_core.engine.files import copy_attachments
     from sa_core.engine.subagents import _entry_status, _outcome_attachments, _result
@@ -185,6 +211,8 @@ async def answer_call(state: ThreadState, child_id: str) -> ToolResult:
     execution: dict[str, Any] | None = None
     async with runtime.store.transaction():
         row = await runtime.store.get_thread(child_id)
+        if call_id and waits_for(row, call_id, await _stopped_idle(runtime, row)):
+            return None
         refs = [AttachmentRef.model_validate(a) for a in (_outcome_attachments(row) if row else [])]
         child = await runtime.state_for(row) if (row is not None and refs) else None
         copied = await copy_attachments(child, refs, state) if child is not None else []
@@ -211,6 +239,7 @@ __all__ = [
     "collect",
     "release",
     "reread_seconds",
+    "settled_here",
     "wait_for_child",
     "waits_for",
     "wake",
