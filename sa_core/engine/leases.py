@@ -305,6 +305,17 @@ class Workers:
         payload = json.dumps(note)
         self._spawn(self._notify([(WORK_CHANNEL, payload)]))
 
+    def notify_settled(self, thread_id: str) -> None:
+        """Tell the other workers that a child's settle committed (a blocking call may wait).
+
+        See :mod:`sa_core.engine.child_wait`; a lost note is made up by the waiting call's
+        periodic read of the child's row.
+        """
+        if not self.relay.peers:
+            return
+        payload = json.dumps({"w": self.worker_id, "settled": thread_id})
+        self._spawn(self._notify([(WORK_CHANNEL, payload)]))
+
     def notify_stop(self, thread_id: str) -> None:
         """Ask the worker running the thread to stop its turn (a stop posted elsewhere)."""
         payload = json.dumps({"w": self.worker_id, "t": thread_id, "stop": True})
@@ -324,6 +335,11 @@ class Workers:
             return
         if note.get("hello"):  # a worker started: relay frames to it from now on
             self.relay.peers = True
+            return
+        if "settled" in note:  # a child's settle committed: a blocking call here may wait
+            from sa_core.engine.child_wait import wake
+
+            wake(self.runtime, str(note["settled"]))
             return
         thread_id = str(note["t"])
         scheduler = getattr(self.runtime, "scheduler", None)

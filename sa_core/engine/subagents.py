@@ -472,6 +472,10 @@ async def _collect(state: ThreadState, child_id: str, config: SubagentToolConfig
             status="success", result=INITIATED_TEXT.format(ref=child_id), subagent_id=child_id
         )
     runtime = state.runtime
+    if runtime.workers is not None:  # the child may run on any worker: wait through the store
+        from sa_core.engine.child_wait import collect
+
+        return await collect(state, child_id)
     runtime.scheduler.awaited.add(child_id)
     finished = False
     try:
@@ -1013,6 +1017,10 @@ def settled_execution(
     execution["last_stop_reason"] = reason
     if _answering(state, reason, execution) and execution.get("waiter"):
         execution["answered"] = execution.pop("waiter")  # the call is answered in this write
+    elif state.runtime.workers is not None and execution.get("waiter"):
+        from sa_core.engine.child_wait import announce_settled
+
+        announce_settled(state)  # wakes the waiting call, on any worker, once this commits
     return execution
 
 

@@ -920,6 +920,17 @@ class StoreBase:
         """
         return self._ambient() is not None
 
+    def after_commit(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` once the calling task's open transaction commits (now if none is).
+
+        Never after a rollback.
+        """
+        tx = self._ambient()
+        if tx is None:
+            callback()
+        else:
+            tx.after_commit(callback)
+
     def transaction(self) -> _TransactionContext:
         """Open a write transaction used by every method given ``tx=`` (or called inside it).
 

@@ -16,6 +16,11 @@ Counted (each should be 0):
 * ``duplicate_children``: extra child threads for one subagent tool call;
 * ``queue_lost`` / ``queue_doubled``: queued notes (and subagent results queued to the parent)
   never stored, or stored more than once;
+* ``blocking_failed_child_ok``: blocking subagent calls whose result is a failure while their
+  child's session ended successfully (the call stopped waiting before the child finished);
+* ``blocking_results_twice``: blocking children whose result reached the parent more than once
+  (a tool result and a notification, or two of either). Blocking calls answered with their
+  child's real result are reported as ``blocking_answered_with_child_result``, for information;
 * ``effects_lost`` / ``effects_doubled``: scheduled effects that never finished, or finished
   (or were scheduled) more than once. An effect may run again when the kill came between the end
   of its body and the commit of its completion (at-least-once for an interrupted run): a second
@@ -72,6 +77,8 @@ MUST_BE_ZERO = (
     "duplicate_children",
     "queue_lost",
     "queue_doubled",
+    "blocking_failed_child_ok",
+    "blocking_results_twice",
     "effects_lost",
     "effects_doubled",
 )
@@ -110,6 +117,8 @@ class Settings:
     """The PostgreSQL database of the workers (default: a throwaway cluster)."""
     lease_seconds: float = 2.0
     """The workers' lease expiry: how soon a killed worker's threads are taken over."""
+    duration: float = 30.0
+    """With no kills (``kills=0``): seconds of traffic before the run settles and counts."""
 
 
 @dataclass
@@ -491,6 +500,9 @@ async def run(settings: Settings) -> Report:
             victim.kill()
             load.epoch += 1
             report.kills += 1
+        if settings.kills == 0:  # traffic without kills, for as long as asked
+            await _start_stopped(servers)
+            await asyncio.sleep(settings.duration)
         load.sending = False
         await _start_stopped(servers)
         unsettled = await _settle(db, load, settings.settle_timeout)
@@ -777,6 +789,69 @@ async def _count(db: Db, ledger_path: Path, load: Load, report: Report) -> None:
     report.info["effects_rerun_after_finish"] = rerun_after_finish
     report.info["effects_interrupted_rerun"] = sum(1 for op in starts if starts[op] > 1)
     report.info["effects_rerun_more_than_once"] = sum(1 for op in starts if starts[op] > 2)
+    await _count_blocking(db, report, tasks, results)
+
+
+def _json_value(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str) else value
+
+
+async def _count_blocking(
+    db: Db, report: Report, tasks: dict[str, str], notified: Counter[tuple[str, str]]
+) -> None:
+    """Blocking calls: answered with the child's result, failed for nothing, delivered twice.
+
+    ``tasks`` maps each child thread to its task (``blk <job>`` for the blocking ``worker``);
+    ``notified`` counts result and failure notifications per ``(parent, child)``.
+    """
+    outcomes: dict[str, dict[str, Any]] = {}
+    parents: dict[str, str] = {}
+    for child_id, parent_id, execution in await db.rows(
+        "SELECT id, parent_id, execution FROM threads WHERE parent_id IS NOT NULL"
+    ):
+        parents[child_id] = parent_id
+        outcome = (_json_value(execution) or {}).get("last_outcome")
+        if isinstance(outcome, dict):
+            outcomes[child_id] = outcome
+    children_of: dict[str, list[str]] = defaultdict(list)
+    for child_id, task in tasks.items():
+        children_of[task].append(child_id)
+    calls: dict[tuple[str, str], str] = {}
+    for thread_id, calls_json in await db.rows(
+        "SELECT thread_id, tool_calls FROM messages "
+        "WHERE role = 'assistant' AND tool_calls IS NOT NULL"
+    ):
+        for call in _json_value(calls_json) or []:
+            name = (call.get("function") or {}).get("name") or call.get("name")
+            if name == "worker":
+                call_id = str(call.get("id", ""))
+                calls[(thread_id, call_id)] = call_id[2:].rsplit("-", 1)[0]
+    rows: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
+    for thread_id, call_id, status, content in await db.rows(
+        "SELECT thread_id, tool_call_id, tool_status, content FROM messages WHERE role = 'tool'"
+    ):
+        if (thread_id, call_id) in calls:
+            rows[(thread_id, call_id)].append((status or "", content or ""))
+    answered, failed_ok, twice, failed = 0, [], [], 0
+    for (thread_id, call_id), job in calls.items():
+        results = rows.get((thread_id, call_id), [])
+        mine = [c for c in children_of.get(f"blk {job}", []) if parents.get(c) == thread_id]
+        if any(s == "success" and c.startswith(f"child {job} done") for s, c in results):
+            answered += 1
+        if any(s == "error" for s, _ in results):
+            failed += 1
+            if any(outcomes.get(c, {}).get("failed") is False for c in mine):
+                failed_ok.append(job)
+        deliveries = len(results) + sum(notified[(thread_id, c)] for c in mine)
+        if deliveries > 1:
+            twice.append(job)
+    report.counts["blocking_failed_child_ok"] = len(failed_ok)
+    report.counts["blocking_results_twice"] = len(twice)
+    report.examples["blocking_failed_child_ok"] = failed_ok
+    report.examples["blocking_results_twice"] = twice
+    report.info["blocking_calls"] = len(calls)
+    report.info["blocking_answered_with_child_result"] = answered
+    report.info["blocking_failed"] = failed
 
 
 def _killed_in_each_run(starts: list[int], kills_us: list[int], since_us: int) -> bool:
@@ -825,6 +900,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--lease-seconds", type=float, default=2.0, help="with --workers: lease expiry (2 s)"
     )
+    parser.add_argument(
+        "--duration",
+        type=float,
+        default=30.0,
+        help="with --kills 0: seconds of traffic with no kill before counting (30)",
+    )
     args = parser.parse_args(argv)
     # stopped with SIGTERM (``timeout``, CI) as with Ctrl-C: the run is cancelled and its clean-up
     # stops the servers (started in sessions of their own) and removes the cluster
@@ -846,6 +927,7 @@ def main(argv: list[str] | None = None) -> int:
             workers=args.workers,
             database_url=args.database_url,
             lease_seconds=args.lease_seconds,
+            duration=args.duration,
         )
         report = asyncio.run(run(settings))
     print(report.format(), flush=True)

@@ -1,0 +1,246 @@
+"""A blocking subagent call waiting for its child on whichever worker runs it.
+
+With one runtime (SQLite) a blocking call waits for the child's runner in this process
+(:func:`sa_core.engine.subagents._collect`). With several workers on one PostgreSQL database
+the child's turns may run on any worker (the one that takes its lease), and move to another
+when a worker dies, so the waiting call cannot watch a runner: it watches the child's row in
+the store instead.
+
+* **The wait.** The call recorded itself as the child's ``waiter`` (``row.execution``) in the
+  transaction that handed the child its message. A child's settle, on any worker, writes its
+  session outcome (``last_outcome``, ``last_stop_reason``) in the same row and, while a waiter
+  is recorded, queues no notification to the parent. The waiting call re-reads the child's
+  row whenever it is woken, and is done once the row shows the settle (or a stop, a
+  termination, a deletion). It is woken by the child's settle: in the same process directly,
+  on another worker by a ``settled`` note on the workers' ``sa_work`` channel, sent once the
+  settle has committed (:func:`announce_settled`). A note can be lost (its sender killed
+  right after the commit), so the wait also re-reads the row every :func:`reread_seconds`.
+* **Exactly once.** The call's result is the child's outcome, answered in one transaction
+  (:func:`answer_call`): the attachments copied to the parent, the registry status and the
+  child's ``waiter`` turned into ``answered``, computed from the row read in that
+  transaction (never from this worker's live handle, which may predate the child's settle on
+  another worker). That transaction is the parent runner's, fenced by the parent's lease.
+  The result itself is stored as the call's tool message; a restart (or takeover) before that
+  runs the call again, which finds its child by the call id and answers from the same row.
+  The recorded waiter is never cleared by a wait that ends because this worker lost the
+  parent (shutdown, lost lease): the worker resuming the parent waits again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from sa_core.spec import AttachmentRef, ToolResult
+
+if TYPE_CHECKING:
+    from sa_core.runtime import Runtime
+    from sa_core.state import ThreadState
+    from sa_core.store import ThreadRow
+
+_WAITS: weakref.WeakKeyDictionary[Runtime, dict[str, asyncio.Event]] = weakref.WeakKeyDictionary()
+"""Per runtime: child thread id -> the event its waiting blocking call sleeps on."""
+
+SETTLED_REASONS_NOT_DONE = ("awaiting_approval",)
+"""Settles that park the child without finishing the call (it settles again later)."""
+
+
+def reread_seconds(runtime: Runtime) -> float:
+    """How long a waiting call sleeps between two reads of its child's row at most.
+
+    A quarter of the lease expiry (at least 0.25 s): a settle whose note was lost (a worker
+    killed right after its commit) is seen that much later.
+    """
+    workers = runtime.workers
+    ttl = workers.ttl if workers is not None else 4.0
+    return max(0.25, ttl / 4)
+
+
+def wake(runtime: Runtime, child_id: str) -> None:
+    """Wake the call in this process waiting for ``child_id``, if any (a settle was seen)."""
+    event = _WAITS.get(runtime, {}).get(child_id)
+    if event is not None:
+        event.set()
+
+
+def announce_settled(state: ThreadState) -> None:
+    """Tell the call waiting for this child, on any worker, that its settle committed.
+
+    Call inside the settle's transaction (several workers only); the wake-ups go out once it
+    commits, never after a rollback.
+    """
+    runtime = state.runtime
+    child_id = state.thread_id
+
+    def announce() -> None:
+        wake(runtime, child_id)
+        if runtime.workers is not None:
+            runtime.workers.notify_settled(child_id)
+
+    runtime.store.after_commit(announce)
+
+
+def waits_for(row: ThreadRow | None, call_id: str, stopped_idle: bool) -> bool:
+    """Whether a blocking call still waits for the child whose row is ``row``.
+
+    Args:
+        row: The child's row as the store holds it (``None``: deleted).
+        call_id: The waiting tool call's id.
+        stopped_idle: The child is stopped and owes no turn (its stop writes no outcome).
+
+    Returns:
+        False once the call can be answered: the child settled this call's session, was
+        stopped, terminated or deleted, or the call was answered or released already.
+    """
+    if row is None or row.terminated is not None:
+        return False
+    execution = row.execution
+    if execution.get("answered") == call_id or execution.get("waiter") != call_id:
+        return False
+    reason = execution.get("last_stop_reason")
+    if reason is not None and reason not in SETTLED_REASONS_NOT_DONE:
+        return False
+    return not stopped_idle
+
+
+async def _stopped_idle(runtime: Runtime, row: ThreadRow | None) -> bool:
+    if row is None or not row.stopped:
+        return False
+    record = await runtime.store.get_execution(row.id)
+    return record is None or record.status == "idle"
+
+
+def settled_here(runtime: Runtime, child_id: str, call_id: str) -> bool:
+    """Whether this process's live handle shows the child's settle of this call's session.
+
+    The handle records the waiter when the call hands the child its message, and a settle
+    in this process writes the outcome in it: the waiter with a stop reason after it is a
+    settle of this process (never a stale view). A settle that then failed to commit is
+    caught by :func:`answer_call`, which reads the row again.
+    """
+    live = runtime.live_row(child_id)
+    if live is None or live.execution.get("waiter") != call_id:
+        return False
+    reason = live.execution.get("last_stop_reason")
+    return reason is not None and reason not in SETTLED_REASONS_NOT_DONE
+
+
+async def wait_for_child(runtime: Runtime, child_id: str, call_id: str) -> None:
+    """Wait until the child's row shows the session this call waits for ended (any worker).
+
+    A child whose runner is in this process is waited for first without reading anything
+    (as with one runtime); its settle, seen on the live handle, ends the wait.
+    """
+    if runtime.scheduler.is_running(child_id):
+        await runtime.wait_thread(child_id)
+        if settled_here(runtime, child_id, call_id):
+            return
+    waits = _WAITS.setdefault(runtime, {})
+    event = waits.setdefault(child_id, asyncio.Event())
+    try:
+        while True:
+            event.clear()  # before the read: a settle committed after it sets the event again
+            row = await runtime.store.get_thread(child_id)
+            if not waits_for(row, call_id, await _stopped_idle(runtime, row)):
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(event.wait(), reread_seconds(runtime))
+    finally:
+        if waits.get(child_id) is event:
+            del waits[child_id]
+
+
+async def collect(state: ThreadState, child_id: str) -> ToolResult:
+    """A blocking call's result from its child, wherever the child runs (several workers).
+
+    Starts the child here if it owes work and no worker runs it (its lease decides), waits for
+    its session to end (:func:`wait_for_child`) and answers the call (:func:`answer_call`).
+    A wait cut short by a user's stop of the parent releases the child (it then reports as a
+    non-blocking child would); one cut short because this worker is closing or lost the
+    parent's lease keeps the waiter recorded for the worker that resumes the parent.
+    """
+    runtime = state.runtime
+    call_id = state.tool_call_id or ""
+    runtime.scheduler.awaited.add(child_id)
+    result = None
+    try:
+        await runtime.ensure_running(child_id)
+        while result is None:
+            await wait_for_child(runtime, child_id, call_id)
+            result = await answer_call(state, child_id)
+    finally:
+        runtime.scheduler.awaited.discard(child_id)
+        if (
+            result is None
+            and not runtime.closing
+            and not runtime.scheduler.interrupted(state.thread_id)
+        ):
+            await asyncio.shield(release(runtime, child_id, call_id))
+    return result
+
+
+async def release(runtime: Runtime, child_id: str, call_id: str) -> None:
+    """Clear the child's waiter (the call stopped waiting), read from the store, not a handle."""
+    async with runtime.store.transaction():
+        row = await runtime.store.get_thread(child_id)
+        if row is None or row.execution.get("waiter") != call_id:
+            return
+        execution = {k: v for k, v in row.execution.items() if k != "waiter"}
+        await runtime.store.update_thread(child_id, execution=execution)
+    _adopt_execution(runtime, child_id, execution)
+
+
+async def answer_call(state: ThreadState, child_id: str) -> ToolResult | None:
+    """Answer the blocking call from its child's row: one transaction, then the result.
+
+    The reads, the attachments copied to the parent, the registry status and the call marked
+    ``answered`` on the child commit together. A call answered before (run again after a
+    restart that came before its tool message was stored) gets the same result again.
+
+    Returns:
+        The call's result, or ``None`` (nothing written) when the row read shows the call
+        still waits: a settle seen on the live handle did not commit.
+    """
+    from sa_core.engine.files import copy_attachments
+    from sa_core.engine.subagents import _entry_status, _outcome_attachments, _result
+
+    runtime = state.runtime
+    call_id = state.tool_call_id
+    execution: dict[str, Any] | None = None
+    async with runtime.store.transaction():
+        row = await runtime.store.get_thread(child_id)
+        if call_id and waits_for(row, call_id, await _stopped_idle(runtime, row)):
+            return None
+        refs = [AttachmentRef.model_validate(a) for a in (_outcome_attachments(row) if row else [])]
+        child = await runtime.state_for(row) if (row is not None and refs) else None
+        copied = await copy_attachments(child, refs, state) if child is not None else []
+        await runtime.update_child(state.thread_id, child_id, status=_entry_status(row))
+        if row is not None and call_id and row.execution.get("waiter") == call_id:
+            execution = {k: v for k, v in row.execution.items() if k != "waiter"}
+            execution["answered"] = call_id
+            await runtime.store.update_thread(child_id, execution=execution)
+    if execution is not None:
+        _adopt_execution(runtime, child_id, execution)
+    return _result(child_id, row, copied)
+
+
+def _adopt_execution(runtime: Runtime, child_id: str, execution: dict[str, Any]) -> None:
+    """Make this process's live handle of the child (if any) show the committed entry."""
+    live = runtime.live_row(child_id)
+    if live is not None:
+        live.execution = execution
+
+
+__all__ = [
+    "announce_settled",
+    "answer_call",
+    "collect",
+    "release",
+    "reread_seconds",
+    "settled_here",
+    "wait_for_child",
+    "waits_for",
+    "wake",
+]
