@@ -190,7 +190,7 @@ def test_sa_serve_says_when_every_key_is_revoked_and_when_models_are_offline(
     assert main(["keys", "revoke", token, "--db", db]) == 0
     server = Serve(tmp_path, db, "--test-provider")
     try:
-        server.read_until("Serving packages")
+        server.read_until("curl -H")  # the banner's last line
         text = "".join(server.output)
     finally:
         assert server.stop() in (0, 130)
