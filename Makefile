@@ -8,6 +8,12 @@ EXAMPLES := $(sort $(wildcard packs/*/pyproject.toml plugins/*/pyproject.toml))
 HOST ?= 127.0.0.1
 PORT ?= 8000
 SERVE_ARGS ?=
+# The keys the built-in providers read. With none of them set, `make serve` answers every model
+# offline (`sa serve --test-provider`) instead of failing every turn; `make serve OFFLINE=`
+# serves real providers anyway (a keyless one such as ollama). `sa serve` itself never goes
+# offline unless told to.
+PROVIDER_KEYS := OPENAI_API_KEY ANTHROPIC_API_KEY GOOGLE_API_KEY OPENROUTER_API_KEY GROQ_API_KEY
+OFFLINE ?= $(if $(strip $(foreach key,$(PROVIDER_KEYS),$($(key)))),,--test-provider)
 
 .PHONY: setup chromium postgres serve test lint bench clean
 
@@ -41,7 +47,8 @@ $(VENV)/.installed: pyproject.toml $(EXAMPLES)
 	touch $@
 
 serve: setup
-	$(VENV)/bin/sa serve --host $(HOST) --port $(PORT) $(SERVE_ARGS)
+	@$(if $(OFFLINE),echo "==> no provider key is set ($(PROVIDER_KEYS)): the models answer offline",:)
+	$(VENV)/bin/sa serve --host $(HOST) --port $(PORT) $(OFFLINE) $(SERVE_ARGS)
 
 test: setup chromium postgres
 	$(PY) -m pytest tests packs plugins

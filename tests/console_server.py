@@ -103,16 +103,16 @@ class ConsoleServer:
 
     def api(self, method: str, path: str, **kwargs: object) -> httpx.Response:
         headers = {"Authorization": f"Bearer {self.key}"}
-        return httpx.request(method, f"{self.url}/api{path}", headers=headers, timeout=10, **kwargs)  # type: ignore[arg-type]
+        return httpx.request(method, f"{self.url}/api{path}", headers=headers, timeout=60, **kwargs)  # type: ignore[arg-type]
 
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)
         try:
-            self.proc.wait(timeout=15)
+            self.proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            self.proc.wait(timeout=5)
+            self.proc.wait(timeout=60)
         self._drain()
         if self.proc.stdout is not None:
             self.proc.stdout.close()

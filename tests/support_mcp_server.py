@@ -3,7 +3,8 @@
 Run ``python tests/support_mcp_server.py stdio`` to serve over stdin/stdout, or
 ``python tests/support_mcp_server.py http`` to serve streamable HTTP on 127.0.0.1 (a free port,
 printed as ``PORT <n>`` on stdout). The HTTP server requires the ``Authorization`` header to equal
-the ``MCP_TEST_TOKEN`` environment variable when that is set.
+the ``MCP_TEST_TOKEN`` environment variable when that is set. ``MCP_START_DELAY`` (seconds)
+makes the server sleep before it serves, to stand for a server that is slow to start.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import base64
 import os
 import socket
 import sys
+import time
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -89,6 +91,7 @@ async def _serve_http() -> None:
 
 
 if __name__ == "__main__":
+    time.sleep(float(os.environ.get("MCP_START_DELAY", "0")))
     if sys.argv[1:] == ["http"]:
         asyncio.run(_serve_http())
     else:

@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,8 @@ async def park_child(rt: Runtime) -> tuple[Any, str]:
     """Start the lead's blocking call; return (lead, child id) once the child awaits approval."""
     lead = await rt.create_thread("lead")
     await lead.send_message("pay cy", wait=False)
-    for _ in range(1000):
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
         await asyncio.sleep(0.01)
         await lead.refresh()
         if lead.children and lead.children[0].status == "awaiting_approval":
@@ -159,7 +161,7 @@ async def test_stopping_a_thread_cancels_its_pending_approvals_and_the_next_turn
     async with sa_runtime_factory(packs=[bank_pack(executed)], providers={"test": provider}) as rt:
         thread = await rt.create_thread("teller")
         await thread.send_message("pay bob")
-        await rt.wait_idle(10)
+        await rt.wait_idle(60)
         assert [p["tool_call_id"] for p in await thread.pending_approvals()] == ["t1"]
         await thread.stop()
         await thread.refresh()
@@ -174,7 +176,7 @@ async def test_stopping_a_thread_cancels_its_pending_approvals_and_the_next_turn
         with pytest.raises(ApprovalNotFoundError):
             await thread.approve("t1")
         await thread.send_message("never mind")
-        await rt.wait_idle(10)
+        await rt.wait_idle(60)
         await thread.refresh()
         page = await thread.get_messages()
     assert executed == []
@@ -195,10 +197,10 @@ async def test_a_decided_call_not_yet_run_is_also_cancelled_by_a_stop(sa_runtime
     ) as rt:
         thread = await rt.create_thread("teller")
         await thread.send_message("pay")
-        await rt.wait_idle(10)
+        await rt.wait_idle(60)
         await thread.approve("t1")  # t2 still undecided: nothing runs yet
         await thread.stop()
-        await rt.wait_idle(10)
+        await rt.wait_idle(60)
         page = await thread.get_messages()
         assert await thread.pending_approvals() == []
     assert executed == []
@@ -220,7 +222,7 @@ async def test_terminating_a_child_with_pending_approvals_releases_its_blocking_
         lead, child_id = await park_child(rt)
         child = await rt.get_thread(child_id)
         await child.terminate()
-        await rt.wait_idle(10)
+        await rt.wait_idle(60)
         await lead.refresh()
         page = await lead.get_messages()
         child_page = await child.get_messages(limit=1000, include_silent=True)
@@ -254,7 +256,7 @@ async def test_stopping_a_blocking_parent_leaves_its_childs_approval_pending(sa_
         child = await rt.get_thread(child_id)
         assert [p["status"] for p in await child.pending_approvals()] == ["pending"]
         await child.approve("w1")
-        await rt.wait_idle(10)
+        await rt.wait_idle(60)
         page = await lead.get_messages(limit=1000, include_silent=True)
         await lead.refresh()
     assert executed == [("cy", 3)]

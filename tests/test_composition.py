@@ -267,7 +267,7 @@ async def test_non_blocking_subagent_notifies_the_parent_with_a_silent_message(s
         assert page.messages[2].content == f"The subagent was initiated successfully. Reference: {reference}"
         assert page.messages[-1].content == "Waiting for research"
         gate.set()
-        await rt.wait_idle(timeout=10)
+        await rt.wait_idle(timeout=60)
         page = await parent.get_messages(include_silent=True)
     notification = [m for m in page.messages if m.silent][0]
     assert notification.content == f"Subagent (reference: {reference}) has returned the following result:\n\nFindings: 42"
@@ -299,7 +299,7 @@ async def test_resumable_subagents_use_lifecycle_tools(sa_runtime_factory):
         tools_offered = [t.name for t in provider.seen["parent"][0].tools]
         assert "researcher" not in tools_offered
         assert {"subagent_create", "subagent_message"} <= set(tools_offered)
-        await rt.wait_idle(timeout=10)
+        await rt.wait_idle(timeout=60)
         await parent.refresh()
         reference = parent.children[0].reference
         assert parent.children[0].resumable is True and parent.children[0].thread_name == "alpha"
@@ -309,7 +309,7 @@ async def test_resumable_subagents_use_lifecycle_tools(sa_runtime_factory):
         # the instance persists and can be messaged
         sent = await parent.invoke_tool("subagent_message", {"referenceId": reference, "message": "one more thing", "attachments": []})
         assert sent.result == f"Message sent to subagent {reference}."
-        await rt.wait_idle(timeout=10)
+        await rt.wait_idle(timeout=60)
         page = await parent.get_messages(include_silent=True)
     notes = [m.content for m in page.messages if m.silent]
     assert notes == [
@@ -360,7 +360,7 @@ async def test_explicit_parent_communication_suppresses_auto_notification(sa_run
     async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
         parent = await rt.create_thread("lead")
         await parent.send_message("go")
-        await rt.wait_idle(timeout=10)
+        await rt.wait_idle(timeout=60)
         page = await parent.get_messages(include_silent=True)
         assert not [m for m in page.messages if m.silent]
         await parent.refresh()
@@ -371,7 +371,7 @@ async def test_explicit_parent_communication_suppresses_auto_notification(sa_run
         provider_late = routed(parent=["thanks for the note"])
         rt.providers["test"] = provider_late
         await child.notify_parent("I need a decision")
-        await rt.wait_idle(timeout=10)
+        await rt.wait_idle(timeout=60)
         page = await parent.get_messages(include_silent=True)
     note = [m for m in page.messages if m.silent][0]
     assert note.content == "I need a decision" and note.metadata["subagent_id"] == child.thread_id
@@ -408,7 +408,7 @@ async def test_registry_system_message_lists_children(sa_runtime_factory):
     async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
         parent = await rt.create_thread("lead")
         await parent.send_message("go")
-        await rt.wait_idle(timeout=10)
+        await rt.wait_idle(timeout=60)
         await parent.send_message("status?")
     later = provider.seen["parent"][-1]
     system = [m.content for m in later.messages if m.role == "system"]
@@ -473,7 +473,7 @@ async def test_terminating_a_child_marks_the_registry_entry(sa_runtime_factory):
     async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
         parent = await rt.create_thread("lead")
         await parent.send_message("go")
-        await rt.wait_idle(timeout=10)
+        await rt.wait_idle(timeout=60)
         await parent.refresh()
         child = await parent.get_child_thread(parent.children[0].reference)
         await child.terminate()
@@ -496,12 +496,12 @@ async def test_a_child_interrupted_by_shutdown_resumes_and_reports_after_restart
     async with sa_runtime_factory(packs=[pack], providers={"test": first}) as rt:
         parent = await rt.create_thread("lead")
         await parent.send_message("go")
-        await asyncio.wait_for(started.wait(), 5)
+        await asyncio.wait_for(started.wait(), 60)
         reference = parent.children[0].reference
     # the worker was mid-call when the runtime closed; on restart the child's flow resumes
     second = routed(parent=["got it"], worker=["resumed work"], reviewer=[APPROVE])
     async with sa_runtime_factory(packs=[pack], providers={"test": second}) as rt:
-        await rt.wait_idle(timeout=10)
+        await rt.wait_idle(timeout=60)
         page = await (await rt.get_thread(parent.thread_id)).get_messages(include_silent=True)
         child_page = await (await rt.get_thread(reference)).get_messages()
     notes = [m.content for m in page.messages if m.silent]
@@ -519,7 +519,7 @@ async def test_receives_messages_side_b_delivers_parent_messages_to_the_reviewer
     async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
         parent = await rt.create_thread("lead")
         await parent.send_message("go")
-        await rt.wait_idle(timeout=10)
+        await rt.wait_idle(timeout=60)
         child = await parent.get_child_thread(parent.children[0].reference)
         page = await child.get_messages()
     assert page.messages[0].role == "assistant" and page.messages[0].content == "check this draft"
@@ -589,11 +589,11 @@ async def test_blocking_resumable_child_terminated_mid_invocation_is_not_its_pre
         parent = await rt.create_thread("lead")
         await parent.send_message("one")
         second = asyncio.ensure_future(parent.send_message("two"))
-        await asyncio.wait_for(entered.wait(), 5)
+        await asyncio.wait_for(entered.wait(), 60)
         await parent.refresh()
         child = await parent.get_child_thread(parent.children[0].reference)
         await child.terminate()
-        await asyncio.wait_for(second, 5)
+        await asyncio.wait_for(second, 60)
         page = await parent.get_messages()
         await parent.refresh()
     tool_rows = [m for m in page.messages if m.role == "tool"]
@@ -619,11 +619,11 @@ async def test_subagent_message_uses_the_relationship_that_created_the_child(sa_
         await other.send_message("hi")  # the director's tool table is now the first one built
         parent = await rt.create_thread("lead")
         await parent.send_message("go")
-        await rt.wait_idle(timeout=10)
+        await rt.wait_idle(timeout=60)
         await parent.refresh()
         reference = parent.children[0].reference
         sent = await parent.invoke_tool("subagent_message", {"referenceId": reference, "message": "one more thing", "attachments": []})
-        await rt.wait_idle(timeout=10)
+        await rt.wait_idle(timeout=60)
         child = await parent.get_child_thread(reference)
         page = await child.get_messages()
     assert sent.result == f"Message sent to subagent {reference}."
@@ -645,12 +645,12 @@ async def test_a_stopped_child_is_no_longer_running_in_the_parent_registry(sa_ru
     async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
         parent = await rt.create_thread("lead")
         await parent.send_message("go")
-        await asyncio.wait_for(entered.wait(), 5)
+        await asyncio.wait_for(entered.wait(), 60)
         await parent.refresh()
         assert parent.children[0].status == "running"
         child = await parent.get_child_thread(parent.children[0].reference)
         await child.stop()
-        await rt.wait_idle(timeout=5)
+        await rt.wait_idle(timeout=60)
         await parent.refresh()
     assert parent.children[0].status == "idle"
 
@@ -674,6 +674,6 @@ async def test_a_child_that_stops_itself_is_no_longer_running_in_the_parent_regi
     async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
         parent = await rt.create_thread("lead")
         await parent.send_message("go")
-        await rt.wait_idle(timeout=5)
+        await rt.wait_idle(timeout=60)
         await parent.refresh()
     assert parent.children[0].status == "idle"

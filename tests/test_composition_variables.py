@@ -65,7 +65,7 @@ async def test_missing_scoped_variables_defer_the_child_until_provided(sa_runtim
         assert request["missing"] == ["SERVICE_KEY"] and "parent-value" not in str(request)
         booted = await rt.provide_variables(parent.thread_id, data["request_id"], {"SERVICE_KEY": "child-secret"})
         assert booted["status"] == "success"
-        await rt.wait_idle(timeout=10)
+        await rt.wait_idle(timeout=60)
         child = await rt.get_thread(booted["child_thread_id"])
         assert child.env("SERVICE_KEY") == "child-secret"
         tool_rows = [m for m in (await child.get_messages()).messages if m.name == "use_key"]
@@ -109,7 +109,7 @@ async def test_immediate_subagent_is_created_with_the_thread(sa_runtime_factory)
     async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
         parent = await rt.create_thread("lead")
         assert len(parent.children) == 1
-        await rt.wait_idle(timeout=10)
+        await rt.wait_idle(timeout=60)
         await parent.refresh()
     assert parent.children[0].name == "child"
     # the child ran before the parent ever took a step; the parent woke only for its report
@@ -155,7 +155,7 @@ async def test_immediate_object_form_fans_out_and_keeps_scoped_env_away_from_mod
     env = {"SHOP_NAME": "north", "SHOP_TOKEN": "tok-1", "SHOP_NAME__2": "south", "SHOP_TOKEN__2": "tok-2"}
     async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
         parent = await rt.create_thread("lead", env=env)
-        await rt.wait_idle(timeout=10)
+        await rt.wait_idle(timeout=60)
         await parent.refresh()
         names = sorted(e.thread_name for e in parent.children)
         tokens = sorted([(await rt.get_thread(e.reference)).env("SHOP_TOKEN") for e in parent.children])
@@ -206,10 +206,10 @@ async def test_set_env_on_a_parent_reaches_a_running_child(sa_runtime_factory):
     async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
         parent = await rt.create_thread("lead")
         await parent.send_message("start")
-        await asyncio.wait_for(entered.wait(), 5)
+        await asyncio.wait_for(entered.wait(), 60)
         await parent.set_env("MODE", "strict")
         release.set()
-        await rt.wait_idle(timeout=10)
+        await rt.wait_idle(timeout=60)
     assert seen == ["strict"]
 
 
@@ -231,7 +231,7 @@ async def test_a_deferred_child_booted_with_variables_keeps_the_side_that_asked_
         rows = [m for m in (await parent.get_messages()).messages if m.role == "tool"]
         assert rows[0].metadata["error_code"] == "subagent_env_required"  # asked for by side B
         booted = await rt.provide_variables(parent.thread_id, rows[0].metadata["error_data"]["request_id"], {"SERVICE_KEY": "k-123456"})
-        await rt.wait_idle(timeout=10)
+        await rt.wait_idle(timeout=60)
         child = await rt.get_thread(booted["child_thread_id"])
         page = await parent.get_messages(include_silent=True)
     assert child.row.properties["owner_side"] == "b"

@@ -2,7 +2,11 @@
 
 One live ``sa serve`` (with the console test kit's scripted offline model) serves every test of
 this module. Screenshots of the main views at 1280 and 390 px go to ``$SA_SCREENSHOTS``
-(default ``.sa/screenshots``).
+(default ``.sa/screenshots``); they are evidence, so one that times out is noted (a
+``.missing.txt`` beside where it would be) and never fails a test.
+
+Waits are event-driven with generous ceilings (60 s for page actions and ``expect``, instead of
+Playwright's 30 s and 5 s): a busy machine makes them slower, never wrong.
 """
 
 from __future__ import annotations
@@ -10,6 +14,8 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlparse
@@ -17,9 +23,14 @@ from urllib.parse import urlparse
 import pytest
 from console_server import ConsoleServer
 from playwright.sync_api import Browser, Page, Playwright, expect, sync_playwright
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 SHOTS = Path(os.environ.get("SA_SCREENSHOTS", ".sa/screenshots"))
 WIDTHS = {"wide": (1280, 900), "narrow": (390, 844)}
+CEILING_MS = 60_000
+"""The longest any page action or ``expect`` waits; they return as soon as the page is ready."""
+SHOT_CEILING_MS = 30_000
+"""The longest a screenshot may take before it is noted as missing."""
 
 
 def chromium_path() -> str:
@@ -46,8 +57,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleServer]:
 
 @pytest.fixture(scope="module")
 def playwright() -> Iterator[Playwright]:
-    with sync_playwright() as running:
-        yield running
+    expect.set_options(timeout=CEILING_MS)
+    try:
+        with sync_playwright() as running:
+            yield running
+    finally:
+        expect.set_options(timeout=None)  # back to Playwright's default
 
 
 @pytest.fixture(scope="module")
@@ -83,6 +98,7 @@ class Outside:
 @pytest.fixture
 def page(browser: Browser, server: ConsoleServer) -> Iterator[Page]:
     context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(CEILING_MS)
     opened = context.new_page()
     opened.outside = Outside(opened, server.url)  # type: ignore[attr-defined]
     errors: list[str] = []
@@ -95,13 +111,26 @@ def page(browser: Browser, server: ConsoleServer) -> Iterator[Page]:
     assert not opened.outside.urls, f"the page reached outside: {opened.outside.urls}"  # type: ignore[attr-defined]
 
 
-def shoot(page: Page, name: str) -> None:
-    """Screenshot the current view at both widths."""
+def shoot(page: Page, name: str, full_page: bool = True) -> None:
+    """Screenshot the current view at both widths; a screenshot that times out is noted only.
+
+    Screenshots are evidence, not assertions: on a loaded machine a full-page capture can take
+    longer than its ceiling, and that must not fail the test that took it. ``full_page=False``
+    captures the viewport only (for pages hundreds of thousands of pixels tall).
+    """
     SHOTS.mkdir(parents=True, exist_ok=True)
     for label, (width, height) in WIDTHS.items():
         page.set_viewport_size({"width": width, "height": height})
         page.wait_for_timeout(150)
-        page.screenshot(path=str(SHOTS / f"{name}-{label}.png"), full_page=True)
+        path = SHOTS / f"{name}-{label}.png"
+        missing = path.with_suffix(".missing.txt")
+        try:
+            page.screenshot(path=str(path), full_page=full_page, timeout=SHOT_CEILING_MS)
+            missing.unlink(missing_ok=True)
+        except PlaywrightTimeout as exc:
+            note = f"screenshot {path.name} skipped: {str(exc).splitlines()[0]}"
+            missing.write_text(note + "\n")
+            print(note, file=sys.stderr)
     page.set_viewport_size({"width": 1280, "height": 900})
 
 
@@ -194,14 +223,14 @@ def _thread_with_children(server: ConsoleServer) -> str:
         f"/packages/console_demo/threads/{thread_id}/messages",
         json={"content": "use tools now"},
     )
-    for _ in range(200):
+    deadline = time.monotonic() + 60
+    while True:
         detail = server.api("GET", f"/packages/console_demo/threads/{thread_id}").json()
         if detail["children"] and not detail["running"] and detail["status"]:
             return str(thread_id)
-        import time
-
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the scripted turn did not finish in 60 s: {detail}")
         time.sleep(0.05)
-    raise AssertionError(f"the scripted turn did not finish: {detail}")
 
 
 def test_the_subagent_tree_links_to_the_child_and_back(page: Page, server: ConsoleServer) -> None:
@@ -292,7 +321,7 @@ def test_the_api_docs_load_without_reaching_outside(page: Page, server: ConsoleS
     expect(page.locator(".swagger-ui .info .title")).to_contain_text("Standard Agents")
     page.goto(server.url + "/schema/redoc")
     expect(page.locator("h1", has_text="Standard Agents")).to_be_visible()
-    shoot(page, "10-docs")
+    shoot(page, "10-docs", full_page=False)  # ReDoc's full page is ~150,000 px tall
 
 
 def test_a_subagent_waiting_for_variables_shows_a_form_that_boots_it_without_echoing_the_secret(
@@ -430,6 +459,6 @@ def test_a_message_queued_during_a_turn_is_listed_live_and_can_be_cancelled(
     cancel.click()
     expect(page.get_by_text("Nothing is queued.")).to_be_visible()
     page.get_by_role("tab", name="Conversation").click()
-    expect(page.locator(".msg.r-assistant")).to_contain_text("Finally done.", timeout=15_000)
+    expect(page.locator(".msg.r-assistant")).to_contain_text("Finally done.")
     contents = [m["content"] for m in server.api("GET", messages).json()["messages"]]
     assert "second thoughts" not in contents

@@ -156,7 +156,7 @@ async def test_an_effect_run_commits_its_attempt_before_its_body_runs(
     async with sa_runtime_factory(packs=[pack], providers={"test": FunctionProvider(str)}) as rt:
         thread = await rt.create_thread("a")
         await thread.schedule_effect("tick", {}, 0)
-        await rt.wait_idle(timeout=10)
+        await rt.wait_idle(timeout=60)
     # a crash from here on has used up the first attempt; one before it would have used none
     assert seen == [("processing", 1, 1)]
 
@@ -178,7 +178,7 @@ async def test_send_without_wait_commits_the_message_and_the_owed_turn_before_re
         assert record.resume is not None and record.resume.since == message.created_at
         assert (await thread.get_message(message.id)) is not None
         gate.set()
-        await runtime.wait_idle(timeout=10)
+        await runtime.wait_idle(timeout=60)
         record = await runtime.store.get_execution(thread.thread_id)
     assert record is not None and record.status == "idle" and record.resume is None
     assert record.stop_reason == "stop_on_response"
@@ -199,7 +199,7 @@ async def test_shutdown_mid_tool_resumes_the_call_on_restart_with_attempt_two(
             await asyncio.sleep(0.001)
     gate.set()
     async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as runtime:
-        await runtime.wait_idle(timeout=10)
+        await runtime.wait_idle(timeout=60)
         page = await (await runtime.get_thread(thread.thread_id)).get_messages()
     call_id = page.messages[1].tool_calls[0].id
     assert runs == [(call_id, 1), (call_id, 2)]
@@ -224,7 +224,7 @@ async def test_queued_entries_become_messages_with_their_queue_ids_exactly_once(
         thread = await runtime.create_thread("helper")
         queue_id = await thread.queue_message({"content": "q", "silent": True})
         gate.set()
-        await runtime.wait_idle(timeout=10)
+        await runtime.wait_idle(timeout=60)
         stored = await thread.get_message(queue_id)
         assert await runtime.store.list_queue(thread.thread_id) == []
     assert stored is not None and stored.content == "q" and stored.metadata == {"queued": True}
@@ -252,7 +252,7 @@ async def test_pending_row_left_by_a_crash_is_marked_interrupted_and_kept_out_of
         )
         await rt.store.insert_messages([partial])
     async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
-        await rt.wait_idle(timeout=10)
+        await rt.wait_idle(timeout=60)
         thread = await rt.get_thread(thread.thread_id)
         page = await thread.get_messages()
         cut = await thread.get_message("partial")
@@ -295,7 +295,7 @@ async def test_subagent_call_run_again_after_a_restart_reuses_the_child_it_creat
         requests = len(provider.requests)
         thread.tool_attempt = 2  # the same call, run again after a restart cut it off
         again = await thread.invoke_tool("helper", {"message": "t"})
-        await rt.wait_idle(timeout=10)
+        await rt.wait_idle(timeout=60)
         await thread.refresh()
         children = thread.children
     assert first.subagent_id is not None

@@ -32,7 +32,7 @@ async def test_scheduler_keeps_no_entry_for_threads_that_went_idle(sa_runtime_fa
         for thread in threads:
             await thread.send_message("hi", wait=False)
             await thread.queue_message({"content": "more"})
-        await rt.wait_idle(timeout=10)
+        await rt.wait_idle(timeout=60)
         assert rt.scheduler.entries() == 0
         assert not rt.scheduler.busy
         answers = [(await t.get_messages()).messages[-1].content for t in threads]
@@ -72,7 +72,7 @@ async def test_a_starting_runtime_takes_over_claims_of_dead_processes(
         rt._open = True
         assert await rt.store.claim_execution(thread.thread_id, "dead-process")
     async with sa_runtime_factory(packs=[echo_pack()], providers={"test": echo_provider()}) as rt:
-        await rt.wait_idle(timeout=10)
+        await rt.wait_idle(timeout=60)
         page = await (await rt.get_thread(thread.thread_id)).get_messages()
     assert [m.content for m in page.messages] == ["hi", "echo: hi"]
 
@@ -94,7 +94,7 @@ async def test_a_message_sent_while_the_runner_settles_owes_its_own_turn_instead
         assert not posted.done()  # it waits for the settlement's commit
         go_on.set()
         message = await posted
-        await rt.wait_idle(timeout=10)
+        await rt.wait_idle(timeout=60)
         contents = [m.content for m in (await thread.get_messages()).messages]
     assert contents == ["one", "echo: one", "two", "echo: two"]
     assert queued == []  # stored as a message of its own, never queued
@@ -122,7 +122,7 @@ async def test_a_message_queued_as_the_runner_ends_is_still_run(
         await asyncio.sleep(0.05)
         go_on.set()
         await posted
-        await rt.wait_idle(timeout=10)
+        await rt.wait_idle(timeout=60)
         contents = [m.content for m in (await thread.get_messages()).messages]
         assert await rt.store.list_queue(thread.thread_id) == []
     assert contents == ["one", "echo: one", "two", "echo: two"]
@@ -143,7 +143,7 @@ async def test_a_runner_interrupted_before_its_first_step_leaves_the_thread_idle
         # nothing keeps the thread looking busy: a message starts a turn and is answered
         assert not rt.scheduler.is_running(thread.thread_id)
         assert rt.scheduler.entries() == 0
-        async with asyncio.timeout(10):
+        async with asyncio.timeout(60):
             await thread.send_message("hi", wait=True)
         contents = [m.content for m in (await thread.get_messages()).messages]
     assert contents == ["hi", "echo: hi"]

@@ -33,7 +33,7 @@ async def test_post_message_202_comes_after_the_message_and_the_owed_turn_commit
         assert stored is not None and stored.content == "hi"
         assert record.resume.since == stored.created_at
         gate.set()
-        await runtime.wait_idle(timeout=10)
+        await runtime.wait_idle(timeout=60)
         page = await (await runtime.get_thread(thread_id)).get_messages()
         record = await runtime.store.get_execution(thread_id)
     assert [m.content for m in page.messages] == ["hi", "answered"]

@@ -64,7 +64,7 @@ async def test_emitted_payloads_never_carry_secret_values(sa_runtime_factory) ->
         thread = await rt.create_thread("helper", env={"API_KEY": SECRET})
         async with rt.events.subscribe(thread.thread_id) as queue:
             await thread.send_message("go")
-            await rt.wait_idle(10)
+            await rt.wait_idle(60)
             frames = []
             while not queue.empty():
                 frames.append(queue.get_nowait())
@@ -86,5 +86,5 @@ async def test_payloads_without_secrets_are_published_unchanged(sa_runtime_facto
         payload = {"pct": 50, "items": ["a"]}
         async with rt.events.subscribe(thread.thread_id) as queue:
             thread.emit("progress", payload)
-            frame = await asyncio.wait_for(queue.get(), 1)
+            frame = await asyncio.wait_for(queue.get(), 60)
     assert frame["data"] is payload

@@ -59,7 +59,7 @@ async def test_every_published_frame_has_exactly_the_keys_its_type_declares(sa_r
         async with rt.events.subscribe(thread.thread_id) as frames:
             await thread.send_message("question")
             await thread.queue_message({"content": "more"})
-            await rt.wait_idle(timeout=10)
+            await rt.wait_idle(timeout=60)
             received = []
             while not frames.empty():
                 received.append(frames.get_nowait())

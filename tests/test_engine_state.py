@@ -137,7 +137,7 @@ async def test_queued_message_survives_restart_and_runs_on_start(sa_runtime_fact
         rt._open = True
     provider = TestProvider(TestScript().add_text_response("handled"))
     async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
-        await rt.wait_idle(timeout=5)
+        await rt.wait_idle(timeout=60)
         page = await (await rt.get_thread(thread_id)).get_messages()
     assert [m.content for m in page.messages] == ["queued while down", "handled"]
     assert page.messages[0].metadata["queued"] is True
@@ -166,10 +166,10 @@ async def test_queue_while_running_is_injected_before_the_next_step(sa_runtime_f
     async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
         thread = await rt.create_thread("helper")
         await thread.send_message("start", wait=False)
-        await asyncio.wait_for(started.wait(), 5)
+        await asyncio.wait_for(started.wait(), 60)
         await thread.queue_message({"role": "user", "content": "also this"})
         release.set()
-        await rt.wait_idle(timeout=5)
+        await rt.wait_idle(timeout=60)
         page = await thread.get_messages()
     assert page.messages[-1].content == "saw: ['start', 'also this']"
     assert len(provider.requests) == 2
@@ -181,7 +181,7 @@ async def test_queue_while_idle_starts_a_turn(sa_runtime_factory):
     async with sa_runtime_factory(packs=[make_pack()], providers={"test": provider}) as rt:
         thread = await rt.create_thread("helper")
         await thread.queue_message({"role": "user", "content": "ping", "silent": True})
-        await rt.wait_idle(timeout=5)
+        await rt.wait_idle(timeout=60)
         page = await thread.get_messages(include_silent=True)
     assert [m.content for m in page.messages] == ["ping", "woke up"]
     assert page.messages[0].silent is True
@@ -200,9 +200,9 @@ async def test_terminate_aborts_work_and_rejects_new_messages(sa_runtime_factory
     async with sa_runtime_factory(packs=[make_pack(tools=[tool])], providers={"test": TestProvider(script)}) as rt:
         thread = await rt.create_thread("helper")
         await thread.send_message("go", wait=False)
-        await asyncio.wait_for(started.wait(), 5)
+        await asyncio.wait_for(started.wait(), 60)
         await thread.terminate()
-        await rt.wait_idle(timeout=5)
+        await rt.wait_idle(timeout=60)
         assert thread.terminated is not None
         with pytest.raises(ThreadTerminatedError, match="is terminated"):
             await thread.send_message("again")
@@ -232,7 +232,7 @@ async def test_scheduled_effect_runs_later_with_a_thread_state(sa_runtime_factor
         pending = await thread.get_scheduled_effects()
         assert [e.id for e in pending] == [effect_id] and pending[0].args == {"text": "stretch"}
         await asyncio.sleep(0.2)
-        await rt.wait_idle(timeout=5)
+        await rt.wait_idle(timeout=60)
         assert ran == ["stretch"]
         assert await thread.get_scheduled_effects() == []
         page = await thread.get_messages()
@@ -250,7 +250,7 @@ async def test_pending_effect_survives_restart(sa_runtime_factory):
     assert ran == []
     async with sa_runtime_factory(packs=[pack]) as rt:
         await asyncio.sleep(0.5)
-        await rt.wait_idle(timeout=5)
+        await rt.wait_idle(timeout=60)
     assert ran == [thread.thread_id]
 
 
@@ -270,7 +270,7 @@ async def test_an_effect_another_runtime_stored_runs_while_this_one_is_idle(
         async with sa_runtime_factory(packs=[pack]) as other:
             thread = await other.create_thread("helper")
             await thread.schedule_effect("ping", {}, delay=0.3)
-        async with asyncio.timeout(5):
+        async with asyncio.timeout(60):
             while not ran:
                 await asyncio.sleep(0.05)
     assert ran == [1]
@@ -285,7 +285,7 @@ async def test_removed_effect_does_not_run(sa_runtime_factory):
         effect_id = await thread.schedule_effect("ping", {}, delay=0.1)
         assert await thread.remove_scheduled_effect(effect_id) is True
         await asyncio.sleep(0.25)
-        await rt.wait_idle(timeout=5)
+        await rt.wait_idle(timeout=60)
     assert ran == []
 
 
@@ -358,7 +358,7 @@ async def test_resources_and_emit(sa_runtime_factory):
         assert thread.load_model("fast").model == "m" and thread.load_prompt("main").name == "main"
         async with rt.events.subscribe(thread.thread_id) as frames:
             thread.emit("progress", {"pct": 50})
-            frame = await asyncio.wait_for(frames.get(), 1)
+            frame = await asyncio.wait_for(frames.get(), 60)
         assert frame["type"] == "event" and frame["eventType"] == "progress" and frame["data"] == {"pct": 50}
 
 
@@ -423,10 +423,10 @@ async def test_a_turn_interrupted_by_shutdown_resumes_with_its_message(sa_runtim
     async with sa_runtime_factory(packs=[pack], providers={"test": FunctionProvider(hang)}) as rt:
         thread = await rt.create_thread("helper")
         await thread.send_message("what is 6 x 7?", wait=False)
-        await asyncio.wait_for(started.wait(), 5)
+        await asyncio.wait_for(started.wait(), 60)
     provider = FunctionProvider(lambda request: f"you asked: {request.messages[-1].content}")
     async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
-        await rt.wait_idle(timeout=5)
+        await rt.wait_idle(timeout=60)
         page = await (await rt.get_thread(thread.thread_id)).get_messages()
     assert [(m.content, m.status) for m in page.messages] == [
         ("what is 6 x 7?", None),
@@ -455,12 +455,12 @@ async def test_a_message_sent_while_a_turn_is_being_stopped_runs_after_the_stop(
     async with sa_runtime_factory(packs=[make_pack()], providers={"test": _gated_provider(gate, entered)}) as rt:
         thread = await rt.create_thread("helper")
         await thread.send_message("first", wait=False)
-        await asyncio.wait_for(entered.wait(), 5)
+        await asyncio.wait_for(entered.wait(), 60)
         stopping = asyncio.ensure_future(thread.stop())
         await asyncio.sleep(0)  # the stop has begun; the aborted turn is still unwinding
-        await asyncio.wait_for(thread.send_message("second"), 5)
+        await asyncio.wait_for(thread.send_message("second"), 60)
         await stopping
-        await rt.wait_idle(timeout=5)
+        await rt.wait_idle(timeout=60)
         page = await thread.get_messages()
     assert [m.content for m in page.messages if m.role == "user"] == ["first", "second"]
     assert page.messages[-1].content == "reply"
@@ -472,7 +472,7 @@ async def test_the_next_message_after_a_stop_clears_the_stored_stop_flag(sa_runt
     async with sa_runtime_factory(packs=[make_pack()], providers={"test": _gated_provider(gate, entered)}) as rt:
         thread = await rt.create_thread("helper")
         await thread.send_message("first", wait=False)
-        await asyncio.wait_for(entered.wait(), 5)
+        await asyncio.wait_for(entered.wait(), 60)
         await thread.stop()
         await thread.send_message("second")
         assert thread.row.stopped is False
@@ -491,7 +491,7 @@ async def test_a_tool_that_terminates_its_own_thread_ends_the_turn(sa_runtime_fa
     provider = FunctionProvider(lambda request: {"tool_calls": [{"name": "shut_down", "arguments": {}}]})
     async with sa_runtime_factory(packs=[make_pack(tools=[tool])], providers={"test": provider}) as rt:
         thread = await rt.create_thread("helper")
-        await asyncio.wait_for(thread.send_message("go"), 5)
+        await asyncio.wait_for(thread.send_message("go"), 60)
         assert thread.terminated is not None
         page = await thread.get_messages()
     assert len(provider.requests) == 1  # no model call after the thread was terminated
@@ -545,7 +545,7 @@ async def test_an_effect_scheduled_while_the_scheduler_reads_is_not_missed(sa_ru
 
         store.next_effect_time = racing_read
         await thread.schedule_effect("ping", {}, delay=3600)  # wakes the scheduler
-        await asyncio.wait_for(ran.wait(), 5)
+        await asyncio.wait_for(ran.wait(), 60)
         assert raced
 
 
@@ -573,12 +573,12 @@ async def test_a_tool_that_stops_its_own_thread_ends_the_turn(sa_runtime_factory
     provider = FunctionProvider(lambda request: {"tool_calls": [{"name": "halt", "arguments": {}}]} if len(provider.requests) == 1 else "back")
     async with sa_runtime_factory(packs=[make_pack(tools=[tool])], providers={"test": provider}) as rt:
         thread = await rt.create_thread("helper")
-        await asyncio.wait_for(thread.send_message("go"), 5)
+        await asyncio.wait_for(thread.send_message("go"), 60)
         assert thread.row.stopped is True
         page = await thread.get_messages()
         assert [(m.role, m.content) for m in page.messages] == [("user", "go"), ("assistant", None), ("tool", "halted")]
         assert len(provider.requests) == 1
-        await asyncio.wait_for(thread.send_message("again"), 5)
+        await asyncio.wait_for(thread.send_message("again"), 60)
         page = await thread.get_messages()
     assert page.messages[-1].content == "back"
 
@@ -596,7 +596,7 @@ async def test_an_effect_whose_thread_is_deleted_while_it_runs_ends_quietly(sa_r
     async with sa_runtime_factory(packs=[make_pack(effects=[effect])]) as rt:
         thread = await rt.create_thread("helper")
         await thread.schedule_effect("slow", {}, delay=0)
-        await asyncio.wait_for(started.wait(), 5)
+        await asyncio.wait_for(started.wait(), 60)
         running = list(rt.effects.running)
         await rt.delete_thread(thread.thread_id)
         release.set()

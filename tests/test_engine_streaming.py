@@ -75,7 +75,7 @@ async def test_stop_fails_the_pending_row_and_the_next_message_continues(sa_runt
         async with rt.events.subscribe(thread.thread_id) as frames:
             await thread.send_message("slow please", wait=False)
             while True:
-                frame = await asyncio.wait_for(frames.get(), 5)
+                frame = await asyncio.wait_for(frames.get(), 60)
                 if frame["type"] == "message_data" and frame["data"].get("status") == "pending":
                     break
             await thread.stop()

@@ -127,7 +127,7 @@ async def send_and_read_back(
     """Send ``text``, wait until every turn settled, lift the patches, and read back the
     thread's messages, its execution record and its live handle."""
     await thread.send_message(text)
-    await rt.wait_idle(timeout=10)
+    await rt.wait_idle(timeout=60)
     monkeypatch.undo()
     page = await thread.get_messages()
     record = await rt.store.get_execution(thread.thread_id)
@@ -144,7 +144,7 @@ async def test_a_turn_commits_the_message_then_the_answer_with_the_settlement(
         await thread.send_message("warm up")  # the first turn reads the approvals once
         counts = count_transactions(rt)
         await thread.send_message("hi")
-        await rt.wait_idle(timeout=10)
+        await rt.wait_idle(timeout=60)
         writes = counts["write"]
         page = await thread.get_messages()
         record = await rt.store.get_execution(thread.thread_id)
@@ -208,7 +208,7 @@ async def test_a_message_a_hook_sends_on_the_answer_is_answered_too(
     async with sa_runtime_factory(packs=[pack], providers={"test": echo_provider()}) as rt:
         thread = await rt.create_thread("helper")
         await thread.send_message("hi")
-        await rt.wait_idle(timeout=10)
+        await rt.wait_idle(timeout=60)
         page = await thread.get_messages()
         queue = await rt.store.list_queue(thread.thread_id)
         record = await rt.store.get_execution(thread.thread_id)
@@ -226,7 +226,7 @@ async def test_a_message_queued_before_the_first_step_is_still_drained(
         thread = await rt.create_thread("helper")
         await thread.send_message("first", wait=False)  # the turn read the queue empty
         await thread.queue_message({"content": "second"})  # before the runner's first step
-        await rt.wait_idle(timeout=10)
+        await rt.wait_idle(timeout=60)
         page = await thread.get_messages()
     contents = [m.content for m in page.messages]
     assert "second" in contents
@@ -241,7 +241,7 @@ async def test_queueing_on_an_idle_thread_runs_it_once_with_the_claim_released(
     async with sa_runtime_factory(packs=[echo_pack()], providers={"test": provider}) as rt:
         thread = await rt.create_thread("helper")
         await thread.queue_message({"content": "queued"})
-        await rt.wait_idle(timeout=10)
+        await rt.wait_idle(timeout=60)
         page = await thread.get_messages()
         record = await rt.store.get_execution(thread.thread_id)
         queue = await rt.store.list_queue(thread.thread_id)
@@ -334,7 +334,7 @@ async def test_a_blocking_delegation_commits_each_point_once_and_answers_the_cal
         counts = count_transactions(rt)
         await parent.send_message("research please")  # returns once the turn has ended
         writes, reads = counts["write"], counts["read"]
-        await rt.wait_idle(timeout=10)
+        await rt.wait_idle(timeout=60)
         page = await parent.get_messages()
         children = await rt.store.list_children(parent.thread_id)
         child = await rt.store.get_thread(children[0].reference)
@@ -388,7 +388,7 @@ async def test_a_new_threads_first_message_finds_its_execution_record(
         thread = await rt.create_thread("helper")
         assert await rt.store.get_execution(thread.thread_id) == ExecutionRecord(status="idle")
         await thread.send_message("hi")
-        await rt.wait_idle(timeout=10)
+        await rt.wait_idle(timeout=60)
         page = await thread.get_messages()
     assert [m.content for m in page.messages] == ["hi", "echo: hi"]
     assert missed == []

@@ -65,10 +65,10 @@ def calling(*calls: tuple[str, dict[str, Any]]) -> FunctionProvider:
     return FunctionProvider(answer)
 
 
-async def run_once(runtime: Runtime, text: str = "go") -> list[Any]:
+async def run_once(runtime: Runtime, text: str = "go", ceiling: float = 60) -> list[Any]:
     thread = await runtime.create_thread("helper")
     await thread.send_message(text)
-    await runtime.wait_idle(30)
+    await runtime.wait_idle(ceiling)
     return (await thread.get_messages()).messages
 
 
@@ -130,17 +130,70 @@ async def test_a_call_past_the_servers_timeout_fails_and_the_server_still_answer
     server = define_mcp_server(
         name="testing", command=[sys.executable, SERVER, "stdio"], env={}, timeout=1
     )
-    provider = calling(("testing_slow", {"seconds": 30}), ("testing_add", {"a": 2, "b": 3}))
+    provider = calling(("testing_slow", {"seconds": 120}), ("testing_add", {"a": 2, "b": 3}))
+    async with sa_runtime_factory(
+        packs=[mcp_pack(["testing.*"], server)], providers={"test": provider}
+    ) as runtime:
+        started = time.monotonic()
+        messages = await run_once(runtime, ceiling=110)
+        took = time.monotonic() - started
+    slow, add = [m for m in messages if m.role == "tool"]
+    assert slow.tool_status == "error"
+    assert "did not answer slow within 1 seconds" in slow.content
+    assert add.tool_status == "success" and add.content == "5"
+    assert took < 100  # the call gave up after its second, not after the tool's 120
+
+
+@pytest.mark.asyncio
+async def test_a_per_call_timeout_shorter_than_the_servers_start_still_lets_it_start_and_serve(
+    sa_runtime_factory,
+):
+    # The server sleeps 3 s before serving: longer than the 1 s per-call timeout, well inside
+    # the default 60 s start_timeout.
+    server = define_mcp_server(
+        name="testing",
+        command=[sys.executable, SERVER, "stdio"],
+        env={"MCP_START_DELAY": "3", "GREETING": "hi"},
+        timeout=1,
+    )
+    assert server.start_timeout == 60
+    provider = calling(("testing_add", {"a": 2, "b": 3}), ("testing_echo", {"text": "there"}))
     async with sa_runtime_factory(
         packs=[mcp_pack(["testing.*"], server)], providers={"test": provider}
     ) as runtime:
         started = time.monotonic()
         messages = await run_once(runtime)
         took = time.monotonic() - started
-    slow, add = [m for m in messages if m.role == "tool"]
-    assert slow.tool_status == "error"
-    assert add.tool_status == "success" and add.content == "5"
-    assert took < 15  # the call gave up after its second, not after the tool's 30
+        starts = runtime.mcp.connections[("mcpdemo", "testing")].starts
+    add, echo = [m for m in messages if m.role == "tool"]
+    assert (add.content, add.tool_status) == ("5", "success")
+    assert (echo.content, echo.tool_status) == ("hi: there", "success")
+    assert starts == 1
+    assert took >= 3  # the start really outlasted the per-call timeout
+
+
+@pytest.mark.asyncio
+async def test_a_server_slower_than_its_start_timeout_fails_the_step_naming_start_timeout(
+    sa_runtime_factory,
+):
+    server = define_mcp_server(
+        name="testing",
+        command=[sys.executable, SERVER, "stdio"],
+        env={"MCP_START_DELAY": "60"},
+        start_timeout=0.5,
+    )
+    provider = calling(("testing_add", {"a": 1, "b": 1}))
+    async with sa_runtime_factory(
+        packs=[mcp_pack(["testing.add"], server)], providers={"test": provider}
+    ) as runtime:
+        messages = await run_once(runtime)
+        logs = await runtime.store.list_logs(messages[0].thread_id)
+    errors = [str(log) for log in logs if "step_error" in str(log)]
+    assert any(
+        "MCP server 'testing' did not start within 0.5 seconds (its start_timeout)" in e
+        for e in errors
+    ), errors
+    assert not [m for m in messages if m.role == "tool"]
 
 
 @pytest.mark.asyncio
@@ -203,7 +256,7 @@ async def test_missing_server_variable_names_it(sa_runtime_factory):
     async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as runtime:
         thread = await runtime.create_thread("helper")
         await thread.send_message("go")
-        await runtime.wait_idle(30)
+        await runtime.wait_idle(60)
         logs = await runtime.store.list_logs(thread.thread_id)
     errors = [str(log) for log in logs if "step_error" in str(log)]
     assert any("MCP_GREETING" in e for e in errors)
@@ -228,6 +281,13 @@ def test_server_definition_needs_exactly_one_transport():
         define_mcp_server(name="a.b", command=["a"])
 
 
+@pytest.mark.parametrize("field", ["timeout", "start_timeout"])
+@pytest.mark.parametrize("value", [0, -1, float("nan"), float("inf")])
+def test_server_timeouts_must_be_positive_finite_seconds_naming_the_field(field, value):
+    with pytest.raises(ValueError, match=f"'x': {field} must be a positive number of seconds"):
+        define_mcp_server(name="x", command=["a"], **{field: value})
+
+
 # -- streamable HTTP ------------------------------------------------------------------------
 
 
@@ -248,15 +308,13 @@ def http_server() -> Iterator[tuple[str, str]]:
         yield f"http://127.0.0.1:{int(line.split()[1])}/mcp", token
     finally:
         process.terminate()
-        process.wait(10)
+        process.wait(60)
         if process.stdout is not None:
             process.stdout.close()
 
 
 def http_pack(url: str) -> Pack:
-    server = define_mcp_server(
-        name="testing", url=url, headers={"Authorization": "${MCP_AUTH}"}, timeout=20
-    )
+    server = define_mcp_server(name="testing", url=url, headers={"Authorization": "${MCP_AUTH}"})
     return mcp_pack(["testing.echo", "testing.add"], server)
 
 
@@ -298,7 +356,7 @@ def test_mcp_tools_over_the_http_api(sa_database_url, http_server):
         thread_id = created.json()["id"]
         sent = client.post(f"{base}/threads/{thread_id}/messages", json={"content": "add"})
         assert sent.status_code == 202, sent.text
-        client.blocking_portal.call(runtime.wait_idle, 30)
+        client.blocking_portal.call(runtime.wait_idle, 60)
         listed = client.get(f"{base}/threads/{thread_id}/messages").json()["messages"]
     tool = [m for m in listed if m["role"] == "tool"][0]
     assert (tool["name"], tool["content"], tool["tool_status"]) == ("testing_add", "42", "success")
@@ -312,11 +370,11 @@ async def test_prompt_config_puts_an_mcp_tool_behind_approval(sa_runtime_factory
     async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as runtime:
         thread = await runtime.create_thread("helper")
         await thread.send_message("go")
-        await runtime.wait_idle(30)
+        await runtime.wait_idle(60)
         pending = await thread.pending_approvals()
         assert [(p["name"], p["arguments"]) for p in pending] == [("testing_add", {"a": 1, "b": 2})]
         await thread.approve(pending[0]["tool_call_id"], arguments={"a": 40, "b": 2})
-        await runtime.wait_idle(30)
+        await runtime.wait_idle(60)
         messages = (await thread.get_messages()).messages
     tool = [m for m in messages if m.role == "tool"][0]
     assert (tool.content, tool.tool_status) == ("42", "success")

@@ -237,7 +237,7 @@ async def test_a_short_stall_limit_applies_after_a_long_first_chunk_limit() -> N
     partial = Hang([StreamChunk("content-delta", delta="Hal")])
     primary, fallback = Script("a", [partial]), Script("b", [ANSWER])
     chain = [attempt(primary), attempt(fallback, "fallback")]
-    async with asyncio.timeout(20):
+    async with asyncio.timeout(40):
         (response, _), records, _, _ = await run(
             chain, first_chunk_timeout=60, stall_timeout=0.02
         )

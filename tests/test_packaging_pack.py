@@ -90,7 +90,7 @@ async def test_packed_project_loads_on_its_own_code_and_runs(
     ) as runtime:
         thread = await runtime.create_thread("forecaster/forecaster")
         await thread.send_message("Weather in Oslo?")
-        await runtime.wait_idle(timeout=10)
+        await runtime.wait_idle(timeout=60)
         page = await thread.get_messages()
     assert [m.content for m in page.messages][-2:] == ["Sunny in Oslo", "Sunny, it seems."]
     assert provider.tool_names(provider.requests[0]) == [

@@ -54,7 +54,7 @@ async def main():
         source = runtime.pack_sources["forecaster"]
         thread = await runtime.create_thread("forecaster/forecaster")
         await thread.send_message("Weather in Oslo?")
-        await runtime.wait_idle(timeout=20)
+        await runtime.wait_idle(timeout=60)
         page = await thread.get_messages()
         tool = runtime.registry.scope("forecaster").tools["weather"]
         print(json.dumps({

@@ -58,7 +58,7 @@ async def idle_worker(url: str) -> AsyncIterator[tuple[Store, list[str]]]:
         store = runtime.store
         await store.create_thread(ThreadRow(id="t1", package="effects", agent_id="helper"))
         yield store, ran
-        async with asyncio.timeout(15):
+        async with asyncio.timeout(60):
             while not ran:
                 await asyncio.sleep(0.05)
 

@@ -177,13 +177,13 @@ async def test_a_message_posted_through_another_worker_joins_the_running_thread(
     async with chat_workers(pg_database_url, model) as (runner, other):
         state = await runner.create_thread("a")
         await state.send_message("first", wait=False)
-        async with asyncio.timeout(10):
+        async with asyncio.timeout(60):
             while not calls:
                 await asyncio.sleep(0.01)
         remote = await other.get_thread(state.thread_id)
         await remote.send_message("second", wait=False)  # it runs on `runner`: queued there
         gate.set()
-        async with asyncio.timeout(20):
+        async with asyncio.timeout(60):
             while True:
                 page = await runner.store.list_messages(state.thread_id)
                 contents = [m.content for m in page[0]]
@@ -210,10 +210,10 @@ async def test_a_stop_posted_through_another_worker_stops_the_turn_where_it_runs
     async with chat_workers(pg_database_url, lambda _name: stuck) as (runner, other):
         state = await runner.create_thread("a")
         await state.send_message("go", wait=False)
-        async with asyncio.timeout(10):
+        async with asyncio.timeout(60):
             await started.wait()
         await (await other.get_thread(state.thread_id)).stop()
-        async with asyncio.timeout(10):
+        async with asyncio.timeout(60):
             while runner.is_running(state.thread_id):
                 await asyncio.sleep(0.05)
         row = await runner.store.get_thread(state.thread_id)
@@ -221,7 +221,7 @@ async def test_a_stop_posted_through_another_worker_stops_the_turn_where_it_runs
 
 
 async def answered_twice(runner: Runtime, thread_id: str, seen: list[Any]) -> None:
-    async with asyncio.timeout(20):
+    async with asyncio.timeout(60):
         while len(seen) < 2:
             await asyncio.sleep(0.02)
         await runner.wait_thread(thread_id)

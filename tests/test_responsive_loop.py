@@ -81,7 +81,7 @@ async def background_finishes_while_requests_spin() -> bool:
 
     spinners = [asyncio.create_task(request()) for _ in range(5)]
     try:
-        return await asyncio.wait_for(asyncio.create_task(turn(), context=background_context()), 10)
+        return await asyncio.wait_for(asyncio.create_task(turn(), context=background_context()), 60)
     finally:
         spinning = False
         await asyncio.gather(*spinners)

@@ -491,7 +491,7 @@ def test_a_pack_endpoint_shadowing_a_builtin_route_fails_at_startup(sa_database_
 def _frames_until(ws: Any, done: Any, limit: int = 500) -> list[dict[str, Any]]:
     frames: list[dict[str, Any]] = []
     for _ in range(limit):
-        frame = ws.receive_json(timeout=10)
+        frame = ws.receive_json(timeout=60)
         frames.append(frame)
         if done(frame):
             return frames
@@ -513,9 +513,9 @@ def test_websocket_streams_deltas_tool_events_and_child_events(api: Api) -> None
     thread_id = api.thread()
     url = f"{A}/threads/{thread_id}/ws"
     with api.client.websocket_connect(url, headers={"Authorization": f"Bearer {api.token}"}) as ws:
-        assert ws.receive_json(timeout=10) == {"type": "connected", "thread_id": thread_id}
+        assert ws.receive_json(timeout=60) == {"type": "connected", "thread_id": thread_id}
         ws.send_text("ping")
-        assert ws.receive_text(timeout=10) == "pong"
+        assert ws.receive_text(timeout=60) == "pong"
         api.client.post(f"{A}/threads/{thread_id}/messages", json={"content": "Hi"})
         frames = _frames_until(ws, _final_reply)
         chunks = [f["chunk"] for f in frames if f["type"] == "message_chunk"]
@@ -547,12 +547,12 @@ def test_websocket_refuses_other_packages_and_missing_keys(api: Api) -> None:
     ]:
         with api.client.websocket_connect(url, headers=headers) as ws:
             with pytest.raises(WebSocketDisconnect) as caught:
-                ws.receive_json(timeout=10)
+                ws.receive_json(timeout=60)
             codes.append(caught.value.code)
     assert codes == [4404, 4401]
     query = f"{A}/threads/{thread_id}/ws?access_token={api.token}"
     with api.client.websocket_connect(query, headers={"Authorization": ""}) as ws:
-        assert ws.receive_json(timeout=10)["type"] == "connected"
+        assert ws.receive_json(timeout=60)["type"] == "connected"
 
 
 def test_the_plugin_embeds_the_api_in_another_litestar_app(sa_database_url: str) -> None:

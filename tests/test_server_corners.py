@@ -77,7 +77,7 @@ def test_a_websocket_to_an_unknown_package_closes_with_4404(client: TestClient[A
     thread = new_thread(client)
     url = f"/api/packages/alpah/threads/{thread}/ws"
     with client.websocket_connect(url) as ws, pytest.raises(WebSocketDisconnect) as caught:
-        ws.receive_json(timeout=10)
+        ws.receive_json(timeout=60)
     assert caught.value.code == 4404
     assert caught.value.detail == "No package 'alpah' is served here (did you mean 'alpha'?)."
     no_key = {"Authorization": ""}
@@ -86,7 +86,7 @@ def test_a_websocket_to_an_unknown_package_closes_with_4404(client: TestClient[A
         client.websocket_connect(url, headers=no_key) as ws,
         pytest.raises(WebSocketDisconnect) as caught,
     ):
-        ws.receive_json(timeout=10)
+        ws.receive_json(timeout=60)
     assert caught.value.code == 4401
     served = client.get(f"/api/packages/nope/threads/{thread}")
     assert served.status_code == 404 and "No package 'nope'" in served.json()["detail"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import AsyncIterator, Callable
@@ -26,7 +27,7 @@ Frame = dict[str, Any]
 
 @asynccontextmanager
 async def serving(
-    database_url: str, model: Any = None
+    database_url: str, model: Any = None, graceful_timeout: float = 2
 ) -> AsyncIterator[tuple[httpx.AsyncClient, Runtime, str]]:
     """A runtime, a live server and an authenticated client, all in the test's loop."""
     runtime = Runtime(
@@ -35,11 +36,11 @@ async def serving(
         database_url=database_url,
         load_entrypoints=False,
     )
-    async with live_server(create_app(runtime)) as base_url:
+    async with live_server(create_app(runtime), graceful_timeout=graceful_timeout) as base_url:
         keys = await runtime.store.list_api_keys()
         token = "" if keys else (await runtime.store.create_api_key("live"))[0]
         async with httpx.AsyncClient(
-            base_url=base_url, headers={"Authorization": f"Bearer {token}"}, timeout=10
+            base_url=base_url, headers={"Authorization": f"Bearer {token}"}, timeout=60
         ) as client:
             yield client, runtime, token
 
@@ -66,7 +67,7 @@ async def sse_frames(response: httpx.Response) -> AsyncIterator[Frame]:
 
 async def collect(frames: AsyncIterator[Frame], done: Callable[[Frame], bool]) -> list[Frame]:
     found = []
-    async with asyncio.timeout(10):
+    async with asyncio.timeout(60):
         async for frame in frames:
             found.append(frame)
             if done(frame):
@@ -98,7 +99,7 @@ async def test_live_thread_message_round_trip_and_two_packs_side_by_side(
                 f"/api/packages/{package}/threads/{thread_id}/messages", json={"content": "Hi"}
             )
             assert posted.status_code == 202
-        await runtime.wait_idle(10)
+        await runtime.wait_idle(60)
         for package, thread_id in (("alpha", alpha), ("beta", beta)):
             page = await client.get(f"/api/packages/{package}/threads/{thread_id}/messages")
             assert [m["content"] for m in page.json()["messages"]] == ["Hi", REPLY]
@@ -183,36 +184,39 @@ async def test_threads_run_concurrently_and_each_thread_one_turn_at_a_time(
 ) -> None:
     active: dict[str, int] = {}
     peak = {"total": 0, "per_thread": 0}
+    release = asyncio.Event()  # set once every first turn runs and every second message is in
 
     async def slow(request: ProviderRequest) -> str:
         thread = str(request.user)
         active[thread] = active.get(thread, 0) + 1
         peak["per_thread"] = max(peak["per_thread"], active[thread])
         peak["total"] = max(peak["total"], sum(active.values()))
-        await asyncio.sleep(0.2)
+        with contextlib.suppress(TimeoutError):  # a serial engine fails below, not here
+            async with asyncio.timeout(60):
+                await release.wait()
         active[thread] -= 1
         return "ok"
 
     async with serving(sa_database_url, FunctionProvider(slow)) as (client, runtime, _):
         threads = [await new_thread(client) for _ in range(4)]
-        started = time.monotonic()
         for text in ("one", "two"):
             # "two" is posted while every thread's first turn runs, so it queues behind it
             posts = [
                 client.post(f"{A}/threads/{t}/messages", json={"content": text}) for t in threads
             ]
             assert {r.status_code for r in await asyncio.gather(*posts)} == {202}
-            for _ in range(500):
-                if text == "two" or sum(active.values()) == len(threads):
-                    break
+            deadline = time.monotonic() + 60
+            while text == "one" and sum(active.values()) < len(threads):
+                assert time.monotonic() < deadline, "the first turns did not all run at once"
                 await asyncio.sleep(0.01)
-        await runtime.wait_idle(10)
-        elapsed = time.monotonic() - started
+        release.set()
+        await runtime.wait_idle(60)
         for thread_id in threads:
             page = (await client.get(f"{A}/threads/{thread_id}/messages")).json()
             assert [m["role"] for m in page["messages"]] == ["user", "assistant"] * 2
+    # four turns overlapped (not one after another), never two of one thread: the peaks say so
+    # without a wall-clock bound a busy machine could miss
     assert peak == {"total": 4, "per_thread": 1}
-    assert elapsed < 8 * 0.2  # 8 turns of 0.2 s ran in two waves, not one after another
 
 
 @pytest.mark.asyncio
@@ -227,15 +231,21 @@ async def test_shutdown_stops_in_flight_turns_and_queued_work_resumes_on_restart
         await gate.wait()
         return "never"
 
-    async with serving(sa_database_url, FunctionProvider(stuck)) as (client, runtime, token):
+    # a server that waited for the open stream would take the whole 30 s grace period
+    stuck_model = FunctionProvider(stuck)
+    async with serving(sa_database_url, stuck_model, graceful_timeout=30) as (
+        client,
+        runtime,
+        token,
+    ):
         thread_id = await new_thread(client)
         await client.post(f"{A}/threads/{thread_id}/messages", json={"content": "first"})
-        async with asyncio.timeout(5):
+        async with asyncio.timeout(60):
             await called.wait()  # the model step is in flight: "later" queues behind the turn
         assert runtime.is_running(thread_id)
         queued = await client.post(f"{A}/threads/{thread_id}/messages", json={"content": "later"})
         assert queued.status_code == 202
-        watcher = httpx.AsyncClient(base_url=client.base_url, headers=client.headers, timeout=10)
+        watcher = httpx.AsyncClient(base_url=client.base_url, headers=client.headers, timeout=60)
         stream = watcher.stream("GET", f"{A}/threads/{thread_id}/stream")
         response = await stream.__aenter__()
         assert (await anext(sse_frames(response)))["type"] == "connected"
@@ -243,13 +253,14 @@ async def test_shutdown_stops_in_flight_turns_and_queued_work_resumes_on_restart
     shutdown_seconds = time.monotonic() - stopping
     await stream.__aexit__(None, None, None)
     await watcher.aclose()
-    assert shutdown_seconds < 1.5
+    assert shutdown_seconds < 15
     assert not runtime.is_running(thread_id)
 
     async with serving(sa_database_url, FunctionProvider(brain)) as (client, runtime, _):
         client.headers["Authorization"] = f"Bearer {token}"
         contents: list[str] = []
-        for _ in range(200):
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
             page = (await client.get(f"{A}/threads/{thread_id}/messages")).json()
             contents = [m["content"] for m in page["messages"]]
             if contents and contents[-1] == REPLY:

@@ -72,7 +72,7 @@ async def test_subagents_lists_the_relationship_name_not_the_instance_name(sa_ru
     async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
         parent = await rt.create_thread("lead")
         await parent.send_message("go")
-        await rt.wait_idle(timeout=10)
+        await rt.wait_idle(timeout=60)
         await parent.refresh()
         entry = parent.children[0]
         listing = await parent.invoke_tool("subagents", {})

@@ -97,7 +97,7 @@ async def test_slow_stream_gets_a_slow_consumer_error_then_ends_and_unsubscribes
         assert len(hub) == 1
         for n in range(50):
             runtime.events.publish("t", frame(n))
-        async with asyncio.timeout(5):
+        async with asyncio.timeout(60):
             async for batch in live.batches():
                 batches.append(batch)
     frames = [f for batch in batches for f in batch]
@@ -120,7 +120,7 @@ async def test_live_sse_client_that_disconnects_leaves_no_subscriber(
                     "thread_id": thread_id,
                 }
                 assert runtime.events.subscriber_count(thread_id) == 1
-        async with asyncio.timeout(10):
+        async with asyncio.timeout(60):
             while runtime.events.subscriber_count() != 0:
                 await asyncio.sleep(0.01)
         assert runtime.events.thread_count == 0
@@ -138,7 +138,7 @@ async def test_live_sse_slow_client_is_cut_off_and_its_stream_ends(
             assert (await anext(frames))["type"] == "connected"
             for n in range(50):  # all at once: the stream falls behind before it can send
                 runtime.events.publish(thread_id, frame(n))
-            async with asyncio.timeout(10):
+            async with asyncio.timeout(60):
                 rest = [f async for f in frames]
         assert [f["type"] for f in rest] == ["error"] and rest[0]["error"] == "slow_consumer"
         assert runtime.events.subscriber_count() == 0
@@ -160,7 +160,7 @@ async def test_live_websocket_slow_client_is_cut_off_and_closed(
             assert json.loads(await ws.recv())["type"] == "connected"
             for n in range(50):
                 runtime.events.publish(thread_id, frame(n))
-            async with asyncio.timeout(10):
+            async with asyncio.timeout(60):
                 error = json.loads(await ws.recv())
                 with pytest.raises(ConnectionClosed):
                     await ws.recv()

@@ -90,7 +90,7 @@ async def test_turn_model_and_tool_spans_follow_genai_conventions(sa_runtime_fac
     ) as rt:
         thread = await rt.create_thread("helper", env={"API_KEY": SECRET})
         await thread.send_message("Weather in Oslo?")
-        await rt.wait_idle(10)
+        await rt.wait_idle(60)
     found = by_name(spans)
     (turn,) = found["invoke_agent helper"]
     chats = found["chat test-model"]
@@ -169,7 +169,7 @@ async def test_subagent_run_is_linked_to_the_parents_tool_call_span(sa_runtime_f
     async with sa_runtime_factory(packs=[subagent_pack()], providers={"test": tree_model()}) as rt:
         lead = await rt.create_thread("lead")
         await lead.send_message("research")
-        await rt.wait_idle(10)
+        await rt.wait_idle(60)
         await lead.refresh()
         child_id = lead.children[0].reference
     found = by_name(spans)
@@ -253,7 +253,7 @@ def test_without_the_extra_nothing_is_imported_and_runs_are_unchanged(tmp_path):
                 ) as runtime:
                     thread = await runtime.create_thread("helper")
                     await thread.send_message("hi")
-                    await runtime.wait_idle(10)
+                    await runtime.wait_idle(60)
                     page = await thread.get_messages()
                 return [(m.role, m.content) for m in page.messages]
             """

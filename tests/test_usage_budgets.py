@@ -104,7 +104,7 @@ async def test_usage_rolls_up_over_the_subagent_tree_by_model(sa_runtime_factory
     async with sa_runtime_factory(packs=[tree_pack()], providers={"test": provider()}) as rt:
         lead = await rt.create_thread("lead")
         await lead.send_message("research")
-        await rt.wait_idle(10)
+        await rt.wait_idle(60)
         usage_all = await lead.usage()
         own_only = await lead.usage(include_descendants=False)
         child = await lead.get_child_thread(lead.children[0].reference)
@@ -132,7 +132,7 @@ async def test_cost_budget_stops_the_turn_with_budget_exceeded(sa_runtime_factor
     async with sa_runtime_factory(packs=[pack], providers={"test": provider()}) as rt:
         lead = await rt.create_thread("lead")
         await lead.send_message("research")
-        await rt.wait_idle(10)
+        await rt.wait_idle(60)
         await lead.refresh()
         page = await lead.get_messages()
         child = await lead.get_child_thread(lead.children[0].reference)
@@ -160,14 +160,14 @@ async def test_token_budget_set_on_the_thread_is_inherited_and_survives_restart(
     async with sa_runtime_factory(packs=[tree_pack()], providers={"test": provider()}) as rt:
         lead = await rt.create_thread("lead", env={"SA_MAX_TOKENS": "2500"})
         await lead.send_message("research")
-        await rt.wait_idle(10)
+        await rt.wait_idle(60)
         thread_id = lead.thread_id
     # A new runtime on the same database: usage and the budget come from the database.
     async with sa_runtime_factory(packs=[tree_pack()], providers={"test": provider()}) as rt:
         lead = await rt.get_thread(thread_id)
         usage_all = await lead.usage()
         await lead.send_message("again")
-        await rt.wait_idle(10)
+        await rt.wait_idle(60)
         page = await lead.get_messages()
         after = await lead.usage()
     assert usage_all.tree is not None and usage_all.tree.total_tokens >= 2100
@@ -180,7 +180,7 @@ async def test_threads_without_budgets_are_not_limited(sa_runtime_factory):
     async with sa_runtime_factory(packs=[tree_pack()], providers={"test": provider()}) as rt:
         lead = await rt.create_thread("lead")
         await lead.send_message("research")
-        await rt.wait_idle(10)
+        await rt.wait_idle(60)
         page = await lead.get_messages()
     assert page.messages[-1].content == "The answer is 42."
 

@@ -20,7 +20,7 @@ import socket
 import sys
 from typing import Any
 
-from sa_core.cli.offline_option import add_test_provider_option, describe_offline
+from sa_core.cli.offline_option import add_test_provider_option
 
 
 def register(subparsers: Any) -> None:
@@ -133,8 +133,6 @@ async def run(args: argparse.Namespace) -> int:
                 + "'.",
                 file=sys.stderr,
             )
-        if args.test_provider:
-            print(describe_offline(args.test_provider), flush=True)
         if websocket_protocol() == "none":
             print(
                 "warning: no WebSocket library is installed (pip install websockets); "
@@ -158,7 +156,8 @@ async def run(args: argparse.Namespace) -> int:
         if not a2a.available():
             print(a2a.MISSING, flush=True)
         port = sock.getsockname()[1]
-        print("\n".join(banner(app, runtime, args.host, port, token)), flush=True)
+        lines = banner(app, runtime, args.host, port, token, offline=args.test_provider)
+        print("\n".join(lines), flush=True)
         server = build_server(app, args.host, port, log_level=args.log_level)
         freeze_startup_heap()
         await server.serve(sockets=[sock])

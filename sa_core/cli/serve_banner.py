@@ -93,8 +93,56 @@ def missing_key_warnings(runtime: Runtime) -> list[str]:
     return [describe_missing(entry) for entry in entries if entry.missing]
 
 
+def real_model_keys(runtime: Runtime) -> list[str]:
+    """The key variables the served models' real providers need and that are not set.
+
+    Under ``--test-provider`` the runtime answers every model offline; its plugin host still
+    holds the providers the models name, so this says which keys serving them for real needs.
+    """
+    from sa_core.provider_check import model_keys
+
+    def lookup(name: str) -> str | None:
+        return runtime.env.get(name) or os.environ.get(name)
+
+    packs = [scope.pack for scope in runtime.registry.scopes.values()]
+    entries = model_keys(packs, runtime.host.providers, lookup)
+    keys: list[str] = []
+    for entry in entries:
+        if entry.variable is not None and not entry.present and entry.variable not in keys:
+            keys.append(entry.variable)
+    return keys
+
+
+def offline_lines(runtime: Runtime, option: bool | str) -> list[str]:
+    """The banner's lines under ``--test-provider``: models are offline, and how to leave.
+
+    Args:
+        runtime: the runtime being served (for the keys its models need).
+        option: the ``--test-provider`` value (``True``, or a script path).
+
+    Returns:
+        A ``Models:`` line and a ``Real models:`` line.
+    """
+    from sa_core.cli.offline_option import describe_offline
+
+    keys = real_model_keys(runtime)
+    if keys:
+        how = "export " + " ".join(f"{key}=..." for key in keys) + " and run make serve again"
+    else:
+        how = "run make serve again"
+    return [
+        f"  Models:  offline. {describe_offline(option)}",
+        f"  Real models: {how} (with sa serve, leave out --test-provider).",
+    ]
+
+
 def banner(
-    app: Litestar, runtime: Runtime, host: str, port: int, token: str | None = None
+    app: Litestar,
+    runtime: Runtime,
+    host: str,
+    port: int,
+    token: str | None = None,
+    offline: bool | str = False,
 ) -> list[str]:
     """The start-up lines: where everything is and a curl to paste.
 
@@ -104,6 +152,8 @@ def banner(
         host: the bound host.
         port: the bound port.
         token: the API key created at this start, if any (it goes into the curl line).
+        offline: the ``--test-provider`` value; when set, the lines say every model answers
+            offline and how to switch to real models.
 
     Returns:
         The lines to print; the first starts with ``Serving packages``.
@@ -119,6 +169,8 @@ def banner(
         lines.append(f"  Console: {base}/")
     if any(route.path == "/mcp" for route in app.routes):
         lines.append(f"  MCP:     {base}/mcp")
+    if offline is not False:
+        lines += offline_lines(runtime, offline)
     key = token or "$SA_API_KEY"
     lines.append("Try it:")
     lines.append(f'  curl -H "Authorization: Bearer {key}" {base}/api/packages')

@@ -61,6 +61,17 @@ def _require_sdk() -> None:
         ) from exc
 
 
+class McpStartTimeout(TimeoutError):
+    """An MCP server did not start (or list its tools) within its ``start_timeout``."""
+
+    def __init__(self, definition: MCPServerDefinition, what: str = "start") -> None:
+        super().__init__(
+            f"MCP server '{definition.name}' did not {what} within "
+            f"{definition.start_timeout:g} seconds (its start_timeout); raise start_timeout in "
+            f"define_mcp_server(name='{definition.name}', ...) if it needs longer to start."
+        )
+
+
 class McpConnection:
     """One running MCP server, owned by a background task."""
 
@@ -101,10 +112,13 @@ class McpConnection:
                 self._own(ready, self._stop), name=f"mcp:{self.definition.name}"
             )
             try:
-                async with asyncio.timeout(self.definition.timeout):
+                async with asyncio.timeout(self.definition.start_timeout):
                     self._client = await ready
+            except TimeoutError as exc:
+                await self._shutdown(cancel=True)
+                raise McpStartTimeout(self.definition) from exc
             except BaseException:
-                await self._shutdown()
+                await self._shutdown(cancel=True)
                 raise
             self.starts += 1
             return self._client
@@ -149,11 +163,18 @@ class McpConnection:
         finally:
             self._client = None
 
-    async def _shutdown(self) -> None:
+    async def _shutdown(self, *, cancel: bool = False) -> None:
+        """Stop the owning task: ask it to close (5 s), or cancel it at once with ``cancel``.
+
+        A start that failed or timed out cancels: the task is not yet waiting for the stop
+        signal, so asking would only add the 5 s wait.
+        """
         task, self._task = self._task, None
         self._client = None
         if task is None:
             return
+        if cancel:
+            task.cancel()
         if self._stop is not None:
             self._stop.set()
         try:
@@ -171,13 +192,19 @@ class McpConnection:
             await self._shutdown()
 
     async def list_tools(self) -> list[Tool]:
-        """Every tool the server lists (all pages)."""
+        """Every tool the server lists (all pages), within the server's ``start_timeout``.
+
+        The listing is part of starting: it happens once per runtime, before any call.
+        """
         client = await self.client()
         tools: list[Tool] = []
         cursor: str | None = None
         while True:
-            async with asyncio.timeout(self.definition.timeout):
-                page = await client.list_tools(cursor=cursor)
+            try:
+                async with asyncio.timeout(self.definition.start_timeout):
+                    page = await client.list_tools(cursor=cursor)
+            except TimeoutError as exc:
+                raise McpStartTimeout(self.definition, "list its tools") from exc
             tools += page.tools
             cursor = page.next_cursor
             if not cursor:
@@ -282,6 +309,8 @@ class McpManager:
         connection = self.connection(scope, ref.server)
         try:
             outcome = await connection.call(ref.tool, arguments)
+        except McpStartTimeout as exc:
+            return ToolResult(status="error", error=str(exc), error_code="mcp_timeout")
         except TimeoutError:
             return ToolResult(
                 status="error",

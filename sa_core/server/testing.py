@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     from sa_core.runtime import Runtime
 
-STARTUP_TIMEOUT = 20.0
+STARTUP_TIMEOUT = 60.0
 
 
 @contextlib.contextmanager
@@ -57,15 +57,28 @@ def _bound_socket(host: str) -> socket.socket:
     return sock
 
 
-def _server(app: Litestar, host: str, port: int) -> Server:
+def _server(app: Litestar, host: str, port: int, graceful_timeout: float = 2) -> Server:
     return build_server(
-        app, host, port, log_level="warning", graceful_timeout=2, handle_signals=False
+        app,
+        host,
+        port,
+        log_level="warning",
+        graceful_timeout=graceful_timeout,
+        handle_signals=False,
     )
 
 
 @contextlib.asynccontextmanager
-async def live_server(app: Litestar, host: str = "127.0.0.1") -> AsyncIterator[str]:
+async def live_server(
+    app: Litestar, host: str = "127.0.0.1", graceful_timeout: float = 2
+) -> AsyncIterator[str]:
     """Serve ``app`` with uvicorn in the current event loop on a free port.
+
+    Args:
+        app: the app to serve.
+        host: the interface to bind.
+        graceful_timeout: seconds the server waits for open requests when it stops, before
+            cancelling them.
 
     Yields:
         The base URL, ``http://127.0.0.1:<port>``.
@@ -76,7 +89,7 @@ async def live_server(app: Litestar, host: str = "127.0.0.1") -> AsyncIterator[s
     """
     sock = _bound_socket(host)
     port = sock.getsockname()[1]
-    server = _server(app, host, port)
+    server = _server(app, host, port, graceful_timeout)
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
         async with asyncio.timeout(STARTUP_TIMEOUT):
@@ -89,7 +102,7 @@ async def live_server(app: Litestar, host: str = "127.0.0.1") -> AsyncIterator[s
     finally:
         server.should_exit = True
         with contextlib.suppress(asyncio.CancelledError):
-            async with asyncio.timeout(STARTUP_TIMEOUT):
+            async with asyncio.timeout(STARTUP_TIMEOUT + graceful_timeout):
                 await task
         sock.close()
 

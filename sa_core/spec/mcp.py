@@ -50,6 +50,7 @@ class MCPServerDefinition(SpecModel):
     url: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
     timeout: float = 60.0
+    start_timeout: float = 60.0
 
     @model_validator(mode="after")
     def _one_transport(self) -> MCPServerDefinition:
@@ -74,8 +75,13 @@ class MCPServerDefinition(SpecModel):
                 f"MCP server '{self.name}': headers apply to url= servers only; pass variables to "
                 f"a stdio server through env=."
             )
-        if self.timeout <= 0:
-            raise ValueError(f"MCP server '{self.name}': timeout must be a positive number.")
+        for field_name in ("timeout", "start_timeout"):
+            value = getattr(self, field_name)
+            if not value > 0 or value == float("inf"):
+                raise ValueError(
+                    f"MCP server '{self.name}': {field_name} must be a positive number of "
+                    f"seconds (got {value!r})."
+                )
         return self
 
     @property
@@ -119,7 +125,10 @@ def define_mcp_server(
         env: extra environment variables for a stdio server (values may use ``${NAME}``).
         url: the endpoint of a streamable HTTP server.
         headers: HTTP headers sent to a ``url`` server (values may use ``${NAME}``).
-        **fields: ``description``, ``cwd``, ``timeout`` (seconds per call, default 60).
+        **fields: ``description``, ``cwd``, ``timeout`` (seconds per tool call, default 60),
+            ``start_timeout`` (seconds to start the server: spawn or connect, ``initialize`` and
+            ``tools/list``; default 60, separate from ``timeout`` so a short per-call limit
+            never stops a slow-starting server).
     """
     return MCPServerDefinition(
         name=name, command=command, env=env or {}, url=url, headers=headers or {}, **fields
