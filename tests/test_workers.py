@@ -401,3 +401,19 @@ def test_sa_serve_workers_refuses_sqlite_saying_what_to_use(tmp_path: Path) -> N
     )
     assert done.returncode == 2
     assert "--workers above 1 needs a shared PostgreSQL database" in done.stderr
+
+
+def test_each_worker_gets_the_same_offline_script_as_sa_serve() -> None:
+    """``sa serve --workers N --test-provider=SCRIPT`` hands every worker that SCRIPT."""
+    import argparse
+
+    from sa_core.cli.workers import worker_command
+
+    base = {"host": "127.0.0.1", "port": 8000, "db": "postgresql://x/y", "log_level": "info",
+            "packs": [], "lease_seconds": None}
+    scripted = worker_command(argparse.Namespace(**base, test_provider="answers.yaml"), 5)
+    plain = worker_command(argparse.Namespace(**base, test_provider=True), 5)
+    real = worker_command(argparse.Namespace(**base, test_provider=False), 5)
+    assert "--test-provider=answers.yaml" in scripted and "--test-provider" not in scripted
+    assert "--test-provider" in plain
+    assert not any(part.startswith("--test-provider") for part in real)

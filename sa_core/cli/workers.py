@@ -28,8 +28,10 @@ def worker_command(args: argparse.Namespace, fd: int) -> list[str]:
     command += ["--port", str(args.port), "--db", args.db, "--log-level", args.log_level]
     for pack in args.packs:
         command += ["--pack", pack]
-    if args.test_provider:
+    if args.test_provider is True:
         command.append("--test-provider")
+    elif args.test_provider:  # a script: every worker answers from the same one
+        command.append(f"--test-provider={args.test_provider}")
     if args.lease_seconds is not None:
         command += ["--lease-seconds", str(args.lease_seconds)]
     return [*command, "--worker-fd", str(fd)]
