@@ -41,6 +41,7 @@ from sa_core.engine.messages import (
 )
 from sa_core.engine.pastcontext import UNSENT, excluding, filtered_history, strip_past_tools
 from sa_core.engine.runagent import run_agent_request, take_run_agent
+from sa_core.engine.structured import check_answer, output_schema_for
 from sa_core.engine.subagents import forward_status, reset_immediate, run_immediate
 from sa_core.engine.tools import OfferedTool, normalise_result, result_text
 from sa_core.engine.usage import stop_for_budget
@@ -595,6 +596,7 @@ class Flow:
             message_id=pending.id,
             depth=self.depth,
             partial=self._partial,
+            output=None if prompt.output_schema is None else output_schema_for(prompt),
         )
         calls = [
             ToolCall(
@@ -611,8 +613,14 @@ class Flow:
                     value = call.arguments.get(config.stop_tool_response_property)
                     if isinstance(value, str) and value.strip():
                         content = value
+        answer = None
+        if prompt.output_schema is not None:  # an answer that must match a schema
+            answer = await check_answer(self, prompt, SIDE_ROLE[side], calls, content, log)
+            calls, content = answer.calls, answer.content
         empty = not content.strip() and not calls and not response.images
+        rejection = answer.rejection if answer is not None else None
         if empty:
+            rejection = EMPTY_RESPONSE
             calls = [
                 ToolCall(
                     id=f"call_{uuid.uuid4().hex[:8]}",
@@ -631,12 +639,14 @@ class Flow:
             "response_completed_at": now_us(),
             "log_id": log.id,
         }
+        if answer is not None and answer.metadata is not None:
+            updates["metadata"] = answer.metadata
         settled: StopReason | None = None
         try:
             async with engine.store.transaction() as tx:
                 await engine.store.insert_log(state.thread_id, log, tx=tx)
                 updated = await complete_prepared(state, pending, updates, tx=tx)
-                settled = None if empty else self._last_step(side, config, calls, content)
+                settled = None if rejection else self._last_step(side, config, calls, content)
                 if settled is not None:  # the flow settles in this commit: no resume point
                     self.turns[side] += 1
                     queue = await engine.scheduler.settle_in(self, tx, settled)
@@ -660,10 +670,10 @@ class Flow:
         self.remember(message)
         self._unanswered = list(calls)
         tool_rows: list[Message] = []
-        if empty:
+        if rejection is not None:  # an empty answer, or one that does not match the schema
             tool_rows.append(
                 await self._store_tool_row(
-                    calls[0], ToolResult(status="error", error=EMPTY_RESPONSE), config, raw=True
+                    calls[0], ToolResult(status="error", error=rejection), config, raw=True
                 )
             )
         else:

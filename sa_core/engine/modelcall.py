@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from sa_core.engine.messages import new_id
 from sa_core.engine.retry import ModelAttempt, call_model
 from sa_core.errors import DefinitionNotFoundError
-from sa_core.providers import ProviderRequest, ProviderTool, StreamChunk
+from sa_core.providers import OutputSchema, ProviderRequest, ProviderTool, StreamChunk
 from sa_core.spec import Log
 from sa_core.store.clock import now_us
 from sa_core.telemetry import model_attempt
@@ -74,6 +74,7 @@ class ModelCaller:
         message_id: str | None = None,
         depth: int = 0,
         partial: list[str] | None = None,
+        output: OutputSchema | None = None,
     ) -> tuple[ProviderResponse, Log]:
         """Call a model with retries and fallbacks; stream deltas to subscribers; log attempts.
 
@@ -82,7 +83,8 @@ class ModelCaller:
         ``partial``, when given, collects the text streamed by the current attempt (a failed
         attempt's text is dropped), so a stopped turn can keep what was said.
         ``provider_options`` (the prompt's) are merged over each model definition's own,
-        key by key, for the model and each of its fallbacks.
+        key by key, for the model and each of its fallbacks. ``output`` (a prompt's
+        ``output_schema``) goes to each provider natively or as a forced final tool.
 
         Returns:
             The response and the successful attempt's (unsaved) log row.
@@ -109,10 +111,15 @@ class ModelCaller:
                 user=state.thread_id,
                 env=lookup,
             )
+            provider = self.provider(definition.provider)
+            if output is not None:
+                from sa_core.engine.structured import apply_to_request
+
+                apply_to_request(provider, request, output)
             chain.append(
                 ModelAttempt(
                     model_name=definition.name,
-                    provider=self.provider(definition.provider),
+                    provider=provider,
                     request=request,
                     input_price=None if offline else definition.input_price,
                     output_price=None if offline else definition.output_price,

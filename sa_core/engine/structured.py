@@ -1,0 +1,193 @@
+"""Structured output: a prompt's ``output_schema`` and the answers that must match it.
+
+A prompt with an ``output_schema`` ends its turn with JSON that validates against the schema.
+Each model call carries the schema (:func:`apply_to_request`): a provider that declares
+``supports_structured_output`` gets it as ``ProviderRequest.output_schema`` and sends it in its
+API's native field; any other provider is offered a ``final_answer`` tool whose arguments are
+the schema, and must call it (``tool_choice``). :func:`check_answer` turns the model's answer
+(the tool call's arguments, or the text) into the validated value: stored as the assistant
+message's ``metadata.output`` with the JSON as its content. An answer that does not validate
+is rejected once, with the problems as the error result of the call (a synthetic
+``invalid_structured_output`` call when the answer was text), so the model answers again;
+a second invalid answer in a row fails the turn with :class:`StructuredOutputError`.
+
+Nothing here runs for prompts without a schema.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+
+from sa_core.providers import OutputSchema, ProviderTool
+from sa_core.spec.schemas import json_schema_of, validate_args
+
+if TYPE_CHECKING:
+    from sa_core.engine.flow import Flow
+    from sa_core.providers import Provider, ProviderRequest
+    from sa_core.spec import PromptDefinition
+    from sa_core.spec.records import Log
+
+FINAL_TOOL = "final_answer"
+"""The tool offered to providers without native structured output."""
+RETRY_CALL = "invalid_structured_output"
+"""The synthetic call that carries the rejection of a text answer."""
+OUTPUT = "output"
+"""The assistant message's metadata key holding the validated value."""
+OUTPUT_ERROR = "output_error"
+"""The metadata key holding the problems of a rejected answer."""
+
+_FINAL_DESCRIPTION = (
+    "Give your final answer. Call this exactly once, when you are done; its arguments are "
+    "the answer."
+)
+_FENCE = re.compile(r"^```[a-zA-Z]*\s*\n(.*)\n```\s*$", re.DOTALL)
+
+
+class StructuredOutputError(Exception):
+    """A prompt's answer failed its ``output_schema`` twice in a row.
+
+    Attributes:
+        prompt: the prompt's name.
+        problems: ``"field: message"`` entries of the last answer.
+    """
+
+    def __init__(self, prompt: str, problems: list[str]) -> None:
+        self.prompt = prompt
+        self.problems = problems
+        super().__init__(
+            f"prompt '{prompt}' answered twice with output that does not match its "
+            f"output_schema: {'; '.join(problems)}"
+        )
+
+
+@dataclass(slots=True)
+class Answer:
+    """A step's answer after the schema check.
+
+    Attributes:
+        calls: the tool calls to store and run (the ``final_answer`` call removed when valid).
+        content: the message text (the value's JSON when valid).
+        metadata: ``{"output": value}`` or ``{"output_error": problems}``; ``None`` when the
+            step made tool calls and gave no answer yet.
+        rejection: the error text for ``calls[0]`` when the answer was rejected.
+    """
+
+    calls: list[Any]
+    content: str
+    metadata: dict[str, Any] | None = None
+    rejection: str | None = None
+
+
+def output_schema_for(prompt: PromptDefinition) -> OutputSchema:
+    """The schema a prompt's model calls carry."""
+    schema = json_schema_of(prompt.output_schema)
+    name = re.sub(r"[^a-zA-Z0-9_-]", "_", prompt.name)[:64] or "output"
+    return OutputSchema(name=name, schema=schema, strict=is_strict(schema))
+
+
+def is_strict(schema: Any) -> bool:
+    """Whether every object in ``schema`` is closed and requires all its properties."""
+    if isinstance(schema, list):
+        return all(is_strict(s) for s in schema)
+    if not isinstance(schema, dict):
+        return True
+    if schema.get("type") == "object" or "properties" in schema:
+        properties = schema.get("properties") or {}
+        if schema.get("additionalProperties") is not False:
+            return False
+        if set(schema.get("required") or []) != set(properties):
+            return False
+    return all(is_strict(v) for k, v in schema.items() if k not in ("enum", "const", "default"))
+
+
+def apply_to_request(provider: Provider, request: ProviderRequest, output: OutputSchema) -> None:
+    """Carry ``output`` on one provider's request: natively, or as a forced final tool."""
+    if getattr(provider, "supports_structured_output", False):
+        request.output_schema = output
+        return
+    others = request.tools
+    request.tools = [*others, ProviderTool(FINAL_TOOL, _FINAL_DESCRIPTION, output.schema)]
+    request.tool_choice = "required" if others else {"name": FINAL_TOOL}
+
+
+def parse_text(text: str) -> tuple[Any, list[str]]:
+    """The JSON value of a text answer (a Markdown code fence around it is allowed)."""
+    stripped = text.strip()
+    if match := _FENCE.match(stripped):
+        stripped = match.group(1)
+    try:
+        return json.loads(stripped), []
+    except json.JSONDecodeError as exc:
+        return None, [f"(root): the answer is not valid JSON ({exc.msg} at char {exc.pos})"]
+
+
+async def check_answer(
+    flow: Flow, prompt: PromptDefinition, role: str, calls: list[Any], content: str, log: Log
+) -> Answer:
+    """Check a step's answer against the prompt's ``output_schema``.
+
+    Args:
+        flow: the running flow (its messages tell whether the last answer was rejected).
+        prompt: the acting prompt (it has a schema).
+        role: the role of the acting side's messages.
+        calls: the step's tool calls.
+        content: the step's text.
+        log: the model call's log row (stored with the failed message on a second failure).
+
+    Returns:
+        The answer to store.
+
+    Raises:
+        StructuredOutputError: the answer is invalid and the previous one was rejected too.
+    """
+    final = next((c for c in calls if c.name == FINAL_TOOL), None)
+    problems: list[str] = []
+    if final is None and calls:
+        return Answer(calls, content)  # tools first: not an answer yet
+    if final is not None:
+        data = final.arguments
+    elif content.strip():
+        data, problems = parse_text(content)
+    else:
+        return Answer(calls, content)  # empty: the engine's empty-response path handles it
+    if not problems:
+        value, problems = validate_args(prompt.output_schema, data)
+        if not problems:
+            if isinstance(value, BaseModel):
+                value = value.model_dump(mode="json")
+            text = json.dumps(value, ensure_ascii=False)
+            return Answer([], text, {OUTPUT: value})
+    if _rejected_before(flow, role):
+        await flow.engine.store.insert_log(flow.state.thread_id, log)
+        prepared = flow._prepared
+        if prepared is not None:
+            shown = content or json.dumps(data, ensure_ascii=False)
+            flow._prepared = prepared.model_copy(update={"content": shown, "log_id": log.id})
+        raise StructuredOutputError(prompt.name, problems)
+    if final is None:
+        from sa_core.spec.records import ToolCall, ToolCallFunction
+
+        final = ToolCall(
+            id=f"call_{uuid.uuid4().hex[:8]}",
+            function=ToolCallFunction(name=RETRY_CALL, arguments="{}"),
+        )
+    rejection = (
+        f"The answer does not match the output schema of prompt '{prompt.name}': "
+        f"{'; '.join(problems)}. Answer again with JSON that matches the schema"
+        + (f" (call {FINAL_TOOL} with it)." if final.name == FINAL_TOOL else ", and nothing else.")
+    )
+    return Answer([final], content, {OUTPUT_ERROR: problems}, rejection)
+
+
+def _rejected_before(flow: Flow, role: str) -> bool:
+    """Whether the acting side's last message in this flow was a rejected answer."""
+    for message in reversed(flow.messages):
+        if message.role == role:
+            return bool((message.metadata or {}).get(OUTPUT_ERROR))
+    return False

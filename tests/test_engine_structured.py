@@ -1,0 +1,195 @@
+"""Structured output: a prompt's ``output_schema``, checked by the engine (see
+docs/structured-output.md).
+
+The offline test provider declares no native structured output, so the engine offers it the
+forced ``final_answer`` tool; a FunctionProvider that declares support gets the schema on the
+request instead.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from sa_core import Pack, define_agent, define_model, define_prompt
+from sa_core.engine.structured import FINAL_TOOL, RETRY_CALL, StructuredOutputError, is_strict
+from sa_core.providers import ProviderRequest
+from sa_core.testing import FunctionProvider, TestProvider, TestScript
+
+
+class Person(BaseModel):
+    name: str
+    age: int
+
+
+PERSON_DICT = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+    "required": ["name", "age"],
+    "additionalProperties": False,
+}
+
+
+def pack_for(schema: Any, **prompt_fields: Any) -> Pack:
+    prompt = define_prompt(
+        name="extract",
+        model="fast",
+        prompt="Extract the person.",
+        include_chat=True,
+        output_schema=schema,
+        **prompt_fields,
+    )
+    return Pack(
+        name="s",
+        agents=[define_agent(name="a", side_a={"prompt": "extract"})],
+        prompts=[prompt],
+        models=[define_model(name="fast", provider="test", model="m")],
+    )
+
+
+async def last_assistant(thread: Any) -> Any:
+    messages = (await thread.get_messages(include_silent=True)).messages
+    return [m for m in messages if m.role == "assistant"][-1]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("schema", [Person, PERSON_DICT], ids=["pydantic", "dict"])
+async def test_forced_final_tool_answer_is_validated_and_stored(sa_runtime_factory, schema):
+    script = TestScript().add_tool_call_response(
+        [{"name": FINAL_TOOL, "arguments": {"name": "Ada", "age": 36}}]
+    )
+    provider = TestProvider(script)
+    async with sa_runtime_factory(packs=[pack_for(schema)], providers={"test": provider}) as rt:
+        thread = await rt.create_thread("a")
+        await thread.send_message("Ada is 36.")
+        message = await last_assistant(thread)
+    request = provider.requests[0]
+    assert request.output_schema is None  # no native support: the final tool instead
+    assert [t.name for t in request.tools] == [FINAL_TOOL]
+    assert request.tools[0].parameters["required"] == ["name", "age"]
+    assert request.tool_choice == {"name": FINAL_TOOL}
+    assert message.metadata["output"] == {"name": "Ada", "age": 36}
+    assert json.loads(message.content) == {"name": "Ada", "age": 36}
+    assert not message.tool_calls  # the final call ends the turn; it is not stored as a call
+
+
+@pytest.mark.asyncio
+async def test_native_provider_gets_the_schema_and_its_text_answer_is_parsed(sa_runtime_factory):
+    seen: list[ProviderRequest] = []
+
+    def answer(request: ProviderRequest) -> str:
+        seen.append(request)
+        return '```json\n{"name": "Ada", "age": 36}\n```'
+
+    provider = FunctionProvider(answer, name="test")
+    provider.supports_structured_output = True  # type: ignore[misc]
+    async with sa_runtime_factory(packs=[pack_for(Person)], providers={"test": provider}) as rt:
+        thread = await rt.create_thread("a")
+        await thread.send_message("Ada is 36.")
+        message = await last_assistant(thread)
+    output = seen[0].output_schema
+    assert output is not None and output.name == "extract"
+    assert output.schema["properties"]["age"] == {"title": "Age", "type": "integer"}
+    assert output.strict is False  # pydantic's schema leaves additionalProperties open
+    assert seen[0].tools == []
+    assert message.metadata["output"] == {"name": "Ada", "age": 36}
+
+
+@pytest.mark.asyncio
+async def test_invalid_answer_is_retried_once_with_the_errors(sa_runtime_factory):
+    script = (
+        TestScript()
+        .add_tool_call_response([{"name": FINAL_TOOL, "arguments": {"name": "Ada"}}])
+        .add_tool_call_response([{"name": FINAL_TOOL, "arguments": {"name": "Ada", "age": 36}}])
+    )
+    provider = TestProvider(script)
+    async with sa_runtime_factory(packs=[pack_for(Person)], providers={"test": provider}) as rt:
+        thread = await rt.create_thread("a")
+        await thread.send_message("Ada is 36.")
+        messages = (await thread.get_messages()).messages
+    retry = provider.requests[1].messages
+    assert retry[-1].role == "tool" and retry[-1].tool_name == FINAL_TOOL
+    assert "prompt 'extract'" in retry[-1].content and "age: Field required" in retry[-1].content
+    assert messages[-1].metadata["output"] == {"name": "Ada", "age": 36}
+    rejected = [m for m in messages if (m.metadata or {}).get("output_error")]
+    assert rejected and rejected[0].metadata["output_error"] == ["age: Field required"]
+
+
+@pytest.mark.asyncio
+async def test_second_invalid_answer_fails_the_turn_naming_prompt_and_field(sa_runtime_factory):
+    script = (
+        TestScript()
+        .add_text_response("Ada, 36")
+        .add_text_response('{"name": "Ada", "age": "old"}')
+        .add_text_response("never asked")
+    )
+    provider = TestProvider(script)
+    pack = pack_for(PERSON_DICT)
+    async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
+        thread = await rt.create_thread("a")
+        await thread.send_message("Ada is 36.")
+        messages = (await thread.get_messages()).messages
+    assert len(provider.requests) == 2  # one retry, then the turn fails
+    first = provider.requests[1].messages[-1]
+    assert first.tool_name == RETRY_CALL and "not valid JSON" in (first.content or "")
+    failed = messages[-1]
+    assert failed.status == "failed"
+    error = failed.metadata["error"]
+    assert error.startswith("StructuredOutputError: prompt 'extract'")
+    assert "age: expected integer, got str" in error
+    assert failed.content == '{"name": "Ada", "age": "old"}'
+
+
+def test_error_names_prompt_and_fields():
+    error = StructuredOutputError("extract", ["age: Field required", "name: Field required"])
+    assert "prompt 'extract'" in str(error) and "age: Field required" in str(error)
+
+
+def test_strictness_follows_openai_rules():
+    assert is_strict(PERSON_DICT)
+    assert not is_strict(Person.model_json_schema())
+    assert not is_strict({**PERSON_DICT, "required": ["name"]})
+
+
+@pytest.mark.asyncio
+async def test_prompts_without_schema_are_untouched(sa_runtime_factory):
+    provider = TestProvider(TestScript().add_text_response("plain"))
+    pack = pack_for(None)
+    async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
+        thread = await rt.create_thread("a")
+        await thread.send_message("hi")
+        message = await last_assistant(thread)
+    assert provider.requests[0].tools == [] and provider.requests[0].output_schema is None
+    assert message.content == "plain" and "output" not in (message.metadata or {})
+
+
+@pytest.mark.asyncio
+async def test_http_api_returns_output_on_the_message(tmp_path):
+    import httpx
+
+    from sa_core import Runtime
+    from sa_core.server import create_app
+    from sa_core.server.testing import live_server
+
+    script = TestScript().add_tool_call_response(
+        [{"name": FINAL_TOOL, "arguments": {"name": "Ada", "age": 36}}]
+    )
+    runtime = Runtime(
+        packs=[pack_for(Person)],
+        providers={"test": TestProvider(script)},
+        database_url=f"sqlite:///{tmp_path / 'sa.db'}",
+        load_entrypoints=False,
+    )
+    async with live_server(create_app(runtime)) as base:
+        key, _ = await runtime.store.create_api_key("t")
+        thread = await runtime.create_thread("a")
+        await thread.send_message("Ada is 36.")
+        async with httpx.AsyncClient(headers={"Authorization": f"Bearer {key}"}) as http:
+            page = await http.get(f"{base}/api/packages/s/threads/{thread.thread_id}/messages")
+    assert page.status_code == 200, page.text
+    messages = page.json()["messages"]
+    assert messages[-1]["output"] == {"name": "Ada", "age": 36}
+    assert messages[0]["output"] is None  # the user's message
