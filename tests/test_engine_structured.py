@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from sa_core import Pack, define_agent, define_model, define_prompt
 from sa_core.engine.structured import FINAL_TOOL, RETRY_CALL, StructuredOutputError, is_strict
 from sa_core.providers import ProviderRequest
+from sa_core.spec.schemas import json_schema_of
 from sa_core.testing import FunctionProvider, TestProvider, TestScript
 
 
@@ -140,7 +141,7 @@ async def test_second_invalid_answer_fails_the_turn_naming_prompt_and_field(sa_r
     error = failed.metadata["error"]
     assert error.startswith("StructuredOutputError: prompt 'extract'")
     assert "age: expected integer, got str" in error
-    assert failed.content == '{"name": "Ada", "age": "old"}'
+    assert failed.content is None and failed.log_id is not None  # the call's log is kept
 
 
 def test_error_names_prompt_and_fields():
@@ -193,3 +194,98 @@ async def test_http_api_returns_output_on_the_message(tmp_path):
     messages = page.json()["messages"]
     assert messages[-1]["output"] == {"name": "Ada", "age": 36}
     assert messages[0]["output"] is None  # the user's message
+
+
+@pytest.mark.asyncio
+async def test_send_message_output_schema_makes_one_turn_structured(sa_runtime_factory):
+    script = (
+        TestScript()
+        .add_tool_call_response([{"name": FINAL_TOOL, "arguments": {"name": "Ada", "age": 36}}])
+        .add_text_response("plain again")
+    )
+    provider = TestProvider(script)
+    async with sa_runtime_factory(packs=[pack_for(None)], providers={"test": provider}) as rt:
+        thread = await rt.create_thread("a")
+        sent = await thread.send_message("Ada is 36.", output_schema=Person)
+        answer = await last_assistant(thread)
+        await thread.send_message("thanks")  # the next turn has no schema
+        after = await last_assistant(thread)
+    assert sent.metadata == {"output_schema": json_schema_of(Person)}
+    assert provider.requests[0].tool_choice == {"name": FINAL_TOOL}
+    assert answer.metadata["output"] == {"name": "Ada", "age": 36}
+    assert provider.requests[1].tools == [] and after.content == "plain again"
+
+
+@pytest.mark.asyncio
+async def test_queued_message_keeps_its_output_schema(sa_runtime_factory):
+    script = (
+        TestScript()
+        .add_text_response("first", delay=0.3)
+        .add_text_response('{"name": "Ada", "age": 36}')
+    )
+    provider = TestProvider(script)
+    async with sa_runtime_factory(packs=[pack_for(None)], providers={"test": provider}) as rt:
+        thread = await rt.create_thread("a")
+        await thread.send_message("one", wait=False)
+        queued = await thread.send_message("two", wait=False, output_schema=PERSON_DICT)
+        await rt.wait_idle(timeout=10)
+        answer = await last_assistant(thread)
+    assert queued.metadata == {"output_schema": PERSON_DICT}
+    assert [t.name for t in provider.requests[1].tools] == [FINAL_TOOL]
+    assert answer.metadata["output"] == {"name": "Ada", "age": 36}
+
+
+def routed(**queues: list[Any]) -> FunctionProvider:
+    """Answers per wire model id, from scripted queues."""
+
+    def answer(request: ProviderRequest) -> Any:
+        routed.seen.setdefault(request.model, []).append(request)  # type: ignore[attr-defined]
+        return queues[request.model].pop(0)
+
+    routed.seen = {}  # type: ignore[attr-defined]
+    return FunctionProvider(answer, name="test")
+
+
+@pytest.mark.asyncio
+async def test_subagent_with_a_schema_returns_its_json_to_the_parent(sa_runtime_factory):
+    lead = define_prompt(
+        name="lead",
+        model="parent",
+        prompt="Delegate.",
+        include_chat=True,
+        tools=[{"name": "extractor", "blocking": True, "initUserMessageProperty": "task"}],
+    )
+    pack = Pack(
+        name="s",
+        agents=[
+            define_agent(name="boss", side_a={"prompt": "lead"}),
+            define_agent(
+                name="extractor",
+                type="dual_ai",
+                expose_as_tool=True,
+                tool_description="Extracts a person.",
+                side_a={"prompt": "extract"},
+                side_b={"prompt": "extract"},
+            ),
+        ],
+        prompts=[lead, define_prompt(name="extract", model="child", output_schema=Person)],
+        models=[
+            define_model(name="parent", provider="test", model="parent"),
+            define_model(name="child", provider="test", model="child"),
+        ],
+    )
+    call = {"tool_calls": [{"name": "extractor", "arguments": {"task": "Ada is 36."}}]}
+    final = {"tool_calls": [{"name": FINAL_TOOL, "arguments": {"name": "Ada", "age": 36}}]}
+    provider = routed(parent=[call, "Done."], child=[final])
+    async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
+        parent = await rt.create_thread("boss")
+        await parent.send_message("Who is it?")
+        await parent.refresh()
+        page = await parent.get_messages()
+    result = next(m for m in page.messages if m.role == "tool")
+    assert result.tool_status == "success"
+    text, reference = result.content.split("\n\nReference: ")
+    assert json.loads(text) == {"name": "Ada", "age": 36}
+    assert parent.children[0].status == "idle"
+    assert len(routed.seen["child"]) == 1  # type: ignore[attr-defined]  # no side-B step after it
+    assert page.messages[-1].content == "Done."

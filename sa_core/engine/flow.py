@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic_core import to_jsonable_python
 
 from sa_core.cachepolicy import THREAD_USE
+from sa_core.engine import structured
 from sa_core.engine.approvals import gate, settle
 from sa_core.engine.context import (
     SIDE_ROLE,
@@ -41,7 +42,6 @@ from sa_core.engine.messages import (
 )
 from sa_core.engine.pastcontext import UNSENT, excluding, filtered_history, strip_past_tools
 from sa_core.engine.runagent import run_agent_request, take_run_agent
-from sa_core.engine.structured import check_answer, output_schema_for
 from sa_core.engine.subagents import forward_status, reset_immediate, run_immediate
 from sa_core.engine.tools import OfferedTool, normalise_result, result_text
 from sa_core.engine.usage import stop_for_budget
@@ -202,6 +202,8 @@ class Flow:
         """The thread's queue as the commit of the flow's last step, which settled the flow,
         read it; ``None`` when the runner settles the flow in a transaction of its own."""
         self.messages: list[Message] = list(initial_messages or [])
+        self.turn_schema = structured.turn_schema_of(self.messages) if depth == 0 else None
+        """The output schema the turn's user message asked for (``send_message``), if any."""
         self.last_text = ""
         self.prompt_path: list[str] = []
         self._forced: Side | None = None
@@ -482,7 +484,10 @@ class Flow:
     def _prompt(self, config: SideConfig) -> PromptDefinition:
         if self.prompt_override is not None:
             return self.prompt_override
-        return self.scope.prompt(config.prompt)
+        prompt = self.scope.prompt(config.prompt)
+        if self.turn_schema is not None:  # asked for by the turn's message
+            prompt = structured.with_turn_schema(prompt, self.turn_schema)
+        return prompt
 
     async def _context_messages(self, prompt: PromptDefinition) -> list[Message]:
         """The stored messages a step sees.
@@ -596,7 +601,7 @@ class Flow:
             message_id=pending.id,
             depth=self.depth,
             partial=self._partial,
-            output=None if prompt.output_schema is None else output_schema_for(prompt),
+            output=None if prompt.output_schema is None else structured.output_schema_for(prompt),
         )
         calls = [
             ToolCall(
@@ -615,7 +620,7 @@ class Flow:
                         content = value
         answer = None
         if prompt.output_schema is not None:  # an answer that must match a schema
-            answer = await check_answer(self, prompt, SIDE_ROLE[side], calls, content, log)
+            answer = await structured.check_answer(self, prompt, side, calls, content, log)
             calls, content = answer.calls, answer.content
         empty = not content.strip() and not calls and not response.images
         rejection = answer.rejection if answer is not None else None
@@ -688,6 +693,8 @@ class Flow:
         state.active_prompt = prompt
         if self._row_settled is not None:  # the session ended in its tool row's commit
             settled, self._row_settled = self._row_settled, None
+        if answer is not None and settled is None:  # a subagent's structured answer ends it
+            settled = await structured.end_child_session(self, answer)
         return StepResult(message, calls, tool_rows, content, settled)
 
     async def run_queued_tools(
@@ -1027,6 +1034,8 @@ class Flow:
         await self.engine.store.insert_messages(messages, tx=tx)
         for message in messages:
             self.remember(message)
+            if message.role == "user":
+                self.turn_schema = structured.turn_schema_of([message])
             if self.side_config("b") is None and message.role == "user" and not message.silent:
                 self.turns["b"] += 1
         self.current_side = side_for_role(entries[0].role)

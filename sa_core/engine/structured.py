@@ -20,14 +20,16 @@ import json
 import re
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 
+from sa_core.engine.context import SIDE_ROLE
 from sa_core.providers import OutputSchema, ProviderTool
 from sa_core.spec.schemas import json_schema_of, validate_args
 
 if TYPE_CHECKING:
+    from sa_core.engine.context import Side
     from sa_core.engine.flow import Flow
     from sa_core.providers import Provider, ProviderRequest
     from sa_core.spec import PromptDefinition
@@ -41,6 +43,8 @@ OUTPUT = "output"
 """The assistant message's metadata key holding the validated value."""
 OUTPUT_ERROR = "output_error"
 """The metadata key holding the problems of a rejected answer."""
+TURN_SCHEMA = "output_schema"
+"""The user message's metadata key holding a per-turn schema (``send_message(output_schema=)``)."""
 
 _FINAL_DESCRIPTION = (
     "Give your final answer. Call this exactly once, when you are done; its arguments are "
@@ -91,6 +95,20 @@ def output_schema_for(prompt: PromptDefinition) -> OutputSchema:
     return OutputSchema(name=name, schema=schema, strict=is_strict(schema))
 
 
+def turn_schema_of(messages: list[Any]) -> dict[str, Any] | None:
+    """The per-turn schema of the flow's last user message, if it carries one."""
+    for message in reversed(messages):
+        if message.role == "user" and message.depth == 0:
+            schema = (message.metadata or {}).get(TURN_SCHEMA)
+            return schema if isinstance(schema, dict) else None
+    return None
+
+
+def with_turn_schema(prompt: PromptDefinition, schema: dict[str, Any]) -> PromptDefinition:
+    """``prompt`` answering in the turn's schema (it replaces the prompt's own)."""
+    return prompt.model_copy(update={"output_schema": schema})
+
+
 def is_strict(schema: Any) -> bool:
     """Whether every object in ``schema`` is closed and requires all its properties."""
     if isinstance(schema, list):
@@ -128,14 +146,14 @@ def parse_text(text: str) -> tuple[Any, list[str]]:
 
 
 async def check_answer(
-    flow: Flow, prompt: PromptDefinition, role: str, calls: list[Any], content: str, log: Log
+    flow: Flow, prompt: PromptDefinition, side: Side, calls: list[Any], content: str, log: Log
 ) -> Answer:
     """Check a step's answer against the prompt's ``output_schema``.
 
     Args:
         flow: the running flow (its messages tell whether the last answer was rejected).
         prompt: the acting prompt (it has a schema).
-        role: the role of the acting side's messages.
+        side: the acting side.
         calls: the step's tool calls.
         content: the step's text.
         log: the model call's log row (stored with the failed message on a second failure).
@@ -163,12 +181,11 @@ async def check_answer(
                 value = value.model_dump(mode="json")
             text = json.dumps(value, ensure_ascii=False)
             return Answer([], text, {OUTPUT: value})
-    if _rejected_before(flow, role):
+    if _rejected_before(flow, SIDE_ROLE[side]):
         await flow.engine.store.insert_log(flow.state.thread_id, log)
         prepared = flow._prepared
-        if prepared is not None:
-            shown = content or json.dumps(data, ensure_ascii=False)
-            flow._prepared = prepared.model_copy(update={"content": shown, "log_id": log.id})
+        if prepared is not None:  # stored failed, with the error (no answer text: none counts)
+            flow._prepared = prepared.model_copy(update={"log_id": log.id})
         raise StructuredOutputError(prompt.name, problems)
     if final is None:
         from sa_core.spec.records import ToolCall, ToolCallFunction
@@ -183,6 +200,27 @@ async def check_answer(
         + (f" (call {FINAL_TOOL} with it)." if final.name == FINAL_TOOL else ", and nothing else.")
     )
     return Answer([final], content, {OUTPUT_ERROR: problems}, rejection)
+
+
+async def end_child_session(flow: Flow, answer: Answer) -> Literal["session_stop"] | None:
+    """End a subagent's session on a validated answer: its JSON is what the parent receives.
+
+    The schema is the child's deliverable, so the first answer that matches it ends the
+    session successfully (as a ``session_stop`` would), with the JSON as the payload.
+    Top-level threads and subprompt steps are not affected.
+    """
+    if (
+        answer.metadata is None
+        or OUTPUT not in answer.metadata
+        or flow.state.parent_id is None
+        or flow.depth
+        or flow.prompt_override is not None
+    ):
+        return None
+    from sa_core.engine.flow import SessionOutcome
+
+    await flow._end_session(SessionOutcome("session_stop", failed=False, content=answer.content))
+    return "session_stop"
 
 
 def _rejected_before(flow: Flow, role: str) -> bool:
