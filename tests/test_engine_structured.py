@@ -289,3 +289,26 @@ async def test_subagent_with_a_schema_returns_its_json_to_the_parent(sa_runtime_
     assert parent.children[0].status == "idle"
     assert len(routed.seen["child"]) == 1  # type: ignore[attr-defined]  # no side-B step after it
     assert page.messages[-1].content == "Done."
+
+
+@pytest.mark.asyncio
+async def test_streaming_publishes_the_partial_object(sa_runtime_factory):
+    from sa_core.engine.events import OutputFrame
+
+    provider = FunctionProvider(lambda request: '{"name": "Ada", "age": 36}', chunk_size=4)
+    provider.supports_structured_output = True  # type: ignore[misc]
+    async with sa_runtime_factory(packs=[pack_for(Person)], providers={"test": provider}) as rt:
+        thread = await rt.create_thread("a")
+        async with rt.events.subscribe(thread.thread_id) as frames:
+            await thread.send_message("Ada is 36.")
+            received = []
+            while not frames.empty():
+                received.append(frames.get_nowait())
+    partials = [f for f in received if f["type"] == "output_chunk"]
+    assert all(set(f) == OutputFrame.__required_keys__ for f in partials)
+    values = [f["output"] for f in partials]
+    assert {"name": "Ada"} in values  # the object grows as it arrives
+    assert values[-1] == {"name": "Ada", "age": 36}
+    assert len(values) == len({json.dumps(v) for v in values})  # only changes are sent
+    answer = next(f for f in reversed(received) if f["type"] == "message_data")
+    assert partials[0]["message_id"] == answer["message_id"]

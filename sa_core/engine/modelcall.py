@@ -130,9 +130,27 @@ class ModelCaller:
         thread_id = state.thread_id
         log_ids: list[str] = []
 
+        tracker = None
+        if output is not None:
+            from sa_core.engine.structured import PartialOutput
+
+            tracker = PartialOutput()
+
         def on_chunk(chunk: StreamChunk) -> None:
             if partial is not None and chunk.type == "content-delta" and chunk.delta:
                 partial.append(chunk.delta)
+            if tracker is not None and events.has_listeners:
+                value = tracker.feed(chunk)
+                if value is not None:
+                    events.publish(
+                        thread_id,
+                        {
+                            "type": "output_chunk",
+                            "message_id": message_id,
+                            "depth": depth,
+                            "output": value,
+                        },
+                    )
             if not events.has_listeners or chunk.delta is None:
                 return
             kind: Literal["message_chunk", "reasoning_chunk"]
@@ -160,6 +178,8 @@ class ModelCaller:
                 data["retry_of_log_id"] = log_ids[-1]
             if partial is not None and record.error is not None:
                 partial.clear()
+            if tracker is not None and record.error is not None:
+                tracker.reset()
             if record.error is None:
                 log = new_log("llm_call", data)
                 log_ids.append(log.id)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
+from pydantic_core import from_json
 
 from sa_core.engine.context import SIDE_ROLE
 from sa_core.providers import OutputSchema, ProviderTool
@@ -31,7 +32,7 @@ from sa_core.spec.schemas import json_schema_of, validate_args
 if TYPE_CHECKING:
     from sa_core.engine.context import Side
     from sa_core.engine.flow import Flow
-    from sa_core.providers import Provider, ProviderRequest
+    from sa_core.providers import Provider, ProviderRequest, StreamChunk
     from sa_core.spec import PromptDefinition
     from sa_core.spec.records import Log
 
@@ -221,6 +222,50 @@ async def end_child_session(flow: Flow, answer: Answer) -> Literal["session_stop
 
     await flow._end_session(SessionOutcome("session_stop", failed=False, content=answer.content))
     return "session_stop"
+
+
+class PartialOutput:
+    """The answer's JSON as it streams, parsed as far as it goes (``output_chunk`` frames).
+
+    Fed the chunks of one model call: the text deltas, or the argument deltas of its
+    ``final_answer`` call. :meth:`feed` returns the partial value when a chunk changed it.
+    """
+
+    __slots__ = ("_text", "_final", "_last")
+
+    def __init__(self) -> None:
+        self._text: list[str] = []
+        self._final: str | None = None
+        self._last: Any = None
+
+    def reset(self) -> None:
+        """Forget a failed attempt's text."""
+        self._text.clear()
+        self._final = self._last = None
+
+    def feed(self, chunk: StreamChunk) -> Any:
+        """Take one chunk; the partial value when it changed, else ``None``."""
+        kind = chunk.type
+        if kind == "tool-call-start" and chunk.name == FINAL_TOOL:
+            self._final, self._text = chunk.id, []
+            return None
+        if kind == "content-delta" and self._final is None and chunk.delta:
+            self._text.append(chunk.delta)
+        elif kind == "tool-call-delta" and chunk.id == self._final and chunk.arguments_delta:
+            self._text.append(chunk.arguments_delta)
+        else:
+            return None
+        text = "".join(self._text).lstrip()
+        if text.startswith("```"):
+            text = text.partition("\n")[2]
+        try:
+            value = from_json(text, allow_partial=True)
+        except ValueError:
+            return None
+        if value == self._last:
+            return None
+        self._last = value
+        return value
 
 
 def _rejected_before(flow: Flow, role: str) -> bool:
