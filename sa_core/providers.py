@@ -385,7 +385,8 @@ class BaseProvider:
     supports_streaming: ClassVar[bool] = True
     supports_structured_output: ClassVar[bool] = False
     """Whether the provider sends ``request.output_schema`` natively (the engine offers a
-    forced ``final_answer`` tool to providers without it)."""
+    forced ``final_answer`` tool to providers without it); see
+    :meth:`native_structured_output`."""
 
     def __init__(
         self,
@@ -476,6 +477,15 @@ class BaseProvider:
         response = await self.generate(request)
         async for chunk in response_chunks(response):
             yield chunk
+
+    def native_structured_output(self, request: ProviderRequest) -> bool:
+        """Whether ``request`` (its tools set, no schema yet) gets its schema natively.
+
+        ``supports_structured_output`` by default; a provider whose API cannot combine its
+        structured-output mode with something in the request (tools, say) returns ``False``
+        for it, and the engine offers the ``final_answer`` tool instead.
+        """
+        return self.supports_structured_output
 
     async def list_models(self, env: Callable[[str], str | None] = _process_env) -> list[str]:
         """Model ids the provider reports; providers with a list endpoint override this."""

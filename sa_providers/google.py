@@ -360,6 +360,14 @@ class GoogleProvider(HTTPProvider):
     default_base_url = "https://generativelanguage.googleapis.com/v1beta"
     supports_structured_output = True
 
+    def native_structured_output(self, request: ProviderRequest) -> bool:
+        """Native only without function declarations.
+
+        The API refuses ``responseMimeType: application/json`` together with function calling,
+        so a prompt with tools gets the engine's ``final_answer`` tool instead.
+        """
+        return not request.tools
+
     def auth_headers(self, key: str | None) -> dict[str, str]:
         """Authenticate with ``x-goog-api-key`` (never in the URL, so never in errors)."""
         return {"x-goog-api-key": key} if key else {}

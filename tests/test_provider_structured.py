@@ -142,3 +142,19 @@ async def test_anthropic_gets_the_forced_final_answer_tool():
     assert bodies[0]["tools"][0]["input_schema"] == CLOSED
     assert answer.metadata["output"] == {"location": "Florence,Italy"}
     assert not answer.tool_calls
+
+
+def test_gemini_with_function_tools_gets_the_final_answer_tool_instead():
+    from sa_core.engine.structured import apply_to_request, output_schema_for
+    from sa_core.providers import ProviderMessage, ProviderRequest, ProviderTool
+    from sa_providers.google import GoogleProvider, gemini_body
+
+    prompt = define_prompt(name="main", model="m", output_schema=Person)
+    weather = ProviderTool("weather", "Weather.", {"type": "object", "properties": {}})
+    request = ProviderRequest("gemini-2.5-flash", [ProviderMessage("user", "Hi")], [weather])
+    apply_to_request(GoogleProvider(), request, output_schema_for(prompt))
+    body = gemini_body(request)
+    assert "generationConfig" not in body  # no responseMimeType beside function declarations
+    names = [d["name"] for d in body["tools"][0]["functionDeclarations"]]
+    assert names == ["weather", "final_answer"]
+    assert body["toolConfig"] == {"functionCallingConfig": {"mode": "ANY"}}

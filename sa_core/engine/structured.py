@@ -126,8 +126,17 @@ def is_strict(schema: Any) -> bool:
 
 
 def apply_to_request(provider: Provider, request: ProviderRequest, output: OutputSchema) -> None:
-    """Carry ``output`` on one provider's request: natively, or as a forced final tool."""
-    if getattr(provider, "supports_structured_output", False):
+    """Carry ``output`` on one provider's request: natively, or as a forced final tool.
+
+    A provider without :meth:`~sa_core.providers.BaseProvider.native_structured_output` (a
+    plain :class:`~sa_core.providers.Provider`) is asked its ``supports_structured_output``.
+    """
+    asks = getattr(provider, "native_structured_output", None)
+    if asks is not None:
+        native = bool(asks(request))
+    else:
+        native = bool(getattr(provider, "supports_structured_output", False))
+    if native:
         request.output_schema = output
         return
     others = request.tools
