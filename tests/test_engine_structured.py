@@ -312,3 +312,45 @@ async def test_streaming_publishes_the_partial_object(sa_runtime_factory):
     assert len(values) == len({json.dumps(v) for v in values})  # only changes are sent
     answer = next(f for f in reversed(received) if f["type"] == "message_data")
     assert partials[0]["message_id"] == answer["message_id"]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("valid", [True, False], ids=["valid", "invalid"])
+async def test_subprompt_with_a_schema_returns_json_or_an_error_naming_the_field(
+    sa_runtime_factory, valid
+):
+    main = define_prompt(
+        name="main", model="parent", prompt="Main.", include_chat=True, tools=["extract"]
+    )
+    extract = define_prompt(
+        name="extract",
+        model="child",
+        prompt="Extract.",
+        tool_description="Extract the person.",
+        output_schema=Person,
+    )
+    pack = Pack(
+        name="s",
+        agents=[define_agent(name="a", side_a={"prompt": "main"})],
+        prompts=[main, extract],
+        models=[
+            define_model(name="parent", provider="test", model="parent"),
+            define_model(name="child", provider="test", model="child"),
+        ],
+    )
+    arguments = {"name": "Ada", "age": 36} if valid else {"name": "Ada"}
+    provider = routed(
+        parent=[{"tool_calls": [{"name": "extract", "arguments": {}}]}, "Done."],
+        child=[{"tool_calls": [{"name": FINAL_TOOL, "arguments": arguments}]}],
+    )
+    async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
+        thread = await rt.create_thread("a")
+        await thread.send_message("Ada is 36.")
+        page = await thread.get_messages()
+    result = next(m for m in page.messages if m.role == "tool")
+    if valid:
+        assert result.tool_status == "success"
+        assert json.loads(result.content) == {"name": "Ada", "age": 36}
+    else:  # one step: no retry inside a subprompt, the problems are the tool's error
+        assert result.tool_status == "error"
+        assert "prompt 'extract'" in result.content and "age: Field required" in result.content
