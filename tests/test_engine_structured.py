@@ -197,6 +197,36 @@ async def test_http_api_returns_output_on_the_message(tmp_path):
 
 
 @pytest.mark.asyncio
+async def test_http_post_message_takes_a_per_turn_output_schema(tmp_path):
+    import httpx
+
+    from sa_core import Runtime
+    from sa_core.server import create_app
+    from sa_core.server.testing import live_server
+
+    provider = TestProvider(TestScript().add_text_response('{"name": "Ada", "age": 36}'))
+    runtime = Runtime(
+        packs=[pack_for(None)],
+        providers={"test": provider},
+        database_url=f"sqlite:///{tmp_path / 'sa.db'}",
+        load_entrypoints=False,
+    )
+    async with live_server(create_app(runtime)) as base:
+        key, _ = await runtime.store.create_api_key("t")
+        thread = await runtime.create_thread("a")
+        url = f"{base}/api/packages/s/threads/{thread.thread_id}/messages"
+        async with httpx.AsyncClient(headers={"Authorization": f"Bearer {key}"}) as http:
+            posted = await http.post(url, json={"content": "Ada", "output_schema": PERSON_DICT})
+            bad = await http.post(url, json={"content": "Ada", "output_schema": "person"})
+            await runtime.wait_idle(timeout=10)
+            page = await http.get(url)
+    assert posted.status_code == 202, posted.text
+    assert bad.status_code == 400
+    assert [t.name for t in provider.requests[0].tools] == [FINAL_TOOL]
+    assert page.json()["messages"][-1]["output"] == {"name": "Ada", "age": 36}
+
+
+@pytest.mark.asyncio
 async def test_send_message_output_schema_makes_one_turn_structured(sa_runtime_factory):
     script = (
         TestScript()

@@ -329,6 +329,8 @@ class PostMessageIn(Base, kw_only=True):
         default_factory=list
     )
     silent: bool = False
+    output_schema: dict[str, Any] | None = None
+    """A JSON Schema the answer of this turn must match (structured output)."""
 
 
 class AttachmentOut(Base, kw_only=True):

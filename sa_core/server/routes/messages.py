@@ -73,7 +73,12 @@ class MessagesController(Controller):
         attachments = _attachments(data)
         try:
             message = await message_thread.send_message(
-                data.content, data.role, attachments, silent=data.silent, wait=False
+                data.content,
+                data.role,
+                attachments,
+                silent=data.silent,
+                wait=False,
+                output_schema=data.output_schema,
             )
         except ThreadTerminatedError as exc:
             raise to_api_error(exc) from None
