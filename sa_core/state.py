@@ -40,7 +40,7 @@ from sa_core.spec import (
     ToolAttachment,
     ToolResult,
 )
-from sa_core.spec.schemas import ArgsSpec, json_schema_of
+from sa_core.spec.schemas import ArgsSpec, is_model_class, json_schema_of
 
 NO_TOOL_OPTIONS: Mapping[str, Any] = MappingProxyType({})
 """``state.tool_options`` when a tool is given none."""
@@ -274,13 +274,21 @@ class ThreadState:
         for the turn; it is kept as JSON Schema in the message's ``metadata.output_schema``
         (see docs/structured-output.md).
 
+        Raises:
+            ValueError: ``output_schema`` is not a model class or a valid JSON Schema.
+
         Returns:
             The stored message.
         """
         self._check_active()
         metadata = None
         if output_schema is not None:
+            from sa_core.spec.schemas import check_schema
+
+            if not (is_model_class(output_schema) or isinstance(output_schema, dict)):
+                raise ValueError("output_schema must be a pydantic model class or a JSON Schema")
             metadata = {"output_schema": json_schema_of(output_schema)}
+            check_schema(metadata["output_schema"])
         return await self._runtime.send(
             self, content, role, attachments or [], silent, wait, metadata=metadata
         )

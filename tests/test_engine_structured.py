@@ -140,7 +140,7 @@ async def test_second_invalid_answer_fails_the_turn_naming_prompt_and_field(sa_r
     assert failed.status == "failed"
     error = failed.metadata["error"]
     assert error.startswith("StructuredOutputError: prompt 'extract'")
-    assert "age: expected integer, got str" in error
+    assert "age: 'old' is not of type 'integer'" in error
     assert failed.content is None and failed.log_id is not None  # the call's log is kept
 
 
@@ -218,10 +218,12 @@ async def test_http_post_message_takes_a_per_turn_output_schema(tmp_path):
         async with httpx.AsyncClient(headers={"Authorization": f"Bearer {key}"}) as http:
             posted = await http.post(url, json={"content": "Ada", "output_schema": PERSON_DICT})
             bad = await http.post(url, json={"content": "Ada", "output_schema": "person"})
+            wrong = await http.post(url, json={"content": "Ada", "output_schema": {"type": 1}})
             await runtime.wait_idle(timeout=10)
             page = await http.get(url)
     assert posted.status_code == 202, posted.text
     assert bad.status_code == 400
+    assert wrong.status_code == 400 and "not a valid JSON Schema" in wrong.text
     assert [t.name for t in provider.requests[0].tools] == [FINAL_TOOL]
     assert page.json()["messages"][-1]["output"] == {"name": "Ada", "age": 36}
 
@@ -384,3 +386,54 @@ async def test_subprompt_with_a_schema_returns_json_or_an_error_naming_the_field
     else:  # one step: no retry inside a subprompt, the problems are the tool's error
         assert result.tool_status == "error"
         assert "prompt 'extract'" in result.content and "age: Field required" in result.content
+
+
+NESTED = {
+    "type": "object",
+    "properties": {
+        "people": {"type": "array", "items": {"$ref": "#/$defs/person"}, "minItems": 1},
+    },
+    "required": ["people"],
+    "$defs": {
+        "person": {
+            "type": "object",
+            "properties": {"name": {"type": "string"}, "age": {"type": "integer", "minimum": 0}},
+            "required": ["name", "age"],
+            "additionalProperties": False,
+        }
+    },
+}
+
+
+def test_dict_schemas_are_checked_in_full_with_refs_and_bounds():
+    from sa_core.spec.schemas import validate_output
+
+    good = {"people": [{"name": "Ada", "age": 36}]}
+    assert validate_output(NESTED, good) == (good, [])
+    _, problems = validate_output(NESTED, {"people": [{"name": "Ada", "age": -1, "x": 1}]})
+    assert problems == [
+        "people.0: Additional properties are not allowed ('x' was unexpected)",
+        "people.0.age: -1 is less than the minimum of 0",
+    ]
+    _, problems = validate_output(Person, ["not", "an", "object"])
+    assert problems and problems[0].startswith("(root): ")
+
+
+def test_invalid_schemas_are_refused_where_they_are_given():
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="not a valid JSON Schema: type"):
+        define_prompt(name="p", model="m", output_schema={"type": 12})
+    with pytest.raises(ValidationError, match="output_schema must be a pydantic model class"):
+        define_prompt(name="p", model="m", output_schema="person")
+
+
+@pytest.mark.asyncio
+async def test_send_message_refuses_an_invalid_schema(sa_runtime_factory):
+    provider = TestProvider(TestScript())
+    async with sa_runtime_factory(packs=[pack_for(None)], providers={"test": provider}) as rt:
+        thread = await rt.create_thread("a")
+        with pytest.raises(ValueError, match="not a valid JSON Schema"):
+            await thread.send_message("hi", output_schema={"type": "nope"})
+        with pytest.raises(ValueError, match="pydantic model class or a JSON Schema"):
+            await thread.send_message("hi", output_schema=42)  # type: ignore[arg-type]

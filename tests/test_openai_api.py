@@ -215,6 +215,12 @@ def test_unknown_model_client_tools_and_structured_output_are_refused(served: Se
             response_format={"type": "json_schema", "json_schema": {"name": "x"}},
         )
     assert schemaless.value.param == "response_format.json_schema.schema"
+    with pytest.raises(openai.BadRequestError, match="not a valid JSON Schema"):
+        sdk.responses.create(
+            model=MODEL,
+            input="Hi",
+            text={"format": {"type": "json_schema", "name": "x", "schema": {"type": 1}}},
+        )
     with pytest.raises(openai.BadRequestError, match="'n' is not supported"):
         sdk.chat.completions.create(model=MODEL, messages=hi, n=2)
     with pytest.raises(openai.BadRequestError, match="'temperature' is not supported"):

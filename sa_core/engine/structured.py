@@ -2,9 +2,10 @@
 
 A prompt with an ``output_schema`` ends its turn with JSON that validates against the schema.
 Each model call carries the schema (:func:`apply_to_request`): a provider that declares
-``supports_structured_output`` gets it as ``ProviderRequest.output_schema`` and sends it in its
-API's native field; any other provider is offered a ``final_answer`` tool whose arguments are
-the schema, and must call it (``tool_choice``). :func:`check_answer` turns the model's answer
+``supports_structured_output`` (and does not decline the request in
+``native_structured_output``) gets it as ``ProviderRequest.output_schema`` and sends it in its
+API's native field; any other is offered a ``final_answer`` tool whose arguments are the
+schema, and must call it (``tool_choice``). :func:`check_answer` turns the model's answer
 (the tool call's arguments, or the text) into the validated value: stored as the assistant
 message's ``metadata.output`` with the JSON as its content. An answer that does not validate
 is rejected once, with the problems as the error result of the call (a synthetic
@@ -27,7 +28,7 @@ from pydantic_core import from_json
 
 from sa_core.engine.context import SIDE_ROLE
 from sa_core.providers import OutputSchema, ProviderTool
-from sa_core.spec.schemas import json_schema_of, validate_args
+from sa_core.spec.schemas import json_schema_of, validate_output
 
 if TYPE_CHECKING:
     from sa_core.engine.context import Side
@@ -185,7 +186,7 @@ async def check_answer(
     else:
         return Answer(calls, content)  # empty: the engine's empty-response path handles it
     if not problems:
-        value, problems = validate_args(prompt.output_schema, data)
+        value, problems = validate_output(prompt.output_schema, data)
         if not problems:
             if isinstance(value, BaseModel):
                 value = value.model_dump(mode="json")

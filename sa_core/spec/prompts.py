@@ -249,6 +249,10 @@ class PromptDefinition(SpecModel):
     @field_validator("required_schema", "output_schema")
     @classmethod
     def _check_schema(cls, value: Any, info: ValidationInfo) -> ArgsSpec:
+        if isinstance(value, dict) and info.field_name == "output_schema":
+            from sa_core.spec.schemas import check_schema
+
+            check_schema(value)
         if value is None or is_model_class(value) or isinstance(value, dict):
             return value  # type: ignore[no-any-return]
         raise ValueError(f"{info.field_name} must be a pydantic model class or a JSON Schema dict")

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sa_core.server.protocols.openai.errors import OpenAIError, invalid, unsupported
+from sa_core.spec.schemas import check_schema
 
 Turn = tuple[str, str]
 """A message as this API keeps it: ``(role, text)``, role ``system``, ``user`` or ``assistant``."""
@@ -180,4 +181,8 @@ def text_format(value: Any, param: str, *, nested: bool) -> dict[str, Any] | Non
     schema = spec.get("schema")
     if not isinstance(schema, dict):
         raise invalid(f"{where}.schema", "expected a JSON Schema object.")
+    try:
+        check_schema(schema)
+    except ValueError as exc:
+        raise invalid(f"{where}.schema", f"{exc}.") from None
     return schema
