@@ -437,3 +437,13 @@ async def test_send_message_refuses_an_invalid_schema(sa_runtime_factory):
             await thread.send_message("hi", output_schema={"type": "nope"})
         with pytest.raises(ValueError, match="pydantic model class or a JSON Schema"):
             await thread.send_message("hi", output_schema=42)  # type: ignore[arg-type]
+
+
+def test_output_schema_round_trips_through_json_as_output_schema_camel_case():
+    from sa_core.spec import PromptDefinition
+
+    dumped = define_prompt(name="p", model="m", output_schema=Person).model_dump(by_alias=True)
+    assert dumped["outputSchema"] == json_schema_of(Person)
+    loaded = PromptDefinition.model_validate(json.loads(json.dumps(dumped)))
+    assert loaded.output_schema == json_schema_of(Person)
+    assert define_prompt(name="p", model="m").model_dump(by_alias=True)["outputSchema"] is None
