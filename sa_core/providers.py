@@ -107,6 +107,23 @@ class ReasoningConfig:
     exclude: bool = False
 
 
+@dataclass(slots=True)
+class OutputSchema:
+    """The JSON shape a model's final answer must take (a prompt's ``output_schema``).
+
+    Attributes:
+        name: a name for the schema (the prompt's, reduced to ``[a-zA-Z0-9_-]``).
+        schema: the JSON Schema object.
+        strict: whether the schema meets OpenAI's strict-mode rules (every object closed with
+            ``additionalProperties: false`` and listing all its properties as required), so
+            a provider may ask the API to enforce it exactly.
+    """
+
+    name: str
+    schema: dict[str, Any]
+    strict: bool = False
+
+
 def _process_env(name: str) -> str | None:
     return os.environ.get(name)
 
@@ -130,6 +147,9 @@ class ProviderRequest:
         user: the thread id, for provider-side abuse tracking.
         env: resolves a variable (API keys): thread env first, then the process environment.
             It is a function, not a mapping, so a request can be logged without leaking keys.
+        output_schema: the JSON shape the answer must take, set only for providers that
+            declare ``supports_structured_output``; they send it in the API's native field
+            (others get a forced ``final_answer`` tool from the engine instead).
     """
 
     model: str
@@ -142,6 +162,7 @@ class ProviderRequest:
     max_tokens: int | None = None
     user: str | None = None
     env: Callable[[str], str | None] = field(default=_process_env, repr=False)
+    output_schema: OutputSchema | None = None
 
 
 @dataclass(slots=True)
@@ -362,6 +383,10 @@ class BaseProvider:
     default_base_url: ClassVar[str | None] = None
     supports_tools: ClassVar[bool] = True
     supports_streaming: ClassVar[bool] = True
+    supports_structured_output: ClassVar[bool] = False
+    """Whether the provider sends ``request.output_schema`` natively (the engine offers a
+    forced ``final_answer`` tool to providers without it); see
+    :meth:`native_structured_output`."""
 
     def __init__(
         self,
@@ -453,6 +478,15 @@ class BaseProvider:
         async for chunk in response_chunks(response):
             yield chunk
 
+    def native_structured_output(self, request: ProviderRequest) -> bool:
+        """Whether ``request`` (its tools set, no schema yet) gets its schema natively.
+
+        ``supports_structured_output`` by default; a provider whose API cannot combine its
+        structured-output mode with something in the request (tools, say) returns ``False``
+        for it, and the engine offers the ``final_answer`` tool instead.
+        """
+        return self.supports_structured_output
+
     async def list_models(self, env: Callable[[str], str | None] = _process_env) -> list[str]:
         """Model ids the provider reports; providers with a list endpoint override this."""
         return []
@@ -484,6 +518,7 @@ def compute_cost(
 __all__ = [
     "BaseProvider",
     "Provider",
+    "OutputSchema",
     "ProviderImage",
     "ProviderMessage",
     "ProviderRequest",

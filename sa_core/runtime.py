@@ -636,8 +636,10 @@ class Runtime:
         attachments: Sequence[Any],
         silent: bool,
         wait: bool,
+        *,
+        metadata: dict[str, Any] | None = None,
     ) -> Message:
-        """Send a message on a thread (``state.send_message``).
+        """Send a message on a thread (``state.send_message``); ``metadata`` goes on it.
 
         Returns once the message and the turn it is owed are committed (one transaction), or
         its queue entry is, while a turn runs; with ``wait``, once the thread is idle again.
@@ -653,7 +655,9 @@ class Runtime:
         verify = self.workers is not None
         while True:
             try:
-                message = await self._deliver(state, content, role, refs, silent, verify, prepared)
+                message = await self._deliver(
+                    state, content, role, refs, silent, verify, prepared, metadata
+                )
                 break
             except ThreadChanged:
                 state = await self.get_thread(state.thread_id)
@@ -673,6 +677,7 @@ class Runtime:
         silent: bool,
         verify: bool,
         prepared: dict[str, Message],
+        metadata: dict[str, Any] | None = None,
     ) -> Message:
         """Commit a message (or its queue entry) and start the turn it owes; see :meth:`send`.
 
@@ -686,6 +691,7 @@ class Runtime:
                 (:class:`~sa_core.store.threads.ThreadChanged` when not).
             prepared: The message as ``before_create_message`` shaped it, kept across
                 attempts (the hooks run once).
+            metadata: The message's metadata, if any.
         """
         from sa_core.engine.flow import side_for_role
         from sa_core.engine.messages import announce_created, new_id, new_message, prepare_message
@@ -719,7 +725,7 @@ class Runtime:
                 content=content,
                 attachments=refs,
                 silent=silent,
-                metadata={"message_id": message_id},
+                metadata={**(metadata or {}), "message_id": message_id},
             )
             async with self.store.transaction() as tx:
                 if verify:
@@ -739,12 +745,25 @@ class Runtime:
                         await self.ensure_running(thread_id)
                     # else the lease holder runs it when notified (the reapers, if it died)
             message = new_message(
-                thread_id, role, content, id=message_id, silent=silent, attachments=refs or None
+                thread_id,
+                role,
+                content,
+                id=message_id,
+                silent=silent,
+                attachments=refs or None,
+                metadata=metadata,
             )
         else:
             message = prepared.get("message") or await prepare_message(
                 state,
-                new_message(thread_id, role, content, silent=silent, attachments=refs or None),
+                new_message(
+                    thread_id,
+                    role,
+                    content,
+                    silent=silent,
+                    attachments=refs or None,
+                    metadata=metadata,
+                ),
             )
             prepared["message"] = message
             # acknowledged only once the message and the turn it is owed commit together; the

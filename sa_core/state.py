@@ -40,6 +40,7 @@ from sa_core.spec import (
     ToolAttachment,
     ToolResult,
 )
+from sa_core.spec.schemas import ArgsSpec, is_model_class, json_schema_of
 
 NO_TOOL_OPTIONS: Mapping[str, Any] = MappingProxyType({})
 """``state.tool_options`` when a tool is given none."""
@@ -262,17 +263,35 @@ class ThreadState:
         *,
         silent: bool = False,
         wait: bool = True,
+        output_schema: ArgsSpec = None,
     ) -> Message:
         """Store a message and run the thread until it settles.
 
         ``user``: side A acts next; ``assistant``: side B acts next. With ``wait=False`` the
         turn runs in the background (``runtime.wait_idle()`` waits for it).
+        ``output_schema`` (a pydantic model class or a JSON Schema dict) makes this turn's
+        answer structured output in that shape, replacing the prompt's own ``output_schema``
+        for the turn; it is kept as JSON Schema in the message's ``metadata.output_schema``
+        (see docs/structured-output.md).
+
+        Raises:
+            ValueError: ``output_schema`` is not a model class or a valid JSON Schema.
 
         Returns:
             The stored message.
         """
         self._check_active()
-        return await self._runtime.send(self, content, role, attachments or [], silent, wait)
+        metadata = None
+        if output_schema is not None:
+            from sa_core.spec.schemas import check_schema
+
+            if not (is_model_class(output_schema) or isinstance(output_schema, dict)):
+                raise ValueError("output_schema must be a pydantic model class or a JSON Schema")
+            metadata = {"output_schema": json_schema_of(output_schema)}
+            check_schema(metadata["output_schema"])
+        return await self._runtime.send(
+            self, content, role, attachments or [], silent, wait, metadata=metadata
+        )
 
     async def get_messages(
         self,

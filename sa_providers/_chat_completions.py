@@ -249,6 +249,11 @@ def chat_body(request: ProviderRequest, dialect: ChatDialect, *, stream: bool) -
             and not _NO_PARALLEL_FIELD.match(request.model)
         ):
             body["parallel_tool_calls"] = request.parallel_tool_calls
+    if (output := request.output_schema) is not None:
+        body["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": output.name, "schema": output.schema, "strict": output.strict},
+        }
     if request.max_tokens is not None:
         name = dialect.max_tokens_field
         if name == "auto":
@@ -469,6 +474,7 @@ class ChatCompletionsProvider(HTTPProvider):
     """A provider speaking Chat Completions at ``{base_url}/chat/completions``."""
 
     dialect: ChatDialect = ChatDialect()
+    supports_structured_output = True
 
     def __init__(self, *, dialect: ChatDialect | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)

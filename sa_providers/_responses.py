@@ -129,6 +129,15 @@ def responses_body(request: ProviderRequest, *, stream: bool) -> dict[str, Any]:
         )
         if request.parallel_tool_calls is not None:
             body["parallel_tool_calls"] = request.parallel_tool_calls
+    if (output := request.output_schema) is not None:
+        body["text"] = {
+            "format": {
+                "type": "json_schema",
+                "name": output.name,
+                "schema": output.schema,
+                "strict": output.strict,
+            }
+        }
     if request.max_tokens is not None:
         body["max_output_tokens"] = request.max_tokens
     if request.reasoning is not None:

@@ -166,6 +166,9 @@ def gemini_body(request: ProviderRequest) -> dict[str, Any]:
         generation["maxOutputTokens"] = request.max_tokens
     if (thinking := _thinking_config(request)) is not None:
         generation["thinkingConfig"] = thinking
+    if (output := request.output_schema) is not None:
+        generation["responseMimeType"] = "application/json"
+        generation["responseJsonSchema"] = output.schema
     if generation:
         body["generationConfig"] = generation
     return body
@@ -355,6 +358,15 @@ class GoogleProvider(HTTPProvider):
     name = "google"
     key_variable = "GOOGLE_API_KEY"
     default_base_url = "https://generativelanguage.googleapis.com/v1beta"
+    supports_structured_output = True
+
+    def native_structured_output(self, request: ProviderRequest) -> bool:
+        """Native only without function declarations.
+
+        The API refuses ``responseMimeType: application/json`` together with function calling,
+        so a prompt with tools gets the engine's ``final_answer`` tool instead.
+        """
+        return not request.tools
 
     def auth_headers(self, key: str | None) -> dict[str, str]:
         """Authenticate with ``x-goog-api-key`` (never in the URL, so never in errors)."""

@@ -125,3 +125,12 @@ def test_testing_guide_examples_pass(tmp_path: Path):
     result = run_python(["-m", "pytest", "-q", "-p", "no:cacheprovider"], tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "2 passed" in result.stdout
+
+
+def test_structured_output_example_runs():
+    import asyncio
+
+    namespace: dict[str, object] = {}
+    exec(compile(fenced("docs/structured-output.md", "python")[0], "structured-output.md", "exec"),
+         namespace)
+    asyncio.run(namespace["main"]())  # type: ignore[operator]

@@ -7,13 +7,20 @@ import typing
 import pytest
 
 from sa_core import Pack, define_agent, define_model, define_prompt, define_tool
-from sa_core.engine.events import ChunkFrame, EventFrame, MessageDataFrame, QueuedFrame
+from sa_core.engine.events import (
+    ChunkFrame,
+    EventFrame,
+    MessageDataFrame,
+    OutputFrame,
+    QueuedFrame,
+)
 from sa_core.testing import TestProvider, TestScript
 
 FRAME_TYPES = {
     "message_data": MessageDataFrame,
     "message_chunk": ChunkFrame,
     "reasoning_chunk": ChunkFrame,
+    "output_chunk": OutputFrame,
     "event": EventFrame,
     "queued": QueuedFrame,
 }

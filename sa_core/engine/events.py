@@ -2,9 +2,10 @@
 
 A frame is one of the typed dicts below (:data:`Frame`), told apart by ``type``:
 ``message_data`` (a stored message, created or updated), ``message_chunk`` /
-``reasoning_chunk`` (streamed deltas), ``event`` (``state.emit``, ``tool_call_started``,
-``tool_call_done``) and ``queued`` (a queue entry). A child thread's frames are also delivered
-to its ancestors with ``subagent_id`` set. Publishing with no subscribers costs one dict lookup.
+``reasoning_chunk`` (streamed deltas), ``output_chunk`` (a structured answer, parsed so far),
+``event`` (``state.emit``, ``tool_call_started``, ``tool_call_done``) and ``queued`` (a queue
+entry). A child thread's frames are also delivered to its ancestors with ``subagent_id`` set.
+Publishing with no subscribers costs one dict lookup.
 Subscribers receive them as plain dicts (:data:`FrameDict`), ready to encode.
 
 A subscription may bound its backlog (``max_backlog``): a subscriber that falls that many
@@ -44,6 +45,15 @@ class ChunkFrame(_Relayed):
     chunk: str
 
 
+class OutputFrame(_Relayed):
+    """The structured answer streamed so far, parsed as far as it goes (``output_schema``)."""
+
+    type: Literal["output_chunk"]
+    message_id: str | None
+    depth: int
+    output: Any
+
+
 class EventFrame(_Relayed):
     """A custom or tool event (``state.emit``, ``tool_call_started``, ``tool_call_done``)."""
 
@@ -62,7 +72,7 @@ class QueuedFrame(_Relayed):
     silent: bool
 
 
-Frame = MessageDataFrame | ChunkFrame | EventFrame | QueuedFrame
+Frame = MessageDataFrame | ChunkFrame | OutputFrame | EventFrame | QueuedFrame
 """Every frame the engine publishes."""
 FrameDict = dict[str, Any]
 """A frame as subscribers receive it."""

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic_core import to_jsonable_python
 
 from sa_core.cachepolicy import THREAD_USE
+from sa_core.engine import structured
 from sa_core.engine.approvals import gate, settle
 from sa_core.engine.context import (
     SIDE_ROLE,
@@ -201,6 +202,8 @@ class Flow:
         """The thread's queue as the commit of the flow's last step, which settled the flow,
         read it; ``None`` when the runner settles the flow in a transaction of its own."""
         self.messages: list[Message] = list(initial_messages or [])
+        self.turn_schema = structured.turn_schema_of(self.messages) if depth == 0 else None
+        """The output schema the turn's user message asked for (``send_message``), if any."""
         self.last_text = ""
         self.prompt_path: list[str] = []
         self._forced: Side | None = None
@@ -492,7 +495,10 @@ class Flow:
     def _prompt(self, config: SideConfig) -> PromptDefinition:
         if self.prompt_override is not None:
             return self.prompt_override
-        return self.scope.prompt(config.prompt)
+        prompt = self.scope.prompt(config.prompt)
+        if self.turn_schema is not None:  # asked for by the turn's message
+            prompt = structured.with_turn_schema(prompt, self.turn_schema)
+        return prompt
 
     async def _context_messages(self, prompt: PromptDefinition) -> list[Message]:
         """The stored messages a step sees.
@@ -606,6 +612,7 @@ class Flow:
             message_id=pending.id,
             depth=self.depth,
             partial=self._partial,
+            output=None if prompt.output_schema is None else structured.output_schema_for(prompt),
         )
         calls = [
             ToolCall(
@@ -622,8 +629,14 @@ class Flow:
                     value = call.arguments.get(config.stop_tool_response_property)
                     if isinstance(value, str) and value.strip():
                         content = value
+        answer = None
+        if prompt.output_schema is not None:  # an answer that must match a schema
+            answer = await structured.check_answer(self, prompt, side, calls, content, log)
+            calls, content = answer.calls, answer.content
         empty = not content.strip() and not calls and not response.images
+        rejection = answer.rejection if answer is not None else None
         if empty:
+            rejection = EMPTY_RESPONSE
             calls = [
                 ToolCall(
                     id=f"call_{uuid.uuid4().hex[:8]}",
@@ -642,12 +655,14 @@ class Flow:
             "response_completed_at": now_us(),
             "log_id": log.id,
         }
+        if answer is not None and answer.metadata is not None:
+            updates["metadata"] = answer.metadata
         settled: StopReason | None = None
         try:
             async with engine.store.transaction() as tx:
                 await engine.store.insert_log(state.thread_id, log, tx=tx)
                 updated = await complete_prepared(state, pending, updates, tx=tx)
-                settled = None if empty else self._last_step(side, config, calls, content)
+                settled = None if rejection else self._last_step(side, config, calls, content)
                 if settled is not None:  # the flow settles in this commit: no resume point
                     self.turns[side] += 1
                     queue = await engine.scheduler.settle_in(self, tx, settled)
@@ -671,10 +686,10 @@ class Flow:
         self.remember(message)
         self._unanswered = list(calls)
         tool_rows: list[Message] = []
-        if empty:
+        if rejection is not None:  # an empty answer, or one that does not match the schema
             tool_rows.append(
                 await self._store_tool_row(
-                    calls[0], ToolResult(status="error", error=EMPTY_RESPONSE), config, raw=True
+                    calls[0], ToolResult(status="error", error=rejection), config, raw=True
                 )
             )
         else:
@@ -689,6 +704,8 @@ class Flow:
         state.active_prompt = prompt
         if self._row_settled is not None:  # the session ended in its tool row's commit
             settled, self._row_settled = self._row_settled, None
+        if answer is not None and settled is None:  # a subagent's structured answer ends it
+            settled = await structured.end_child_session(self, answer)
         return StepResult(message, calls, tool_rows, content, settled)
 
     async def run_queued_tools(
@@ -1028,6 +1045,8 @@ class Flow:
         await self.engine.store.insert_messages(messages, tx=tx)
         for message in messages:
             self.remember(message)
+            if message.role == "user":
+                self.turn_schema = structured.turn_schema_of([message])
         self.current_side = side_for_role(entries[0].role)
         self.stopped = False
         await self.save_point(self.resume_point(), tx=tx)

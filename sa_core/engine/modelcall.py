@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from sa_core.engine.messages import new_id
 from sa_core.engine.retry import ModelAttempt, call_model
 from sa_core.errors import DefinitionNotFoundError
-from sa_core.providers import ProviderRequest, ProviderTool, StreamChunk
+from sa_core.providers import OutputSchema, ProviderRequest, ProviderTool, StreamChunk
 from sa_core.spec import Log
 from sa_core.store.clock import now_us
 from sa_core.telemetry import model_attempt
@@ -74,6 +74,7 @@ class ModelCaller:
         message_id: str | None = None,
         depth: int = 0,
         partial: list[str] | None = None,
+        output: OutputSchema | None = None,
     ) -> tuple[ProviderResponse, Log]:
         """Call a model with retries and fallbacks; stream deltas to subscribers; log attempts.
 
@@ -82,7 +83,8 @@ class ModelCaller:
         ``partial``, when given, collects the text streamed by the current attempt (a failed
         attempt's text is dropped), so a stopped turn can keep what was said.
         ``provider_options`` (the prompt's) are merged over each model definition's own,
-        key by key, for the model and each of its fallbacks.
+        key by key, for the model and each of its fallbacks. ``output`` (a prompt's
+        ``output_schema``) goes to each provider natively or as a forced final tool.
 
         Returns:
             The response and the successful attempt's (unsaved) log row.
@@ -109,10 +111,15 @@ class ModelCaller:
                 user=state.thread_id,
                 env=lookup,
             )
+            provider = self.provider(definition.provider)
+            if output is not None:
+                from sa_core.engine.structured import apply_to_request
+
+                apply_to_request(provider, request, output)
             chain.append(
                 ModelAttempt(
                     model_name=definition.name,
-                    provider=self.provider(definition.provider),
+                    provider=provider,
                     request=request,
                     input_price=None if offline else definition.input_price,
                     output_price=None if offline else definition.output_price,
@@ -123,9 +130,27 @@ class ModelCaller:
         thread_id = state.thread_id
         log_ids: list[str] = []
 
+        tracker = None
+        if output is not None:
+            from sa_core.engine.structured import PartialOutput
+
+            tracker = PartialOutput()
+
         def on_chunk(chunk: StreamChunk) -> None:
             if partial is not None and chunk.type == "content-delta" and chunk.delta:
                 partial.append(chunk.delta)
+            if tracker is not None and events.has_listeners:
+                value = tracker.feed(chunk)
+                if value is not None:
+                    events.publish(
+                        thread_id,
+                        {
+                            "type": "output_chunk",
+                            "message_id": message_id,
+                            "depth": depth,
+                            "output": value,
+                        },
+                    )
             if not events.has_listeners or chunk.delta is None:
                 return
             kind: Literal["message_chunk", "reasoning_chunk"]
@@ -153,6 +178,8 @@ class ModelCaller:
                 data["retry_of_log_id"] = log_ids[-1]
             if partial is not None and record.error is not None:
                 partial.clear()
+            if tracker is not None and record.error is not None:
+                tracker.reset()
             if record.error is None:
                 log = new_log("llm_call", data)
                 log_ids.append(log.id)

@@ -37,7 +37,7 @@ _CLASSES: dict[str, str] = {
     "mcp_servers": "MCPServerDefinition",
 }
 _OBJECT_FIELDS: dict[str, tuple[str, ...]] = {
-    "prompts": ("required_schema",),
+    "prompts": ("required_schema", "output_schema"),
     "tools": ("execute", "args"),
     "hooks": ("execute",),
     "effects": ("execute", "args"),

@@ -328,4 +328,5 @@ def _objects(closure: Closure) -> list[object]:
     objects += [t.args for t in closure.tools if isinstance(t.args, type)]
     objects += [e.args for e in closure.effects if isinstance(e.args, type)]
     objects += [p.required_schema for p in closure.prompts if isinstance(p.required_schema, type)]
+    objects += [p.output_schema for p in closure.prompts if isinstance(p.output_schema, type)]
     return objects

@@ -329,6 +329,8 @@ class PostMessageIn(Base, kw_only=True):
         default_factory=list
     )
     silent: bool = False
+    output_schema: dict[str, Any] | None = None
+    """A JSON Schema the answer of this turn must match (structured output)."""
 
 
 class AttachmentOut(Base, kw_only=True):
@@ -394,6 +396,12 @@ class MessageOut(Base, kw_only=True):
     subagent_blocking: bool | None = None
     subagent_thread_name: str | None = None
     subagent_spawn_group_id: str | None = None
+    output: Any = None
+    """The validated answer of a prompt with an ``output_schema`` (``metadata.output``)."""
+
+    def __post_init__(self) -> None:
+        if self.output is None and self.metadata:
+            self.output = self.metadata.get("output")
 
 
 class MessagesOut(Base, kw_only=True):

@@ -5,7 +5,13 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_serializer, field_validator, model_validator
+from pydantic import (
+    Field,
+    ValidationInfo,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
 
 from sa_core.spec.base import SpecModel, env_from_tenvs
 from sa_core.spec.schemas import ArgsSpec, dump_args, is_model_class
@@ -194,6 +200,9 @@ class PromptDefinition(SpecModel):
         provider_options: provider-specific options for this prompt's model calls, merged
             over each model definition's ``provider_options`` key by key (a key set here
             replaces the model's value for that key). ``providerOptions`` in JSON.
+        output_schema: the shape of the prompt's final answer: a pydantic model class or a
+            JSON Schema dict (``outputSchema`` in JSON). A turn of the prompt then ends with
+            JSON that validates against it; see docs/structured-output.md.
     """
 
     name: str
@@ -205,6 +214,7 @@ class PromptDefinition(SpecModel):
     parallel_tool_calls: bool = False
     tool_choice: Literal["auto", "none", "required"] = "auto"
     required_schema: Any = None
+    output_schema: Any = None
     variables: list[VariableDefinition] = Field(default_factory=list)
     tools: list[ToolEntry] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
@@ -236,14 +246,18 @@ class PromptDefinition(SpecModel):
             return [parse_tool_entry(v) for v in value]
         return value
 
-    @field_validator("required_schema")
+    @field_validator("required_schema", "output_schema")
     @classmethod
-    def _check_schema(cls, value: Any) -> ArgsSpec:
+    def _check_schema(cls, value: Any, info: ValidationInfo) -> ArgsSpec:
+        if isinstance(value, dict) and info.field_name == "output_schema":
+            from sa_core.spec.schemas import check_schema
+
+            check_schema(value)
         if value is None or is_model_class(value) or isinstance(value, dict):
             return value  # type: ignore[no-any-return]
-        raise ValueError("required_schema must be a pydantic model class or a JSON Schema dict")
+        raise ValueError(f"{info.field_name} must be a pydantic model class or a JSON Schema dict")
 
-    @field_serializer("required_schema")
+    @field_serializer("required_schema", "output_schema")
     def _dump_schema(self, value: Any) -> Any:
         return dump_args(value)
 

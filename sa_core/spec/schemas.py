@@ -91,3 +91,45 @@ def _check_json_schema(schema: dict[str, Any], value: Any, path: str) -> list[st
 def dump_args(args: ArgsSpec) -> dict[str, Any] | None:
     """Serialise an argument spec for JSON output (model classes become JSON Schema)."""
     return None if args is None else json_schema_of(args)
+
+
+def check_schema(schema: dict[str, Any]) -> None:
+    """Raise ``ValueError`` naming the problem when ``schema`` is not a valid JSON Schema."""
+    from jsonschema import SchemaError
+    from jsonschema.validators import validator_for
+
+    try:
+        validator_for(schema).check_schema(schema)
+    except SchemaError as exc:
+        where = ".".join(str(p) for p in exc.absolute_path) or "(root)"
+        raise ValueError(f"not a valid JSON Schema: {where}: {exc.message}") from None
+
+
+def validate_output(schema: ArgsSpec, data: Any) -> tuple[Any, list[str]]:
+    """Validate a structured answer: by the model class, or by the JSON Schema.
+
+    JSON Schema dicts get the full check of the ``jsonschema`` package (the draft the schema
+    names, 2020-12 by default: ``$ref``, ``anyOf``, ``minimum``, ``pattern``,
+    ``additionalProperties``, ...), not the small check tool arguments get.
+
+    Returns:
+        ``(value, problems)``; each problem is ``"field.path: message"``.
+    """
+    if not isinstance(schema, dict):
+        return validate_args(schema, data)
+    from jsonschema.validators import validator_for
+
+    validator = validator_for(schema)(schema)
+    problems = []
+    for error in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.path))):
+        path = [str(p) for p in error.absolute_path]
+        message = error.message
+        required, instance = error.validator_value, error.instance
+        if error.validator == "required" and isinstance(required, list):
+            # name the missing field in the path, as pydantic does ("age: Field required")
+            missing = [n for n in required if isinstance(instance, dict) and n not in instance]
+            name = next((n for n in missing if message.startswith(repr(n))), None)
+            if name is not None:
+                path, message = [*path, name], "Field required"
+        problems.append(f"{'.'.join(path) or '(root)'}: {message}")
+    return data, problems

@@ -15,6 +15,7 @@ from sa_core.server.errors import ApiError, errors, to_api_error
 from sa_core.server.schemas import MessageOut, MessagesOut, PostMessageIn, QueuedOut, convert
 from sa_core.server.strict import strict_body
 from sa_core.spec import AttachmentRef, ToolAttachment
+from sa_core.spec.schemas import check_schema
 
 
 def _attachments(
@@ -71,9 +72,19 @@ class MessagesController(Controller):
         """
         data = await strict_body(request, PostMessageIn)
         attachments = _attachments(data)
+        if data.output_schema is not None:
+            try:
+                check_schema(data.output_schema)
+            except ValueError as exc:
+                raise ApiError(400, "invalid_request", f"output_schema is {exc}") from None
         try:
             message = await message_thread.send_message(
-                data.content, data.role, attachments, silent=data.silent, wait=False
+                data.content,
+                data.role,
+                attachments,
+                silent=data.silent,
+                wait=False,
+                output_schema=data.output_schema,
             )
         except ThreadTerminatedError as exc:
             raise to_api_error(exc) from None

@@ -82,7 +82,7 @@ async def open_turn(
     else:
         await add_history(thread, data.messages[known:-1])
         fresh = False
-    return thread, Turn(runtime, thread, data.messages[-1][1]), fresh
+    return thread, Turn(runtime, thread, data.messages[-1][1], data.output_schema), fresh
 
 
 @post(

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sa_core.server.protocols.openai.errors import OpenAIError, invalid, unsupported
+from sa_core.spec.schemas import check_schema
 
 Turn = tuple[str, str]
 """A message as this API keeps it: ``(role, text)``, role ``system``, ``user`` or ``assistant``."""
@@ -81,6 +82,8 @@ class ChatRequest:
     stream: bool
     include_usage: bool
     user: str
+    output_schema: dict[str, Any] | None = None
+    """The JSON Schema ``response_format`` asks for, if any."""
 
 
 CHAT_FIELDS = {"model", "messages", "stream", "stream_options", "response_format", "n", "user",
@@ -96,7 +99,7 @@ def chat_request(body: Any) -> ChatRequest:
         raise unsupported("n", "one choice per request (n=1).")
     if body.get("modalities") not in (None, ["text"]):
         raise unsupported("modalities", "text only.")
-    check_text_format(body.get("response_format"), "response_format")
+    output_schema = text_format(body.get("response_format"), "response_format", nested=True)
     raw = body.get("messages")
     if not isinstance(raw, list) or not raw:
         raise invalid("messages", "expected a non-empty list of messages.")
@@ -125,6 +128,7 @@ def chat_request(body: Any) -> ChatRequest:
         stream=flag(body, "stream"),
         include_usage=include_usage(body.get("stream_options")),
         user=str(body.get("user") or ""),
+        output_schema=output_schema,
     )
 
 
@@ -150,15 +154,35 @@ def include_usage(options: Any) -> bool:
     return flag(options, "include_usage")
 
 
-def check_text_format(value: Any, param: str) -> None:
-    """Only plain text: structured output (``json_schema``, ``json_object``) is not built yet."""
+def text_format(value: Any, param: str, *, nested: bool) -> dict[str, Any] | None:
+    """The JSON Schema a ``response_format`` / ``text.format`` asks the answer to follow.
+
+    ``text`` (or nothing): ``None``. ``json_object``: any JSON object. ``json_schema``: its
+    ``schema``, under ``json_schema`` in chat completions (``nested``), beside ``type`` in
+    responses. The turn's answer is then structured output in that shape
+    (``thread.send_message(..., output_schema=...)``), replacing the agent's own schema.
+    """
     if value is None:
-        return
+        return None
     if not isinstance(value, dict):
         raise invalid(param, "expected an object such as {\"type\": \"text\"}.")
     kind = value.get("type")
-    if kind != "text":
-        raise unsupported(
-            f"{param}.type",
-            f"only 'text' is served; structured output ({kind!r}) is not available yet.",
-        )
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return {"type": "object"}
+    if kind != "json_schema":
+        raise unsupported(f"{param}.type", f"expected 'text', 'json_object' or 'json_schema', "
+                          f"got {kind!r}.")
+    where = f"{param}.json_schema" if nested else param
+    spec = value.get("json_schema") if nested else value
+    if not isinstance(spec, dict):
+        raise invalid(where, "expected an object with 'name' and 'schema'.")
+    schema = spec.get("schema")
+    if not isinstance(schema, dict):
+        raise invalid(f"{where}.schema", "expected a JSON Schema object.")
+    try:
+        check_schema(schema)
+    except ValueError as exc:
+        raise invalid(f"{where}.schema", f"{exc}.") from None
+    return schema

@@ -8,11 +8,11 @@ from typing import Any
 from sa_core.server.protocols.openai.errors import OpenAIError, invalid, unsupported
 from sa_core.server.protocols.openai.requests import (
     Turn,
-    check_text_format,
     flag,
     refuse_fields,
     require_object,
     role_of,
+    text_format,
     text_of,
 )
 
@@ -32,6 +32,8 @@ class ResponsesRequest:
     previous_response_id: str | None
     conversation: str | None
     stream: bool
+    output_schema: dict[str, Any] | None = None
+    """The JSON Schema ``text.format`` asks for, if any."""
 
 
 def responses_request(body: Any) -> ResponsesRequest:
@@ -41,13 +43,14 @@ def responses_request(body: Any) -> ResponsesRequest:
     if body.get("truncation") not in (None, "disabled"):
         raise unsupported("truncation", "only 'disabled'.")
     text = body.get("text")
+    output_schema = None
     if text is not None:
         if not isinstance(text, dict):
             raise invalid("text", "expected an object.")
         for name in text:
             if name != "format":
                 raise unsupported(f"text.{name}")
-        check_text_format(text.get("format"), "text.format")
+        output_schema = text_format(text.get("format"), "text.format", nested=False)
     items: list[Turn] = []
     instructions = body.get("instructions")
     if instructions is not None:
@@ -71,6 +74,7 @@ def responses_request(body: Any) -> ResponsesRequest:
         previous_response_id=previous,
         conversation=conversation,
         stream=flag(body, "stream"),
+        output_schema=output_schema,
     )
 
 

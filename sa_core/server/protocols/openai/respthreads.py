@@ -33,7 +33,7 @@ async def open_response_turn(
         thread, history = await after_response(runtime, model, data.previous_response_id)
         if history is not None:  # an earlier response of its thread: branch from there
             thread = await start_thread(runtime, model, [*history, *earlier])
-            return thread, Turn(runtime, thread, last), None
+            return thread, Turn(runtime, thread, last, data.output_schema), None
     elif data.conversation is not None:
         thread_id = respids.decode(data.conversation, respids.CONVERSATION, 1, "conversation")[0]
         thread = await model_thread(runtime, model, thread_id)
@@ -42,10 +42,10 @@ async def open_response_turn(
         check_active(thread, "conversation")
     if thread is None:
         thread = await start_thread(runtime, model, earlier)
-        return thread, Turn(runtime, thread, last), None
+        return thread, Turn(runtime, thread, last, data.output_schema), None
     before = await usage_before(thread)
     await add_history(thread, earlier)
-    return thread, Turn(runtime, thread, last), before
+    return thread, Turn(runtime, thread, last, data.output_schema), before
 
 
 async def after_response(

@@ -55,10 +55,18 @@ class Turn:
     streams, then the :class:`TurnResult`.
     """
 
-    def __init__(self, runtime: Runtime, thread: ThreadState, content: str) -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        thread: ThreadState,
+        content: str,
+        output_schema: dict[str, Any] | None = None,
+    ) -> None:
         self.runtime = runtime
         self.thread = thread
         self.content = content
+        self.output_schema = output_schema
+        """The JSON Schema the client's ``response_format`` / ``text.format`` asked for."""
         self._streamed: list[str] = []
         self._request: Message | None = None
 
@@ -73,7 +81,9 @@ class Turn:
         """
         runtime, thread_id = self.runtime, self.thread.thread_id
         async with runtime.events.subscribe(thread_id, max_backlog=MAX_BACKLOG) as queue:
-            self._request = await self.thread.send_message(self.content, wait=False)
+            self._request = await self.thread.send_message(
+                self.content, wait=False, output_schema=self.output_schema
+            )
             yield self._request
             watching = True
             texts: dict[str | None, str] = {}
@@ -90,6 +100,10 @@ class Turn:
                 if not watching or frame.get("subagent_id") or frame.get("depth", 0):
                     continue
                 kind = frame.get("type")
+                if self.output_schema is not None:  # structured: the validated answer only
+                    if kind == "message_data" and await runtime.turn_settled(thread_id):
+                        break
+                    continue
                 if kind == "message_chunk":
                     for piece in self._chunk(texts, frame.get("message_id"), frame["chunk"]):
                         yield piece
@@ -102,7 +116,10 @@ class Turn:
                             yield piece
                     if not data.get("tool_calls") and await runtime.turn_settled(thread_id):
                         break
-        yield await self._result(before)
+        result = await self._result(before)
+        if self.output_schema is not None and result.text:
+            yield result.text  # a rejected, retried answer is never shown: the valid one, whole
+        yield result
 
     def _emit(self, text: str) -> str:
         self._streamed.append(text)
@@ -132,7 +149,11 @@ class Turn:
     async def _result(self, before: UsageTotals | None) -> TurnResult:
         assert self._request is not None
         replies = await replies_after(self.thread, self._request.id)
-        if self._streamed:
+        if self.output_schema is not None:  # the answer that validated, if one did
+            text = next(
+                (m.content or "" for m in reversed(replies) if "output" in (m.metadata or {})), ""
+            )
+        elif self._streamed:
             text = "".join(self._streamed)
         else:
             text = self.runtime.redact_secrets(self.thread, joined(replies))
