@@ -63,6 +63,20 @@ async def no_answer(runtime: Runtime, thread: ThreadState) -> OpenAIError:
     return failure
 
 
+async def answered_result(
+    runtime: Runtime, thread: ThreadState, turn: Turn, before: UsageTotals | None
+) -> TurnResult:
+    """Run ``turn`` to its end and return its result; a turn with no answer raises its cause."""
+    result: TurnResult | None = None
+    async for item in turn.deltas(before):
+        if isinstance(item, TurnResult):
+            result = item
+    assert result is not None
+    if not result.answered:
+        raise await no_answer(runtime, thread)
+    return result
+
+
 async def open_turn(
     runtime: Runtime, key_id: str, model: Model, data: ChatRequest
 ) -> tuple[ThreadState, Turn, bool]:
@@ -110,13 +124,7 @@ async def chat_completions(
     if data.stream:
         chunks = stream_chunks(runtime, key.id, model, data, turn, before, created)
         return Stream(chunks, media_type="text/event-stream", headers={**headers, **SSE_HEADERS})
-    result: TurnResult | None = None
-    async for item in turn.deltas(before):
-        if isinstance(item, TurnResult):
-            result = item
-    assert result is not None
-    if not result.answered:
-        raise await no_answer(runtime, thread)
+    result = await answered_result(runtime, thread, turn, before)
     await remember(runtime, key.id, model, data, result)
     body = {
         "id": completion_id(result.request),

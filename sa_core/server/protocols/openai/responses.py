@@ -14,7 +14,7 @@ from sa_core.engine.usage import UsageTotals
 from sa_core.runtime import Runtime
 from sa_core.server.context import RuntimeDep
 from sa_core.server.protocols.openai import respids
-from sa_core.server.protocols.openai.chat import SSE_HEADERS, no_answer
+from sa_core.server.protocols.openai.chat import SSE_HEADERS, answered_result, no_answer
 from sa_core.server.protocols.openai.errors import error_specs
 from sa_core.server.protocols.openai.models import Model, resolve_model
 from sa_core.server.protocols.openai.respparse import ResponsesRequest, responses_request
@@ -26,7 +26,7 @@ from sa_core.server.protocols.openai.threads import (
     authenticate,
     read_json,
 )
-from sa_core.server.protocols.openai.turns import Turn, TurnResult, joined, replies_after
+from sa_core.server.protocols.openai.turns import Turn, joined, replies_after
 from sa_core.spec import Message
 
 
@@ -48,13 +48,7 @@ async def create_response(request: Request[Any, Any, Any], runtime: RuntimeDep) 
     if data.stream:
         events = stream_events(runtime, model, data, turn, before, created)
         return Stream(events, media_type="text/event-stream", headers={**headers, **SSE_HEADERS})
-    result: TurnResult | None = None
-    async for item in turn.deltas(before):
-        if isinstance(item, TurnResult):
-            result = item
-    assert result is not None
-    if not result.answered:
-        raise await no_answer(runtime, thread)
+    result = await answered_result(runtime, thread, turn, before)
     body = response_object(
         result.thread_id, result.request.id, model.name, created, "completed", result.text,
         result.usage, data.previous_response_id,
