@@ -191,10 +191,12 @@ def test_streamed_response_emits_the_event_sequence(served: Served) -> None:
 def test_unknown_model_client_tools_and_structured_output_are_refused(served: Served) -> None:
     sdk = client(served)
     hi: list[Any] = [{"role": "user", "content": "Hi"}]
-    with pytest.raises(openai.NotFoundError, match="The model 'nope/agent' does not exist"):
+    with pytest.raises(openai.BadRequestError, match="The model 'nope/agent' does not exist"):
         sdk.chat.completions.create(model="nope/agent", messages=hi)
-    with pytest.raises(openai.NotFoundError, match="does not exist"):
+    with pytest.raises(openai.BadRequestError, match="does not exist"):
         sdk.responses.create(model="reminders/nobody", input="Hi")
+    with pytest.raises(openai.NotFoundError, match="does not exist"):
+        sdk.models.retrieve("reminders/nobody")
     tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
     with pytest.raises(openai.BadRequestError, match="'tools' is not supported") as refused:
         sdk.chat.completions.create(model=MODEL, messages=hi, tools=[tool])  # type: ignore[list-item]

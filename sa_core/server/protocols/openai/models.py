@@ -42,12 +42,21 @@ def model_object(model: Model, created: int) -> dict[str, Any]:
     return {"id": model.name, "object": "model", "created": created, "owned_by": model.package}
 
 
-def resolve_model(runtime: Runtime, name: Any, param: str = "model") -> Model:
+def resolve_model(
+    runtime: Runtime, name: Any, param: str = "model", unknown_status: int = 400
+) -> Model:
     """The model a request names.
 
+    Args:
+        runtime: the runtime whose packs are served.
+        name: the model name, ``{package}/{agent}``.
+        param: the request field that named it, for the error.
+        unknown_status: the status of an unknown model: 400 when a request body names it
+            (``POST /v1/chat/completions``, ``/v1/responses``), 404 for ``GET /v1/models/{id}``.
+
     Raises:
-        OpenAIError: 400 when ``model`` is missing or not text, 404 when no package has that
-            entry agent (the message lists the models there are).
+        OpenAIError: 400 when ``model`` is missing or not text, ``unknown_status`` when no
+            package has that entry agent (the message lists the models there are).
     """
     if not isinstance(name, str) or not name:
         raise OpenAIError(
@@ -59,7 +68,7 @@ def resolve_model(runtime: Runtime, name: Any, param: str = "model") -> Model:
         return Model(scope, agent)
     known = ", ".join(m.name for m in all_models(runtime)) or "none"
     raise OpenAIError(
-        404,
+        unknown_status,
         f"The model '{name}' does not exist: models are entry agents named "
         f"'{{package}}/{{agent}}' (this server has: {known}).",
         param=param,

@@ -34,4 +34,4 @@ async def retrieve_model(
 ) -> dict[str, Any]:
     """One model (``{package}/{agent}``); 404 when the package has no such entry agent."""
     await authenticate(runtime, request)
-    return model_object(resolve_model(runtime, f"{package}/{agent}"), STARTED)
+    return model_object(resolve_model(runtime, f"{package}/{agent}", unknown_status=404), STARTED)
