@@ -10,4 +10,5 @@ from sa_core.spec import Message
 
 def test_message_schema_has_every_message_field():
     http_fields = {f.name for f in msgspec.structs.fields(MessageOut)}
-    assert http_fields == set(Message.model_fields)
+    # plus `output`: a structured answer's validated value, read out of metadata.output
+    assert http_fields == set(Message.model_fields) | {"output"}
