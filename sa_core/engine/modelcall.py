@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from sa_core.engine.messages import new_id
 from sa_core.engine.retry import ModelAttempt, call_model
+from sa_core.engine.structured import PartialOutput, apply_to_request
 from sa_core.errors import DefinitionNotFoundError
 from sa_core.providers import OutputSchema, ProviderRequest, ProviderTool, StreamChunk
 from sa_core.spec import Log
@@ -113,8 +114,6 @@ class ModelCaller:
             )
             provider = self.provider(definition.provider)
             if output is not None:
-                from sa_core.engine.structured import apply_to_request
-
                 apply_to_request(provider, request, output)
             chain.append(
                 ModelAttempt(
@@ -130,11 +129,7 @@ class ModelCaller:
         thread_id = state.thread_id
         log_ids: list[str] = []
 
-        tracker = None
-        if output is not None:
-            from sa_core.engine.structured import PartialOutput
-
-            tracker = PartialOutput()
+        tracker = PartialOutput() if output is not None else None
 
         def on_chunk(chunk: StreamChunk) -> None:
             if partial is not None and chunk.type == "content-delta" and chunk.delta:
