@@ -32,7 +32,7 @@ async def execute_call(
         )
     tool = offered.get(name)
     if tool is None and allow_any:
-        tool = _resolve_any(flow.state, name)
+        tool = resolve_any_tool(flow.state, name)
     if tool is None:
         hint = ""
         if any(
@@ -44,7 +44,8 @@ async def execute_call(
     return await run_offered(flow.state, flow, tool, arguments, call, tool_message_id)
 
 
-def _resolve_any(state: ThreadState, name: str) -> OfferedTool | None:
+def resolve_any_tool(state: ThreadState, name: str) -> OfferedTool | None:
+    """Any tool of the thread's package by name, offered by its prompt or not (queued calls)."""
     from sa_core.engine.tools import resolve_entry
 
     found = resolve_entry(state.scope, name)
@@ -145,7 +146,7 @@ async def invoke_tool(state: ThreadState, name: str, arguments: dict[str, Any]) 
         from sa_core.engine.subagents import run_lifecycle_tool
 
         return await run_lifecycle_tool(state, flow, name, arguments, None)
-    tool = _resolve_any(state, name)
+    tool = resolve_any_tool(state, name)
     if tool is None:
         return ToolResult(status="error", error=f"Tool not found: {name}")
     return await run_offered(state, flow, tool, arguments, None, None)

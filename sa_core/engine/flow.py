@@ -29,7 +29,7 @@ from sa_core.engine.context import (
     dumps_compact,
     registry_system_message,
 )
-from sa_core.engine.dispatch import execute_call
+from sa_core.engine.dispatch import execute_call, resolve_any_tool
 from sa_core.engine.files import attachment_paths, existing_refs, store_attachment
 from sa_core.engine.messages import (
     announce_created,
@@ -1185,9 +1185,7 @@ def _refused_on_resume(
         return None
     tool = offered.get(call.name)
     if tool is None and allow_any and state is not None:
-        from sa_core.engine.dispatch import _resolve_any
-
-        tool = _resolve_any(state, call.name)
+        tool = resolve_any_tool(state, call.name)
     if tool is not None and tool.kind in ("subagent", "lifecycle"):
         return None
     native = tool.native if tool is not None else None
