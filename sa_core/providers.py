@@ -124,6 +124,30 @@ class OutputSchema:
     strict: bool = False
 
 
+CacheTTL = Literal["5m", "1h"]
+
+
+@dataclass(slots=True, frozen=True)
+class PromptCache:
+    """Prompt caching the engine asks of a provider for one request.
+
+    A provider applies what its API offers and ignores the rest: Anthropic marks the stable
+    prefix with ``cache_control`` breakpoints of lifetime ``ttl``; OpenAI and compatible servers
+    send ``key`` as ``prompt_cache_key`` (unless ``send_key`` is off); Gemini caches implicitly.
+
+    Attributes:
+        key: a stable key for the thread (derived from its id, the same after a restart; a
+            child thread has its own).
+        ttl: how long a cache entry should live: ``5m``, or ``1h`` when the thread is about to
+            wait long (on blocking children or an approval).
+        send_key: whether to send ``key`` on the wire (off for servers that reject the field).
+    """
+
+    key: str
+    ttl: CacheTTL = "5m"
+    send_key: bool = True
+
+
 def _process_env(name: str) -> str | None:
     return os.environ.get(name)
 
@@ -150,6 +174,8 @@ class ProviderRequest:
         output_schema: the JSON shape the answer must take, set only for providers that
             declare ``supports_structured_output``; they send it in the API's native field
             (others get a forced ``final_answer`` tool from the engine instead).
+        prompt_cache: prompt caching to ask for; ``None`` asks for none (the engine sets it
+            from the model's ``prompt_caching`` config, on by default).
     """
 
     model: str
@@ -163,11 +189,17 @@ class ProviderRequest:
     user: str | None = None
     env: Callable[[str], str | None] = field(default=_process_env, repr=False)
     output_schema: OutputSchema | None = None
+    prompt_cache: PromptCache | None = None
 
 
 @dataclass(slots=True)
 class Usage:
-    """Token usage of one call; ``cost`` in USD when prices are known."""
+    """Token usage of one call; ``cost`` in USD when prices are known.
+
+    ``prompt_tokens`` counts every input token, cached or not. Of those, ``cached_tokens``
+    were read from the provider's prompt cache and ``cache_write_tokens`` were written to it
+    (Anthropic reports writes; OpenAI and Gemini cache without reporting them).
+    """
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -175,6 +207,7 @@ class Usage:
     reasoning_tokens: int = 0
     cached_tokens: int = 0
     cost: float | None = None
+    cache_write_tokens: int = 0
 
 
 @dataclass(slots=True)
@@ -497,19 +530,24 @@ def compute_cost(
     input_price: float | None,
     output_price: float | None,
     cached_price: float | None = None,
+    cache_write_price: float | None = None,
 ) -> float | None:
     """USD cost from per-million-token prices; ``None`` when no price is known.
 
-    Cost = uncached prompt x input + cached x (cached or input) + completion x output.
+    Cost = plain prompt x input + cache reads x (cached or input) + cache writes x (cache
+    write or input) + completion x output, where plain prompt tokens are the prompt tokens
+    neither read from nor written to the cache.
     """
     if input_price is None and output_price is None:
         return None
     cached = min(usage.cached_tokens, usage.prompt_tokens)
-    uncached = usage.prompt_tokens - cached
+    written = min(usage.cache_write_tokens, usage.prompt_tokens - cached)
+    plain = usage.prompt_tokens - cached - written
     in_price = input_price or 0.0
     cost = (
-        uncached * in_price
+        plain * in_price
         + cached * (cached_price if cached_price is not None else in_price)
+        + written * (cache_write_price if cache_write_price is not None else in_price)
         + usage.completion_tokens * (output_price or 0.0)
     ) / 1_000_000
     return round(cost, 12)
@@ -519,6 +557,7 @@ __all__ = [
     "BaseProvider",
     "Provider",
     "OutputSchema",
+    "PromptCache",
     "ProviderImage",
     "ProviderMessage",
     "ProviderRequest",

@@ -12,8 +12,10 @@ Spans follow the OpenTelemetry GenAI semantic conventions:
   ``execute_tool`` span that created it, so the parent's trace and the child's join up across
   threads, even when the child runs long after the call returned.
 - ``chat <model>``: each model attempt, with ``gen_ai.operation.name``, ``gen_ai.system``,
-  ``gen_ai.request.model``, ``gen_ai.usage.input_tokens`` / ``output_tokens``, finish reason,
-  cost and error type. Timed from the attempt's measured latency.
+  ``gen_ai.request.model``, ``gen_ai.usage.input_tokens`` / ``output_tokens``, the prompt
+  cache's ``gen_ai.usage.cache_read.input_tokens`` / ``cache_creation.input_tokens`` (both
+  included in ``input_tokens``), finish reason, cost and error type. Timed from the attempt's
+  measured latency.
 - ``execute_tool <tool>``: each tool call, with ``gen_ai.tool.name`` and ``gen_ai.tool.call.id``.
 
 Every span carries ``sa.thread_id`` and ``sa.package``. Spans hold names, ids, counts and
@@ -213,6 +215,8 @@ def model_attempt(state: ThreadState, data: dict[str, Any]) -> None:
         "gen_ai.request.model": model,
         "gen_ai.usage.input_tokens": int(data.get("input_tokens") or 0),
         "gen_ai.usage.output_tokens": int(data.get("output_tokens") or 0),
+        "gen_ai.usage.cache_read.input_tokens": int(data.get("cached_tokens") or 0),
+        "gen_ai.usage.cache_creation.input_tokens": int(data.get("cache_write_tokens") or 0),
         "sa.usage.reasoning_tokens": int(data.get("reasoning_tokens") or 0),
         "sa.model_name": str(data.get("model_name") or ""),
         "sa.attempt": int(data.get("attempt") or 1),

@@ -71,6 +71,9 @@ class ChatDialect:
         send_user: send the thread id as ``user``.
         send_parallel_tool_calls: send ``parallel_tool_calls`` with the tools (turn it off for
             servers that reject the field; the model's own default then applies).
+        send_prompt_cache_key: send the thread's ``prompt_cache_key`` when the request asks
+            for prompt caching (turn it off for servers that reject the field; a model can
+            also turn it off with ``prompt_caching={"cache_key": False}``).
         extra_body: fields merged into every request body.
 
     """
@@ -83,6 +86,7 @@ class ChatDialect:
     stream_usage: bool = True
     send_user: bool = False
     send_parallel_tool_calls: bool = True
+    send_prompt_cache_key: bool = True
     extra_body: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -109,8 +113,19 @@ def map_finish(reason: str | None, has_tool_calls: bool) -> FinishReason:
     return "tool_calls" if has_tool_calls and mapped == "stop" else mapped
 
 
+def cache_key(request: ProviderRequest) -> str | None:
+    """The ``prompt_cache_key`` to send: the thread's, unless caching or the key is off."""
+    cache = request.prompt_cache
+    return cache.key if cache is not None and cache.send_key else None
+
+
 def chat_usage(raw: Any) -> Usage:
-    """Read a Chat Completions ``usage`` object (OpenRouter's ``cost`` included)."""
+    """Read a Chat Completions ``usage`` object (OpenRouter's ``cost`` included).
+
+    Cache reads are ``prompt_tokens_details.cached_tokens`` (DeepSeek:
+    ``prompt_cache_hit_tokens``); cache writes ``prompt_tokens_details.cache_write_tokens``
+    where a router reports them (OpenRouter for Anthropic models).
+    """
     if not isinstance(raw, dict):
         return Usage()
     prompt = int(raw.get("prompt_tokens") or 0)
@@ -127,6 +142,7 @@ def chat_usage(raw: Any) -> Usage:
             prompt_details.get("cached_tokens") or raw.get("prompt_cache_hit_tokens") or 0
         ),
         cost=float(cost) if isinstance(cost, int | float) else None,
+        cache_write_tokens=int(prompt_details.get("cache_write_tokens") or 0),
     )
 
 
@@ -264,6 +280,8 @@ def chat_body(request: ProviderRequest, dialect: ChatDialect, *, stream: bool) -
         _add_reasoning(body, request.reasoning, dialect)
     if dialect.send_user and request.user:
         body["user"] = request.user
+    if dialect.send_prompt_cache_key and (key := cache_key(request)) is not None:
+        body["prompt_cache_key"] = key
     if stream:
         body["stream"] = True
         if dialect.stream_usage:

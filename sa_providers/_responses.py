@@ -22,7 +22,7 @@ from sa_core.providers import (
     Usage,
     parse_arguments,
 )
-from sa_providers._chat_completions import effort_for, is_reasoning_model
+from sa_providers._chat_completions import cache_key, effort_for, is_reasoning_model
 from sa_providers._http import SSEEvent, error_code_from_name, sse_json
 from sa_providers._stream import (
     ToolCallBuffer,
@@ -150,6 +150,8 @@ def responses_body(request: ProviderRequest, *, stream: bool) -> dict[str, Any]:
         body["include"] = ["reasoning.encrypted_content"]
     if request.user:
         body["user"] = request.user
+    if (key := cache_key(request)) is not None:
+        body["prompt_cache_key"] = key
     if stream:
         body["stream"] = True
     return body

@@ -17,6 +17,7 @@ from typing import Any
 from sa_core.errors import ProviderError
 from sa_core.providers import (
     FinishReason,
+    PromptCache,
     ProviderMessage,
     ProviderRequest,
     ProviderResponse,
@@ -33,6 +34,9 @@ from sa_providers._stream import ToolCallBuffer, closing, ended_early
 FORMAT = "anthropic-claude-v1"
 API_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
+MAX_BREAKPOINTS = 4
+"""The most ``cache_control`` breakpoints one Messages request may carry."""
+_UNMARKABLE = frozenset({"thinking", "redacted_thinking"})
 EFFORT_BUDGETS = {"low": 2048, "medium": 8192, "high": 16384}
 _STOP: dict[str, FinishReason] = {
     "end_turn": "stop",
@@ -135,17 +139,26 @@ def _tool_choice(request: ProviderRequest) -> dict[str, Any]:
 
 
 def anthropic_body(request: ProviderRequest, *, stream: bool) -> dict[str, Any]:
-    """Build a Messages request body (``provider_options`` are merged by the caller)."""
+    """Build a Messages request body (``provider_options`` are merged by the caller).
+
+    The cached prefix comes first and in the API's cache order (tools, system, messages), so
+    the bytes of a thread's requests agree up to the last ``cache_control`` breakpoint; the
+    fields that may change per step (``tool_choice``, ``thinking``) follow the messages.
+    """
     system, messages = anthropic_messages(request.messages)
     max_tokens = request.max_tokens or DEFAULT_MAX_TOKENS
-    body: dict[str, Any] = {"model": request.model, "messages": messages}
-    if system:
-        body["system"] = system
+    body: dict[str, Any] = {"model": request.model}
     if request.tools:
         body["tools"] = [
             {"name": t.name, "description": t.description, "input_schema": t.parameters}
             for t in request.tools
         ]
+    if system:
+        body["system"] = system
+    body["messages"] = messages
+    if request.prompt_cache is not None:
+        add_cache_breakpoints(body, request.prompt_cache)
+    if request.tools:
         body["tool_choice"] = _tool_choice(request)
     budget = thinking_budget(request.reasoning)
     if budget is not None:
@@ -160,11 +173,55 @@ def anthropic_body(request: ProviderRequest, *, stream: bool) -> dict[str, Any]:
     return body
 
 
+def cache_control(ttl: str) -> dict[str, str]:
+    """A ``cache_control`` marker: ephemeral, with ``ttl`` spelled out only for ``1h``."""
+    return {"type": "ephemeral", "ttl": ttl} if ttl != "5m" else {"type": "ephemeral"}
+
+
+def _last_cacheable(blocks: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The last block that may carry ``cache_control`` (thinking blocks may not)."""
+    found: dict[str, Any] | None = None
+    for block in reversed(blocks):
+        if block.get("type") not in _UNMARKABLE:
+            found = block
+            break
+    return found
+
+
+def add_cache_breakpoints(body: dict[str, Any], cache: PromptCache) -> None:
+    """Mark the stable prefix of a Messages body with at most four ``cache_control`` breakpoints.
+
+    In cache order: the last tool (the tool definitions), the first system block (the system
+    prompt), the last system block when there are more (the subagent listing, which changes
+    only when a child does), and the last block of the newest message: that one moves as the
+    conversation grows, so each step reads what the previous one wrote.
+    """
+    marker = cache_control(cache.ttl)
+    targets: list[dict[str, Any]] = []
+    if body.get("tools"):
+        targets.append(body["tools"][-1])
+    system = body.get("system") or []
+    targets += [system[0], system[-1]] if len(system) > 1 else system
+    for message in reversed(body.get("messages") or []):
+        block = _last_cacheable(message["content"])
+        if block is not None:
+            targets.append(block)
+            break
+    for target in targets[:MAX_BREAKPOINTS]:
+        target["cache_control"] = dict(marker)
+
+
 def anthropic_usage(raw: Any, previous: Usage | None = None) -> Usage:
-    """Read a Messages ``usage`` object; streamed deltas update ``previous``."""
+    """Read a Messages ``usage`` object; streamed deltas update ``previous``.
+
+    ``prompt_tokens`` is every input token: uncached ``input_tokens`` plus cache reads
+    (``cache_read_input_tokens``, kept as ``cached_tokens``) and cache writes
+    (``cache_creation_input_tokens``, kept as ``cache_write_tokens``).
+    """
     usage = Usage()
     if previous is not None:
         usage.prompt_tokens, usage.cached_tokens = previous.prompt_tokens, previous.cached_tokens
+        usage.cache_write_tokens = previous.cache_write_tokens
     if not isinstance(raw, dict):
         return usage
     if "input_tokens" in raw:
@@ -172,6 +229,7 @@ def anthropic_usage(raw: Any, previous: Usage | None = None) -> Usage:
         created = int(raw.get("cache_creation_input_tokens") or 0)
         usage.prompt_tokens = int(raw.get("input_tokens") or 0) + cached + created
         usage.cached_tokens = cached
+        usage.cache_write_tokens = created
     usage.completion_tokens = int(raw.get("output_tokens") or 0)
     usage.total_tokens = usage.prompt_tokens + usage.completion_tokens
     return usage

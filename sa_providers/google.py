@@ -146,10 +146,12 @@ def gemini_body(request: ProviderRequest) -> dict[str, Any]:
     """Build a generateContent body (``provider_options`` are merged by the caller).
 
     ``parallel_tool_calls`` has no generateContent field (Gemini may answer with several
-    function calls either way), so it is not sent.
+    function calls either way), so it is not sent. Gemini caches a repeated prefix on its own
+    (implicit caching): the system instruction, the tools and the contents come first, built
+    the same way on every step, and what may change per step follows them.
     """
     system, contents = gemini_contents(request.messages)
-    body: dict[str, Any] = {"contents": contents}
+    body: dict[str, Any] = {}
     if system:
         body["systemInstruction"] = {"role": "user", "parts": system}
     if request.tools:
@@ -160,6 +162,8 @@ def gemini_body(request: ProviderRequest) -> dict[str, Any]:
                 declaration["parameters"] = parameters
             declarations.append(declaration)
         body["tools"] = [{"functionDeclarations": declarations}]
+    body["contents"] = contents
+    if request.tools:
         body["toolConfig"] = _tool_config(request)
     generation: dict[str, Any] = {}
     if request.max_tokens is not None:
@@ -175,7 +179,11 @@ def gemini_body(request: ProviderRequest) -> dict[str, Any]:
 
 
 def gemini_usage(raw: Any) -> Usage:
-    """Read ``usageMetadata``; thoughts count as completion (they are billed as output)."""
+    """Read ``usageMetadata``; thoughts count as completion (they are billed as output).
+
+    ``cachedContentTokenCount`` (prompt tokens served from the implicit or an explicit cache)
+    is the cache reads; Gemini reports no cache writes.
+    """
     if not isinstance(raw, dict):
         return Usage()
     prompt = int(raw.get("promptTokenCount") or 0)

@@ -70,8 +70,13 @@ def openrouter(**kwargs: Any) -> OpenAICompatibleProvider:
     )
 
 
+GROQ = ChatDialect(send_prompt_cache_key=False)
+"""Groq: caches prompts on its own and rejects request fields it does not know."""
+
+
 def groq(**kwargs: Any) -> OpenAICompatibleProvider:
-    """Return the ``groq`` provider."""
+    """Return the ``groq`` provider (no ``prompt_cache_key``: see :data:`GROQ`)."""
+    kwargs.setdefault("dialect", GROQ)
     return OpenAICompatibleProvider(
         name="groq",
         base_url="https://api.groq.com/openai/v1",
@@ -107,6 +112,7 @@ def sa_register_providers(register: Callable[..., None]) -> None:
 
 
 __all__ = [
+    "GROQ",
     "OPENROUTER",
     "ChatDialect",
     "OpenAICompatibleProvider",

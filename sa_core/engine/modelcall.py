@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from sa_core.engine.messages import new_id
+from sa_core.engine.promptcache import may_wait_long, prompt_cache_for
 from sa_core.engine.retry import ModelAttempt, call_model
 from sa_core.engine.structured import PartialOutput, apply_to_request
 from sa_core.errors import DefinitionNotFoundError
@@ -86,6 +87,8 @@ class ModelCaller:
         ``provider_options`` (the prompt's) are merged over each model definition's own,
         key by key, for the model and each of its fallbacks. ``output`` (a prompt's
         ``output_schema``) goes to each provider natively or as a forced final tool.
+        Each request asks for prompt caching as its model's ``prompt_caching`` (overridden by
+        the active prompt's) says: see :mod:`sa_core.engine.promptcache`.
 
         Returns:
             The response and the successful attempt's (unsaved) log row.
@@ -96,6 +99,7 @@ class ModelCaller:
             return state.env_or_none(name) or os.environ.get(name)
 
         chain = []
+        waits_long = may_wait_long(tools, state.children)
         offline = self.offline
         if offline:
             from sa_core.offline import offline_model
@@ -111,6 +115,9 @@ class ModelCaller:
                 max_tokens=definition.max_tokens,
                 user=state.thread_id,
                 env=lookup,
+                prompt_cache=prompt_cache_for(
+                    state.thread_id, definition, state.active_prompt, waits_long=waits_long
+                ),
             )
             provider = self.provider(definition.provider)
             if output is not None:
@@ -123,6 +130,7 @@ class ModelCaller:
                     input_price=None if offline else definition.input_price,
                     output_price=None if offline else definition.output_price,
                     cached_price=None if offline else definition.cached_price,
+                    cache_write_price=None if offline else definition.cache_write_price,
                 )
             )
         events = self.events
@@ -225,6 +233,7 @@ def _attempt_data(record: Any) -> dict[str, Any]:
         "output_tokens": getattr(usage, "completion_tokens", 0) if usage else 0,
         "reasoning_tokens": getattr(usage, "reasoning_tokens", 0) if usage else 0,
         "cached_tokens": getattr(usage, "cached_tokens", 0) if usage else 0,
+        "cache_write_tokens": getattr(usage, "cache_write_tokens", 0) if usage else 0,
         "cost_total": getattr(record, "cost", None),
         "latency_ms": getattr(record, "latency_ms", None),
         "time_to_first_token_ms": getattr(record, "time_to_first_token_ms", None),

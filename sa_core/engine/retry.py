@@ -42,7 +42,8 @@ _OUTPUT_CHUNKS = frozenset(
 class ModelAttempt:
     """One model of the chain: the provider, the request to send, and prices for cost.
 
-    Prices are USD per million tokens; ``None`` means unknown.
+    Prices are USD per million tokens; ``None`` means unknown (cache reads and writes then
+    cost the input price).
     """
 
     model_name: str
@@ -51,6 +52,7 @@ class ModelAttempt:
     input_price: float | None = None
     output_price: float | None = None
     cached_price: float | None = None
+    cache_write_price: float | None = None
 
 
 @dataclass(slots=True)
@@ -286,7 +288,9 @@ class _Guarded:
 
 
 def _cost(entry: ModelAttempt, usage: Usage) -> float | None:
-    cost = compute_cost(usage, entry.input_price, entry.output_price, entry.cached_price)
+    cost = compute_cost(
+        usage, entry.input_price, entry.output_price, entry.cached_price, entry.cache_write_price
+    )
     return usage.cost if cost is None else cost
 
 
@@ -301,6 +305,7 @@ def _priced(usage: Usage, cost: float | None) -> Usage:
         usage.reasoning_tokens,
         usage.cached_tokens,
         cost,
+        usage.cache_write_tokens,
     )
 
 

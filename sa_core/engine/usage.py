@@ -36,12 +36,18 @@ BUDGET_VARIABLES = (MAX_COST, MAX_TOKENS)
 
 
 class UsageTotals(BaseModel):
-    """Token counts, cost and model calls."""
+    """Token counts, cost and model calls.
+
+    ``input_tokens`` counts every prompt token; of those, ``cached_tokens`` were read from the
+    provider's prompt cache and ``cache_write_tokens`` written to it. ``cost_usd`` prices each
+    kind at the model's price for it (``cached_price``, ``cache_write_price``).
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
     reasoning_tokens: int = 0
-    cached_tokens: int = 0
+    cached_tokens: int = Field(0, description="Input tokens read from the prompt cache.")
+    cache_write_tokens: int = Field(0, description="Input tokens written to the prompt cache.")
     cost_usd: float = 0.0
     model_calls: int = Field(0, description="Successful model calls.")
     failed_model_calls: int = Field(0, description="Model attempts that failed.")
@@ -57,6 +63,7 @@ class UsageTotals(BaseModel):
         self.output_tokens += other.output_tokens
         self.reasoning_tokens += other.reasoning_tokens
         self.cached_tokens += other.cached_tokens
+        self.cache_write_tokens += other.cache_write_tokens
         self.cost_usd += other.cost_usd
         self.model_calls += other.model_calls
         self.failed_model_calls += other.failed_model_calls
@@ -82,6 +89,7 @@ _COLUMNS = (
     "output_tokens",
     "reasoning_tokens",
     "cached_tokens",
+    "cache_write_tokens",
     "cost_usd",
     "model_calls",
     "failed_model_calls",
@@ -120,6 +128,7 @@ def _statement(tree: bool) -> Any:
         number("output_tokens", Integer).label("output_tokens"),
         number("reasoning_tokens", Integer).label("reasoning_tokens"),
         number("cached_tokens", Integer).label("cached_tokens"),
+        number("cache_write_tokens", Integer).label("cache_write_tokens"),
         number("cost_total", Float).label("cost_usd"),
         func.sum(case((failed, 0), else_=1)).label("model_calls"),
         func.sum(case((failed, 1), else_=0)).label("failed_model_calls"),

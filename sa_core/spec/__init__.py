@@ -1,6 +1,7 @@
 """Spec models and the ``define_*`` API."""
 
 from sa_core.spec.agents import AgentDefinition, SessionToolBinding, SideConfig, define_agent
+from sa_core.spec.caching import PromptCaching
 from sa_core.spec.effects import EffectDefinition, define_effect
 from sa_core.spec.endpoints import ThreadEndpointDefinition, define_thread_endpoint
 from sa_core.spec.hooks import HookDefinition, HookName, define_hook
@@ -62,6 +63,7 @@ __all__ = [
     "ModelCapabilities",
     "ModelDefinition",
     "Pack",
+    "PromptCaching",
     "PromptDefinition",
     "PromptToolConfig",
     "QueueMessageInput",

@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import Field
 
 from sa_core.spec.base import SpecModel
+from sa_core.spec.caching import PromptCaching
 
 
 class ModelCapabilities(SpecModel):
@@ -30,8 +31,15 @@ class ModelDefinition(SpecModel):
         provider: the registered provider name (``openai``, ``anthropic``, ``test`` ...).
         model: the provider's model id sent on the wire.
         fallbacks: other model definition names tried in order when this one fails.
-        input_price / output_price / cached_price: USD per million tokens, for cost tracking.
+        input_price / output_price: USD per million tokens, for cost tracking.
+        cached_price: USD per million prompt tokens read from the provider's cache; unset,
+            cache reads cost ``input_price``.
+        cache_write_price: USD per million prompt tokens written to the provider's cache
+            (Anthropic reports them: 1.25x the input price for 5-minute entries, 2x for 1-hour
+            ones); unset, cache writes cost ``input_price``.
         provider_options: provider-specific options; ``base_url`` overrides the endpoint.
+        prompt_caching: prompt caching of this model's requests (on by default: see
+            :class:`~sa_core.spec.caching.PromptCaching`); ``False`` turns it off.
     """
 
     name: str
@@ -42,10 +50,12 @@ class ModelDefinition(SpecModel):
     provider_tools: list[str] = Field(default_factory=list)
     input_price: float | None = None
     output_price: float | None = None
-    cached_price: float | None = None
+    cached_price: float | None = Field(None, ge=0)
+    cache_write_price: float | None = Field(None, ge=0)
     capabilities: ModelCapabilities = Field(default_factory=ModelCapabilities)
     provider_options: dict[str, Any] = Field(default_factory=dict)
     max_tokens: int | None = None
+    prompt_caching: PromptCaching = Field(default_factory=PromptCaching)
 
 
 def define_model(**fields: Any) -> ModelDefinition:

@@ -14,6 +14,7 @@ from pydantic import (
 )
 
 from sa_core.spec.base import SpecModel, env_from_tenvs
+from sa_core.spec.caching import PromptCaching
 from sa_core.spec.schemas import ArgsSpec, dump_args, is_model_class
 from sa_core.spec.variables import VariableDefinition
 
@@ -203,6 +204,9 @@ class PromptDefinition(SpecModel):
         output_schema: the shape of the prompt's final answer: a pydantic model class or a
             JSON Schema dict (``outputSchema`` in JSON). A turn of the prompt then ends with
             JSON that validates against it; see docs/structured-output.md.
+        prompt_caching: overrides the model's ``prompt_caching`` for this prompt's calls, field
+            by field (only the fields set here); ``False`` turns caching off for the prompt.
+            See docs/context-cost.md.
     """
 
     name: str
@@ -224,6 +228,7 @@ class PromptDefinition(SpecModel):
     hooks: list[str] = Field(default_factory=list)
     max_tokens: int | None = None
     expose_as_tool: bool | None = None
+    prompt_caching: PromptCaching | None = None
 
     _legacy_fields = model_validator(mode="before")(env_from_tenvs)
 

@@ -17,6 +17,7 @@ class UsageTotalsOut(Base, kw_only=True):
     output_tokens: int
     reasoning_tokens: int
     cached_tokens: int
+    cache_write_tokens: int
     cost_usd: float
     model_calls: int
     failed_model_calls: int
@@ -46,7 +47,7 @@ class UsageController(Controller):
     async def get_usage(
         self, thread: ThreadDep, include_descendants: FromQuery[bool] = True
     ) -> ThreadUsageOut:
-        """Input, output, reasoning and cached tokens, cost and model calls, by model.
+        """Input, output, reasoning, cache-read and cache-write tokens, cost and calls, by model.
 
         ``thread`` covers the thread's own model calls; ``tree`` (unless
         ``include_descendants=false``) covers it plus every descendant subagent thread.

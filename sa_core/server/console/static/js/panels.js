@@ -127,12 +127,14 @@ export async function queueTab(panel, ctx) {
 }
 
 function totals(logs) {
-  const sum = { calls: 0, input: 0, output: 0, cost: 0, errors: 0, priced: false };
+  const sum = { calls: 0, input: 0, cacheRead: 0, cacheWrite: 0, output: 0, cost: 0, errors: 0, priced: false };
   for (const log of logs) {
     if (log.type !== "llm_call") continue;
     const d = log.data;
     sum.calls += 1;
     sum.input += d.input_tokens || 0;
+    sum.cacheRead += d.cached_tokens || 0;
+    sum.cacheWrite += d.cache_write_tokens || 0;
     sum.output += d.output_tokens || 0;
     if (d.cost_total !== null && d.cost_total !== undefined) {
       sum.cost += d.cost_total;
@@ -148,6 +150,8 @@ function totalsLine(label, sum) {
     h("th", { scope: "row" }, label),
     h("td", {}, String(sum.calls)),
     h("td", {}, String(sum.input)),
+    h("td", {}, String(sum.cacheRead)),
+    h("td", {}, String(sum.cacheWrite)),
     h("td", {}, String(sum.output)),
     h("td", {}, sum.priced ? money(sum.cost) : "–"),
     h("td", {}, String(sum.errors)));
@@ -174,13 +178,15 @@ export async function logsTab(panel, ctx) {
     const rows = logs.map((log) => {
       const d = log.data || {};
       if (log.type !== "llm_call") {
-        return h("tr", { class: "other" }, h("td", {}, time(log.created_at)), h("td", { colspan: 8 }, `${log.type}: ${d.error || d.name || json(d).slice(0, 200)}`));
+        return h("tr", { class: "other" }, h("td", {}, time(log.created_at)), h("td", { colspan: 10 }, `${log.type}: ${d.error || d.name || json(d).slice(0, 200)}`));
       }
       return h("tr", { class: d.error ? "failed" : "" },
         h("td", {}, time(log.created_at)),
         h("td", {}, d.provider || "–"),
         h("td", {}, d.model || "–", d.model_name && d.model_name !== d.model ? h("span", { class: "muted" }, ` (${d.model_name})`) : null),
         h("td", { class: "num" }, String(d.input_tokens ?? 0)),
+        h("td", { class: "num" }, String(d.cached_tokens ?? 0)),
+        h("td", { class: "num" }, String(d.cache_write_tokens ?? 0)),
         h("td", { class: "num" }, String(d.output_tokens ?? 0)),
         h("td", { class: "num" }, money(d.cost_total)),
         h("td", { class: "num" }, d.latency_ms !== null && d.latency_ms !== undefined ? `${Math.round(d.latency_ms)} ms` : "–"),
@@ -190,7 +196,7 @@ export async function logsTab(panel, ctx) {
     clear(panel,
       h("h2", {}, "Totals"),
       h("div", { class: "scroll" }, h("table", { class: "totals" },
-        h("thead", {}, h("tr", {}, ["", "Model calls", "Input tokens", "Output tokens", "Cost", "Errors"].map((c) => h("th", { scope: "col" }, c)))),
+        h("thead", {}, h("tr", {}, ["", "Model calls", "Input tokens", "Cache read", "Cache write", "Output tokens", "Cost", "Errors"].map((c) => h("th", { scope: "col" }, c)))),
         h("tbody", {},
           totalsLine("This thread", own),
           totalsLine(`With ${descendants.length} descendant thread(s)`, all)))),
@@ -198,7 +204,7 @@ export async function logsTab(panel, ctx) {
       logs.length
         ? h("div", { class: "scroll" }, h("table", { class: "logs" },
           h("caption", { class: "sr-only" }, "Log rows, newest first"),
-          h("thead", {}, h("tr", {}, ["Time", "Provider", "Model", "In", "Out", "Cost", "Latency", "Finish", "Error"].map((c) => h("th", { scope: "col" }, c)))),
+          h("thead", {}, h("tr", {}, ["Time", "Provider", "Model", "In", "Cache read", "Cache write", "Out", "Cost", "Latency", "Finish", "Error"].map((c) => h("th", { scope: "col" }, c)))),
           h("tbody", {}, rows)))
         : h("p", { class: "muted" }, "No model calls yet."));
   }
