@@ -245,3 +245,60 @@ def test_budget_set_over_http_stops_the_thread(sa_database_url):
     # One parent call (2100 tokens) crossed the budget; the child was refused before its model.
     assert usage["tree"]["model_calls"] == 1
     assert children[0]["status"] == "terminated"  # non-resumable: reported, so terminated
+
+
+# $1 per million input tokens, $2 output, $0.10 for cache reads and $1.25 for cache writes.
+CACHING = define_model(
+    name="caching_model",
+    provider="test",
+    model="caching",
+    input_price=1.0,
+    output_price=2.0,
+    cached_price=0.1,
+    cache_write_price=1.25,
+)
+
+
+def looping_pack(**agent_fields: Any) -> Pack:
+    """A ``looper`` agent whose model calls ``noop`` again and again."""
+    noop = define_tool(name="noop", description="Do nothing.", args=Task, execute=lambda s, a: "ok")
+    prompt = define_prompt(
+        name="loop", model="caching_model", prompt="Loop.", include_chat=True, tools=["noop"]
+    )
+    looper = define_agent(name="looper", side_a={"prompt": "loop"}, **agent_fields)
+    return Pack(name="cachebudget", agents=[looper], prompts=[prompt], models=[CACHING], tools=[noop])
+
+
+def caching_provider() -> FunctionProvider:
+    """Every call: 10,000 prompt tokens (8,000 read from the cache, 1,000 written), 100 out."""
+
+    def answer(request: Any) -> Any:
+        return {
+            "tool_calls": [{"name": "noop", "arguments": {"task": "again"}}],
+            "usage": usage(10_000, 100) | {"cached_tokens": 8_000, "cache_write_tokens": 1_000},
+        }
+
+    return FunctionProvider(answer)
+
+
+@pytest.mark.asyncio
+async def test_cost_budget_prices_cache_reads_and_writes_at_their_own_prices(sa_runtime_factory):
+    # One call costs 1,000 x $1 + 8,000 x $0.10 + 1,000 x $1.25 + 100 x $2 = $0.00325 per million
+    # (at the plain input price it would be $0.0102 and the second call would be refused).
+    pack = looping_pack(env={"SA_MAX_COST_USD": "0.005"})
+    async with sa_runtime_factory(packs=[pack], providers={"test": caching_provider()}) as rt:
+        thread = await rt.create_thread("looper")
+        await thread.send_message("go")
+        await rt.wait_idle(60)
+        await thread.refresh()
+        spent = (await thread.usage()).thread
+        page = await thread.get_messages()
+    assert thread.row.execution["last_stop_reason"] == "budget_exceeded"
+    assert spent.model_calls == 2
+    assert (spent.input_tokens, spent.cached_tokens, spent.cache_write_tokens) == (
+        20_000,
+        16_000,
+        2_000,
+    )
+    assert spent.cost_usd == pytest.approx(2 * 3_250 / 1e6)
+    assert "Budget exceeded" in page.messages[-1].content
