@@ -16,10 +16,11 @@ from sqlalchemy import and_, bindparam, delete, exists, insert, or_, select, upd
 from sqlalchemy.engine import Connection
 
 from sa_core.store import tables as t
-from sa_core.store.backend import StoreBase, Transaction
 from sa_core.store.clock import now_us
 from sa_core.store.fast import Deferred, Prepared
+from sa_core.store.interface import Transaction
 from sa_core.store.leases import lease_held
+from sa_core.store.storebase import StoreBase
 
 Params = dict[str, Any]
 
@@ -127,9 +128,7 @@ _CLAIM = Prepared(
     .where(_CLAIMABLE)
     .values(claimed_by=bindparam("v_owner"), claimed_until=None)
 )
-_OWED = select(_X.thread_id, *RECORD_COLUMNS).where(
-    _X.status.in_(("owed", "running"))
-)
+_OWED = select(_X.thread_id, *RECORD_COLUMNS).where(_X.status.in_(("owed", "running")))
 
 
 def _record(row: dict[str, Any]) -> ExecutionRecord:
@@ -245,9 +244,7 @@ class ExecutionsMixin(StoreBase):
         found = await self._fetch(_GET, {"b_tid": thread_id}, tx)
         return _record(found[0]) if found else None
 
-    async def owed_executions(
-        self, *, tx: Transaction | None = None
-    ) -> dict[str, ExecutionRecord]:
+    async def owed_executions(self, *, tx: Transaction | None = None) -> dict[str, ExecutionRecord]:
         """Records of threads with an owed or running turn (to resume after a restart).
 
         A scan of every record: ``status`` has no index, since each turn changes it two or
@@ -255,9 +252,7 @@ class ExecutionsMixin(StoreBase):
         """
 
         def op(conn: Connection) -> dict[str, ExecutionRecord]:
-            return {
-                row.thread_id: _record(dict(row._mapping)) for row in conn.execute(_OWED)
-            }
+            return {row.thread_id: _record(dict(row._mapping)) for row in conn.execute(_OWED)}
 
         return await self._read(op, tx)
 

@@ -328,7 +328,7 @@ class Deferred:
         on_miss: When the statement must change (or return) a row: what to run instead, in
             the transaction, when it did not. ``None``: any row count will do.
         fencing: The statement is also the transaction's lease fence (see
-            :meth:`~sa_core.store.backend.StoreBase.fenced`); when it misses, the fence runs
+            :meth:`~sa_core.store.storebase.StoreBase.fenced`); when it misses, the fence runs
             before the commit as usual.
     """
 

@@ -20,9 +20,10 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql import Select
 
 from sa_core.store import tables as t
-from sa_core.store.backend import StoreBase, Transaction
 from sa_core.store.clock import now_us
 from sa_core.store.fast import Deferred, Prepared
+from sa_core.store.interface import Transaction
+from sa_core.store.storebase import StoreBase
 
 _L = t.thread_leases.c
 _W = t.workers.c
@@ -96,9 +97,7 @@ def _release_statements(token: bool, handover: bool) -> tuple[Prepared, Prepared
     drop = delete(t.thread_leases).where(*where)
     if handover:
         x = t.executions.c
-        owed = exists().where(
-            x.thread_id == bindparam("b_tid"), x.status.in_(("owed", "running"))
-        )
+        owed = exists().where(x.thread_id == bindparam("b_tid"), x.status.in_(("owed", "running")))
         drop = drop.where(~owed)
     expire = update(t.thread_leases).where(*where).values(expires_at=0)
     return Prepared(drop), Prepared(expire)

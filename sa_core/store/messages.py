@@ -13,10 +13,11 @@ from sqlalchemy.engine import Connection
 
 from sa_core.spec.records import Log, Message
 from sa_core.store import tables as t
-from sa_core.store.backend import StoreBase, Transaction
 from sa_core.store.clock import now_us
 from sa_core.store.fast import Deferred, Prepared
+from sa_core.store.interface import Transaction
 from sa_core.store.rows import UNSET, Unset
+from sa_core.store.storebase import StoreBase
 
 _M = t.messages.c
 _L = t.logs.c
@@ -85,9 +86,7 @@ class _ShapedInsert:
         return prepared
 
     def _shape(self, nulls: frozenset[str]) -> Prepared:
-        values = {
-            name: null() if name in nulls else bindparam(f"p_{name}") for name in self._names
-        }
+        values = {name: null() if name in nulls else bindparam(f"p_{name}") for name in self._names}
         return Prepared(insert(self._table).values(values))
 
 

@@ -13,10 +13,11 @@ from sqlalchemy.engine import Connection
 
 from sa_core.spec.records import QueueMessageInput
 from sa_core.store import tables as t
-from sa_core.store.backend import StoreBase, Transaction
 from sa_core.store.clock import now_us
 from sa_core.store.fast import Deferred, Prepared
+from sa_core.store.interface import Transaction
 from sa_core.store.rows import QueueEntry
+from sa_core.store.storebase import StoreBase
 
 _Q = t.queue.c
 _COLUMNS = [c for c in t.queue.c if c.name != "seq"]

@@ -11,9 +11,10 @@ from sqlalchemy.engine import Connection
 
 from sa_core.spec.records import SubagentRegistryEntry
 from sa_core.store import tables as t
-from sa_core.store.backend import StoreBase, Transaction
 from sa_core.store.clock import now_us
 from sa_core.store.fast import Prepared
+from sa_core.store.interface import Transaction
+from sa_core.store.storebase import StoreBase
 
 _C = t.children.c
 _R = t.env_requests.c

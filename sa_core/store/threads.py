@@ -10,11 +10,12 @@ from sqlalchemy import Select, bindparam, delete, func, insert, literal, select,
 from sqlalchemy.engine import Connection
 
 from sa_core.store import tables as t
-from sa_core.store.backend import StoreBase, Transaction
 from sa_core.store.clock import now_us
 from sa_core.store.executions import new_record
 from sa_core.store.fast import Deferred, Prepared
+from sa_core.store.interface import Transaction
 from sa_core.store.rows import THREAD_FIELDS, UNSET, ThreadRow, Unset
+from sa_core.store.storebase import StoreBase
 
 if TYPE_CHECKING:
     from sa_core.spec import SubagentRegistryEntry
@@ -65,7 +66,6 @@ def _get_with_children_pg() -> Prepared:
     column = type_coerce(kids, JSON).label(_KIDS_KEY)
     stmt = select(*_COLUMNS, column).where(t.threads.c.id == bindparam("b_id"))
     return Prepared(stmt, [*_COLUMNS, column])
-
 
 
 def thread_with_children(

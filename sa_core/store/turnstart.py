@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sa_core.store.backend import Transaction
 from sa_core.store.executions import RECORD_COLUMNS, ExecutionsMixin
 from sa_core.store.fast import Prepared
+from sa_core.store.interface import Transaction
 from sa_core.store.queue import QueueMixin
 from sa_core.store.threads import ThreadsMixin
 
