@@ -343,10 +343,10 @@ async def test_messages_read_back_as_validating_them_would_build_them(store: Sto
     Same fields in the same order, same Python types (booleans, integers, decoded JSON), same
     fields set and extras, as ``Message.model_validate`` builds them, for every kind of row.
     """
-    from sa_core.store import messages as store_messages
+    from sa_core.store import messagerows
 
     # the table's columns follow the message's fields: a read row is then its __dict__
-    assert store_messages.IN_FIELD_ORDER
+    assert messagerows.IN_FIELD_ORDER
     await make_thread(store)
     shapes: list[dict[str, Any]] = [
         {},
@@ -1039,7 +1039,8 @@ async def test_benchmark_step(
 
 def test_message_rows_match_the_models_json_dump() -> None:
     """``message_to_row`` dumps only the JSON fields; the parameters equal a full JSON dump's."""
-    from sa_core.store.messages import _PARAMS, _STORED, message_to_row
+    from sa_core.store.messagerows import _PARAMS, message_to_row
+    from sa_core.store.messagerows import STORED_FIELDS as _STORED
 
     def dumped_row(message: Message) -> dict[str, Any]:
         dumped = message.model_dump(mode="json")

@@ -32,6 +32,7 @@ from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.exc import DBAPIError, InvalidRequestError
 from sqlalchemy.sql import Executable
 from sqlalchemy.sql.elements import BindParameter
+from sqlalchemy.util.concurrency import await_
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
@@ -257,8 +258,6 @@ def _direct(conn: Connection) -> Any:
 
 def _await(conn: Connection, sql: str, args: Any, awaitable: Any) -> Any:
     """Await a driver call from the operation's greenlet; errors as ``sqlalchemy.exc`` ones."""
-    from sqlalchemy.util.concurrency import await_
-
     try:
         return await_(awaitable)
     except Exception as error:

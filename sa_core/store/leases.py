@@ -15,6 +15,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from sqlalchemy import bindparam, delete, exists, literal, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql import Select
@@ -46,10 +48,7 @@ def _acquire_statement(dialect: str) -> Prepared:
     on PostgreSQL, the holder and false when another worker holds it (found in the same
     statement); no row otherwise.
     """
-    if dialect == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert as upsert
-    else:
-        from sqlalchemy.dialects.sqlite import insert as upsert  # type: ignore[assignment]
+    upsert = pg_insert if dialect == "postgresql" else sqlite_insert
     stmt = upsert(t.thread_leases).values(
         thread_id=bindparam("v_tid"),
         owner=bindparam("v_owner"),

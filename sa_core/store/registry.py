@@ -21,7 +21,7 @@ _R = t.env_requests.c
 _V = t.thread_values.c
 
 # The statements of every turn go through the prepared path (see ``fast.py``).
-_CHILDREN = Prepared(
+CHILDREN = Prepared(
     select(_C.entry)
     .where(_C.parent_id == bindparam("b_pid"))
     .order_by(_C.created_at, _C.reference),
@@ -101,7 +101,7 @@ class RegistryMixin(StoreBase):
         def op(conn: Connection) -> list[SubagentRegistryEntry]:
             return [
                 SubagentRegistryEntry.model_validate(row["entry"])
-                for row in _CHILDREN.rows(conn, params)
+                for row in CHILDREN.rows(conn, params)
             ]
 
         return await self._read_one(op, tx)
