@@ -46,9 +46,9 @@ from sa_core.testing import (
     ScriptedResponse,
     TestProvider,
     TestScript,
-    _build_response,
     default_error_code,
 )
+from sa_core.testing.answers import build_response
 
 OFFLINE_PROVIDER = "test"
 """The provider name offline answers are logged under."""
@@ -303,7 +303,7 @@ class OfflineProvider(TestProvider):
             script = self.script
             chunk_size = script.chunk_size if script is not None else None
             chunk_delay = script.chunk_delay if script is not None else 0.0
-            return _build_response(command, request), chunk_size, chunk_delay
+            return build_response(command, request), chunk_size, chunk_delay
         except ScriptExhaustedError as exc:
             if self.source is None:
                 raise
