@@ -39,7 +39,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from sa_core.errors import ConfigurationError, ScriptExhaustedError
+from sa_core.errors import ScriptExhaustedError, ScriptFileError
 from sa_core.providers import ProviderRequest, ProviderResponse, Usage
 from sa_core.testing import (
     UNSCRIPTED_REPLY,
@@ -72,10 +72,6 @@ USAGE_KEYS = frozenset(
 
 OfflineSpec = bool | str | os.PathLike[str] | TestScript
 """What ``Runtime(offline=...)`` accepts: ``True``, a script file, or a :class:`TestScript`."""
-
-
-class ScriptFileError(ConfigurationError):
-    """An offline script file is missing, unreadable or malformed."""
 
 
 # --------------------------------------------------------------------------------------------
