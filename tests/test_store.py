@@ -137,7 +137,7 @@ def test_schema_and_statements_compile_for_postgresql() -> None:
     ]
     assert len(prepared) >= 10
     for statement in prepared:
-        plan = statement._plan(dialect)
+        plan = statement.plan(dialect)
         assert plan is not None and "$1" in plan.sql
 
 
@@ -350,13 +350,25 @@ async def test_messages_read_back_as_validating_them_would_build_them(store: Sto
     await make_thread(store)
     shapes: list[dict[str, Any]] = [
         {},
-        {"role": "assistant", "status": "completed", "log_id": "l", "request_sent_at": 5,
-         "response_completed_at": 6, "prompt": "main"},
+        {
+            "role": "assistant",
+            "status": "completed",
+            "log_id": "l",
+            "request_sent_at": 5,
+            "response_completed_at": 6,
+            "prompt": "main",
+        },
         {"silent": True, "metadata": {"k": [1, {"n": None}], "flag": False}},
         {"role": "tool", "tool_call_id": "c", "name": "f", "tool_status": "error"},
         {"role": "assistant", "reasoning_content": "r", "reasoning_details": [{"t": "x"}]},
-        {"subagent_id": "s", "subagent_status": "running", "subagent_resumable": False,
-         "subagent_blocking": True, "subagent_spawn_group_id": "g", "subagent_title": None},
+        {
+            "subagent_id": "s",
+            "subagent_status": "running",
+            "subagent_resumable": False,
+            "subagent_blocking": True,
+            "subagent_spawn_group_id": "g",
+            "subagent_title": None,
+        },
         {"depth": 1, "parent_id": "p", "content": None},
         {"tool_calls": [ToolCall(id="c", function=ToolCallFunction(name="f", arguments="{}"))]},
         {"attachments": [AttachmentRef(id="f", path="/a.txt", name="a.txt", size=1)]},

@@ -155,7 +155,7 @@ class _DriverTransaction(_AsyncTransaction):
     ) -> list[dict[str, Any]] | None:
 
         self._check_open()
-        if not self._batch or read._plan(self._conn.sync_connection.dialect) is None:
+        if not self._batch or read.plan(self._conn.sync_connection.dialect) is None:
             return None
         if last and not self._begun and self._fence_sent_with_batch():
             try:  # all of the transaction in one statement, outside BEGIN/COMMIT

@@ -72,7 +72,8 @@ class Prepared:
         self._plans: dict[tuple[Any, ...], _Plan | None] = {}
         self._last: tuple[Dialect, _Plan | None] | None = None
 
-    def _plan(self, dialect: Dialect) -> _Plan | None:
+    def plan(self, dialect: Dialect) -> _Plan | None:
+        """How the statement runs on ``dialect`` straight on the driver, or ``None`` (it cannot)."""
         last = self._last
         if last is not None and last[0] is dialect:
             return last[1]
@@ -131,7 +132,7 @@ class Prepared:
 
     def run(self, conn: Connection, params: Mapping[str, Any]) -> int:
         """Execute without fetching rows; returns the affected row count."""
-        plan = self._plan(conn.dialect)
+        plan = self.plan(conn.dialect)
         if plan is None:
             return int(conn.execute(self.stmt, dict(params)).rowcount)
         driver = _direct(conn)
@@ -152,7 +153,7 @@ class Prepared:
 
     def run_many(self, conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
         """Execute once per parameter set (``executemany``)."""
-        plan = self._plan(conn.dialect)
+        plan = self.plan(conn.dialect)
         if plan is None:
             conn.execute(self.stmt, [dict(row) for row in rows])
             return
@@ -167,7 +168,7 @@ class Prepared:
 
     def rows(self, conn: Connection, params: Mapping[str, Any]) -> list[dict[str, Any]]:
         """Execute and return every row as a dict keyed by column name."""
-        plan = self._plan(conn.dialect)
+        plan = self.plan(conn.dialect)
         if plan is None:
             result = conn.execute(self.stmt, dict(params))
             return [dict(row) for row in result.mappings()]
@@ -195,7 +196,7 @@ class Prepared:
         """
         sync = conn.sync_connection
         assert sync is not None
-        plan = self._plan(sync.dialect)
+        plan = self.plan(sync.dialect)
         if plan is None:
             return await conn.run_sync(lambda c: self.rows(c, params))
         args = self._args(plan, params)
@@ -423,11 +424,11 @@ async def run_batch_async(
     plans: list[_Plan] = []
     args: list[Any] = []
     for item in items:
-        plan = item.prepared._plan(dialect)
+        plan = item.prepared.plan(dialect)
         assert plan is not None, "only statements with a prepared plan are deferred"
         plans.append(plan)
         args.extend(Prepared._args(plan, item.params))
-    read_plan = read._plan(dialect) if read is not None else None
+    read_plan = read.plan(dialect) if read is not None else None
     if read is not None:
         assert read_plan is not None, "only queries with a prepared plan go with a batch"
         args.extend(Prepared._args(read_plan, read_params or {}))

@@ -232,7 +232,7 @@ class TestProvider(_RecordingProvider):
         self._record(request)
         if self._script is None:
             return ScriptedResponse(content=UNSCRIPTED_REPLY, finish_reason="stop")
-        responses = self._script._responses  # read in place: ``responses`` returns a copy
+        responses = self._script  # read in place: ``responses`` returns a copy
         if self._index >= len(responses):
             user = _last_user_text(request)
             said = f"'{_short(user)}'" if user is not None else "(none)"

@@ -401,6 +401,10 @@ class TestScript:
     def __len__(self) -> int:
         return len(self._responses)
 
+    def __getitem__(self, index: int) -> ScriptedResponse:
+        """The scripted answer at ``index`` (the script's own, not a copy)."""
+        return self._responses[index]
+
     def __iter__(self) -> Iterator[ScriptedResponse]:
         return iter(list(self._responses))
 
