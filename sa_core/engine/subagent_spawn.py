@@ -113,8 +113,8 @@ async def create(
             return await collect(state, existing, config)
     owner = owner_side or (flow.current_side if flow is not None else "a")
     spawn = _Spawn(tool, env, name, arguments, owner, _spawn_group(flow))
-    child_id = await _spawn(state, spawn, message, refs_in)
-    return await collect(state, child_id, config)
+    child = await _spawn(state, spawn, message, refs_in)  # held: the live handle is weak
+    return await collect(state, child.thread_id, config)
 
 
 async def _at_cap(
@@ -158,11 +158,12 @@ class _Spawn:
 
 async def _spawn(
     state: ThreadState, spawn: _Spawn, message: str, refs_in: list[AttachmentRef]
-) -> str:
+) -> ThreadState:
     """Create the child, its registry entry and its first message in one transaction.
 
     Returns:
-        The child's thread id; its runner is started when its first turn was owed directly.
+        The child's handle (keep it while waiting: the runtime's live handle is a weak
+        reference); its runner is started when its first turn was owed directly.
     """
     tool = spawn.tool
     assert tool.subagent is not None and tool.agent is not None and tool.agent_scope is not None
@@ -214,7 +215,7 @@ async def _spawn(
             await _hand_over(state, child, config, message, copied, first=True)
     if first_message is not None:
         start_child(child, first_message)
-    return child.thread_id
+    return child
 
 
 async def _child_for_call(state: ThreadState, call_id: str) -> str | None:
