@@ -21,6 +21,7 @@ from pydantic_core import to_jsonable_python
 from sa_core.cachepolicy import THREAD_USE
 from sa_core.engine import structured
 from sa_core.engine.approvals import gate, settle
+from sa_core.engine.compaction import compact_history
 from sa_core.engine.context import (
     SIDE_ROLE,
     IncrementalConverter,
@@ -81,9 +82,7 @@ REPEATED_ERROR_MESSAGE = (
 )
 STOPPED_BY_USER = "Execution stopped by user"
 INTERRUPTED = "Execution interrupted by a runtime shutdown; the turn resumes on restart"
-INTERRUPTED_CALL = (
-    "Interrupted by a restart while the model was answering; the call was made again"
-)
+INTERRUPTED_CALL = "Interrupted by a restart while the model was answering; the call was made again"
 """Error of an assistant row whose model call a crash cut off (the row stays ``failed``)."""
 INTERRUPTED_TOOL = "Interrupted by a restart before it finished."
 """Result of a tool call a restart interrupted that may not run again."""
@@ -239,8 +238,10 @@ class Flow:
         self.durable = durable or resume is not None
         """Whether this flow keeps the thread's execution record (a thread's top-level flow)."""
         self._resume = resume
-        self.since = resume.since if resume is not None else min(
-            (m.created_at for m in self.messages if m.created_at), default=now_us()
+        self.since = (
+            resume.since
+            if resume is not None
+            else min((m.created_at for m in self.messages if m.created_at), default=now_us())
         )
         """Creation time of the flow's first message (where a restart reloads it from)."""
 
@@ -428,9 +429,7 @@ class Flow:
             "attempts": {},
         }
         store = self.engine.store
-        await store.save_running_point(
-            self.state.thread_id, point, self.engine.instance_id, tx=tx
-        )
+        await store.save_running_point(self.state.thread_id, point, self.engine.instance_id, tx=tx)
 
     async def _evaluate_stop(
         self, side: Side, config: SideConfig, step: StepResult
@@ -561,6 +560,8 @@ class Flow:
             lambda name: None if name in secret else state.env_or_none(name)
         )
         history = await self._context_messages(prompt)
+        # compaction (issue 36): markers applied, a new one written when over the trigger
+        history = await compact_history(self, prompt, model, system_text, offered, history)
         hooks = engine.host.hooks
         if hooks.wants("filter_messages", state):
             history = await hooks.filter_messages(state, history)
