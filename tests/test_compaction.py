@@ -98,7 +98,8 @@ async def test_summary_marker_is_stored_once_and_the_next_request_is_marker_plus
     last = main_requests(provider)[-1]
     assert [m.role for m in last.messages] == ["system", "system", "assistant", "user", "assistant", "user"]  # fmt: skip
     assert last.messages[1].content == marker.content
-    assert [m.content[:3] for m in last.messages[2:]] == ["a2:", "u3:", "a3:", "u4:"]
+    tail = [m.content[:3] for m in last.messages[2:]]
+    assert tail == ["a2:", "u3:", "a3:", "u4:"]
     # the summarizer call is logged with the marker and counted in the usage
     compaction_logs = [log for log in logs if log.data.get("purpose") == "compaction"]
     assert [log.id for log in compaction_logs] == [marker.log_id]
@@ -208,7 +209,9 @@ async def test_a_child_thread_compacts_its_own_history(sa_runtime_factory):
     )  # fmt: skip
     researcher = define_agent(
         name="researcher", type="dual_ai", expose_as_tool=True, tool_description="Researches.",
-        side_a={"prompt": "worker", "session_stop": {"name": "done", "message_property": "summary"}},
+        side_a={
+            "prompt": "worker", "session_stop": {"name": "done", "message_property": "summary"},
+        },
         side_b={"prompt": "reviewer"},
     )  # fmt: skip
     done = define_tool(name="done", description="Finish.", args=Done, execute=lambda s, a: "ok")
@@ -283,7 +286,8 @@ async def test_the_context_window_is_a_ceiling_without_declared_compaction(sa_ru
         stored = await all_messages(thread)
     assert summary_requests(provider)
     assert all(estimate_request_tokens(r.messages, r.tools) <= 600 for r in provider.requests)
-    assert sum(1 for m in stored if is_marker(m)) == len(summary_requests(provider))
+    # a summarizer reads at most half its window per call: a marker may take several calls
+    assert 1 <= sum(1 for m in stored if is_marker(m)) <= len(summary_requests(provider))
     assert stored[-1].content.startswith("a8:")
 
 
