@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from sa_core.engine.flow import Flow
     from sa_core.engine.tools import OfferedTool
     from sa_core.providers import ProviderMessage, ProviderTool
-    from sa_core.spec import Message, ModelDefinition, PromptDefinition
+    from sa_core.spec import Log, Message, ModelDefinition, PromptDefinition
 
 MARKER = "compaction"
 """Metadata key of a marker message: ``{"strategy", "through", "through_id", "messages",
@@ -331,7 +331,7 @@ async def _compact_once(
         "estimated_tokens": estimate,
         "trigger_tokens": plan.trigger,
     }
-    logs = []
+    logs: list[Log] = []
     if strategy == "summarize":
         summarizer = flow.scope.model(plan.model)
         content, logs = await summarize(flow, summarizer, messages[:cut], marker_id, plan.trigger)
