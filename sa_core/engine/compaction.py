@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from sa_core import jsontext
-from sa_core.engine.compaction_summary import summarize
+from sa_core.engine.compaction_summary import PURPOSE, summarize
 from sa_core.engine.messages import announce_created, new_id, new_message, prepare_message
 from sa_core.errors import SAError
 
@@ -284,7 +284,7 @@ async def _reported_tokens(flow: Flow, view: View) -> int | None:
         data = log.data or {}
         if log.created_at <= view.newest_marker_at:
             return None  # older than the compaction: it measured another request
-        if log.type != "llm_call" or data.get("error") or data.get("purpose") == MARKER:
+        if log.type != "llm_call" or data.get("error") or data.get("purpose") == PURPOSE:
             continue
         index = positions.get(str(data.get("message_id")))
         reported = int(data.get("input_tokens") or 0)

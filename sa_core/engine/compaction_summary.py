@@ -27,6 +27,8 @@ SUMMARY_INSTRUCTIONS = (
     "Answer with the summary only."
 )
 """The system prompt of every summarizer call (a scripted test model can recognise it)."""
+PURPOSE = "compaction"
+"""``data.purpose`` of the ``llm_call`` log of a summarizer call."""
 MIN_PART_TOKENS = 4000
 """The smallest part of a transcript one summarizer call reads, in estimated tokens."""
 RESULT_CHARS = 4000
@@ -116,7 +118,7 @@ async def summarize(
         response, log = await flow.engine.models.call_model(
             flow.state, model, _request(summary, part), [], message_id=marker_id, depth=flow.depth
         )
-        log.data["purpose"] = "compaction"
+        log.data["purpose"] = PURPOSE
         logs.append(log)
         summary = (response.content or "").strip()
         if not summary:
