@@ -82,7 +82,9 @@ REPEATED_ERROR_MESSAGE = (
 )
 STOPPED_BY_USER = "Execution stopped by user"
 INTERRUPTED = "Execution interrupted by a runtime shutdown; the turn resumes on restart"
-INTERRUPTED_CALL = "Interrupted by a restart while the model was answering; the call was made again"
+INTERRUPTED_CALL = (
+    "Interrupted by a restart while the model was answering; the call was made again"
+)
 """Error of an assistant row whose model call a crash cut off (the row stays ``failed``)."""
 INTERRUPTED_TOOL = "Interrupted by a restart before it finished."
 """Result of a tool call a restart interrupted that may not run again."""
@@ -238,10 +240,8 @@ class Flow:
         self.durable = durable or resume is not None
         """Whether this flow keeps the thread's execution record (a thread's top-level flow)."""
         self._resume = resume
-        self.since = (
-            resume.since
-            if resume is not None
-            else min((m.created_at for m in self.messages if m.created_at), default=now_us())
+        self.since = resume.since if resume is not None else min(
+            (m.created_at for m in self.messages if m.created_at), default=now_us()
         )
         """Creation time of the flow's first message (where a restart reloads it from)."""
 
@@ -429,7 +429,9 @@ class Flow:
             "attempts": {},
         }
         store = self.engine.store
-        await store.save_running_point(self.state.thread_id, point, self.engine.instance_id, tx=tx)
+        await store.save_running_point(
+            self.state.thread_id, point, self.engine.instance_id, tx=tx
+        )
 
     async def _evaluate_stop(
         self, side: Side, config: SideConfig, step: StepResult
