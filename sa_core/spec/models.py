@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from sa_core.spec.base import SpecModel
 
@@ -32,6 +32,9 @@ class ModelDefinition(SpecModel):
         fallbacks: other model definition names tried in order when this one fails.
         input_price / output_price / cached_price: USD per million tokens, for cost tracking.
         provider_options: provider-specific options; ``base_url`` overrides the endpoint.
+        max_context_tokens: accepted as a keyword of :func:`define_model` and stored as
+            ``capabilities.max_context_tokens``: the model's context window, the ceiling no
+            request of a thread exceeds (see docs/context-cost.md).
     """
 
     name: str
@@ -46,6 +49,23 @@ class ModelDefinition(SpecModel):
     capabilities: ModelCapabilities = Field(default_factory=ModelCapabilities)
     provider_options: dict[str, Any] = Field(default_factory=dict)
     max_tokens: int | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _context_window(cls, data: Any) -> Any:
+        """Move a top-level ``max_context_tokens`` into ``capabilities``."""
+        if not isinstance(data, dict):
+            return data
+        key = next((k for k in ("max_context_tokens", "maxContextTokens") if k in data), None)
+        if key is None:
+            return data
+        data = dict(data)
+        window = data.pop(key)
+        capabilities = data.get("capabilities") or {}
+        if isinstance(capabilities, ModelCapabilities):
+            capabilities = capabilities.model_dump()
+        data["capabilities"] = {**capabilities, "max_context_tokens": window}
+        return data
 
 
 def define_model(**fields: Any) -> ModelDefinition:

@@ -44,6 +44,12 @@ class ToolChecks(ValidatorBase):
                 f"{hint(prompt.model, self.model_names)}; define it with "
                 f"define_model(name='{prompt.model}', ...) and add it to the pack's models."
             )
+        summarizer = prompt.compaction.model if prompt.compaction is not None else None
+        if summarizer is not None and summarizer not in self.model_names | self.shared_model_names:
+            self.add(
+                f"{where}: compaction.model '{summarizer}' is not a model of the pack"
+                f"{hint(summarizer, self.model_names)}; add it to the pack's models."
+            )
         for hook_id in prompt.hooks:
             if hook_id not in self.hook_ids:
                 self.add(
