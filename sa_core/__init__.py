@@ -50,7 +50,7 @@ _EXPORTS: dict[str, str] = {
     "define_thread_endpoint": "sa_core.spec",
     "define_tool": "sa_core.spec",
     # runtime
-    "EndpointError": "sa_core.server.endpoints",
+    "EndpointError": "sa_core.errors",
     "EndpointRequest": "sa_core.server.endpoints",
     "EndpointResponse": "sa_core.server.endpoints",
     "Runtime": "sa_core.runtime",
@@ -142,6 +142,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:
     from sa_core.errors import (
         ConfigurationError,
+        EndpointError,
         MissingVariablesError,
         PackValidationError,
         ProviderError,
@@ -151,7 +152,7 @@ if TYPE_CHECKING:
     )
     from sa_core.providers import BaseProvider, Provider, ProviderRequest, ProviderResponse
     from sa_core.runtime import Runtime
-    from sa_core.server.endpoints import EndpointError, EndpointRequest, EndpointResponse
+    from sa_core.server.endpoints import EndpointRequest, EndpointResponse
     from sa_core.spec import (
         AgentDefinition,
         AttachmentRef,

@@ -14,9 +14,32 @@ from typing import Any
 from sa_hooks import hookimpl
 
 
+def active_hooks(state: Any, hook: str) -> list[Any]:
+    """Pack hooks of type ``hook`` the active prompt (else the agent) lists, in order.
+
+    Args:
+        state: The ``ThreadState`` of the thread.
+        hook: The hook type (``filter_messages``, ...).
+
+    Returns:
+        The ``HookDefinition`` objects, in the order the prompt (or agent) lists their ids.
+    """
+    scope = state.scope
+    prompt = state.active_prompt
+    ids = prompt.hooks if prompt is not None and prompt.hooks else None
+    if ids is None:
+        ids = state.agent.hooks
+    found = []
+    for hook_id in ids:
+        definition = scope.hooks.get(hook_id)
+        if definition is not None and definition.hook == hook:
+            found.append(definition)
+    return found
+
+
 async def _run(state: Any, hook: str, value: Any, *args: Any) -> Any:
     """Chain the pack hooks of type ``hook`` active on ``state``; ``value`` is the subject."""
-    for definition in state._active_hooks(hook):
+    for definition in active_hooks(state, hook):
         result = definition.execute(state, *args, value)
         if inspect.isawaitable(result):
             result = await result
@@ -26,7 +49,7 @@ async def _run(state: Any, hook: str, value: Any, *args: Any) -> Any:
 
 
 async def _observe(state: Any, hook: str, *args: Any) -> None:
-    for definition in state._active_hooks(hook):
+    for definition in active_hooks(state, hook):
         result = definition.execute(state, *args)
         if inspect.isawaitable(result):
             await result

@@ -10,12 +10,19 @@ do next::
     │   ├── DuplicateNameError        two plugins or packs registered the same name
     │   ├── PluginLoadError           an entry point failed to import
     │   ├── PackLoadError             a pack failed to import or validate
-    │   └── MissingVariablesError     required variables are missing (.missing)
+    │   ├── MissingVariablesError     required variables are missing (.missing)
+    │   ├── VariableNotFoundError     state.env(name) found no value (also a KeyError)
+    │   └── ScriptFileError           an offline script file is missing or malformed
     ├── ProviderError                 a model call failed (.code, .status, .retry_after)
     │   ├── MissingKeyError           the provider's key variable is unset (.variable)
     │   └── ScriptExhaustedError      a TestProvider ran out of scripted responses
     ├── ToolError                     a tool failed outside a model turn (invoke_tool)
+    ├── ApprovalError                 a tool call's approval cannot be decided
+    │   ├── ApprovalNotFoundError     no pending approval with this tool call id
+    │   ├── ApprovalConflictError     the call was already decided
+    │   └── ApprovalArgumentsError    edited arguments do not fit the tool (.problems)
     ├── EffectError                   an effect is unknown or failed
+    ├── EndpointError                 a pack endpoint's error answer (.status, .error, .detail)
     ├── FileSystemError               a thread file operation failed
     ├── PackagingError                packing, unpacking, building or publishing failed
     └── ThreadError                   thread lifecycle problems
@@ -175,8 +182,42 @@ class ToolError(SAError):
     """A tool could not run."""
 
 
+class ApprovalError(SAError):
+    """An approval request that cannot be decided."""
+
+
+class ApprovalNotFoundError(ApprovalError):
+    """No pending approval with this tool call id on the thread."""
+
+
+class ApprovalConflictError(ApprovalError):
+    """The call was already decided."""
+
+
+class ApprovalArgumentsError(ApprovalError):
+    """Edited arguments do not match the tool's arguments."""
+
+    def __init__(self, tool: str, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__(
+            f"Edited arguments for tool '{tool}' are invalid: {'; '.join(problems)}. Send "
+            f"arguments that match the tool's schema, or omit them to run the call as the model "
+            f"made it."
+        )
+
+
 class EffectError(SAError):
     """An effect is unknown or failed."""
+
+
+class EndpointError(SAError):
+    """Raise from a handler to answer ``{"error": error, "detail": detail}`` with ``status``."""
+
+    def __init__(self, status: int, error: str, detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.error = error
+        self.detail = detail
 
 
 class FileSystemError(SAError):
@@ -236,3 +277,7 @@ class VariableNotFoundError(ConfigurationError, KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0])
+
+
+class ScriptFileError(ConfigurationError):
+    """An offline script file is missing, unreadable or malformed."""

@@ -39,16 +39,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from sa_core.errors import ConfigurationError, ScriptExhaustedError
+from sa_core.errors import ScriptExhaustedError, ScriptFileError
 from sa_core.providers import ProviderRequest, ProviderResponse, Usage
 from sa_core.testing import (
     UNSCRIPTED_REPLY,
     ScriptedResponse,
     TestProvider,
     TestScript,
-    _build_response,
     default_error_code,
 )
+from sa_core.testing.answers import build_response
 
 OFFLINE_PROVIDER = "test"
 """The provider name offline answers are logged under."""
@@ -72,10 +72,6 @@ USAGE_KEYS = frozenset(
 
 OfflineSpec = bool | str | os.PathLike[str] | TestScript
 """What ``Runtime(offline=...)`` accepts: ``True``, a script file, or a :class:`TestScript`."""
-
-
-class ScriptFileError(ConfigurationError):
-    """An offline script file is missing, unreadable or malformed."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -303,7 +299,7 @@ class OfflineProvider(TestProvider):
             script = self.script
             chunk_size = script.chunk_size if script is not None else None
             chunk_delay = script.chunk_delay if script is not None else 0.0
-            return _build_response(command, request), chunk_size, chunk_delay
+            return build_response(command, request), chunk_size, chunk_delay
         except ScriptExhaustedError as exc:
             if self.source is None:
                 raise

@@ -20,9 +20,14 @@ subset of the arguments (pluggy's opt-in arguments), so specs only ever grow.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sa_hooks import hookspec
+
+if TYPE_CHECKING:  # names for the signatures only: at runtime this package imports pluggy alone
+    from sa_core.providers import ProviderMessage
+    from sa_core.spec import Message, ToolCall, ToolResult
+    from sa_core.state import ThreadState
 
 # ---------------------------------------------------------------------------------------------
 # Registration
@@ -81,7 +86,7 @@ def sa_register_packs(register: Callable[..., None]) -> None:
 
 
 @hookspec
-def sa_filter_messages(state: Any, messages: list[Any]) -> list[Any] | None:
+def sa_filter_messages(state: ThreadState, messages: list[Message]) -> list[Message] | None:
     """Filter the persisted history before the model context is built.
 
     Args:
@@ -94,7 +99,9 @@ def sa_filter_messages(state: Any, messages: list[Any]) -> list[Any] | None:
 
 
 @hookspec
-def sa_prefilter_llm_history(state: Any, messages: list[Any]) -> list[Any] | None:
+def sa_prefilter_llm_history(
+    state: ThreadState, messages: list[ProviderMessage]
+) -> list[ProviderMessage] | None:
     """Edit the provider-bound messages (system prompt included) right before a model call.
 
     Args:
@@ -107,7 +114,9 @@ def sa_prefilter_llm_history(state: Any, messages: list[Any]) -> list[Any] | Non
 
 
 @hookspec
-def sa_before_create_message(state: Any, message: Any) -> Any | None:
+def sa_before_create_message(
+    state: ThreadState, message: Message
+) -> Message | dict[str, Any] | None:
     """Transform a message before it is stored.
 
     Args:
@@ -120,12 +129,14 @@ def sa_before_create_message(state: Any, message: Any) -> Any | None:
 
 
 @hookspec
-def sa_after_create_message(state: Any, message: Any) -> None:
+def sa_after_create_message(state: ThreadState, message: Message) -> None:
     """Observe a message right after it was stored. Return values are ignored."""
 
 
 @hookspec
-def sa_before_update_message(state: Any, message_id: str, updates: dict[str, Any]) -> Any | None:
+def sa_before_update_message(
+    state: ThreadState, message_id: str, updates: dict[str, Any]
+) -> dict[str, Any] | None:
     """Transform the field updates about to be applied to a stored message.
 
     Returns:
@@ -134,12 +145,14 @@ def sa_before_update_message(state: Any, message_id: str, updates: dict[str, Any
 
 
 @hookspec
-def sa_after_update_message(state: Any, message: Any) -> None:
+def sa_after_update_message(state: ThreadState, message: Message) -> None:
     """Observe a message right after it was updated. Return values are ignored."""
 
 
 @hookspec
-def sa_before_store_tool_result(state: Any, tool_call: Any, result: Any) -> Any | None:
+def sa_before_store_tool_result(
+    state: ThreadState, tool_call: ToolCall, result: ToolResult
+) -> ToolResult | dict[str, Any] | None:
     """Transform a tool result just before its tool message is built.
 
     Args:
@@ -153,7 +166,9 @@ def sa_before_store_tool_result(state: Any, tool_call: Any, result: Any) -> Any 
 
 
 @hookspec
-def sa_after_tool_call_success(state: Any, tool_call: Any, result: Any) -> Any | None:
+def sa_after_tool_call_success(
+    state: ThreadState, tool_call: ToolCall, result: ToolResult
+) -> ToolResult | dict[str, Any] | None:
     """Observe or replace a successful tool result.
 
     Returns:
@@ -162,7 +177,9 @@ def sa_after_tool_call_success(state: Any, tool_call: Any, result: Any) -> Any |
 
 
 @hookspec
-def sa_after_tool_call_failure(state: Any, tool_call: Any, result: Any) -> Any | None:
+def sa_after_tool_call_failure(
+    state: ThreadState, tool_call: ToolCall, result: ToolResult
+) -> ToolResult | dict[str, Any] | None:
     """Observe or replace a failed tool result (an error status or a raised exception).
 
     Returns:

@@ -8,20 +8,13 @@ Shared by the MCP server tests (imported as a module). The server serves every i
 from __future__ import annotations
 
 import asyncio
-import os
-import queue
-import signal
-import socket
-import subprocess
 import sys
-import threading
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
+from serve_process import ServeProcess, offline_env
 
 from sa_core.store import open_store
 
@@ -29,74 +22,11 @@ LOOKUP = '/tool lookup_order {"order_id": "A1001"}'
 """Makes the offline model call the support desk's ``lookup_order`` tool, then answer."""
 
 
-def free_port() -> int:
-    """A port nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class Served:
+class Served(ServeProcess):
     """``sa serve --test-provider`` as a subprocess; its output is kept for failures."""
 
     def __init__(self, cwd: Path, db: str, *extra: str, env: dict[str, str] | None = None) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")} | (env or {})
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "sa_core.cli", "serve", "--port", str(self.port),
-             "--db", db, "--test-provider", "--log-level", "warning", *extra],
-            cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )  # fmt: skip
-        self.lines: queue.Queue[str] = queue.Queue()
-        stdout = self.proc.stdout
-        assert stdout is not None
-        threading.Thread(target=lambda: [self.lines.put(x) for x in stdout], daemon=True).start()
-
-    def output(self) -> str:
-        """Everything the server printed so far."""
-        lines = []
-        while not self.lines.empty():
-            lines.append(self.lines.get_nowait())
-        return "".join(lines)
-
-    def wait_line(self, text: str, timeout: float = 60) -> str:
-        """The first line printed from now on that contains ``text``."""
-        seen: list[str] = []
-        deadline = time.monotonic() + timeout
-        while (left := deadline - time.monotonic()) > 0:
-            try:
-                line = self.lines.get(timeout=left)
-            except queue.Empty:
-                break
-            seen.append(line)
-            if text in line:
-                return line.rstrip("\n")
-        raise AssertionError(f"{text!r} not printed:\n{''.join(seen)}")
-
-    def wait_ready(self, timeout: float = 90) -> None:
-        """Return once the server answers HTTP (its packs are loaded and mounted by then)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, f"sa serve exited: {self.output()}"
-            try:
-                httpx.get(f"{self.url}/schema/openapi.json", timeout=2)
-                return
-            except httpx.TransportError:
-                time.sleep(0.1)
-        raise AssertionError(f"sa serve on {self.port} did not answer: {self.output()}")
-
-    def stop(self) -> None:
-        """SIGINT, then wait (kill after a generous ceiling)."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
+        super().__init__(cwd, db, "--test-provider", *extra, env=offline_env(env))
 
 
 async def new_key(db: str, name: str = "mcp-tests") -> str:

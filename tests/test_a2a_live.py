@@ -10,12 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-import queue
-import signal
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -42,8 +38,7 @@ from a2a.types.a2a_pb2 import (  # noqa: E402
     TaskState,
 )
 from a2a.utils.errors import InvalidParamsError, TaskNotFoundError  # noqa: E402
-
-from sa_core.cli.serve_banner import bind  # noqa: E402
+from serve_process import ServeProcess, free_port, offline_env  # noqa: E402
 
 PACK = """
 import asyncio
@@ -93,73 +88,13 @@ API = "/api/packages/a2ademo"
 AGENT = "/a2a/a2ademo/helper"
 
 
-class Server:
-    """``sa serve`` in a subprocess; its output is read on a thread."""
+class Server(ServeProcess):
+    """``sa serve`` with the two test packs, on a port kept across restarts."""
 
     def __init__(self, tmp: Path, port: int, db: str | None = None) -> None:
-        self.url = f"http://127.0.0.1:{port}"
-        self.db = db or f"sqlite:///{tmp / 'sa.db'}"
-        env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "sa_core.cli",
-                "serve",
-                "--port",
-                str(port),
-                "--db",
-                self.db,
-                "--pack",
-                str(tmp / "a2a_pack.py"),
-                "--pack",
-                str(tmp / "other_pack.py"),
-                "--test-provider",
-                "--log-level",
-                "warning",
-            ],
-            cwd=tmp,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        self.lines: queue.Queue[str] = queue.Queue()
-        stdout = self.proc.stdout
-        assert stdout is not None
-        threading.Thread(target=lambda: [self.lines.put(x) for x in stdout], daemon=True).start()
-        self.output: list[str] = []
-
-    def wait_for(self, text: str, timeout: float = 60) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                line = self.lines.get(timeout=1)
-            except queue.Empty:
-                assert self.proc.poll() is None, "".join(self.output)
-                continue
-            self.output.append(line)
-            if text in line:
-                return line
-        raise AssertionError(f"{text!r} not printed:\n{''.join(self.output)}")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=5)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-
-
-def free_port() -> int:
-    listener = bind("127.0.0.1", 0)
-    port = int(listener.getsockname()[1])
-    listener.close()
-    return port
+        packs = ("--pack", str(tmp / "a2a_pack.py"), "--pack", str(tmp / "other_pack.py"))
+        database = db or f"sqlite:///{tmp / 'sa.db'}"
+        super().__init__(tmp, database, *packs, "--test-provider", env=offline_env(), port=port)
 
 
 @pytest.fixture
@@ -173,14 +108,15 @@ def served(tmp_path: Path) -> Any:
     def start() -> Server:
         server = Server(tmp_path, port)
         started.append(server)
-        server.wait_for("Serving packages")
-        server.wait_for("Try it")
+        server.wait_line("Serving packages")
+        server.wait_line("Try it")
         return server
 
     first = start()
-    key = next(w for line in first.output for w in line.split() if w.startswith("sa_"))
+    key = first.printed_key()
+    assert key, first.output()
     try:
-        yield start, first, key.strip('"')
+        yield start, first, key
     finally:
         for server in started:
             server.stop()
@@ -397,10 +333,11 @@ async def test_two_workers_on_postgresql(tmp_path: Path, pg_database_url: str) -
     one = Server(tmp_path, free_port(), pg_database_url)
     two: Server | None = None
     try:
-        one.wait_for("Try it")
-        key = next(w for line in one.output for w in line.split() if w.startswith("sa_"))
+        one.wait_line("Try it")
+        key = one.printed_key()
+        assert key, one.output()
         two = Server(tmp_path, free_port(), pg_database_url)
-        two.wait_for("Try it")
+        two.wait_line("Try it")
         async with a2a(one.url, key) as first, a2a(two.url, key) as second:
             task, _ = await last_task(first, user("hello"))
             assert task.status.state == TaskState.TASK_STATE_COMPLETED

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sa_core import Pack, define_agent, define_model, define_prompt, define_tool
-from sa_core.engine.subagents import variables_request
+from sa_core.engine.subagent_vars import variables_request
 from sa_core.testing import FunctionProvider
 
 MODEL = define_model(name="m", provider="test", model="any")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from sa_core import Pack, define_agent, define_hook, define_model, define_prompt, define_tool
@@ -144,9 +146,10 @@ async def test_async_hookimpls_are_awaited_in_pluggy_call_order():
     host = create_plugin_host(load_entrypoints=False, plugins=[first, second])
     expected = [impl.plugin for impl in reversed(host.manager.hook.sa_filter_messages.get_hookimpls())]
 
-    class FakeState:
-        def _active_hooks(self, hook):
-            return []
+    class FakeState:  # no pack hooks: the prompt and the agent list none
+        scope = SimpleNamespace(hooks={})
+        active_prompt = None
+        agent = SimpleNamespace(hooks=[])
 
     result = await host.chain("filter_messages", ["m"], state=FakeState())
     assert result == ["m"]

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from mcp_serve_kit import free_port
+from serve_process import free_port
 
 from sa_core import Runtime
 from sa_core.server import create_app

@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from pydantic import BaseModel
 from openai_serve import MODEL, Served
+from pydantic import BaseModel
 
 from sa_core.store import open_store
 

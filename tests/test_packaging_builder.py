@@ -47,7 +47,7 @@ def test_unmet_build_requirements_pick_an_isolated_build_without_asking_the_back
     monkeypatch.setattr(build.ProjectBuilder, "check_dependencies", backend_asked)
     monkeypatch.setattr(build.env, "DefaultIsolatedEnv", Env)
     with pytest.raises(_Isolated):
-        builder._build_one(tmp_path, "sdist", tmp_path / "dist", None)
+        builder.build_one(tmp_path, "sdist", tmp_path / "dist", None)
 
 
 def test_twine_check_reports_one_line_per_file(

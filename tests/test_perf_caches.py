@@ -126,8 +126,14 @@ async def test_committed_inserts_join_the_cached_history_without_being_read_back
     async with store.transaction() as tx:
         await store.insert_messages(
             [
-                Message(id="a2", thread_id="t1", role="tool", content="three", tool_call_id="c1",
-                        metadata={"pair": (1, 2)}),  # reads back as a list
+                Message(
+                    id="a2",
+                    thread_id="t1",
+                    role="tool",
+                    content="three",
+                    tool_call_id="c1",
+                    metadata={"pair": (1, 2)},
+                ),  # reads back as a list
                 Message(id="sub", thread_id="t1", role="user", content="nested", depth=1),
             ],
             tx=tx,
@@ -489,7 +495,6 @@ async def test_a_blocking_delegation_on_sqlite_reads_no_row_back(sa_runtime_fact
     assert sum(s.strip().upper() == "COMMIT" for s in statements) == 8
 
 
-
 # -- API keys ------------------------------------------------------------------------------------
 
 
@@ -711,14 +716,14 @@ async def test_kept_conversions_are_bounded_by_threads_and_messages(monkeypatch)
 @pytest.mark.asyncio
 async def test_the_usage_estimate_is_the_same_when_message_sizes_are_reused():
     from sa_core.providers import ProviderResponse
-    from sa_core.testing import _estimated_usage
+    from sa_core.testing.answers import estimated_usage
 
     provider = TestProvider()
     history = [ProviderMessage("system", "S" * 40), ProviderMessage("user", "u" * 400)]
     for turn in range(3):
         request = ProviderRequest(model="m", messages=list(history), user="thread-1")
         answer = await provider.generate(request)
-        expected = _estimated_usage(request, ProviderResponse(content=answer.content))
+        expected = estimated_usage(request, ProviderResponse(content=answer.content))
         assert answer.usage.prompt_tokens == expected.prompt_tokens
         history[0] = ProviderMessage("system", "S" * 100 * (turn + 2))  # a new system prompt
         history += [
@@ -730,7 +735,7 @@ async def test_the_usage_estimate_is_the_same_when_message_sizes_are_reused():
 @pytest.mark.asyncio
 async def test_the_usage_estimate_is_exact_when_history_grows_or_an_earlier_message_changes():
     from sa_core.providers import ProviderResponse
-    from sa_core.testing import _estimated_usage
+    from sa_core.testing.answers import estimated_usage
 
     provider = TestProvider()
     history = [ProviderMessage("system", "S" * 40), ProviderMessage("user", "u" * 400)]
@@ -738,7 +743,7 @@ async def test_the_usage_estimate_is_exact_when_history_grows_or_an_earlier_mess
     async def estimate_matches() -> None:
         request = ProviderRequest(model="m", messages=list(history), user="thread-1")
         answer = await provider.generate(request)
-        expected = _estimated_usage(request, ProviderResponse(content=answer.content))
+        expected = estimated_usage(request, ProviderResponse(content=answer.content))
         assert answer.usage.prompt_tokens == expected.prompt_tokens
         history.extend([ProviderMessage("assistant", answer.content), ProviderMessage("user", "v")])
 
@@ -753,10 +758,10 @@ async def test_the_usage_estimate_is_exact_when_history_grows_or_an_earlier_mess
 def test_the_usage_estimate_keeps_message_sizes_within_its_bounds(
     monkeypatch: pytest.MonkeyPatch, counted_turns: ThreadUse
 ) -> None:
-    from sa_core.testing import _PromptSizes
+    from sa_core.testing.answers import PromptSizes
 
-    monkeypatch.setattr(_PromptSizes, "MESSAGES", 10)
-    sizes = _PromptSizes()
+    monkeypatch.setattr(PromptSizes, "MESSAGES", 10)
+    sizes = PromptSizes()
     two = [ProviderMessage("user", "u" * 10), ProviderMessage("assistant", "a" * 5)]
     for index in range(10):  # new threads: each taken in, the least recent going
         assert sizes.chars(ProviderRequest(model="m", messages=two, user=f"u-{index}")) == 15

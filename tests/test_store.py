@@ -137,7 +137,7 @@ def test_schema_and_statements_compile_for_postgresql() -> None:
     ]
     assert len(prepared) >= 10
     for statement in prepared:
-        plan = statement._plan(dialect)
+        plan = statement.plan(dialect)
         assert plan is not None and "$1" in plan.sql
 
 
@@ -343,20 +343,32 @@ async def test_messages_read_back_as_validating_them_would_build_them(store: Sto
     Same fields in the same order, same Python types (booleans, integers, decoded JSON), same
     fields set and extras, as ``Message.model_validate`` builds them, for every kind of row.
     """
-    from sa_core.store import messages as store_messages
+    from sa_core.store import messagerows
 
     # the table's columns follow the message's fields: a read row is then its __dict__
-    assert store_messages.IN_FIELD_ORDER
+    assert messagerows.IN_FIELD_ORDER
     await make_thread(store)
     shapes: list[dict[str, Any]] = [
         {},
-        {"role": "assistant", "status": "completed", "log_id": "l", "request_sent_at": 5,
-         "response_completed_at": 6, "prompt": "main"},
+        {
+            "role": "assistant",
+            "status": "completed",
+            "log_id": "l",
+            "request_sent_at": 5,
+            "response_completed_at": 6,
+            "prompt": "main",
+        },
         {"silent": True, "metadata": {"k": [1, {"n": None}], "flag": False}},
         {"role": "tool", "tool_call_id": "c", "name": "f", "tool_status": "error"},
         {"role": "assistant", "reasoning_content": "r", "reasoning_details": [{"t": "x"}]},
-        {"subagent_id": "s", "subagent_status": "running", "subagent_resumable": False,
-         "subagent_blocking": True, "subagent_spawn_group_id": "g", "subagent_title": None},
+        {
+            "subagent_id": "s",
+            "subagent_status": "running",
+            "subagent_resumable": False,
+            "subagent_blocking": True,
+            "subagent_spawn_group_id": "g",
+            "subagent_title": None,
+        },
         {"depth": 1, "parent_id": "p", "content": None},
         {"tool_calls": [ToolCall(id="c", function=ToolCallFunction(name="f", arguments="{}"))]},
         {"attachments": [AttachmentRef(id="f", path="/a.txt", name="a.txt", size=1)]},
@@ -1039,7 +1051,8 @@ async def test_benchmark_step(
 
 def test_message_rows_match_the_models_json_dump() -> None:
     """``message_to_row`` dumps only the JSON fields; the parameters equal a full JSON dump's."""
-    from sa_core.store.messages import _PARAMS, _STORED, message_to_row
+    from sa_core.store.messagerows import _PARAMS, message_to_row
+    from sa_core.store.messagerows import STORED_FIELDS as _STORED
 
     def dumped_row(message: Message) -> dict[str, Any]:
         dumped = message.model_dump(mode="json")

@@ -13,9 +13,7 @@ import asyncio
 import contextlib
 import json
 import os
-import queue
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -28,6 +26,7 @@ from typing import Any
 
 import httpx
 import pytest
+from serve_process import ServeProcess
 
 from sa_core.store import open_store
 
@@ -103,11 +102,22 @@ class FakeModel:
                         self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                     self.wfile.write(b"data: [DONE]\n\n")
                     return
-                data = json.dumps({
-                    "id": "x", "object": "chat.completion", "model": "fake",
-                    "choices": [{"index": 0, "message": {"role": "assistant", **message},
-                                 "finish_reason": "tool_calls" if "tool_calls" in message else "stop"}],
-                }).encode()
+                data = json.dumps(
+                    {
+                        "id": "x",
+                        "object": "chat.completion",
+                        "model": "fake",
+                        "choices": [
+                            {
+                                "index": 0,
+                                "message": {"role": "assistant", **message},
+                                "finish_reason": "tool_calls"
+                                if "tool_calls" in message
+                                else "stop",
+                            }
+                        ],
+                    }
+                ).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
@@ -123,8 +133,11 @@ class FakeModel:
         user = next(m["content"] for m in reversed(messages) if m["role"] == "user")
         if messages[-1]["role"] == "tool":
             return {"content": f"answer to {user}"}
-        call = {"id": f"call_{uuid.uuid4().hex[:8]}", "type": "function",
-                "function": {"name": "record", "arguments": json.dumps({"label": user})}}
+        call = {
+            "id": f"call_{uuid.uuid4().hex[:8]}",
+            "type": "function",
+            "function": {"name": "record", "arguments": json.dumps({"label": user})},
+        }
         return {"content": None, "tool_calls": [call]}
 
     def close(self) -> None:
@@ -132,58 +145,14 @@ class FakeModel:
         self.server.server_close()
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+class Worker(ServeProcess):
+    """``sa serve`` with the workers pack, as a subprocess on its own port."""
 
-
-class Worker:
-    """``sa serve`` as a subprocess on its own port; its output is kept for failures."""
-
-    def __init__(self, tmp_path: Path, db: str, env: dict[str, str], *extra: str,
-                 port: int | None = None) -> None:
-        self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "sa_core.cli", "serve", "--port", str(self.port), "--db", db,
-             "--pack", str(tmp_path / "workers_pack.py"), "--log-level", "warning",
-             "--lease-seconds", LEASE_SECONDS, *extra],
-            cwd=tmp_path, env={**os.environ, **env}, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True,
-        )
-        self.lines: queue.Queue[str] = queue.Queue()
-        stdout = self.proc.stdout
-        assert stdout is not None
-        threading.Thread(target=lambda: [self.lines.put(x) for x in stdout], daemon=True).start()
-
-    def output(self) -> str:
-        lines = []
-        while not self.lines.empty():
-            lines.append(self.lines.get_nowait())
-        return "".join(lines)
-
-    def wait_ready(self, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, f"worker exited: {self.output()}"
-            try:
-                httpx.get(f"{self.url}/schema/openapi.json", timeout=1)
-                return
-            except httpx.TransportError:
-                time.sleep(0.1)
-        raise AssertionError(f"worker on {self.port} did not answer: {self.output()}")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-        try:
-            self.proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=60)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
+    def __init__(
+        self, tmp_path: Path, db: str, env: dict[str, str], *extra: str, port: int | None = None
+    ) -> None:
+        pack = ("--pack", str(tmp_path / "workers_pack.py"), "--lease-seconds", LEASE_SECONDS)
+        super().__init__(tmp_path, db, *pack, *extra, env={**os.environ, **env}, port=port)
 
 
 @pytest.fixture
@@ -201,8 +170,14 @@ def cluster_env(tmp_path: Path, pg_database_url: str) -> Iterator[dict[str, Any]
     env = {"SA_TEST_MODEL_URL": model.url, "SA_TEST_RECORD": str(record)}
     workers: list[Worker] = []
     try:
-        yield {"db": pg_database_url, "env": env, "token": token, "record": record,
-               "workers": workers, "tmp": tmp_path}
+        yield {
+            "db": pg_database_url,
+            "env": env,
+            "token": token,
+            "record": record,
+            "workers": workers,
+            "tmp": tmp_path,
+        }
     finally:
         for worker in workers:
             worker.stop()
@@ -241,11 +216,13 @@ def assert_one_executor_at_a_time(lines: list[dict[str, Any]], killed_at: float 
             assert start2 >= end1 or pid1 == pid2, f"thread {thread}: two workers at once {spans}"
 
 
-def sse_frames(client: httpx.Client, url: str, out: list[dict[str, Any]],
-               stop: threading.Event) -> None:
-    with contextlib.suppress(httpx.HTTPError), client.stream(
-        "GET", url, timeout=httpx.Timeout(60, read=60)
-    ) as response:
+def sse_frames(
+    client: httpx.Client, url: str, out: list[dict[str, Any]], stop: threading.Event
+) -> None:
+    with (
+        contextlib.suppress(httpx.HTTPError),
+        client.stream("GET", url, timeout=httpx.Timeout(60, read=60)) as response,
+    ):
         for line in response.iter_lines():
             if line.startswith("data:"):
                 out.append(json.loads(line[5:]))
@@ -276,14 +253,19 @@ def test_three_workers_create_post_and_stream_through_different_workers(
     frames: dict[str, list[dict[str, Any]]] = {t: [] for t in threads}
     stop = threading.Event()
     readers = [
-        threading.Thread(target=sse_frames, args=(c3, f"{API}/threads/{t}/stream", frames[t], stop),
-                         daemon=True)
+        threading.Thread(
+            target=sse_frames, args=(c3, f"{API}/threads/{t}/stream", frames[t], stop), daemon=True
+        )
         for t in threads
     ]
     for reader in readers:
         reader.start()
-    wait_for(lambda: all(f and f[0]["type"] == "connected" for f in frames.values()), 60,
-             "the streams on worker 3")
+    wait_for(
+        lambda: all(f and f[0]["type"] == "connected" for f in frames.values()),
+        60,
+        "the streams on worker 3",
+    )
+
     def answers(thread_id: str) -> list[str]:
         page = c1.get(f"{API}/threads/{thread_id}/messages", params={"limit": 100}).json()
         return [m["content"] for m in page["messages"] if m["role"] == "assistant"]
@@ -293,8 +275,11 @@ def test_three_workers_create_post_and_stream_through_different_workers(
             posted = c2.post(f"{API}/threads/{thread_id}/messages", json={"content": f"q{index}"})
             assert posted.status_code == 202, posted.text
         for thread_id in threads:
-            wait_for(lambda t=thread_id, i=index: f"answer to q{i}" in answers(t), 60,
-                     f"the answer to q{index} on {thread_id}")
+            wait_for(
+                lambda t=thread_id, i=index: f"answer to q{i}" in answers(t),
+                60,
+                f"the answer to q{index} on {thread_id}",
+            )
 
     def finished(thread_id: str) -> list[dict[str, Any]]:
         page = c1.get(f"{API}/threads/{thread_id}/messages", params={"limit": 100}).json()
@@ -308,16 +293,19 @@ def test_three_workers_create_post_and_stream_through_different_workers(
         replies = [m["content"] for m in messages if m["role"] == "assistant" and m["content"]]
         assert replies == ["answer to q0", "answer to q1", "answer to q2"]
         # every stored message reached the stream read through worker 3, in its final state
-        wait_for(lambda t=thread_id: {m["id"] for m in messages} <= {
-            f["data"]["id"] for f in frames[t] if f["type"] == "message_data"
-        }, 60, "every message on the stream")
+        wait_for(
+            lambda t=thread_id: (
+                {m["id"] for m in messages}
+                <= {f["data"]["id"] for f in frames[t] if f["type"] == "message_data"}
+            ),
+            60,
+            "every message on the stream",
+        )
         final: dict[str, dict[str, Any]] = {}
         for frame in frames[thread_id]:
             if frame["type"] == "message_data":
                 final.setdefault(frame["data"]["id"], {}).update(frame["data"])
-        assert [final[m["id"]].get("content") for m in messages] == [
-            m["content"] for m in messages
-        ]
+        assert [final[m["id"]].get("content") for m in messages] == [m["content"] for m in messages]
     stop.set()
     lines = records(cluster_env["record"])
     assert len([line for line in lines if line["kind"] == "end"]) == 9
@@ -337,7 +325,9 @@ def test_killing_the_worker_running_a_turn_lets_another_worker_complete_it(
     c1 = httpx.Client(base_url=w1.url, headers=headers, timeout=30)
     c2 = httpx.Client(base_url=w2.url, headers=headers, timeout=30)
     thread_id = c1.post(f"{API}/threads", json={"agent": "helper"}).json()["id"]
-    assert c1.post(f"{API}/threads/{thread_id}/messages", json={"content": "crash"}).status_code == 202
+    assert (
+        c1.post(f"{API}/threads/{thread_id}/messages", json={"content": "crash"}).status_code == 202
+    )
     first = wait_for(lambda: records(cluster_env["record"]), 30, "the tool step to start")[0]
     victim, survivor, client = (w1, w2, c2) if first["pid"] == w1.proc.pid else (w2, w1, c1)
     assert first["pid"] == victim.proc.pid
@@ -374,8 +364,16 @@ def test_sa_serve_workers_starts_that_many_workers_on_one_port(
         async with await open_store(cluster_env["db"]) as store:
             return await store.live_workers(10_000_000)
 
-    assert len(wait_for(lambda: len(asyncio.run(live())) == 2 and asyncio.run(live()), 30,
-                        "two live workers")) == 2
+    assert (
+        len(
+            wait_for(
+                lambda: len(asyncio.run(live())) == 2 and asyncio.run(live()),
+                30,
+                "two live workers",
+            )
+        )
+        == 2
+    )
     headers = {"Authorization": f"Bearer {cluster_env['token']}"}
     with httpx.Client(base_url=worker.url, headers=headers, timeout=30) as client:
         thread_id = client.post(f"{API}/threads", json={"agent": "helper"}).json()["id"]
@@ -395,9 +393,20 @@ def test_sa_serve_workers_starts_that_many_workers_on_one_port(
 
 def test_sa_serve_workers_refuses_sqlite_saying_what_to_use(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "sa_core.cli", "serve", "--workers", "2", "--db",
-         f"sqlite:///{tmp_path / 'sa.db'}"],
-        capture_output=True, text=True, timeout=60, check=False,
+        [
+            sys.executable,
+            "-m",
+            "sa_core.cli",
+            "serve",
+            "--workers",
+            "2",
+            "--db",
+            f"sqlite:///{tmp_path / 'sa.db'}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert done.returncode == 2
     assert "--workers above 1 needs a shared PostgreSQL database" in done.stderr
@@ -409,8 +418,14 @@ def test_each_worker_gets_the_same_offline_script_as_sa_serve() -> None:
 
     from sa_core.cli.workers import worker_command
 
-    base = {"host": "127.0.0.1", "port": 8000, "db": "postgresql://x/y", "log_level": "info",
-            "packs": [], "lease_seconds": None}
+    base = {
+        "host": "127.0.0.1",
+        "port": 8000,
+        "db": "postgresql://x/y",
+        "log_level": "info",
+        "packs": [],
+        "lease_seconds": None,
+    }
     scripted = worker_command(argparse.Namespace(**base, test_provider="answers.yaml"), 5)
     plain = worker_command(argparse.Namespace(**base, test_provider=True), 5)
     real = worker_command(argparse.Namespace(**base, test_provider=False), 5)

@@ -115,7 +115,7 @@ def _declared_env(runtime: Runtime, agent_name: str, given: dict[str, str]) -> d
     """Given values, plus process-environment values of variables the agent's graph declares."""
     from sa_core.engine.variables import graph_variables
 
-    agent, scope = runtime._resolve_agent(agent_name, None)
+    agent, scope = runtime.registry.entry_agent(agent_name)
     env = dict(given)
     for declared in graph_variables(scope, agent):
         name = declared.variable.name

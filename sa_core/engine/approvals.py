@@ -25,7 +25,12 @@ import weakref
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal
 
-from sa_core.errors import SAError
+from sa_core.errors import (
+    ApprovalArgumentsError,
+    ApprovalConflictError,
+    ApprovalNotFoundError,
+)
+from sa_core.errors import ApprovalError as ApprovalError
 from sa_core.spec import SideConfig, ToolCall, ToolCallFunction, ToolResult
 from sa_core.store import now_us
 
@@ -59,30 +64,6 @@ def _mark(runtime: Runtime, thread_id: str, pending: bool) -> None:
 def mark_no_pending(runtime: Runtime, thread_id: str) -> None:
     """Record that a thread created a moment ago has no approval requests (no read needed)."""
     _mark(runtime, thread_id, False)
-
-
-class ApprovalError(SAError):
-    """An approval request that cannot be decided."""
-
-
-class ApprovalNotFoundError(ApprovalError):
-    """No pending approval with this tool call id on the thread."""
-
-
-class ApprovalConflictError(ApprovalError):
-    """The call was already decided."""
-
-
-class ApprovalArgumentsError(ApprovalError):
-    """Edited arguments do not match the tool's arguments."""
-
-    def __init__(self, tool: str, problems: list[str]) -> None:
-        self.problems = problems
-        super().__init__(
-            f"Edited arguments for tool '{tool}' are invalid: {'; '.join(problems)}. Send "
-            f"arguments that match the tool's schema, or omit them to run the call as the model "
-            f"made it."
-        )
 
 
 # -- parking --------------------------------------------------------------------------------

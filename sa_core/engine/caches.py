@@ -49,7 +49,7 @@ class PromptCaches:
         self, state: ThreadState, scope: PackScope, prompt: PromptDefinition, side: str
     ) -> dict[str, OfferedTool]:
         """The tools a step offers: the table, gated by optional flags, plus lifecycle tools."""
-        from sa_core.engine.subagents import lifecycle_tools
+        from sa_core.engine.subagent_lifecycle import lifecycle_tools
         from sa_core.engine.tools import flag_enabled
 
         table = self.tool_table(scope, prompt)

@@ -1,7 +1,7 @@
 """A blocking subagent call waiting for its child on whichever worker runs it.
 
 With one runtime (SQLite) a blocking call waits for the child's runner in this process
-(:func:`sa_core.engine.subagents._collect`). With several workers on one PostgreSQL database
+(:func:`sa_core.engine.subagent_report.collect`). With several workers on one PostgreSQL database
 the child's turns may run on any worker (the one that takes its lease), and move to another
 when a worker dies, so the waiting call cannot watch a runner: it watches the child's row in
 the store instead.
@@ -33,7 +33,9 @@ import contextlib
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from sa_core.spec import AttachmentRef, ToolResult
+from sa_core.engine.childlink import ChildLink, call_result, entry_status
+from sa_core.engine.files import copy_attachments
+from sa_core.spec import ToolResult
 
 if TYPE_CHECKING:
     from sa_core.runtime import Runtime
@@ -96,10 +98,10 @@ def waits_for(row: ThreadRow | None, call_id: str, stopped_idle: bool) -> bool:
     """
     if row is None or row.terminated is not None:
         return False
-    execution = row.execution
-    if execution.get("answered") == call_id or execution.get("waiter") != call_id:
+    link = ChildLink.from_execution(row.execution)
+    if link.answered == call_id or link.waiter != call_id:
         return False
-    reason = execution.get("last_stop_reason")
+    reason = link.stop_reason
     if reason is not None and reason not in SETTLED_REASONS_NOT_DONE:
         return False
     return not stopped_idle
@@ -121,9 +123,12 @@ def settled_here(runtime: Runtime, child_id: str, call_id: str) -> bool:
     caught by :func:`answer_call`, which reads the row again.
     """
     live = runtime.live_row(child_id)
-    if live is None or live.execution.get("waiter") != call_id:
+    if live is None:
         return False
-    reason = live.execution.get("last_stop_reason")
+    link = ChildLink.from_execution(live.execution)
+    if link.waiter != call_id:
+        return False
+    reason = link.stop_reason
     return reason is not None and reason not in SETTLED_REASONS_NOT_DONE
 
 
@@ -185,9 +190,10 @@ async def release(runtime: Runtime, child_id: str, call_id: str) -> None:
     """Clear the child's waiter (the call stopped waiting), read from the store, not a handle."""
     async with runtime.store.transaction():
         row = await runtime.store.get_thread(child_id)
-        if row is None or row.execution.get("waiter") != call_id:
+        link = ChildLink.of(row)
+        if row is None or link.waiter != call_id:
             return
-        execution = {k: v for k, v in row.execution.items() if k != "waiter"}
+        execution = link.released().to_execution(row.execution)
         await runtime.store.update_thread(child_id, execution=execution)
     _adopt_execution(runtime, child_id, execution)
 
@@ -203,9 +209,6 @@ async def answer_call(state: ThreadState, child_id: str) -> ToolResult | None:
         The call's result, or ``None`` (nothing written) when the row read shows the call
         still waits: a settle seen on the live handle did not commit.
     """
-    from sa_core.engine.files import copy_attachments
-    from sa_core.engine.subagents import _entry_status, _outcome_attachments, _result
-
     runtime = state.runtime
     call_id = state.tool_call_id
     execution: dict[str, Any] | None = None
@@ -213,17 +216,17 @@ async def answer_call(state: ThreadState, child_id: str) -> ToolResult | None:
         row = await runtime.store.get_thread(child_id)
         if call_id and waits_for(row, call_id, await _stopped_idle(runtime, row)):
             return None
-        refs = [AttachmentRef.model_validate(a) for a in (_outcome_attachments(row) if row else [])]
+        link = ChildLink.of(row)
+        refs = link.outcome.attachment_refs() if link.outcome is not None else []
         child = await runtime.state_for(row) if (row is not None and refs) else None
         copied = await copy_attachments(child, refs, state) if child is not None else []
-        await runtime.update_child(state.thread_id, child_id, status=_entry_status(row))
-        if row is not None and call_id and row.execution.get("waiter") == call_id:
-            execution = {k: v for k, v in row.execution.items() if k != "waiter"}
-            execution["answered"] = call_id
+        await runtime.update_child(state.thread_id, child_id, status=entry_status(row))
+        if row is not None and call_id and link.waiter == call_id:
+            execution = link.released(answered=True).to_execution(row.execution)
             await runtime.store.update_thread(child_id, execution=execution)
     if execution is not None:
         _adopt_execution(runtime, child_id, execution)
-    return _result(child_id, row, copied)
+    return call_result(child_id, row, copied)
 
 
 def _adopt_execution(runtime: Runtime, child_id: str, execution: dict[str, Any]) -> None:

@@ -66,7 +66,7 @@ async def run_offered(
 ) -> ToolResult:
     """Execute a resolved tool of any kind."""
     if tool.kind == "lifecycle":
-        from sa_core.engine.subagents import run_lifecycle_tool
+        from sa_core.engine.subagent_lifecycle import run_lifecycle_tool
 
         return await run_lifecycle_tool(state, flow, tool.name, arguments, tool_message_id)
     if tool.kind == "mcp":
@@ -143,7 +143,7 @@ async def invoke_tool(state: ThreadState, name: str, arguments: dict[str, Any]) 
     """``state.invoke_tool``: run one tool through the dispatcher; store no tool message."""
     flow = state.execution
     if name in LIFECYCLE_TOOLS:
-        from sa_core.engine.subagents import run_lifecycle_tool
+        from sa_core.engine.subagent_lifecycle import run_lifecycle_tool
 
         return await run_lifecycle_tool(state, flow, name, arguments, None)
     tool = resolve_any_tool(state, name)

@@ -21,6 +21,7 @@ from pydantic_core import to_jsonable_python
 from sa_core.cachepolicy import THREAD_USE
 from sa_core.engine import structured
 from sa_core.engine.approvals import gate, settle
+from sa_core.engine.compaction import compact_history
 from sa_core.engine.context import (
     SIDE_ROLE,
     IncrementalConverter,
@@ -561,6 +562,8 @@ class Flow:
             lambda name: None if name in secret else state.env_or_none(name)
         )
         history = await self._context_messages(prompt)
+        # compaction (issue 36): markers applied, a new one written when over the trigger
+        history = await compact_history(self, prompt, model, system_text, offered, history)
         hooks = engine.host.hooks
         if hooks.wants("filter_messages", state):
             history = await hooks.filter_messages(state, history)

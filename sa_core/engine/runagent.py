@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from sa_core.engine.subagent_spawn import reset_immediate
 from sa_core.errors import DefinitionNotFoundError
 from sa_core.spec import AgentDefinition, QueueMessageInput
 
@@ -87,8 +88,6 @@ async def take_run_agent(flow: Flow, request: dict[str, Any], tx: Transaction) -
     An agent that no longer resolves (its pack changed since the request) is logged as
     ``run_agent_failed`` and the entry dropped; the thread keeps its owner.
     """
-    from sa_core.engine.subagents import reset_immediate
-
     state = flow.state
     agent_name, package = str(request.get("agent", "")), str(request.get("package", ""))
     registry = state.runtime.registry

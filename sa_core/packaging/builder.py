@@ -22,7 +22,7 @@ from sa_core.packaging.errors import PackagingError
 __all__ = ["build_distributions", "distribution_files", "twine_check", "twine_upload"]
 
 
-def _backend_output(exc: BaseException) -> str:
+def backend_output(exc: BaseException) -> str:
     inner = getattr(exc, "exception", None)
     output = getattr(inner, "output", None) or getattr(exc, "output", None)
     if isinstance(output, bytes):
@@ -30,7 +30,7 @@ def _backend_output(exc: BaseException) -> str:
     return f"{exc}\n{output or ''}".strip()
 
 
-def _build_one(
+def build_one(
     project: Path, distribution: Literal["sdist", "wheel"], outdir: Path, isolated: bool | None
 ) -> Path:
     import build
@@ -78,7 +78,7 @@ def build_distributions(
 
     outdir.mkdir(parents=True, exist_ok=True)
     try:
-        sdist = _build_one(project, "sdist", outdir, isolated)
+        sdist = build_one(project, "sdist", outdir, isolated)
         with tempfile.TemporaryDirectory(prefix="sa-pack-sdist-") as tmp:
             with tarfile.open(sdist) as archive:
                 if hasattr(tarfile, "data_filter"):  # Python 3.11.4+
@@ -86,9 +86,9 @@ def build_distributions(
                 else:  # pragma: no cover - our own sdist, written a moment ago
                     archive.extractall(tmp)
             root = next(p for p in Path(tmp).iterdir() if p.is_dir())
-            wheel = _build_one(root, "wheel", outdir, isolated)
+            wheel = build_one(root, "wheel", outdir, isolated)
     except (build.BuildException, build.BuildBackendException) as exc:
-        raise PackagingError(f"building {project} failed: {_backend_output(exc)}") from exc
+        raise PackagingError(f"building {project} failed: {backend_output(exc)}") from exc
     return sdist, wheel
 
 

@@ -234,7 +234,7 @@ class ProjectMeta:
     extra_modules: list[str] = field(default_factory=list)
 
 
-def _toml(value: Any) -> str:
+def toml_value(value: Any) -> str:
     """Return a TOML value for strings, numbers, booleans, lists and inline tables."""
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -243,9 +243,9 @@ def _toml(value: Any) -> str:
     if isinstance(value, str):
         return json.dumps(value, ensure_ascii=False)
     if isinstance(value, dict):
-        return "{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + " }"
+        return "{ " + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + " }"
     if isinstance(value, Iterable):
-        return "[" + ", ".join(_toml(v) for v in value) + "]"
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
     raise TypeError(f"cannot write {type(value).__name__} as TOML")
 
 
@@ -257,40 +257,42 @@ def render_pyproject(meta: ProjectMeta) -> str:
         'build-backend = "setuptools.build_meta"',
         "",
         "[project]",
-        f"name = {_toml(meta.distribution)}",
-        f"version = {_toml(meta.version)}",
-        f"description = {_toml(meta.description)}",
+        f"name = {toml_value(meta.distribution)}",
+        f"version = {toml_value(meta.version)}",
+        f"description = {toml_value(meta.description)}",
         'readme = "README.md"',
-        f"requires-python = {_toml(meta.requires_python)}",
+        f"requires-python = {toml_value(meta.requires_python)}",
     ]
     if meta.license_expression:
-        lines.append(f"license = {_toml(meta.license_expression)}")
+        lines.append(f"license = {toml_value(meta.license_expression)}")
     if meta.license_file:
         lines.append('license-files = ["LICENSE"]')
     author = split_author(meta.author)
     if author:
-        lines.append(f"authors = [{_toml(author)}]")
+        lines.append(f"authors = [{toml_value(author)}]")
     lines.append('keywords = ["standard-agents", "standardagent", "sa-pack"]')
     lines.append("dependencies = [")
-    lines += [f"  {_toml(d)}," for d in meta.dependencies]
+    lines += [f"  {toml_value(d)}," for d in meta.dependencies]
     lines += ["]", "", '[project.entry-points."sa.packs"]']
-    lines += [f"{_toml(name)} = {_toml(value)}" for name, value in meta.entry_points.items()]
+    lines += [
+        f"{toml_value(name)} = {toml_value(value)}" for name, value in meta.entry_points.items()
+    ]
     modules = [meta.module, *meta.extra_modules]
     lines += ["", "[tool.setuptools.packages.find]"]
-    lines.append(f"include = {_toml([n for m in modules for n in (m, m + '.*')])}")
+    lines.append(f"include = {toml_value([n for m in modules for n in (m, m + '.*')])}")
     lines += ["", "[tool.setuptools.package-data]"]
-    lines += [f'{_toml(m)} = ["**/*"]' for m in modules]
+    lines += [f'{toml_value(m)} = ["**/*"]' for m in modules]
     if meta.identity is not None:
         identity = meta.identity
         lines += [
             "",
             "# The pack's identity, kept through unpack -> edit -> pack (also in _pack.json).",
             "[tool.standard-agents]",
-            f"package-id = {_toml(identity.package_id)}",
-            f"module = {_toml(identity.module)}",
-            f"agent = {_toml(identity.agent)}",
-            f"entry-agents = {_toml(identity.entry_agents)}",
-            f"version = {_toml(identity.version)}",
-            f"packed-at = {_toml(identity.packed_at)}",
+            f"package-id = {toml_value(identity.package_id)}",
+            f"module = {toml_value(identity.module)}",
+            f"agent = {toml_value(identity.agent)}",
+            f"entry-agents = {toml_value(identity.entry_agents)}",
+            f"version = {toml_value(identity.version)}",
+            f"packed-at = {toml_value(identity.packed_at)}",
         ]
     return "\n".join(lines) + "\n"

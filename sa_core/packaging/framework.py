@@ -87,7 +87,7 @@ def build_framework_wheel(outdir: Path, *, isolated: bool | None = None) -> Path
     Raises:
         PackagingError: no source tree, or the build failed.
     """
-    from sa_core.packaging.builder import _backend_output, _build_one
+    from sa_core.packaging.builder import backend_output, build_one
 
     source = framework_source()
     outdir.mkdir(parents=True, exist_ok=True)
@@ -106,8 +106,8 @@ def build_framework_wheel(outdir: Path, *, isolated: bool | None = None) -> Path
                 ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
             )
         try:
-            return _build_one(copy, "wheel", outdir, isolated)
+            return build_one(copy, "wheel", outdir, isolated)
         except Exception as exc:
             raise PackagingError(
-                f"Building the {FRAMEWORK} wheel from {source} failed: {_backend_output(exc)}"
+                f"Building the {FRAMEWORK} wheel from {source} failed: {backend_output(exc)}"
             ) from exc

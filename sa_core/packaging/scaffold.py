@@ -21,7 +21,7 @@ from importlib import resources
 from pathlib import Path
 from string import Template
 
-from sa_core.packaging.codegen import _toml
+from sa_core.packaging.codegen import toml_value
 from sa_core.packaging.errors import PackagingError
 from sa_core.packaging.identity import check_distribution_name, module_for, split_author
 from sa_core.packaging.licenses import license_text, metadata_expression
@@ -71,12 +71,12 @@ def scaffold_pack(
     extra = ""
     license_line = ""
     if license_id:
-        license_line = f"license = {_toml(metadata_expression(license_id))}\n"
+        license_line = f"license = {toml_value(metadata_expression(license_id))}\n"
         license_line += 'license-files = ["LICENSE"]\n'
         extra += f'\n    license="{_escaped(license_id)}",'
     authors_line = ""
     if author:
-        authors_line = f"authors = [{_toml(split_author(author))}]\n"
+        authors_line = f"authors = [{toml_value(split_author(author))}]\n"
         extra += f'\n    author="{_escaped(author)}",'
     values = {
         "distribution": distribution,

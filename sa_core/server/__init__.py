@@ -9,7 +9,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from sa_core.server.endpoints import EndpointError, EndpointRequest, EndpointResponse
+from sa_core.errors import EndpointError
+from sa_core.server.endpoints import EndpointRequest, EndpointResponse
 
 _LAZY = {"create_app": "sa_core.server.app", "StandardAgentsPlugin": "sa_core.server.app"}
 

@@ -18,15 +18,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from sa_core.errors import EndpointError
 
-class EndpointError(Exception):
-    """Raise from a handler to answer ``{"error": error, "detail": detail}`` with ``status``."""
-
-    def __init__(self, status: int, error: str, detail: str) -> None:
-        super().__init__(detail)
-        self.status = status
-        self.error = error
-        self.detail = detail
+__all__ = ["EndpointError", "EndpointRequest", "EndpointResponse"]
 
 
 @dataclass(frozen=True)

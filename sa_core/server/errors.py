@@ -18,6 +18,7 @@ from litestar.openapi.datastructures import ResponseSpec
 from sa_core.errors import (
     ConfigurationError,
     DefinitionNotFoundError,
+    EndpointError,
     FileSystemError,
     MissingVariablesError,
     SAError,
@@ -172,6 +173,8 @@ def sa_error_handler(_: Request[Any, Any, Any], exc: SAError) -> Response[Any]:
 
 def to_api_error(exc: SAError) -> ApiError:
     """Map a framework error to an :class:`ApiError`."""
+    if isinstance(exc, EndpointError):
+        return ApiError(exc.status, exc.error, exc.detail)
     if isinstance(exc, MissingVariablesError):
         missing = [{"name": n, "declared_by": by} for n, by in exc.missing]
         return ApiError(422, "missing_variables", str(exc), missing=missing)

@@ -9,6 +9,7 @@ from sa_core.spec.mcp import MCPServerDefinition, define_mcp_server
 from sa_core.spec.models import ModelCapabilities, ModelDefinition, define_model
 from sa_core.spec.packs import Pack
 from sa_core.spec.prompts import (
+    CompactionConfig,
     EnvPart,
     ImmediateConfig,
     IncludePart,
@@ -64,6 +65,7 @@ __all__ = [
     "ModelDefinition",
     "Pack",
     "PromptCaching",
+    "CompactionConfig",
     "PromptDefinition",
     "PromptToolConfig",
     "QueueMessageInput",

@@ -9,7 +9,7 @@ from pydantic import Field, field_serializer, field_validator
 
 from sa_core.spec.base import SpecModel
 from sa_core.spec.schemas import ArgsSpec, dump_args
-from sa_core.spec.tools import _check_args
+from sa_core.spec.tools import check_args
 
 
 class EffectDefinition(SpecModel):
@@ -20,7 +20,7 @@ class EffectDefinition(SpecModel):
     args: Any = None
     execute: Callable[..., Any] = Field(exclude=True)
 
-    _check = field_validator("args")(_check_args)
+    _check = field_validator("args")(check_args)
 
     @field_serializer("args")
     def _dump(self, value: Any) -> Any:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from sa_core.spec.base import SpecModel
 from sa_core.spec.caching import PromptCaching
@@ -40,6 +40,9 @@ class ModelDefinition(SpecModel):
         provider_options: provider-specific options; ``base_url`` overrides the endpoint.
         prompt_caching: prompt caching of this model's requests (on by default: see
             :class:`~sa_core.spec.caching.PromptCaching`); ``False`` turns it off.
+        max_context_tokens: accepted as a keyword of :func:`define_model` and stored as
+            ``capabilities.max_context_tokens``: the model's context window, the ceiling no
+            request of a thread exceeds (see docs/context-cost.md).
     """
 
     name: str
@@ -56,6 +59,23 @@ class ModelDefinition(SpecModel):
     provider_options: dict[str, Any] = Field(default_factory=dict)
     max_tokens: int | None = None
     prompt_caching: PromptCaching = Field(default_factory=PromptCaching)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _context_window(cls, data: Any) -> Any:
+        """Move a top-level ``max_context_tokens`` into ``capabilities``."""
+        if not isinstance(data, dict):
+            return data
+        key = next((k for k in ("max_context_tokens", "maxContextTokens") if k in data), None)
+        if key is None:
+            return data
+        data = dict(data)
+        window = data.pop(key)
+        capabilities = data.get("capabilities") or {}
+        if isinstance(capabilities, ModelCapabilities):
+            capabilities = capabilities.model_dump()
+        data["capabilities"] = {**capabilities, "max_context_tokens": window}
+        return data
 
 
 def define_model(**fields: Any) -> ModelDefinition:

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     Field,
+    ValidationError,
     ValidationInfo,
     field_serializer,
     field_validator,
@@ -192,10 +193,38 @@ class ReasoningSpec(SpecModel):
     include: bool = False
 
 
+class CompactionConfig(SpecModel):
+    """How a prompt compacts a long history (``compaction=`` on :func:`define_prompt`).
+
+    Attributes:
+        trigger_tokens: compact when the next request would exceed this many input tokens.
+        keep_last: how many of the newest messages stay verbatim after the compaction point.
+        strategy: ``summarize`` (a model writes a summary of everything before the kept
+            messages) or ``drop_tool_results`` (older tool results are replaced by a short stub).
+        model: the model definition that writes summaries (the prompt's model when unset).
+    """
+
+    trigger_tokens: int = Field(gt=0)
+    keep_last: int = Field(default=12, ge=1)
+    strategy: Literal["summarize", "drop_tool_results"] = "summarize"
+    model: str | None = None
+
+
+def _compaction_error(prompt: str, error: ValidationError) -> str:
+    """One readable line per problem, naming the prompt and the field."""
+    problems = []
+    for item in error.errors():
+        where = ".".join(str(part) for part in item["loc"]) or "value"
+        problems.append(f"prompt '{prompt}': compaction.{where}: {item['msg']}")
+    return "; ".join(problems)
+
+
 class PromptDefinition(SpecModel):
     """A system prompt with its model, tools and context policy.
 
     Attributes:
+        compaction: how a long history is compacted before it is sent
+            (:class:`CompactionConfig`; see docs/context-cost.md).
         parallel_tool_calls: whether the model may ask for several tool calls in one turn
             (the spec's default is ``False``; the engine runs the calls in order either way).
         provider_options: provider-specific options for this prompt's model calls, merged
@@ -229,6 +258,7 @@ class PromptDefinition(SpecModel):
     max_tokens: int | None = None
     expose_as_tool: bool | None = None
     prompt_caching: PromptCaching | None = None
+    compaction: CompactionConfig | None = None
 
     _legacy_fields = model_validator(mode="before")(env_from_tenvs)
 
@@ -261,6 +291,22 @@ class PromptDefinition(SpecModel):
         if value is None or is_model_class(value) or isinstance(value, dict):
             return value  # type: ignore[no-any-return]
         raise ValueError(f"{info.field_name} must be a pydantic model class or a JSON Schema dict")
+
+    @field_validator("compaction", mode="before")
+    @classmethod
+    def _check_compaction(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is None or isinstance(value, CompactionConfig):
+            return value
+        name = info.data.get("name", "?")
+        if not isinstance(value, dict):
+            raise ValueError(
+                f"prompt '{name}': compaction must be a dict such as "
+                '{"trigger_tokens": 60000, "keep_last": 12, "strategy": "summarize"}'
+            )
+        try:
+            return CompactionConfig.model_validate(value)
+        except ValidationError as exc:
+            raise ValueError(_compaction_error(name, exc)) from None
 
     @field_serializer("required_schema", "output_schema")
     def _dump_schema(self, value: Any) -> Any:

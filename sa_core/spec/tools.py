@@ -12,7 +12,8 @@ from sa_core.spec.schemas import ArgsSpec, dump_args, is_model_class
 from sa_core.spec.variables import VariableDefinition
 
 
-def _check_args(value: Any) -> ArgsSpec:
+def check_args(value: Any) -> ArgsSpec:
+    """Validate a definition's ``args``: ``None``, a pydantic model class or a JSON schema."""
     if value is None or is_model_class(value) or isinstance(value, dict):
         return value  # type: ignore[no-any-return]
     raise ValueError("args must be a pydantic model class, a JSON Schema dict, or None")
@@ -40,7 +41,7 @@ class ToolDefinition(SpecModel):
     """Whether a call a restart interrupted mid-run runs again (once). ``False``: the call gets
     the failed result ``Interrupted by a restart before it finished.`` instead."""
 
-    _check = field_validator("args")(_check_args)
+    _check = field_validator("args")(check_args)
 
     @field_serializer("args")
     def _dump(self, value: Any) -> Any:

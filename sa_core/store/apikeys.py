@@ -12,10 +12,11 @@ from sqlalchemy import bindparam, func, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
 from sa_core.store import tables as t
-from sa_core.store.backend import StoreBase, Transaction
 from sa_core.store.clock import now_us
 from sa_core.store.fast import Prepared
+from sa_core.store.interface import Transaction
 from sa_core.store.rows import ApiKeyRow
+from sa_core.store.storebase import StoreBase
 
 KEYS_CHANNEL = "sa_keys"
 """PostgreSQL: notified when a key is revoked (the workers' key caches empty)."""

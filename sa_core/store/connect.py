@@ -8,6 +8,8 @@ from typing import Any
 from sqlalchemy import Engine, event
 from sqlalchemy.engine import Connection, make_url
 
+from sa_core.store.checkpoint import AUTOCHECKPOINT_PAGES, CheckpointerSet
+
 BUSY_TIMEOUT_MS = 5000
 WRITE_OPTION = "sa_store_write"
 """Execution option marking a connection whose transactions write (``BEGIN IMMEDIATE``)."""
@@ -69,8 +71,6 @@ def install_sqlite_listeners(engine: Engine, *, memory: bool) -> None:
     checkpoints = None
     database = engine.url.database or ""
     if not memory and database and not database.startswith("file:"):
-        from sa_core.store.checkpoint import AUTOCHECKPOINT_PAGES, CheckpointerSet
-
         checkpoints = CheckpointerSet(database)  # the log is checkpointed off the event loop
 
     def on_connect(dbapi_connection: Any, _record: Any) -> None:

@@ -11,9 +11,10 @@ from sqlalchemy.engine import Connection
 
 from sa_core.spec.records import ScheduledEffect
 from sa_core.store import tables as t
-from sa_core.store.backend import StoreBase, Transaction
 from sa_core.store.clock import now_us
+from sa_core.store.interface import Transaction
 from sa_core.store.rows import EffectRun
+from sa_core.store.storebase import StoreBase
 
 INTERRUPTED_EFFECT = "Interrupted by a restart before it finished."
 """Error of an effect a restart interrupted after its last allowed attempt."""

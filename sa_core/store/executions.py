@@ -16,10 +16,11 @@ from sqlalchemy import and_, bindparam, delete, exists, insert, or_, select, upd
 from sqlalchemy.engine import Connection
 
 from sa_core.store import tables as t
-from sa_core.store.backend import StoreBase, Transaction
 from sa_core.store.clock import now_us
 from sa_core.store.fast import Deferred, Prepared
+from sa_core.store.interface import Transaction
 from sa_core.store.leases import lease_held
+from sa_core.store.storebase import StoreBase
 
 Params = dict[str, Any]
 
@@ -78,7 +79,7 @@ class ExecutionRecord(BaseModel):
 
 _X = t.executions.c
 RECORD_COLUMNS = (_X.status, _X.record, _X.claimed_by, _X.claimed_until)
-"""The columns an :class:`ExecutionRecord` is read from (see :func:`_record`)."""
+"""The columns an :class:`ExecutionRecord` is read from (see :func:`record_from_row`)."""
 _GET = Prepared(select(*RECORD_COLUMNS).where(_X.thread_id == bindparam("b_tid")), RECORD_COLUMNS)
 _UPDATE = Prepared(
     update(t.executions)
@@ -127,12 +128,11 @@ _CLAIM = Prepared(
     .where(_CLAIMABLE)
     .values(claimed_by=bindparam("v_owner"), claimed_until=None)
 )
-_OWED = select(_X.thread_id, *RECORD_COLUMNS).where(
-    _X.status.in_(("owed", "running"))
-)
+_OWED = select(_X.thread_id, *RECORD_COLUMNS).where(_X.status.in_(("owed", "running")))
 
 
-def _record(row: dict[str, Any]) -> ExecutionRecord:
+def record_from_row(row: dict[str, Any]) -> ExecutionRecord:
+    """The :class:`ExecutionRecord` of an ``executions`` row read with :data:`RECORD_COLUMNS`."""
     data = dict(row["record"] or {})
     data.update(
         status=row["status"], claimed_by=row["claimed_by"], claimed_until=row["claimed_until"]
@@ -243,11 +243,9 @@ class ExecutionsMixin(StoreBase):
     ) -> ExecutionRecord | None:
         """A thread's execution record, or ``None`` when it never ran."""
         found = await self._fetch(_GET, {"b_tid": thread_id}, tx)
-        return _record(found[0]) if found else None
+        return record_from_row(found[0]) if found else None
 
-    async def owed_executions(
-        self, *, tx: Transaction | None = None
-    ) -> dict[str, ExecutionRecord]:
+    async def owed_executions(self, *, tx: Transaction | None = None) -> dict[str, ExecutionRecord]:
         """Records of threads with an owed or running turn (to resume after a restart).
 
         A scan of every record: ``status`` has no index, since each turn changes it two or
@@ -256,7 +254,7 @@ class ExecutionsMixin(StoreBase):
 
         def op(conn: Connection) -> dict[str, ExecutionRecord]:
             return {
-                row.thread_id: _record(dict(row._mapping)) for row in conn.execute(_OWED)
+                row.thread_id: record_from_row(dict(row._mapping)) for row in conn.execute(_OWED)
             }
 
         return await self._read(op, tx)

@@ -32,6 +32,7 @@ from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.exc import DBAPIError, InvalidRequestError
 from sqlalchemy.sql import Executable
 from sqlalchemy.sql.elements import BindParameter
+from sqlalchemy.util.concurrency import await_
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
@@ -71,7 +72,8 @@ class Prepared:
         self._plans: dict[tuple[Any, ...], _Plan | None] = {}
         self._last: tuple[Dialect, _Plan | None] | None = None
 
-    def _plan(self, dialect: Dialect) -> _Plan | None:
+    def plan(self, dialect: Dialect) -> _Plan | None:
+        """How the statement runs on ``dialect`` straight on the driver, or ``None`` (it cannot)."""
         last = self._last
         if last is not None and last[0] is dialect:
             return last[1]
@@ -130,7 +132,7 @@ class Prepared:
 
     def run(self, conn: Connection, params: Mapping[str, Any]) -> int:
         """Execute without fetching rows; returns the affected row count."""
-        plan = self._plan(conn.dialect)
+        plan = self.plan(conn.dialect)
         if plan is None:
             return int(conn.execute(self.stmt, dict(params)).rowcount)
         driver = _direct(conn)
@@ -151,7 +153,7 @@ class Prepared:
 
     def run_many(self, conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
         """Execute once per parameter set (``executemany``)."""
-        plan = self._plan(conn.dialect)
+        plan = self.plan(conn.dialect)
         if plan is None:
             conn.execute(self.stmt, [dict(row) for row in rows])
             return
@@ -166,7 +168,7 @@ class Prepared:
 
     def rows(self, conn: Connection, params: Mapping[str, Any]) -> list[dict[str, Any]]:
         """Execute and return every row as a dict keyed by column name."""
-        plan = self._plan(conn.dialect)
+        plan = self.plan(conn.dialect)
         if plan is None:
             result = conn.execute(self.stmt, dict(params))
             return [dict(row) for row in result.mappings()]
@@ -194,7 +196,7 @@ class Prepared:
         """
         sync = conn.sync_connection
         assert sync is not None
-        plan = self._plan(sync.dialect)
+        plan = self.plan(sync.dialect)
         if plan is None:
             return await conn.run_sync(lambda c: self.rows(c, params))
         args = self._args(plan, params)
@@ -257,8 +259,6 @@ def _direct(conn: Connection) -> Any:
 
 def _await(conn: Connection, sql: str, args: Any, awaitable: Any) -> Any:
     """Await a driver call from the operation's greenlet; errors as ``sqlalchemy.exc`` ones."""
-    from sqlalchemy.util.concurrency import await_
-
     try:
         return await_(awaitable)
     except Exception as error:
@@ -328,7 +328,7 @@ class Deferred:
         on_miss: When the statement must change (or return) a row: what to run instead, in
             the transaction, when it did not. ``None``: any row count will do.
         fencing: The statement is also the transaction's lease fence (see
-            :meth:`~sa_core.store.backend.StoreBase.fenced`); when it misses, the fence runs
+            :meth:`~sa_core.store.storebase.StoreBase.fenced`); when it misses, the fence runs
             before the commit as usual.
     """
 
@@ -424,11 +424,11 @@ async def run_batch_async(
     plans: list[_Plan] = []
     args: list[Any] = []
     for item in items:
-        plan = item.prepared._plan(dialect)
+        plan = item.prepared.plan(dialect)
         assert plan is not None, "only statements with a prepared plan are deferred"
         plans.append(plan)
         args.extend(Prepared._args(plan, item.params))
-    read_plan = read._plan(dialect) if read is not None else None
+    read_plan = read.plan(dialect) if read is not None else None
     if read is not None:
         assert read_plan is not None, "only queries with a prepared plan go with a batch"
         args.extend(Prepared._args(read_plan, read_params or {}))

@@ -11,8 +11,8 @@ from sqlalchemy.engine import Connection, RowMapping
 from sa_core.errors import FileSystemError
 from sa_core.spec.records import FileRecord, FileStats, GrepResult
 from sa_core.store import tables as t
-from sa_core.store.backend import StoreBase, Transaction
 from sa_core.store.clock import now_us
+from sa_core.store.interface import Transaction
 from sa_core.store.paths import (
     DIRECTORY_MIME,
     TEXT_MIME_LIKE,
@@ -21,6 +21,7 @@ from sa_core.store.paths import (
     normalize_path,
     split_path,
 )
+from sa_core.store.storebase import StoreBase
 
 MAX_GREP_MATCHES_PER_FILE = 100
 MAX_GREP_LINE_CHARS = 1000

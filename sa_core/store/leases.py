@@ -15,14 +15,17 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from sqlalchemy import bindparam, delete, exists, literal, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql import Select
 
 from sa_core.store import tables as t
-from sa_core.store.backend import StoreBase, Transaction
 from sa_core.store.clock import now_us
 from sa_core.store.fast import Deferred, Prepared
+from sa_core.store.interface import Transaction
+from sa_core.store.storebase import StoreBase
 
 _L = t.thread_leases.c
 _W = t.workers.c
@@ -45,10 +48,7 @@ def _acquire_statement(dialect: str) -> Prepared:
     on PostgreSQL, the holder and false when another worker holds it (found in the same
     statement); no row otherwise.
     """
-    if dialect == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert as upsert
-    else:
-        from sqlalchemy.dialects.sqlite import insert as upsert  # type: ignore[assignment]
+    upsert = pg_insert if dialect == "postgresql" else sqlite_insert
     stmt = upsert(t.thread_leases).values(
         thread_id=bindparam("v_tid"),
         owner=bindparam("v_owner"),
@@ -96,9 +96,7 @@ def _release_statements(token: bool, handover: bool) -> tuple[Prepared, Prepared
     drop = delete(t.thread_leases).where(*where)
     if handover:
         x = t.executions.c
-        owed = exists().where(
-            x.thread_id == bindparam("b_tid"), x.status.in_(("owed", "running"))
-        )
+        owed = exists().where(x.thread_id == bindparam("b_tid"), x.status.in_(("owed", "running")))
         drop = drop.where(~owed)
     expire = update(t.thread_leases).where(*where).values(expires_at=0)
     return Prepared(drop), Prepared(expire)

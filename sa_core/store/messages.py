@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from math import isfinite
-from operator import itemgetter
 from typing import Any, Literal
 
 from pydantic_core import to_jsonable_python
@@ -13,34 +11,25 @@ from sqlalchemy.engine import Connection
 
 from sa_core.spec.records import Log, Message
 from sa_core.store import tables as t
-from sa_core.store.backend import StoreBase, Transaction
 from sa_core.store.clock import now_us
 from sa_core.store.fast import Deferred, Prepared
+from sa_core.store.interface import Transaction
+from sa_core.store.messagerows import (
+    COLUMN_OF,
+    JSON_FIELDS,
+    MESSAGE_COLUMNS,
+    MESSAGE_FIELDS,
+    history_rows,
+    message_from_row,
+    message_to_row,
+    messages_from_rows,
+)
+from sa_core.store.pghistory import SUMMARY_KEY, apply_history_read, history_params, history_read_pg
 from sa_core.store.rows import UNSET, Unset
+from sa_core.store.storebase import StoreBase
 
 _M = t.messages.c
 _L = t.logs.c
-MESSAGE_FIELDS = frozenset(Message.model_fields)
-_JSON_FIELDS = frozenset({"tool_calls", "attachments", "metadata", "reasoning_details"})
-_COLUMN = {"metadata": "meta"}
-_FIELD = {column: field for field, column in _COLUMN.items()}
-MESSAGE_COLUMNS = [
-    column.label(_FIELD[column.name]) if column.name in _FIELD else column
-    for column in t.messages.c
-    if column.name != "seq"
-]
-"""The columns a message is read from, each named as its field (``meta`` as ``metadata``).
-
-Read rows are dicts in the order of the message's fields, then ``extra``."""
-_ROW_COLUMNS = [c.name for c in t.messages.c if c.name != "seq"]
-"""The table's column names (the insert parameters are ``p_<column>``)."""
-_READ_KEYS = tuple(column.key for column in MESSAGE_COLUMNS)
-_STORED = {
-    key: _COLUMN.get(key, key)
-    for key in Message.model_fields
-    if _COLUMN.get(key, key) in t.messages.c and key not in ("seq", "extra")
-}
-"""Message field -> column; any other field (or extra) is kept in the ``extra`` JSON column."""
 _LOG_FIELDS = frozenset(Log.model_fields)
 
 
@@ -85,9 +74,7 @@ class _ShapedInsert:
         return prepared
 
     def _shape(self, nulls: frozenset[str]) -> Prepared:
-        values = {
-            name: null() if name in nulls else bindparam(f"p_{name}") for name in self._names
-        }
+        values = {name: null() if name in nulls else bindparam(f"p_{name}") for name in self._names}
         return Prepared(insert(self._table).values(values))
 
 
@@ -118,135 +105,12 @@ _INSERT_LOG = _ShapedInsert(t.logs)
 _UPDATES: dict[tuple[tuple[str, ...], bool], Prepared] = {}
 
 
-_PARAMS = [(key, f"p_{column}") for key, column in _STORED.items()]
-"""(Message field, insert parameter) of every stored field."""
-_PLAIN_PARAMS = [(key, param) for key, param in _PARAMS if key not in _JSON_FIELDS]
-"""The stored fields whose values are stored as they are (strings, numbers, booleans)."""
-_JSON_PARAMS = [(key, param) for key, param in _PARAMS if key in _JSON_FIELDS]
-"""The stored fields kept as JSON documents (models and lists of them are dumped first)."""
-_PLAIN_NAMES = tuple(param for _, param in _PLAIN_PARAMS)
-_PLAIN_VALUES = itemgetter(*(key for key, _ in _PLAIN_PARAMS))
-_SERIALIZER = Message.__pydantic_serializer__
-
-
-def message_to_row(message: Message) -> dict[str, Any]:
-    """Convert a message to ``messages`` insert parameters (extras go to ``extra``).
-
-    The same parameters as ``message.model_dump(mode="json")`` gives, dumping only the fields
-    that need it: the scalar fields are taken as they are, and the JSON fields that are set
-    (usually none, or only ``tool_calls``) go through the model's serializer.
-    """
-    if message.model_extra:
-        return _row_with_extras(message)
-    values = message.__dict__
-    params = dict(zip(_PLAIN_NAMES, _PLAIN_VALUES(values), strict=True))
-    present = {key for key, _ in _JSON_PARAMS if values[key] is not None}
-    if present:
-        dumped = _SERIALIZER.to_python(message, mode="json", include=present)
-        for key, param in _JSON_PARAMS:
-            params[param] = dumped.get(key)
-    else:
-        for _, param in _JSON_PARAMS:
-            params[param] = None
-    params["p_extra"] = None
-    return params
-
-
-def _row_with_extras(message: Message) -> dict[str, Any]:
-    """:func:`message_to_row` of a message with extra fields (kept in the ``extra`` column)."""
-    dumped = message.model_dump(mode="json")
-    params = {param: dumped[key] for key, param in _PARAMS}
-    params["p_extra"] = {key: value for key, value in dumped.items() if key not in _STORED} or None
-    return params
-
-
-def message_from_row(row: dict[str, Any]) -> Message:
-    """Build a :class:`Message` from a row read with :data:`MESSAGE_COLUMNS` (consumed)."""
-    extra = row.pop("extra")
-    if extra:
-        for key, value in extra.items():
-            row.setdefault(key, value)
-    elif row["tool_calls"] is None and row["attachments"] is None and IN_FIELD_ORDER:
-        return _stored_message(row)
-    return Message.model_validate(row)
-
-
-IN_FIELD_ORDER = (*Message.model_fields, "extra") == _READ_KEYS
-"""Whether the table's columns are the message's fields in order, then ``extra`` (a read row
-without ``extra`` is then a message's ``__dict__``)."""
-_new, _set = object.__new__, object.__setattr__
-
-
-def _stored_message(fields: dict[str, Any]) -> Message:
-    """The :class:`Message` of a read row with no extras and no nested model to build.
-
-    Equal to what ``Message.model_validate`` returns for it, field for field and type for type
-    (the columns' result processors give the Python types: ``bool``, ``int``, decoded JSON), in
-    the same order, without checking again what was checked when the message was written. A
-    history read builds most of its messages this way, at about a third of the cost; pydantic's
-    ``model_construct`` does the same in Python, slower than validating a model of 31 fields.
-    """
-    message = _new(Message)
-    _set(message, "__dict__", fields)
-    _set(message, "__pydantic_fields_set__", set(MESSAGE_FIELDS))
-    _set(message, "__pydantic_extra__", {})
-    _set(message, "__pydantic_private__", None)
-    return message
-
-
-def _history_rows(
-    thread_id: str, messages: Sequence[Message], rows: list[dict[str, Any]]
-) -> list[Message]:
-    """The messages :meth:`MessagesMixin.history` would load from these inserted rows.
-
-    In stored order (creation time, then insertion). A message whose free-form values are
-    plain JSON already reads back equal to itself and is kept as it is (no copy, no
-    validation); any other is rebuilt from its row the way a reload builds it.
-    """
-    found = []
-    for message, row in zip(messages, rows, strict=True):
-        if message.thread_id != thread_id or message.depth != 0 or message.status == "pending":
-            continue
-        metadata, details, extra = message.metadata, message.reasoning_details, message.model_extra
-        if (
-            (metadata is None or _plain_json(metadata))
-            and (details is None or _plain_json(details))
-            and (not extra or _plain_json(extra))
-        ):
-            found.append(message)
-        else:
-            values = (row[f"p_{column}"] for column in _ROW_COLUMNS)
-            found.append(message_from_row(dict(zip(_READ_KEYS, values, strict=True))))
-    found.sort(key=lambda message: message.created_at)
-    return found
-
-
-def _plain_json(value: Any) -> bool:
-    """Whether a value reads back from JSON as itself (str keys, JSON scalars, lists).
-
-    A float that is not finite is not: the model's JSON dump stores it as ``null``.
-    """
-    if value is None or isinstance(value, (str, int)):
-        return True
-    if isinstance(value, float):
-        return isfinite(value)
-    if isinstance(value, list):
-        return all(_plain_json(item) for item in value)
-    if isinstance(value, dict):
-        return all(isinstance(key, str) and _plain_json(item) for key, item in value.items())
-    return False
-
-
-def _messages(rows: list[dict[str, Any]]) -> list[Message]:
-    return [message_from_row(row) for row in rows]
-
-
 def _update_statement(keys: tuple[str, ...], returning: bool) -> Prepared:
     cached = _UPDATES.get((keys, returning))
     if cached is not None:
         return cached
     stmt = update(t.messages).where(_M.id == bindparam("b_id"))
-    stmt = stmt.values({_COLUMN.get(key, key): bindparam(f"v_{key}") for key in keys})
+    stmt = stmt.values({COLUMN_OF.get(key, key): bindparam(f"v_{key}") for key in keys})
     if returning:
         prepared = Prepared(stmt.returning(*MESSAGE_COLUMNS), MESSAGE_COLUMNS)
     else:
@@ -298,7 +162,7 @@ class MessagesMixin(StoreBase):
             def keep() -> None:
                 for thread_id, token in tokens.items():
                     if token is not None:
-                        cache.appended(thread_id, token, _history_rows(thread_id, messages, rows))
+                        cache.appended(thread_id, token, history_rows(thread_id, messages, rows))
 
             transaction = tx if tx is not None else self._ambient()
             if transaction is None:
@@ -328,7 +192,7 @@ class MessagesMixin(StoreBase):
             raise ValueError(f"update_message: unknown or read-only fields {sorted(unknown)}")
         params: dict[str, Any] = {"b_id": message_id}
         for key, value in fields.items():
-            params[f"v_{key}"] = to_jsonable_python(value) if key in _JSON_FIELDS else value
+            params[f"v_{key}"] = to_jsonable_python(value) if key in JSON_FIELDS else value
         keys = tuple(sorted(fields))
 
         def op(conn: Connection) -> Message | None:
@@ -414,7 +278,7 @@ class MessagesMixin(StoreBase):
         count = select(func.count()).select_from(t.messages).where(*conditions)
 
         def op(conn: Connection) -> tuple[list[Message], int]:
-            rows = _messages([dict(row) for row in conn.execute(page).mappings()])
+            rows = messages_from_rows([dict(row) for row in conn.execute(page).mappings()])
             return rows, int(conn.execute(count).scalar_one())
 
         return await self._read(op, tx)
@@ -464,13 +328,6 @@ class MessagesMixin(StoreBase):
 
     async def _read_history_pg(self, thread_id: str) -> list[Message]:
         """The history on PostgreSQL: only the rows new since the kept one (``pghistory``)."""
-        from sa_core.store.pghistory import (
-            SUMMARY_KEY,
-            apply_history_read,
-            history_params,
-            history_read_pg,
-        )
-
         while True:  # twice at most: a changed kept history is dropped, then read whole
             held = self._caches.read_histories.get(thread_id)
             params = history_params(thread_id, held)
@@ -487,7 +344,7 @@ class MessagesMixin(StoreBase):
         if self._backend.dialect == "postgresql":  # read whole every time: reuse what is equal
             kept = self._caches.rows
             return [kept.message(row, message_from_row) for row in rows]
-        return _messages(rows)
+        return messages_from_rows(rows)
 
     def keeps_history(self, thread_id: str) -> bool:
         """Whether the store keeps the thread's history between turns.
@@ -510,7 +367,7 @@ class MessagesMixin(StoreBase):
     ) -> list[Message]:
         """Messages whose ``parent_id`` is the given message, oldest first."""
         params = {"b_tid": thread_id, "b_pid": parent_id}
-        return await self._read(lambda conn: _messages(_BY_PARENT.rows(conn, params)), tx)
+        return await self._read(lambda conn: messages_from_rows(_BY_PARENT.rows(conn, params)), tx)
 
     async def delete_message(
         self, thread_id: str, message_id: str, *, tx: Transaction | None = None

@@ -112,8 +112,6 @@ def upgrade(conn: Connection, revision: str | None, target: str = HEAD) -> None:
     def steps(rev: Any, _context: Any) -> Any:
         return script._upgrade_revs(target, rev)
 
-    with EnvironmentContext(
-        config, script, fn=steps, destination_rev=target
-    ) as env:
+    with EnvironmentContext(config, script, fn=steps, destination_rev=target) as env:
         env.configure(connection=conn, target_metadata=SQLModel.metadata)
         env.run_migrations()

@@ -14,8 +14,24 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any
 
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Text,
+    bindparam,
+    cast,
+    func,
+    literal_column,
+    or_,
+    select,
+    type_coerce,
+)
+from sqlalchemy.dialects.postgresql import aggregate_order_by
+
+from sa_core.store import tables as t
 from sa_core.store.caches import ReadHistory
 from sa_core.store.fast import Prepared
+from sa_core.store.messagerows import MESSAGE_COLUMNS, message_from_row
 
 if TYPE_CHECKING:
     from sa_core.spec.records import Message
@@ -37,12 +53,6 @@ def history_since_known(thread_id: Any) -> Any:
     sort and adds up: the digest of every row read is the rest's plus the new rows' hashes,
     so the caller keeps it without the database computing it again.
     """
-    from sqlalchemy import BigInteger, Text, bindparam, cast, func, literal_column, or_, select
-    from sqlalchemy.dialects.postgresql import aggregate_order_by
-
-    from sa_core.store import tables as t
-    from sa_core.store.messages import MESSAGE_COLUMNS
-
     m = t.messages.c
     version = cast(m.seq, Text) + ":" + cast(literal_column("messages.xmin"), Text)
     found = (
@@ -77,8 +87,6 @@ def merged(older: list[Message], newer: list[Message]) -> list[Message]:
 @functools.cache
 def history_read_pg() -> Prepared:
     """:func:`history_since_known` of the thread ``b_id`` alone, as a query."""
-    from sqlalchemy import JSON, bindparam, select, type_coerce
-
     column = type_coerce(history_since_known(bindparam("b_id")), JSON).label(SUMMARY_KEY)
     return Prepared(select(column), [column])
 
@@ -104,8 +112,6 @@ def apply_history_read(
         of it this read fetched, or ``None`` when a row of ``held`` changed: the entry is
         dropped, and a read without it reads all.
     """
-    from sa_core.store.messages import message_from_row
-
     entries, (count, total), highest = summary
     histories = caches.read_histories
     if held is not None and (count, total) != held.digest:

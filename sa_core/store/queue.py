@@ -13,10 +13,11 @@ from sqlalchemy.engine import Connection
 
 from sa_core.spec.records import QueueMessageInput
 from sa_core.store import tables as t
-from sa_core.store.backend import StoreBase, Transaction
 from sa_core.store.clock import now_us
 from sa_core.store.fast import Deferred, Prepared
+from sa_core.store.interface import Transaction
 from sa_core.store.rows import QueueEntry
+from sa_core.store.storebase import StoreBase
 
 _Q = t.queue.c
 _COLUMNS = [c for c in t.queue.c if c.name != "seq"]
@@ -46,7 +47,8 @@ def _gone(thread_id: str, queue_id: str) -> Any:
     return raise_gone
 
 
-def _entry(row: dict[str, Any]) -> QueueEntry:
+def entry_from_row(row: dict[str, Any]) -> QueueEntry:
+    """The :class:`QueueEntry` of a ``queue`` row."""
     return QueueEntry(
         id=row["id"],
         thread_id=row["thread_id"],
@@ -65,8 +67,8 @@ def _drain(conn: Connection, thread_id: str) -> list[QueueEntry]:
         rows = sorted(
             _DRAIN_RETURNING.rows(conn, params), key=lambda row: (row["created_at"], row["seq"])
         )
-        return [_entry(row) for row in rows]
-    entries = [_entry(row) for row in _LIST.rows(conn, params)]
+        return [entry_from_row(row) for row in rows]
+    entries = [entry_from_row(row) for row in _LIST.rows(conn, params)]
     if entries:
         ids = [entry.id for entry in entries]
         conn.execute(delete(t.queue).where(_Q.thread_id == thread_id, _Q.id.in_(ids)))
@@ -169,8 +171,8 @@ class QueueMixin(StoreBase):
         if (unwritten or last) and tx is not None:
             rows = await self._check_tx(tx).read_with_writes(_LIST, params, last=last)
             if rows is not None:
-                return [_entry(row) for row in rows]
-        entries = [_entry(row) for row in await self._fetch(_LIST, params, tx)]
+                return [entry_from_row(row) for row in rows]
+        entries = [entry_from_row(row) for row in await self._fetch(_LIST, params, tx)]
         if known and not entries and current is not None:
             # true once the transaction commits (it may have taken entries that a rollback
             # puts back), unless an entry was queued since

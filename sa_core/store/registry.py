@@ -11,16 +11,17 @@ from sqlalchemy.engine import Connection
 
 from sa_core.spec.records import SubagentRegistryEntry
 from sa_core.store import tables as t
-from sa_core.store.backend import StoreBase, Transaction
 from sa_core.store.clock import now_us
 from sa_core.store.fast import Prepared
+from sa_core.store.interface import Transaction
+from sa_core.store.storebase import StoreBase
 
 _C = t.children.c
 _R = t.env_requests.c
 _V = t.thread_values.c
 
 # The statements of every turn go through the prepared path (see ``fast.py``).
-_CHILDREN = Prepared(
+CHILDREN = Prepared(
     select(_C.entry)
     .where(_C.parent_id == bindparam("b_pid"))
     .order_by(_C.created_at, _C.reference),
@@ -100,7 +101,7 @@ class RegistryMixin(StoreBase):
         def op(conn: Connection) -> list[SubagentRegistryEntry]:
             return [
                 SubagentRegistryEntry.model_validate(row["entry"])
-                for row in _CHILDREN.rows(conn, params)
+                for row in CHILDREN.rows(conn, params)
             ]
 
         return await self._read_one(op, tx)

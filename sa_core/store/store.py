@@ -5,15 +5,17 @@ from __future__ import annotations
 from types import TracebackType
 
 from sa_core.store.apikeys import ApiKeysMixin
-from sa_core.store.backend import AsyncBackend, Backend, SQLiteBackend
+from sa_core.store.asyncbackend import AsyncBackend
 from sa_core.store.connect import resolve_database_url
 from sa_core.store.effects import EffectsMixin
 from sa_core.store.executions import ExecutionsMixin
 from sa_core.store.files import FilesMixin
+from sa_core.store.interface import Backend
 from sa_core.store.leases import LeasesMixin
 from sa_core.store.messages import MessagesMixin
 from sa_core.store.queue import QueueMixin
 from sa_core.store.registry import RegistryMixin
+from sa_core.store.sqlitebackend import SQLiteBackend
 from sa_core.store.threads import ThreadsMixin
 from sa_core.store.turnstart import TurnStartMixin
 

@@ -4,20 +4,32 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from sqlalchemy import Select, bindparam, delete, func, insert, literal, select, update
+from sqlalchemy import (
+    JSON,
+    Select,
+    bindparam,
+    delete,
+    func,
+    insert,
+    literal,
+    select,
+    type_coerce,
+    update,
+)
+from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.engine import Connection
 
+from sa_core.spec import SubagentRegistryEntry
 from sa_core.store import tables as t
-from sa_core.store.backend import StoreBase, Transaction
 from sa_core.store.clock import now_us
 from sa_core.store.executions import new_record
 from sa_core.store.fast import Deferred, Prepared
+from sa_core.store.interface import Transaction
+from sa_core.store.registry import CHILDREN
 from sa_core.store.rows import THREAD_FIELDS, UNSET, ThreadRow, Unset
-
-if TYPE_CHECKING:
-    from sa_core.spec import SubagentRegistryEntry
+from sa_core.store.storebase import StoreBase
 
 _JSON_DEFAULTS: dict[str, type] = {
     "env": dict,
@@ -44,36 +56,30 @@ class ThreadChanged(Exception):
     """A thread's row changed (or went) since the caller read it: its transaction rolls back."""
 
 
-_KIDS_KEY = "children_entries"
+KIDS_KEY = "children_entries"
 
 
 @functools.cache
-def _get_with_children_pg() -> Prepared:
+def get_with_children_pg() -> Prepared:
     """The thread row and its registry entries (a JSON array, in order) in one statement.
 
     Built on first use: SQLite stores never import the PostgreSQL dialect for it.
     """
-    from sqlalchemy import JSON, type_coerce
-    from sqlalchemy.dialects.postgresql import aggregate_order_by
-
     c = t.children.c
     kids = (
         select(func.json_agg(aggregate_order_by(c.entry, c.created_at, c.reference)))
         .where(c.parent_id == t.threads.c.id)
         .scalar_subquery()
     )
-    column = type_coerce(kids, JSON).label(_KIDS_KEY)
+    column = type_coerce(kids, JSON).label(KIDS_KEY)
     stmt = select(*_COLUMNS, column).where(t.threads.c.id == bindparam("b_id"))
     return Prepared(stmt, [*_COLUMNS, column])
-
 
 
 def thread_with_children(
     row: Mapping[Any, Any], entries: list[Any]
 ) -> tuple[ThreadRow, list[SubagentRegistryEntry]]:
     """A thread row and its registry built from a ``threads`` row and registry entries."""
-    from sa_core.spec import SubagentRegistryEntry
-
     children = [SubagentRegistryEntry.model_validate(entry) for entry in entries]
     return thread_from_row(row), children
 
@@ -193,20 +199,18 @@ class ThreadsMixin(StoreBase):
         One statement on PostgreSQL (a round trip fewer than :meth:`get_thread` and
         ``list_children``); two in one operation elsewhere.
         """
-        from sa_core.store.registry import _CHILDREN
-
         built = thread_with_children
         if self._backend.dialect == "postgresql":
-            rows = await self._fetch(_get_with_children_pg(), {"b_id": thread_id}, tx)
+            rows = await self._fetch(get_with_children_pg(), {"b_id": thread_id}, tx)
             if not rows:
                 return None
-            return built(rows[0], rows[0].pop(_KIDS_KEY) or [])
+            return built(rows[0], rows[0].pop(KIDS_KEY) or [])
 
         def op(conn: Connection) -> tuple[ThreadRow, list[SubagentRegistryEntry]] | None:
             found = _GET.first(conn, {"b_id": thread_id})
             if found is None:
                 return None
-            children = _CHILDREN.rows(conn, {"b_pid": thread_id})
+            children = CHILDREN.rows(conn, {"b_pid": thread_id})
             return built(found, [row["entry"] for row in children])
 
         return await self._read(op, tx)

@@ -14,11 +14,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sa_core.store.backend import Transaction
-from sa_core.store.executions import RECORD_COLUMNS, ExecutionsMixin
+from sqlalchemy import JSON, bindparam, func, select, type_coerce
+from sqlalchemy.dialects.postgresql import aggregate_order_by
+
+from sa_core.store import tables as t
+from sa_core.store.executions import RECORD_COLUMNS, ExecutionsMixin, record_from_row
 from sa_core.store.fast import Prepared
-from sa_core.store.queue import QueueMixin
-from sa_core.store.threads import ThreadsMixin
+from sa_core.store.interface import Transaction
+from sa_core.store.messagerows import history_rows, message_to_row
+from sa_core.store.pghistory import (
+    apply_history_read,
+    history_params,
+    history_since_known,
+    merged,
+    without_seq,
+)
+from sa_core.store.queue import QueueMixin, entry_from_row
+from sa_core.store.threads import KIDS_KEY, ThreadsMixin, get_with_children_pg, thread_with_children
 
 if TYPE_CHECKING:
     from sa_core.spec import SubagentRegistryEntry
@@ -54,12 +66,6 @@ def _turn_start_pg() -> Prepared:
     The registry, queue and history come back as JSON arrays of rows, in their orders. Built
     on first use: SQLite stores never import the PostgreSQL dialect for it.
     """
-    from sqlalchemy import JSON, bindparam, func, select, type_coerce
-    from sqlalchemy.dialects.postgresql import aggregate_order_by
-
-    from sa_core.store import tables as t
-    from sa_core.store.pghistory import history_since_known
-    from sa_core.store.threads import _get_with_children_pg
 
     def rows_of(table: Any, *conditions: Any) -> Any:
         found = select(*table.c).where(*conditions).subquery()
@@ -70,7 +76,7 @@ def _turn_start_pg() -> Prepared:
     q = t.queue.c
     queue = type_coerce(rows_of(t.queue, q.thread_id == thread_id), JSON).label(_QUEUE_KEY)
     history = type_coerce(history_since_known(thread_id), JSON).label(_HISTORY_KEY)
-    base = _get_with_children_pg()
+    base = get_with_children_pg()
     stmt: Any = base.stmt
     return Prepared(stmt.add_columns(queue, history), [*base.columns, queue, history])
 
@@ -78,10 +84,6 @@ def _turn_start_pg() -> Prepared:
 @functools.cache
 def _runner_start_pg() -> Prepared:
     """:func:`_turn_start_pg` and the thread's execution record, in one query."""
-    from sqlalchemy import JSON, bindparam, func, select, type_coerce
-
-    from sa_core.store import tables as t
-
     fields = func.json_build_object(*(item for c in RECORD_COLUMNS for item in (c.name, c)))
     where = t.executions.c.thread_id == bindparam("b_id")
     found = select(fields).where(where).scalar_subquery()
@@ -104,9 +106,6 @@ class TurnStartMixin(ThreadsMixin, QueueMixin, ExecutionsMixin):
         Returns:
             The thread, or ``None`` when it is gone.
         """
-        from sa_core.store.executions import _record
-        from sa_core.store.pghistory import history_params
-
         if self._backend.dialect != "postgresql":
             start = await self._turn_start_apart(thread_id, None)
             if start is not None:
@@ -120,7 +119,7 @@ class TurnStartMixin(ThreadsMixin, QueueMixin, ExecutionsMixin):
         row = rows[0]
         execution = row.pop(_EXECUTION_KEY)
         start = self._turn_start_of(thread_id, held, row, ())
-        start.execution = _record(execution) if execution is not None else None
+        start.execution = record_from_row(execution) if execution is not None else None
         return start
 
     async def read_turn_start(
@@ -140,8 +139,6 @@ class TurnStartMixin(ThreadsMixin, QueueMixin, ExecutionsMixin):
         Returns:
             The thread, or ``None`` when it is gone.
         """
-        from sa_core.store.pghistory import history_params
-
         if self._backend.dialect != "postgresql":
             return await self._turn_start_apart(thread_id, tx)
         held = self._caches.read_histories.get(thread_id)
@@ -173,14 +170,9 @@ class TurnStartMixin(ThreadsMixin, QueueMixin, ExecutionsMixin):
 
         ``written``: see :meth:`read_turn_start`.
         """
-        from sa_core.store.messages import _history_rows, message_to_row
-        from sa_core.store.pghistory import apply_history_read, merged, without_seq
-        from sa_core.store.queue import _entry
-        from sa_core.store.threads import _KIDS_KEY, thread_with_children
-
-        queue = [_entry(without_seq(entry)) for entry in row.pop(_QUEUE_KEY) or []]
+        queue = [entry_from_row(without_seq(entry)) for entry in row.pop(_QUEUE_KEY) or []]
         summary = row.pop(_HISTORY_KEY)
-        thread, children = thread_with_children(row, row.pop(_KIDS_KEY) or [])
+        thread, children = thread_with_children(row, row.pop(KIDS_KEY) or [])
         history_read = apply_history_read(self._caches, thread_id, held, summary)
         if history_read is None:  # an older row changed: the engine reads the history whole
             return TurnStart(thread, children, queue, None)
@@ -190,5 +182,5 @@ class TurnStartMixin(ThreadsMixin, QueueMixin, ExecutionsMixin):
         history = kept
         if unseen:
             rows_written = [message_to_row(message) for message in unseen]
-            history = merged(kept, _history_rows(thread_id, unseen, rows_written))
+            history = merged(kept, history_rows(thread_id, unseen, rows_written))
         return TurnStart(thread, children, queue, list(history))

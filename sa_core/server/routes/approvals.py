@@ -7,7 +7,7 @@ from typing import Any
 from litestar import Controller, get, post
 from litestar.params import FromPath, JSONBody
 
-from sa_core.engine.approvals import (
+from sa_core.errors import (
     ApprovalArgumentsError,
     ApprovalConflictError,
     ApprovalNotFoundError,

@@ -9,11 +9,11 @@ from typing import Any
 from litestar import Request, Response, route
 from litestar.handlers import HTTPRouteHandler
 
-from sa_core.errors import ConfigurationError
+from sa_core.errors import ConfigurationError, EndpointError
 from sa_core.registry import PackScope
 from sa_core.server.auth import PUBLIC
 from sa_core.server.context import ThreadDep
-from sa_core.server.endpoints import EndpointError, EndpointRequest, EndpointResponse
+from sa_core.server.endpoints import EndpointRequest, EndpointResponse
 from sa_core.server.errors import ApiError, errors
 from sa_core.server.openapi import pack_endpoint_operation
 from sa_core.spec import ThreadEndpointDefinition

@@ -1,0 +1,161 @@
+"""The lifecycle tools: ``subagent_create``, ``subagent_message`` and ``subagents``.
+
+Offered to a prompt when it has resumable subagent relationships or live resumable instances
+(:func:`lifecycle_tools`), and run by :func:`run_lifecycle_tool`. Creating and messaging an
+instance is :mod:`sa_core.engine.subagent_spawn`'s.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sa_core.engine.files import attachment_paths
+from sa_core.engine.oneshot import addressable
+from sa_core.engine.subagent_spawn import create, message_instance, subagent_tools
+from sa_core.engine.tools import LIFECYCLE_TOOLS, OfferedTool
+from sa_core.spec import ToolResult
+
+if TYPE_CHECKING:
+    from sa_core.engine.flow import Flow
+    from sa_core.engine.tools import ToolTable
+    from sa_core.state import ThreadState
+
+
+def _current_table(state: ThreadState) -> ToolTable | None:
+    prompt = state.active_prompt
+    if prompt is None:
+        return None
+    return state.runtime.tool_table(state.scope, prompt)
+
+
+def lifecycle_tools(state: ThreadState, table: ToolTable) -> dict[str, OfferedTool]:
+    """``subagent_create`` / ``subagent_message`` / ``subagents`` when resumable branches exist."""
+    resumable = [
+        t
+        for t in subagent_tools(state, table).values()
+        if t.subagent is not None and t.subagent.is_resumable
+    ]
+    reachable = addressable(state.children)  # only resumable instances take messages
+    if not resumable and not reachable:
+        return {}
+    offered: dict[str, OfferedTool] = {}
+    if resumable:
+        arg_schemas = [t.parameters for t in resumable if t.parameters.get("properties")]
+        properties: dict[str, Any] = {
+            "agent": {
+                "type": "string",
+                "enum": [t.name for t in resumable],
+                "description": "Which subagent to create.",
+            },
+            "name": {"type": "string", "description": "A short, unique name for this instance."},
+            "message": {"type": "string", "description": "The instruction for the subagent."},
+            "attachments": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "Paths under /attachments/ to pass along (use [] when none).",
+            },
+        }
+        if arg_schemas:
+            properties["arguments"] = {"type": "object", "anyOf": arg_schemas}
+        descriptions = "; ".join(f"{t.name}: {t.description}" for t in resumable)
+        offered["subagent_create"] = OfferedTool(
+            name="subagent_create",
+            kind="lifecycle",
+            description=f"Create a persistent subagent instance. Available: {descriptions}",
+            parameters={
+                "type": "object",
+                "properties": properties,
+                "required": ["agent", "name", "message", "attachments"],
+            },
+        )
+    if reachable or resumable:
+        offered["subagent_message"] = OfferedTool(
+            name="subagent_message",
+            kind="lifecycle",
+            description="Send a message to an existing subagent instance by its reference.",
+            parameters={
+                "type": "object",
+                "properties": {
+                    "referenceId": {"type": "string"},
+                    "message": {"type": "string"},
+                    "attachments": {"type": "array", "items": {"type": "string"}},
+                },
+                "required": ["referenceId", "message", "attachments"],
+            },
+        )
+    offered["subagents"] = OfferedTool(
+        name="subagents",
+        kind="lifecycle",
+        description="List this thread's subagent instances with their status.",
+        parameters={"type": "object", "properties": {}},
+    )
+    return offered
+
+
+async def run_lifecycle_tool(
+    state: ThreadState,
+    flow: Flow | None,
+    name: str,
+    arguments: dict[str, Any],
+    tool_message_id: str | None,
+) -> ToolResult:
+    """``subagent_create``, ``subagent_message`` and ``subagents``."""
+    if name == "subagents":
+        return list_instances(state)
+    if name == "subagent_message":
+        return await message_instance(state, arguments)
+    if name != "subagent_create":
+        return ToolResult(status="error", error=f"Tool not found: {name}")
+    problems = []
+    agent_name = arguments.get("agent")
+    if not isinstance(agent_name, str) or not agent_name:
+        problems.append("subagent_create requires agent.")
+    message = arguments.get("message")
+    if not isinstance(message, str) or not message.strip():
+        problems.append("subagent_create requires message.")
+    attachments = arguments.get("attachments")
+    if not isinstance(attachments, list):
+        problems.append("subagent_create requires attachments (use [] when none).")
+    instance = arguments.get("name")
+    if not isinstance(instance, str) or not instance.strip():
+        problems.append("subagent_create requires name.")
+    extra = arguments.get("arguments")
+    if extra is not None and not isinstance(extra, dict):
+        problems.append("subagent_create arguments must be an object when provided.")
+    if problems:
+        return ToolResult(status="error", error=" ".join(problems))
+    table = _current_table(state)
+    options = subagent_tools(state, table) if table is not None else {}
+    tool = options.get(str(agent_name))
+    if tool is None or tool.subagent is None or not tool.subagent.is_resumable:
+        available = [
+            n for n, t in options.items() if t.subagent is not None and t.subagent.is_resumable
+        ]
+        return ToolResult(
+            status="error",
+            error=f'Unknown subagent "{agent_name}". Available: {", ".join(available) or "none"}.',
+        )
+    return await create(
+        state,
+        flow,
+        tool,
+        message=str(message),
+        paths=attachment_paths(attachments),
+        name=str(instance).strip(),
+        arguments=dict(extra or {}),
+        tool_message_id=tool_message_id,
+    )
+
+
+def list_instances(state: ThreadState) -> ToolResult:
+    """``subagents``: this thread's instances with their status."""
+    if not state.children:
+        return ToolResult(status="success", result="No active subagent instances.")
+    lines = ["Active subagent instances:"]
+    for entry in state.children:  # the relationship (agent) name, never the instance name
+        lines.append(f"- {entry.reference}: {entry.name} — {entry.status} ({entry.description})")
+    lines.append("Message one with subagent_message(referenceId, message).")
+    return ToolResult(status="success", result="\n".join(lines))
+
+
+__all__ = ["LIFECYCLE_TOOLS", "lifecycle_tools", "list_instances", "run_lifecycle_tool"]

@@ -1,0 +1,368 @@
+"""Reporting: how a child's result reaches its parent.
+
+Three ways, all reading and writing the child's side of the protocol through
+:class:`~sa_core.engine.childlink.ChildLink`:
+
+* **A blocking call's result.** The call records itself as the child's ``waiter``
+  (:func:`await_child`), waits for the child (:func:`collect`; on several workers
+  :func:`sa_core.engine.child_wait.collect`) and gets the child's session outcome as its
+  result (:func:`blocking_result`). With one runtime the child's settle may answer the call
+  itself (:func:`settled_execution`), and the call then reads its result from the live row.
+* **A notification.** A non-blocking child's settle queues its outcome on the parent as a
+  silent message (:func:`on_flow_end`).
+* **Status and notes.** ``session_status`` calls and ``state.set_status`` update the parent's
+  registry entry (:func:`forward_status`, :func:`set_status`); ``state.notify_parent`` queues
+  a note (:func:`notify_parent`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+from typing import TYPE_CHECKING, Any
+
+from sa_core.engine.approvals import wait_through_approvals
+from sa_core.engine.child_wait import announce_settled
+from sa_core.engine.child_wait import collect as collect_anywhere
+from sa_core.engine.childlink import (
+    ATTACHMENTS_TEXT,
+    NO_TERMINAL_TEXT,
+    ChildLink,
+    ChildOutcome,
+    call_result,
+    entry_status,
+)
+from sa_core.engine.files import copy_attachments
+from sa_core.engine.oneshot import finishes
+from sa_core.errors import NoParentThreadError
+from sa_core.spec import SubagentToolConfig, ToolResult
+
+if TYPE_CHECKING:
+    from sa_core.engine.flow import Flow, SessionOutcome
+    from sa_core.runtime import Runtime
+    from sa_core.spec import SessionToolBinding, ToolCall
+    from sa_core.state import ThreadState
+    from sa_core.store import ThreadRow
+
+RESULT_TEXT = "Subagent (reference: {ref}) has returned the following result:\n\n{result}"
+FAILURE_TEXT = "Subagent (reference: {ref}) has reported a failure:\n\n{result}"
+INITIATED_TEXT = "The subagent was initiated successfully. Reference: {ref}"
+TERMINAL_TOOLS = ("session_stop", "session_fail")
+
+
+# ---------------------------------------------------------------------------------------------
+# A blocking call's result
+# ---------------------------------------------------------------------------------------------
+
+
+async def collect(state: ThreadState, child_id: str, config: SubagentToolConfig) -> ToolResult:
+    """The tool result of a delivered call: wait for a blocking child, else "initiated"."""
+    if not config.blocking:
+        return ToolResult(
+            status="success", result=INITIATED_TEXT.format(ref=child_id), subagent_id=child_id
+        )
+    runtime = state.runtime
+    if runtime.workers is not None:  # the child may run on any worker: wait through the store
+        return await collect_anywhere(state, child_id)
+    runtime.scheduler.awaited.add(child_id)
+    finished = False
+    try:
+        await runtime.ensure_running(child_id)
+        await runtime.wait_thread(child_id)
+        await wait_through_approvals(runtime, child_id)
+        finished = True
+    finally:
+        runtime.scheduler.awaited.discard(child_id)
+        if not finished and not runtime.closing:  # stopped: the child reports as usual later
+            await asyncio.shield(release_child(runtime, child_id))
+    return await blocking_result(state, child_id)
+
+
+async def await_child(child: ThreadState, call_id: str) -> None:
+    """Record the waiting call on a child and drop its previous session outcome.
+
+    A run that is cancelled (stop, terminate) records no outcome; the waiter must then report
+    that, not the result of the invocation before. While a waiter is recorded the child's
+    outcome goes to that call only, never also as a notification (across restarts too).
+    """
+    before = child.row.execution
+    execution = ChildLink.from_execution(before).awaited_by(call_id).to_execution(before)
+    child.row.execution = execution
+    await child.runtime.store.update_thread(child.thread_id, execution=execution)
+
+
+async def release_child(runtime: Runtime, child_id: str, answered: bool = False) -> None:
+    """Clear a child's recorded waiter: the wait ended, or (``answered``) its call got the result.
+
+    An answered call stays recorded as ``answered`` so that the call, run again after a
+    restart before its result was stored, re-attaches instead of messaging the child again.
+    """
+    row = runtime.live_row(child_id) or await runtime.store.get_thread(child_id)
+    if row is None:
+        return
+    link = ChildLink.from_execution(row.execution)
+    if link.waiter is None:
+        return
+    execution = link.released(answered).to_execution(row.execution)
+    row.execution = execution
+    await runtime.store.update_thread(child_id, execution=execution)
+
+
+async def blocking_result(state: ThreadState, child_id: str) -> ToolResult:
+    """The finished child's outcome as the call's result.
+
+    One transaction: the reads, the copied attachments, the registry status and the call
+    marked ``answered`` on the child. When the child's own settle already did those writes
+    (see :func:`settled_execution`), the result is read from its live row with no transaction.
+    """
+    row = _answered_row(state, child_id)
+    if row is not None:
+        return call_result(child_id, row, [])
+    async with state.runtime.store.transaction():
+        return await _blocking_result_in_tx(state, child_id)
+
+
+def _answered_row(state: ThreadState, child_id: str) -> ThreadRow | None:
+    """The child's live row when its settle already answered this call, else ``None``."""
+    runtime = state.runtime
+    call_id = state.tool_call_id
+    row = runtime.live_row(child_id) if runtime.workers is None else None
+    if row is None or call_id is None:
+        return None
+    link = ChildLink.from_execution(row.execution)
+    if link.waiter is not None or link.answered != call_id:
+        return None
+    return row if not link.outcome_attachments() else None
+
+
+async def _blocking_result_in_tx(state: ThreadState, child_id: str) -> ToolResult:
+    runtime = state.runtime
+    row = await runtime.store.get_thread(child_id)
+    outcome = ChildLink.of(row).outcome
+    refs = outcome.attachment_refs() if outcome is not None else []
+    child = await runtime.state_for(row) if (row and refs) else None
+    copied = await copy_attachments(child, refs, state) if (child and refs) else []
+    await runtime.update_child(state.thread_id, child_id, status=entry_status(row))
+    await release_child(runtime, child_id, answered=True)
+    return call_result(child_id, row, copied)
+
+
+def _can_answer_here(runtime: Runtime, link: ChildLink) -> bool:
+    """Whether a child's settle may answer its waiting blocking call itself.
+
+    The settle then commits the registry status and the call marked ``answered`` with the
+    child's outcome, and the parent reads its result from the live row with no transaction
+    (see :func:`blocking_result`). Only for a single runtime (the parent waits in this
+    process) and an outcome without attachments (the parent copies those, in
+    :func:`blocking_result`'s transaction).
+    """
+    return runtime.workers is None and not runtime.closing and not link.outcome_attachments()
+
+
+# ---------------------------------------------------------------------------------------------
+# Status and notes
+# ---------------------------------------------------------------------------------------------
+
+
+async def forward_status(
+    flow: Flow, call: ToolCall, result: ToolResult, binding: SessionToolBinding
+) -> None:
+    """A ``session_status`` call updates the parent's registry status, ending nothing."""
+    state = flow.state
+    if state.parent_id is None:
+        return
+    status = None
+    if binding.message_property:
+        value = call.arguments.get(binding.message_property)
+        status = (
+            value if isinstance(value, str) else (json.dumps(value) if value is not None else None)
+        )
+    status = status or result.result or result.error or "running"
+    await state.runtime.update_child(state.parent_id, state.thread_id, status=status.strip())
+
+
+async def set_status(state: ThreadState, status: str) -> None:
+    """``state.set_status``."""
+    if not status.strip():
+        raise ValueError("set_status needs a non-empty status.")
+    if state.parent_id is None:
+        raise NoParentThreadError(state.thread_id, "set_status")
+    await state.runtime.update_child(state.parent_id, state.thread_id, status=status.strip())
+
+
+async def notify_parent(state: ThreadState, content: str) -> None:
+    """``state.notify_parent``: a silent message queued on the parent, tagged with this child."""
+    if not content.strip():
+        raise ValueError("notify_parent needs non-empty content.")
+    if state.parent_id is None:
+        raise NoParentThreadError(state.thread_id, "notify_parent")
+    parent = await state.get_parent_thread()
+    if parent is None or parent.terminated is not None:
+        return
+    role = "assistant" if state.row.properties.get("owner_side") == "b" else "user"
+    await parent.queue_message(
+        {
+            "role": role,
+            "content": content,
+            "silent": True,
+            "metadata": {"subagent_id": state.thread_id, "subagent_event": "notification"},
+        }
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# A child's settle
+# ---------------------------------------------------------------------------------------------
+
+
+def _final_outcome(flow: Flow) -> SessionOutcome | None:
+    """The flow's session outcome, with the text a failure without a terminal tool reports."""
+    outcome = flow.outcome
+    if outcome is not None and outcome.content is None and outcome.reason not in TERMINAL_TOOLS:
+        outcome = dataclasses.replace(
+            outcome, content=NO_TERMINAL_TEXT.format(reason=outcome.reason)
+        )
+    return outcome
+
+
+def settled_execution(
+    state: ThreadState, flow: Flow, reason: str, execution: dict[str, Any]
+) -> dict[str, Any]:
+    """A child's execution entry as its flow settles: its outcome, and the call it answers.
+
+    ``execution`` is the thread's entry with the settled turn counts and status; a thread
+    without a parent keeps it as it is, a child gets the entry its settle writes (a new dict).
+    The runtime's settle writes it in its one update of the thread's row, and then calls
+    :func:`on_flow_end`.
+    """
+    if state.parent_id is None:
+        return execution
+    final = _final_outcome(flow)
+    outcome = (
+        ChildOutcome(
+            final.reason,
+            final.failed,
+            final.content,
+            tuple(a.model_dump() for a in final.attachments),
+        )
+        if final is not None
+        else None
+    )
+    link = ChildLink.from_execution(execution)
+    settled = link.settled(outcome, reason, answer=False)
+    answer = _answering(state, reason, settled)
+    if answer and link.waiter:
+        settled = link.settled(outcome, reason, answer=True)  # answered in this write
+    elif state.runtime.workers is not None and link.waiter:
+        announce_settled(state)  # wakes the waiting call, on any worker, once this commits
+    return settled.to_execution(execution)
+
+
+def _answering(state: ThreadState, reason: str, link: ChildLink) -> bool:
+    """Whether a child's settle answers its waiting blocking call itself."""
+    runtime = state.runtime
+    return (
+        reason != "awaiting_approval"
+        and state.thread_id in runtime.scheduler.awaited
+        and bool(link.waiter or link.answered)
+        and _can_answer_here(runtime, link)
+    )
+
+
+async def on_flow_end(state: ThreadState, flow: Flow, reason: str) -> None:
+    """After a child's flow settled its row: the registry status, and the parent's report.
+
+    The row's execution entry was shaped by :func:`settled_execution` and written before.
+    """
+    runtime = state.runtime
+    if state.parent_id is None:
+        return
+    outcome = _final_outcome(flow)
+    link = ChildLink.from_execution(state.row.execution)
+    if reason == "awaiting_approval":  # parked, not finished: the parent keeps waiting
+        await runtime.update_child(state.parent_id, state.thread_id, status=reason)
+        return
+    if _answering(state, reason, link):
+        # answered in this settle (or in the settle of a flow before this one, while the
+        # call still waits): the waiting call reads the outcome without another transaction
+        await runtime.update_child(state.parent_id, state.thread_id, status=entry_status(state.row))
+        return
+    if state.thread_id in runtime.scheduler.awaited or link.waiter:
+        return  # a blocking call receives the outcome as its result
+    entries = await runtime.store.list_children(state.parent_id)
+    entry = next((e for e in entries if e.reference == state.thread_id), None)
+    if entry is None:
+        return
+    finished = finishes(state, reason)  # a non-resumable child: terminated by this settle
+    if state.terminated is not None and not finished:
+        return
+    if outcome is None:
+        if reason == "aborted_by_user":  # stopped: not running any more, nothing to report
+            await runtime.update_child(state.parent_id, state.thread_id, status="idle")
+            return
+        if not entry.resumable and reason not in ("awaiting_human",):
+            outcome_text, failed = NO_TERMINAL_TEXT.format(reason=reason), True
+        else:
+            await runtime.update_child(state.parent_id, state.thread_id, status="idle")
+            return
+    else:
+        outcome_text, failed = outcome.content or "", outcome.failed
+    status = "terminated" if finished else ("failed" if failed else "idle")
+    await runtime.update_child(state.parent_id, state.thread_id, status=status)
+    if entry.parent_communication == "explicit":
+        return
+    await _report(state, outcome, outcome_text, failed)
+
+
+async def _report(
+    state: ThreadState, outcome: SessionOutcome | None, outcome_text: str, failed: bool
+) -> None:
+    """Queue a finished child's outcome on its parent, and note the report on the child."""
+    parent = await state.get_parent_thread()
+    if parent is None or parent.terminated is not None:
+        return
+    copied = []
+    if outcome is not None and outcome.attachments:
+        copied = await copy_attachments(state, outcome.attachments, parent)
+    template = FAILURE_TEXT if failed else RESULT_TEXT
+    text = template.format(ref=state.thread_id, result=outcome_text)
+    if copied:
+        text += ATTACHMENTS_TEXT.format(paths="\n".join(r.path for r in copied))
+    role = "assistant" if state.row.properties.get("owner_side") == "b" else "user"
+    await parent.queue_message(
+        {
+            "role": role,
+            "content": text,
+            "silent": True,
+            "attachments": copied,
+            "metadata": {
+                "subagent_id": state.thread_id,
+                "subagent_event": "failure" if failed else "result",
+            },
+        }
+    )
+    await state.inject_message(
+        {
+            "role": "system",
+            "content": "Subagent forwarded "
+            + ("failure details" if failed else "results")
+            + " to parent thread.",
+            "silent": True,
+            "metadata": {"status_kind": "subagent_event"},
+        }
+    )
+
+
+__all__ = [
+    "INITIATED_TEXT",
+    "await_child",
+    "blocking_result",
+    "collect",
+    "forward_status",
+    "notify_parent",
+    "on_flow_end",
+    "release_child",
+    "set_status",
+    "settled_execution",
+]

@@ -1,0 +1,130 @@
+"""One real ``sa serve`` subprocess on loopback, shared by every test that needs a live server.
+
+The MCP, OpenAI, A2A, console and worker tests all start ``sa serve`` the same way: a free
+loopback port, the output read on a thread (kept for failure messages), a wait until the server
+answers HTTP, and a graceful stop (SIGINT, then kill after a generous ceiling).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import httpx
+
+
+def free_port() -> int:
+    """A port that was free on 127.0.0.1 a moment ago."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def offline_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """This process's environment without provider keys (``--test-provider`` servers)."""
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    return env | dict(extra or {})
+
+
+class ServeProcess:
+    """``sa serve`` as a subprocess on its own loopback port.
+
+    Args:
+        cwd: The working directory (packs given by relative path resolve from it).
+        db: The database URL.
+        *args: More ``sa serve`` arguments (``--test-provider``, ``--pack FILE``...).
+        env: The child's environment (default: this process's).
+        port: A fixed port (a restart on the same port), else a free one.
+        pythonpath: Folders put in front of ``PYTHONPATH`` (a test plugin's folder).
+    """
+
+    def __init__(
+        self,
+        cwd: Path,
+        db: str,
+        *args: str,
+        env: Mapping[str, str] | None = None,
+        port: int | None = None,
+        pythonpath: Sequence[Path] = (),
+    ) -> None:
+        self.db = db
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        child_env = dict(os.environ if env is None else env)
+        if pythonpath:
+            paths = [*map(str, pythonpath), child_env.get("PYTHONPATH", "")]
+            child_env["PYTHONPATH"] = os.pathsep.join(filter(None, paths))
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "sa_core.cli", "serve", "--host", "127.0.0.1",
+             "--port", str(self.port), "--db", db, "--log-level", "warning", *args],
+            cwd=cwd, env=child_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        self.printed: list[str] = []
+        """Every line read so far (``wait_line`` and ``output`` read the pending ones)."""
+        self._pending: queue.Queue[str] = queue.Queue()
+        stdout = self.proc.stdout
+        assert stdout is not None
+        self._reader = threading.Thread(
+            target=lambda: [self._pending.put(line) for line in stdout], daemon=True
+        )
+        self._reader.start()
+
+    def output(self) -> str:
+        """Everything the server printed so far."""
+        while not self._pending.empty():
+            self.printed.append(self._pending.get_nowait())
+        return "".join(self.printed)
+
+    def wait_line(self, text: str, timeout: float = 60) -> str:
+        """The first line not read yet that contains ``text`` (without its newline)."""
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = self._pending.get(timeout=min(left, 1.0))
+            except queue.Empty:
+                assert self.proc.poll() is None, f"sa serve exited:\n{self.output()}"
+                continue
+            self.printed.append(line)
+            if text in line:
+                return line.rstrip("\n")
+        raise AssertionError(f"{text!r} not printed:\n{self.output()}")
+
+    def printed_key(self) -> str | None:
+        """The API key a first start prints (a word beginning ``sa_``), if printed yet."""
+        self.output()
+        words = (w.strip('"') for line in self.printed for w in line.split())
+        return next((w for w in words if w.startswith("sa_") and len(w) > 20), None)
+
+    def wait_ready(self, path: str = "/schema/openapi.json", timeout: float = 90) -> None:
+        """Return once ``path`` answers HTTP (the packs are loaded and mounted by then)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, f"sa serve exited:\n{self.output()}"
+            try:
+                httpx.get(f"{self.url}{path}", timeout=2)
+                return
+            except httpx.TransportError:
+                time.sleep(0.1)
+        raise AssertionError(f"sa serve on {self.port} did not answer:\n{self.output()}")
+
+    def stop(self, timeout: float = 60) -> None:
+        """SIGINT, then wait; kill after ``timeout`` seconds."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=timeout)
+        self._reader.join(timeout=5)
+        self.output()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()

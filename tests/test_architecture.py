@@ -1,0 +1,603 @@
+"""The architecture rules, checked on the source (an AST scan; nothing is imported).
+
+(a) Nothing under ``sa_core/engine/`` imports ``sa_core.runtime`` or ``sa_core.state`` (in any
+    form, ``TYPE_CHECKING`` included) or touches an attribute named ``runtime``.
+(b) No module reaches another module's private (single underscore) name: no
+    ``from m import _x``, no ``module._x``, no ``obj._x`` unless this module defines ``_x``
+    itself (a function, a class, a class attribute, a ``self._x``/``cls._x`` assignment, a
+    ``__slots__`` entry); ``self._x`` and ``cls._x`` are always the object's own business.
+(c) No file under ``sa_core/``, ``sa_hooks/`` or ``sa_providers/`` is over 600 lines.
+(d) No function under ``sa_core/engine/`` is over 80 lines.
+(e) No import inside a function under ``sa_core/engine/`` or ``sa_core/store/``, except of an
+    optional extra (:data:`LAZY_EXTRAS`).
+
+Each check prints every offender as ``path:line: what``. The allow-lists below hold the
+offenders of the day the check was written, keyed ``path: what`` (no line numbers).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("sa_core", "sa_hooks", "sa_providers")
+ENGINE = "sa_core/engine/"
+MAX_FILE_LINES = 600
+MAX_FUNCTION_LINES = 80
+FORBIDDEN_IN_ENGINE = ("sa_core.runtime", "sa_core.state")
+
+LAZY_EXTRAS = frozenset({"asyncpg", "alembic", "mcp", "opentelemetry", "PIL", "a2a", "yaml"})
+"""Top-level modules a function may import lazily: the optional extras (``postgres``, ``mcp``,
+``otel``, ``images``, ``a2a``, ``chat``), and alembic, which costs ~90 ms to import and is
+needed only while a database schema is migrated."""
+
+PUBLIC_UNDERSCORE = frozenset(
+    {"_asdict", "_replace", "_fields", "_make", "_field_defaults", "_mapping"}
+)
+"""Documented public API that starts with an underscore (namedtuples, SQLAlchemy's
+``Row._mapping``)."""
+
+THIRD_PARTY_INTERNALS = frozenset(
+    {
+        "sa_core/store/fast.py: reaches adapter._handle_exception",
+        "sa_core/store/migrate.py: reaches script._upgrade_revs",
+    }
+)
+"""Not an allow-list: private API of a dependency with no public equivalent (SQLAlchemy's asyncpg
+adapter translating a driver error; the revision walk alembic's own ``upgrade`` command uses)."""
+
+# --- allow-lists: today's offenders, TO BE EMPTIED BY ISSUE 34 ------------------------------
+# Each entry is "path: what", as the failure message prints it (without the line number).
+# Nothing may be added to these sets; the lead empties them once the engine rewrite lands.
+
+# (a) to be emptied by issue 34
+ALLOWED_ENGINE_IMPORTS: set[str] = {
+    "sa_core/engine/approvals.py: imports sa_core.runtime",
+    "sa_core/engine/approvals.py: imports sa_core.runtime.Runtime",
+    "sa_core/engine/approvals.py: imports sa_core.state",
+    "sa_core/engine/approvals.py: imports sa_core.state.ThreadState",
+    "sa_core/engine/approvals.py: reaches state.runtime",
+    "sa_core/engine/caches.py: imports sa_core.state",
+    "sa_core/engine/caches.py: imports sa_core.state.ThreadState",
+    "sa_core/engine/child_start.py: imports sa_core.state",
+    "sa_core/engine/child_start.py: imports sa_core.state.ThreadState",
+    "sa_core/engine/child_start.py: reaches child.runtime",
+    "sa_core/engine/child_wait.py: imports sa_core.runtime",
+    "sa_core/engine/child_wait.py: imports sa_core.runtime.Runtime",
+    "sa_core/engine/child_wait.py: imports sa_core.state",
+    "sa_core/engine/child_wait.py: imports sa_core.state.ThreadState",
+    "sa_core/engine/child_wait.py: reaches state.runtime",
+    "sa_core/engine/dispatch.py: imports sa_core.state",
+    "sa_core/engine/dispatch.py: imports sa_core.state.ThreadState",
+    "sa_core/engine/dispatch.py: reaches state.runtime",
+    "sa_core/engine/effects.py: imports sa_core.runtime",
+    "sa_core/engine/effects.py: imports sa_core.runtime.Runtime",
+    "sa_core/engine/effects.py: reaches self.runtime",
+    "sa_core/engine/files.py: imports sa_core.state",
+    "sa_core/engine/files.py: imports sa_core.state.ThreadState",
+    "sa_core/engine/files.py: reaches source.runtime",
+    "sa_core/engine/files.py: reaches state.runtime",
+    "sa_core/engine/flow.py: imports sa_core.state",
+    "sa_core/engine/flow.py: imports sa_core.state.ThreadState",
+    "sa_core/engine/leases.py: imports sa_core.runtime",
+    "sa_core/engine/leases.py: imports sa_core.runtime.Runtime",
+    "sa_core/engine/leases.py: reaches self.runtime",
+    "sa_core/engine/mcp.py: imports sa_core.runtime",
+    "sa_core/engine/mcp.py: imports sa_core.runtime.Runtime",
+    "sa_core/engine/mcp.py: reaches self.runtime",
+    "sa_core/engine/mcp.py: reaches state.runtime",
+    "sa_core/engine/messages.py: imports sa_core.state",
+    "sa_core/engine/messages.py: imports sa_core.state.ThreadState",
+    "sa_core/engine/messages.py: reaches state.runtime",
+    "sa_core/engine/modelcall.py: imports sa_core.state",
+    "sa_core/engine/modelcall.py: imports sa_core.state.ThreadState",
+    "sa_core/engine/oneshot.py: imports sa_core.state",
+    "sa_core/engine/oneshot.py: imports sa_core.state.ThreadState",
+    "sa_core/engine/runagent.py: imports sa_core.state",
+    "sa_core/engine/runagent.py: imports sa_core.state.ThreadState",
+    "sa_core/engine/runagent.py: reaches state.runtime",
+    "sa_core/engine/scrub.py: imports sa_core.state",
+    "sa_core/engine/scrub.py: imports sa_core.state.ThreadState",
+    "sa_core/engine/secrets.py: imports sa_core.state",
+    "sa_core/engine/secrets.py: imports sa_core.state.ThreadState",
+    "sa_core/engine/subagents.py: imports sa_core.runtime",
+    "sa_core/engine/subagents.py: imports sa_core.runtime.Runtime",
+    "sa_core/engine/subagents.py: imports sa_core.state",
+    "sa_core/engine/subagents.py: imports sa_core.state.ThreadState",
+    "sa_core/engine/subagents.py: reaches child.runtime",
+    "sa_core/engine/subagents.py: reaches state.runtime",
+    "sa_core/engine/subprompts.py: imports sa_core.state",
+    "sa_core/engine/subprompts.py: imports sa_core.state.ThreadState",
+    "sa_core/engine/subprompts.py: reaches state.runtime",
+    "sa_core/engine/tools.py: imports sa_core.state",
+    "sa_core/engine/tools.py: imports sa_core.state.NO_TOOL_OPTIONS",
+    "sa_core/engine/usage.py: imports sa_core.state",
+    "sa_core/engine/usage.py: imports sa_core.state.ThreadState",
+    "sa_core/engine/usage.py: reaches state.runtime",
+}
+
+# (b) to be emptied by issue 34
+ALLOWED_PRIVATE_REACH: set[str] = {
+    "sa_core/engine/approvals.py: reaches flow._run_call",
+    "sa_core/engine/approvals.py: reaches flow._store_tool_row",
+    "sa_core/engine/approvals.py: reaches flow._unanswered",
+    "sa_core/engine/child_wait.py: imports sa_core.engine.subagents._entry_status",
+    "sa_core/engine/child_wait.py: imports sa_core.engine.subagents._outcome_attachments",
+    "sa_core/engine/child_wait.py: imports sa_core.engine.subagents._result",
+    "sa_core/engine/resume.py: reaches flow._prompt",
+    "sa_core/engine/resume.py: reaches flow._run_call",
+    "sa_core/engine/resume.py: reaches flow._store_tool_row",
+    "sa_core/engine/resume.py: reaches flow._unanswered",
+    "sa_core/engine/structured.py: reaches flow._end_session",
+    "sa_core/engine/structured.py: reaches flow._prepared",
+    "sa_core/engine/usage.py: reaches flow._end_session",
+    "sa_core/engine/usage.py: reaches store._read",
+}
+
+# (c) to be emptied by issue 34
+ALLOWED_LONG_FILES: set[str] = {
+    "sa_core/engine/flow.py: 1194 lines (at most 600)",
+    "sa_core/engine/subagents.py: 1126 lines (at most 600)",
+    "sa_core/runtime.py: 1252 lines (at most 600)",
+    "sa_core/state.py: 752 lines (at most 600)",
+}
+
+# (d) to be emptied by issue 34
+ALLOWED_LONG_FUNCTIONS: set[str] = {
+    "sa_core/engine/context.py: to_provider_messages() is 110 lines",
+    "sa_core/engine/flow.py: _step() is 164 lines",
+    "sa_core/engine/flow.py: _store_tool_row() is 88 lines",
+    "sa_core/engine/modelcall.py: call_model() is 129 lines",
+    "sa_core/engine/retry.py: call_model() is 85 lines",
+    "sa_core/engine/subagents.py: _create() is 107 lines",
+}
+
+# (e) to be emptied by issue 34
+ALLOWED_FUNCTION_IMPORTS: set[str] = {
+    "sa_core/engine/approvals.py: imports sa_core.engine.mcp in _offered()",
+    "sa_core/engine/approvals.py: imports sa_core.engine.messages in cancel_pending()",
+    "sa_core/engine/approvals.py: imports sa_core.engine.tools in cancel_pending()",
+    "sa_core/engine/approvals.py: imports sa_core.spec.schemas in _check_arguments()",
+    "sa_core/engine/caches.py: imports sa_core.engine.context in template()",
+    "sa_core/engine/caches.py: imports sa_core.engine.subagents in offered_tools()",
+    "sa_core/engine/caches.py: imports sa_core.engine.tools in offered_tools()",
+    "sa_core/engine/caches.py: imports sa_core.engine.tools in tool_table()",
+    "sa_core/engine/child_start.py: imports sa_core.engine.approvals in start_child()",
+    "sa_core/engine/child_start.py: imports sa_core.engine.flow in owe_first_turn()",
+    "sa_core/engine/child_start.py: imports sa_core.engine.flow in start_child()",
+    "sa_core/engine/child_start.py: imports sa_core.engine.messages in owe_first_turn()",
+    "sa_core/engine/child_start.py: imports sa_core.store.executions in owe_first_turn()",
+    "sa_core/engine/child_wait.py: imports sa_core.engine.files in answer_call()",
+    "sa_core/engine/child_wait.py: imports sa_core.engine.subagents in answer_call()",
+    "sa_core/engine/dispatch.py: imports sa_core.engine.files in _handoff()",
+    "sa_core/engine/dispatch.py: imports sa_core.engine.flow in _handoff()",
+    "sa_core/engine/dispatch.py: imports sa_core.engine.mcp in resolve_any_tool()",
+    "sa_core/engine/dispatch.py: imports sa_core.engine.subagents in invoke_tool()",
+    "sa_core/engine/dispatch.py: imports sa_core.engine.subagents in run_offered()",
+    "sa_core/engine/dispatch.py: imports sa_core.engine.subprompts in run_offered()",
+    "sa_core/engine/dispatch.py: imports sa_core.engine.tools in resolve_any_tool()",
+    "sa_core/engine/effects.py: imports sa_core.store in _loop()",
+    "sa_core/engine/effects.py: imports sa_core.store in has_due()",
+    "sa_core/engine/effects.py: imports sa_core.store in schedule()",
+    "sa_core/engine/flow.py: imports base64 in _store_tool_row()",
+    "sa_core/engine/flow.py: imports sa_core.engine.mcp in _step()",
+    "sa_core/engine/flow.py: imports sa_core.engine.resume in _loop()",
+    "sa_core/engine/flow.py: imports sa_core.store.executions in resume_point()",
+    "sa_core/engine/flow.py: imports sa_core.store.queue in _drain_entries()",
+    "sa_core/engine/leases.py: imports sa_core.engine.child_wait in _on_work()",
+    "sa_core/engine/leases.py: imports sa_core.engine.effects in _reaper_loop()",
+    "sa_core/engine/leases.py: imports sa_core.store.leases in fence()",
+    "sa_core/engine/leases.py: imports sa_core.store.leases in fence_guard()",
+    "sa_core/engine/mcp.py: imports mcp_types in to_tool_result()",
+    "sa_core/engine/mcp.py: imports sa_core.engine.tools in offered()",
+    "sa_core/engine/mcp.py: imports sa_core.engine.tools in offered_mcp_tools()",
+    "sa_core/engine/mcp.py: imports sa_core.engine.tools in resolve_mcp_name()",
+    "sa_core/engine/modelcall.py: imports sa_core.offline in call_model()",
+    "sa_core/engine/modelcall.py: imports sa_core.provider_check in provider()",
+    "sa_core/engine/priority.py: imports sa_core.store.backend in background_context()",
+    "sa_core/engine/relay.py: imports sqlalchemy.engine in asyncpg_dsn()",
+    "sa_core/engine/resume.py: imports sa_core.engine.dispatch in resume_step()",
+    "sa_core/engine/resume.py: imports sa_core.engine.flow in _queued_calls()",
+    "sa_core/engine/resume.py: imports sa_core.engine.flow in mark_interrupted_calls()",
+    "sa_core/engine/resume.py: imports sa_core.engine.flow in resume_step()",
+    "sa_core/engine/resume.py: imports sa_core.engine.messages in mark_interrupted_calls()",
+    "sa_core/engine/runagent.py: imports sa_core.engine.subagents in take_run_agent()",
+    "sa_core/engine/scheduler.py: imports sa_core.engine.flow in _drive()",
+    "sa_core/engine/scrub.py: imports pydantic_core in scrub_payload()",
+    "sa_core/engine/structured.py: imports sa_core.engine.flow in end_child_session()",
+    "sa_core/engine/structured.py: imports sa_core.spec.records in check_answer()",
+    "sa_core/engine/subagents.py: imports sa_core.engine.approvals in _collect()",
+    "sa_core/engine/subagents.py: imports sa_core.engine.child_wait in _collect()",
+    "sa_core/engine/subagents.py: imports sa_core.engine.child_wait in settled_execution()",
+    "sa_core/engine/subagents.py: imports sa_core.engine.files in _arg_paths()",
+    "sa_core/engine/subagents.py: imports sa_core.engine.files in _blocking_result_in_tx()",
+    "sa_core/engine/subagents.py: imports sa_core.engine.files in _create()",
+    "sa_core/engine/subagents.py: imports sa_core.engine.files in _message_instance()",
+    "sa_core/engine/subagents.py: imports sa_core.engine.files in on_flow_end()",
+    "sa_core/engine/subagents.py: imports sa_core.engine.tools in provide_variables()",
+    "sa_core/engine/subagents.py: imports sa_core.engine.variables in scoped_names()",
+    "sa_core/engine/subagents.py: imports sa_core.errors in notify_parent()",
+    "sa_core/engine/subagents.py: imports sa_core.errors in provide_variables()",
+    "sa_core/engine/subagents.py: imports sa_core.errors in set_status()",
+    "sa_core/engine/subagents.py: imports sa_core.store in _create()",
+    "sa_core/engine/subprompts.py: imports sa_core.engine.files in run_subprompt()",
+    "sa_core/engine/subprompts.py: imports sa_core.engine.flow in run_subprompt()",
+    "sa_core/engine/subprompts.py: imports sa_core.engine.messages in run_subprompt()",
+    "sa_core/engine/tools.py: imports sa_core.spec.mcp in is_mcp_entry()",
+    "sa_core/engine/usage.py: imports sa_core.engine.context in stop_for_budget()",
+    "sa_core/engine/usage.py: imports sa_core.engine.flow in stop_for_budget()",
+    "sa_core/engine/usage.py: imports sa_core.engine.messages in stop_for_budget()",
+    "sa_core/engine/usage.py: imports sa_core.store in _statement()",
+    "sa_core/engine/usage.py: imports sa_core.store.fast in _statement()",
+    "sa_core/engine/usage.py: imports sa_core.store.threads in thread_usage()",
+    "sa_core/engine/usage.py: imports sqlalchemy in _statement()",
+}
+
+
+@dataclass(frozen=True, order=True)
+class Offence:
+    """One rule broken at one place."""
+
+    path: str
+    line: int
+    what: str
+
+    @property
+    def key(self) -> str:
+        """How an allow-list names it: without the line number, which moves with edits."""
+        return f"{self.path}: {self.what}"
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.what}"
+
+
+# --- the scanner --------------------------------------------------------------------------
+
+
+def module_name(path: str) -> str:
+    """``sa_core/store/backend.py`` -> ``sa_core.store.backend`` (a package: its name)."""
+    parts = path.removesuffix(".py").split("/")
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def absolute(path: str, node: ast.ImportFrom) -> str:
+    """The absolute module an ``from ... import`` names (relative levels resolved)."""
+    if not node.level:
+        return node.module or ""
+    package = module_name(path).split(".")
+    if not path.endswith("__init__.py"):
+        package.pop()
+    base = package[: len(package) - (node.level - 1)]
+    return ".".join([*base, node.module] if node.module else base)
+
+
+def imported(path: str, node: ast.Import | ast.ImportFrom) -> Iterator[str]:
+    """Every module an import statement may bind (``from a import b``: ``a`` and ``a.b``)."""
+    if isinstance(node, ast.Import):
+        yield from (alias.name for alias in node.names)
+        return
+    module = absolute(path, node)
+    yield module
+    for alias in node.names:
+        yield f"{module}.{alias.name}"
+
+
+def functions(tree: ast.AST) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """Every function and method, nested ones included."""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield node
+
+
+def is_private(name: str) -> bool:
+    """A single-underscore name (not a dunder, not ``_`` alone)."""
+    return name.startswith("_") and not name.startswith("__") and name != "_"
+
+
+def engine_imports(path: str, tree: ast.AST) -> list[Offence]:
+    """(a) An engine module importing the Runtime or ThreadState, or reaching ``.runtime``."""
+    if not path.startswith(ENGINE):
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for module in imported(path, node):
+                if any(module == f or module.startswith(f + ".") for f in FORBIDDEN_IN_ENGINE):
+                    found.append(Offence(path, node.lineno, f"imports {module}"))
+        elif isinstance(node, ast.Attribute) and node.attr == "runtime":
+            found.append(Offence(path, node.lineno, f"reaches {ast.unparse(node)}"))
+    return found
+
+
+def own_privates(tree: ast.AST) -> set[str]:
+    """The private names a module defines itself (see the module docstring, rule b)."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.ctx, ast.Store)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in ("self", "cls")
+        ):
+            names.add(node.attr)
+        elif isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__slots__" for t in node.targets
+        ):
+            names.update(
+                c.value
+                for c in ast.walk(node.value)
+                if isinstance(c, ast.Constant)
+                if isinstance(c.value, str)
+            )
+    return {name for name in names if is_private(name)}
+
+
+def module_aliases(path: str, tree: ast.AST) -> dict[str, str]:
+    """Local names bound to imported modules: ``import a.b as c`` -> ``{c: a.b}``.
+
+    ``from pkg import mod`` counts when ``pkg/mod.py`` (or ``pkg/mod/``) is a file of this
+    repository; ``import a.b`` binds ``a``.
+    """
+    aliases = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    aliases[alias.asname] = alias.name
+                else:
+                    top = alias.name.split(".")[0]
+                    aliases[top] = top
+        elif isinstance(node, ast.ImportFrom):
+            module = absolute(path, node)
+            folder = ROOT / module.replace(".", "/")
+            for alias in node.names:
+                if (folder / f"{alias.name}.py").exists() or (folder / alias.name).is_dir():
+                    aliases[alias.asname or alias.name] = f"{module}.{alias.name}"
+    return aliases
+
+
+def private_reach(path: str, tree: ast.AST) -> list[Offence]:
+    """(b) A private name of another module: imported, or reached as an attribute."""
+    own = own_privates(tree)
+    modules = module_aliases(path, tree)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            module = absolute(path, node)
+            for alias in node.names:
+                if is_private(alias.name):
+                    found.append(Offence(path, node.lineno, f"imports {module}.{alias.name}"))
+        elif isinstance(node, ast.Attribute) and is_private(node.attr):
+            if node.attr in PUBLIC_UNDERSCORE:
+                continue
+            target = node.value
+            if isinstance(target, ast.Name) and target.id in modules:
+                what = f"reaches {modules[target.id]}.{node.attr}"
+            elif (
+                isinstance(target, ast.Name) and target.id in ("self", "cls")
+            ) or node.attr in own:
+                continue
+            else:
+                what = f"reaches {ast.unparse(target)}.{node.attr}"
+            found.append(Offence(path, node.lineno, what))
+    return found
+
+
+def long_file(path: str, source: str) -> list[Offence]:
+    """(c) A file over :data:`MAX_FILE_LINES` lines."""
+    lines = len(source.splitlines())
+    if lines <= MAX_FILE_LINES:
+        return []
+    return [Offence(path, lines, f"{lines} lines (at most {MAX_FILE_LINES})")]
+
+
+def long_functions(path: str, tree: ast.AST) -> list[Offence]:
+    """(d) An engine function over :data:`MAX_FUNCTION_LINES` lines (its ``def`` to its end)."""
+    if not path.startswith(ENGINE):
+        return []
+    found = []
+    for node in functions(tree):
+        length = (node.end_lineno or node.lineno) - node.lineno + 1
+        if length > MAX_FUNCTION_LINES:
+            found.append(Offence(path, node.lineno, f"{node.name}() is {length} lines"))
+    return found
+
+
+def imports_in_functions(
+    node: ast.AST, function: str | None = None
+) -> Iterator[tuple[ast.Import | ast.ImportFrom, str]]:
+    """Each import inside a function, with the name of the innermost function holding it."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, (ast.Import, ast.ImportFrom)) and function is not None:
+            yield child, function
+        inner = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+        yield from imports_in_functions(child, inner or function)
+
+
+def function_imports(path: str, tree: ast.AST) -> list[Offence]:
+    """(e) An import inside a function of the engine or the store (optional extras aside)."""
+    if not path.startswith((ENGINE, "sa_core/store/")):
+        return []
+    found = []
+    for node, function in imports_in_functions(tree):
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        else:
+            modules = [absolute(path, node)]
+        if all(module.split(".")[0] in LAZY_EXTRAS for module in modules):
+            continue
+        names = ", ".join(modules)
+        found.append(Offence(path, node.lineno, f"imports {names} in {function}()"))
+    return found
+
+
+def sources() -> Iterator[tuple[str, str]]:
+    """Every Python file of the three packages: its repository path and its text."""
+    for package in PACKAGES:
+        for file in sorted((ROOT / package).rglob("*.py")):
+            yield file.relative_to(ROOT).as_posix(), file.read_text(encoding="utf-8")
+
+
+TreeCheck = Callable[[str, ast.AST], list[Offence]]
+
+
+def scan(check: TreeCheck) -> list[Offence]:
+    """Run one tree check over every source file."""
+    found = []
+    for path, source in sources():
+        found += check(path, ast.parse(source, path))
+    return found
+
+
+def report(found: list[Offence], allowed: set[str], rule: str) -> None:
+    """Fail naming every offender outside the allow-list."""
+    new = sorted(offence for offence in found if offence.key not in allowed)
+    assert not new, f"{len(new)} offender(s) of '{rule}':\n" + "\n".join(map(str, new))
+
+
+# --- the rules on the repository --------------------------------------------------------------
+
+
+def test_the_engine_imports_neither_the_runtime_nor_the_thread_state() -> None:
+    report(scan(engine_imports), ALLOWED_ENGINE_IMPORTS, "engine imports runtime/state")
+
+
+def test_no_module_reaches_another_modules_private_names() -> None:
+    allowed = ALLOWED_PRIVATE_REACH | THIRD_PARTY_INTERNALS
+    report(scan(private_reach), allowed, "private names stay in their module")
+
+
+def test_no_file_is_over_600_lines() -> None:
+    found = [offence for path, source in sources() for offence in long_file(path, source)]
+    report(found, ALLOWED_LONG_FILES, f"files of at most {MAX_FILE_LINES} lines")
+
+
+def test_no_engine_function_is_over_80_lines() -> None:
+    report(scan(long_functions), ALLOWED_LONG_FUNCTIONS, "engine functions of at most 80 lines")
+
+
+def test_no_import_inside_a_function_of_the_engine_or_the_store() -> None:
+    report(scan(function_imports), ALLOWED_FUNCTION_IMPORTS, "imports at module level")
+
+
+# --- the scanner on synthetic sources ---------------------------------------------------------
+
+
+def offences(check: TreeCheck, path: str, source: str) -> list[str]:
+    """What ``check`` reports for ``source`` as the file ``path``."""
+    return [str(offence) for offence in sorted(check(path, ast.parse(source)))]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from sa_core.runtime import Runtime",
+        "import sa_core.state as st",
+        "from sa_core import state",
+        "from .. import runtime",
+        "from ..state import ThreadState",
+        "if TYPE_CHECKING:\n    from sa_core.runtime import Runtime",
+        "def f():\n    from sa_core.state import ThreadState",
+        "def f(state):\n    return state.runtime.store",
+    ],
+)
+def test_the_engine_rule_catches_every_form(source: str) -> None:
+    assert offences(engine_imports, "sa_core/engine/flow.py", source)
+
+
+def test_the_engine_rule_passes_clean_engine_code_and_applies_to_the_engine_only() -> None:
+    clean = "from sa_core.engine.kernel import Kernel\nfrom sa_core.store import Store\nx.runtimes"
+    assert offences(engine_imports, "sa_core/engine/flow.py", clean) == []
+    outside = "from sa_core.runtime import Runtime\nstate.runtime"
+    assert offences(engine_imports, "sa_core/server/app.py", outside) == []
+    found = offences(engine_imports, "sa_core/engine/flow.py", "import sa_core.state as st")
+    assert found == ["sa_core/engine/flow.py:1: imports sa_core.state"]
+
+
+def test_the_private_rule_catches_imports_module_attributes_and_foreign_objects() -> None:
+    source = "\n".join(
+        [
+            "from sa_core.store.messages import _HISTORY",
+            "from sa_core.engine import flow",
+            "import sa_core.store.fast as fast",
+            "flow._store_tool_row()",
+            "fast._plan",
+            "def g(prepared):",
+            "    return prepared._plan(1)",
+        ]
+    )
+    assert offences(private_reach, "sa_core/server/app.py", source) == [
+        "sa_core/server/app.py:1: imports sa_core.store.messages._HISTORY",
+        "sa_core/server/app.py:4: reaches sa_core.engine.flow._store_tool_row",
+        "sa_core/server/app.py:5: reaches sa_core.store.fast._plan",
+        "sa_core/server/app.py:7: reaches prepared._plan",
+    ]
+
+
+def test_the_private_rule_lets_a_module_use_its_own_privates() -> None:
+    source = "\n".join(
+        [
+            "_cache = {}",
+            "class Box:",
+            "    __slots__ = ('_items',)",
+            "    def __init__(self):",
+            "        self._count = 0",
+            "    def _helper(self): ...",
+            "def merge(a, b):",
+            "    a._items += b._items",
+            "    return a._count + b._helper() + len(_cache)",
+            "row._mapping, point._replace(x=1), type(a).__name__, a.__dict__",
+        ]
+    )
+    assert offences(private_reach, "sa_core/box.py", source) == []
+
+
+def test_the_length_rules_count_lines() -> None:
+    assert long_file("sa_core/x.py", "x = 1\n" * MAX_FILE_LINES) == []
+    assert [str(o) for o in long_file("sa_core/x.py", "x = 1\n" * (MAX_FILE_LINES + 1))] == [
+        f"sa_core/x.py:{MAX_FILE_LINES + 1}: {MAX_FILE_LINES + 1} lines (at most 600)"
+    ]
+    body = "    x = 1\n"
+    fits = "def f():\n" + body * (MAX_FUNCTION_LINES - 1)
+    assert offences(long_functions, "sa_core/engine/x.py", fits) == []
+    assert offences(long_functions, "sa_core/engine/x.py", fits + body) == [
+        "sa_core/engine/x.py:1: f() is 81 lines"
+    ]
+    assert offences(long_functions, "sa_core/server/x.py", fits + body) == []
+
+
+def test_the_function_import_rule_spares_module_level_and_optional_extras() -> None:
+    source = "\n".join(
+        [
+            "import json",
+            "def connect():",
+            "    import asyncpg",
+            "    from alembic.config import Config",
+            "    from sa_core.store.fast import Prepared",
+            "    async def inner():",
+            "        import os",
+        ]
+    )
+    assert offences(function_imports, "sa_core/store/x.py", source) == [
+        "sa_core/store/x.py:5: imports sa_core.store.fast in connect()",
+        "sa_core/store/x.py:7: imports os in inner()",
+    ]
+    assert offences(function_imports, "sa_core/server/x.py", source) == []
+
+
+def test_an_offender_outside_the_allow_list_fails_with_its_place() -> None:
+    found = [Offence("sa_core/engine/a.py", 3, "imports sa_core.runtime")]
+    report(found, {"sa_core/engine/a.py: imports sa_core.runtime"}, "rule")
+    with pytest.raises(AssertionError, match=r"sa_core/engine/a.py:3: imports sa_core.runtime"):
+        report(found, set(), "rule")
