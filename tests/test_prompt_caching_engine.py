@@ -202,3 +202,166 @@ async def test_a_model_can_turn_caching_off(sa_runtime_factory):
     assert server.bodies and all(
         "prompt_cache_key" not in json.loads(body) for body in server.bodies
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Lifetimes, child keys, and cost in the usage roll-up and the dollar budget
+# ---------------------------------------------------------------------------------------------
+
+
+class Task(BaseModel):
+    task: str
+
+
+class Summary(BaseModel):
+    summary: str
+
+
+APPROVE = define_tool(
+    name="approve", description="Finish.", args=Summary, execute=lambda state, args: "ok"
+)
+
+
+def tree_pack(env: dict[str, str] | None = None) -> Pack:
+    """A lead offering a blocking ``researcher`` subagent whose prompt only calls ``weather``.
+
+    Prices, USD per million: input 1, output 2, cache reads 0.10, cache writes 1.25.
+    """
+    prices = {"input_price": 1.0, "output_price": 2.0, "cached_price": 0.1}
+    models = [
+        define_model(
+            name="lead_model", provider="test", model="lead", **prices, cache_write_price=1.25
+        ),
+        define_model(
+            name="worker_model", provider="test", model="worker", **prices, cache_write_price=1.25
+        ),
+    ]
+    lead_prompt = define_prompt(
+        name="lead",
+        model="lead_model",
+        prompt="Coordinate.",
+        include_chat=True,
+        tools=[{"name": "researcher", "blocking": True, "initUserMessageProperty": "task"}],
+    )
+    worker_prompt = define_prompt(
+        name="worker",
+        model="worker_model",
+        prompt="Research.",
+        include_chat=True,
+        tools=["approve"],
+        required_schema=Task,
+    )
+    researcher = define_agent(
+        name="researcher",
+        type="dual_ai",
+        expose_as_tool=True,
+        tool_description="Researches a task.",
+        max_session_turns=3,
+        side_a={
+            "prompt": "worker",
+            "stop_on_response": False,
+            "session_stop": {"name": "approve", "message_property": "summary"},
+        },
+        side_b={"prompt": "worker", "stop_on_response": False},
+    )
+    lead = define_agent(name="lead", side_a={"prompt": "lead"}, env=env or {})
+    return Pack(
+        name="tree",
+        agents=[lead, researcher],
+        prompts=[lead_prompt, worker_prompt],
+        models=models,
+        tools=[APPROVE],
+    )
+
+
+# every call: 10,000 prompt tokens of which 8,000 read from the cache and 1,000 written to it
+CACHED_USAGE = {
+    "prompt_tokens": 10_000,
+    "completion_tokens": 100,
+    "total_tokens": 10_100,
+    "cached_tokens": 8_000,
+    "cache_write_tokens": 1_000,
+}
+CALL_COST = (1_000 * 1.0 + 8_000 * 0.1 + 1_000 * 1.25 + 100 * 2.0) / 1e6  # 0.00325 USD
+
+
+def tree_provider() -> FunctionProvider:
+    def answer(request: Any) -> Any:
+        if request.model == "worker":
+            return {
+                "tool_calls": [{"name": "approve", "arguments": {"summary": "sunny"}}],
+                "usage": CACHED_USAGE,
+            }
+        if not any(m.role == "tool" for m in request.messages):
+            return {
+                "tool_calls": [{"name": "researcher", "arguments": {"task": "weather"}}],
+                "usage": CACHED_USAGE,
+            }
+        return {"content": "It is sunny.", "usage": CACHED_USAGE}
+
+    return FunctionProvider(answer)
+
+
+@pytest.mark.asyncio
+async def test_children_have_their_own_key_and_a_waiting_parent_the_long_lifetime(
+    sa_runtime_factory,
+):
+    provider = tree_provider()
+    async with sa_runtime_factory(packs=[tree_pack()], providers={"test": provider}) as rt:
+        lead = await rt.create_thread("lead")
+        await lead.send_message("research")
+        await rt.wait_idle(60)
+        child_id = lead.children[0].reference
+    lead_requests = [r for r in provider.requests if r.model == "lead"]
+    worker_requests = [r for r in provider.requests if r.model == "worker"]
+    assert len(lead_requests) == 2 and len(worker_requests) == 1
+    assert {r.prompt_cache.key for r in lead_requests} == {thread_cache_key(lead.thread_id)}
+    assert worker_requests[0].prompt_cache.key == thread_cache_key(child_id)
+    # the lead offers a blocking subagent: it may wait long, so its entries live an hour
+    assert {r.prompt_cache.ttl for r in lead_requests} == {"1h"}
+    assert worker_requests[0].prompt_cache.ttl == "5m"
+
+
+@pytest.mark.asyncio
+async def test_cache_figures_roll_up_over_the_tree_priced_at_cache_prices(sa_runtime_factory):
+    async with sa_runtime_factory(packs=[tree_pack()], providers={"test": tree_provider()}) as rt:
+        lead = await rt.create_thread("lead")
+        await lead.send_message("research")
+        await rt.wait_idle(60)
+        usage = await lead.usage()
+        logs = [log for log in await lead.get_logs() if log.type == "llm_call"]
+    tree = usage.tree
+    assert tree is not None and tree.model_calls == 3
+    assert (tree.input_tokens, tree.cached_tokens, tree.cache_write_tokens) == (
+        30_000,
+        24_000,
+        3_000,
+    )
+    assert tree.cost_usd == pytest.approx(3 * CALL_COST)
+    assert tree.by_model["worker_model"].cache_write_tokens == 1_000
+    assert usage.thread.cached_tokens == 16_000
+    assert logs[0].data["cache_write_tokens"] == 1_000 and logs[0].data["cached_tokens"] == 8_000
+
+
+@pytest.mark.asyncio
+async def test_the_dollar_budget_counts_cache_pricing(sa_runtime_factory):
+    # Priced as plain input, the lead's first call alone (0.0102 USD) would exhaust a 0.007
+    # budget and the child would never run. At cache prices each call costs 0.00325: the turn's
+    # three calls start at 0, 0.00325 and 0.0065 USD (all under 0.007), the next turn is refused.
+    pack = tree_pack(env={"SA_MAX_COST_USD": "0.007"})
+    async with sa_runtime_factory(packs=[pack], providers={"test": tree_provider()}) as rt:
+        lead = await rt.create_thread("lead")
+        await lead.send_message("research")
+        await rt.wait_idle(60)
+        usage = await lead.usage()
+        page = await lead.get_messages()
+    assert usage.tree is not None and usage.tree.model_calls == 3
+    assert usage.tree.cost_usd == pytest.approx(3 * CALL_COST)
+    assert page.messages[-1].status == "completed"
+    async with sa_runtime_factory(packs=[pack], providers={"test": tree_provider()}) as rt:
+        lead = await rt.get_thread(lead.thread_id)
+        await lead.send_message("again")
+        await rt.wait_idle(60)
+        page = await lead.get_messages()
+    assert page.messages[-1].status == "failed"
+    assert "Budget exceeded: SA_MAX_COST_USD" in (page.messages[-1].content or "")
