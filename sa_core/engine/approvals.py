@@ -25,6 +25,9 @@ import weakref
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal
 
+from sa_core.engine.mcp import offered_mcp_tools
+from sa_core.engine.messages import create_messages
+from sa_core.engine.toolrows import cancelled_rows, store_tool_row
 from sa_core.errors import (
     ApprovalArgumentsError,
     ApprovalConflictError,
@@ -32,6 +35,7 @@ from sa_core.errors import (
 )
 from sa_core.errors import ApprovalError as ApprovalError
 from sa_core.spec import SideConfig, ToolCall, ToolCallFunction, ToolResult
+from sa_core.spec.schemas import validate_args
 from sa_core.store import now_us
 
 if TYPE_CHECKING:
@@ -83,7 +87,7 @@ async def gate(
             f"thread's main flow, not inside a subprompt.",
             error_code="approval_unavailable",
         )
-        return await flow._store_tool_row(call, result, config)
+        return await store_tool_row(flow, call, result, config)
     state = flow.state
     store = state.runtime.store
     pending = await store.get_value(state.thread_id, KEY) or {}
@@ -102,7 +106,7 @@ async def gate(
     }
     await store.set_value(state.thread_id, KEY, pending)
     _mark(state.runtime, state.thread_id, True)
-    flow._unanswered = [c for c in flow._unanswered if c.id != call.id]
+    flow.unanswered = [c for c in flow.unanswered if c.id != call.id]
     state.emit("tool_call_awaiting_approval", {"id": call.id, "name": call.name})
     return None
 
@@ -146,7 +150,7 @@ async def settle(flow: Flow, side: str, config: SideConfig) -> bool:
             if decision.get("approve"):
                 token = _approved.set(call.id)
                 try:
-                    await flow._run_call(call, offered, config)
+                    await flow.run_call(call, offered, config)
                 finally:
                     _approved.reset(token)
             else:
@@ -156,7 +160,7 @@ async def settle(flow: Flow, side: str, config: SideConfig) -> bool:
                     error=f"A human denied this tool call: {reason}",
                     error_code="approval_denied",
                 )
-                await flow._store_tool_row(call, result, config)
+                await store_tool_row(flow, call, result, config)
             calls.pop(entry["tool_call_id"], None)
             if calls:
                 await store.set_value(state.thread_id, KEY, pending)
@@ -185,8 +189,6 @@ async def _offered(state: ThreadState, prompt: Any, side: str) -> dict[str, Offe
     runtime = state.runtime
     offered = runtime.offered_tools(state, state.scope, prompt, side)
     if state.scope.mcp_servers:
-        from sa_core.engine.mcp import offered_mcp_tools
-
         offered.update(await offered_mcp_tools(state, state.scope, prompt))
     return offered
 
@@ -268,8 +270,6 @@ async def decide(
 async def _check_arguments(
     state: ThreadState, pending: dict[str, Any], name: str, arguments: dict[str, Any]
 ) -> None:
-    from sa_core.spec.schemas import validate_args
-
     prompt = state.scope.prompt(pending.get("prompt") or "")
     offered = await _offered(state, prompt, pending.get("side") or "a")
     tool = offered.get(name)
@@ -292,9 +292,6 @@ async def cancel_pending(state: ThreadState, how: Literal["stopped", "terminated
     later turn stays parked on them. The thread's status leaves ``awaiting_approval``, a parent's
     registry entry follows, and a blocking parent waiting through the approvals stops waiting.
     """
-    from sa_core.engine.messages import create_messages, new_message
-    from sa_core.engine.tools import result_text
-
     runtime = state.runtime
     store = runtime.store
     thread_id = state.thread_id
@@ -304,21 +301,9 @@ async def cancel_pending(state: ThreadState, how: Literal["stopped", "terminated
     if pending:
         # a decided call the stopped runner finished but had not yet crossed off has its row
         answered = {m.tool_call_id for m in await store.history(thread_id) if m.role == "tool"}
-        error = f"Not run: the thread was {how} before a human decided."
-        content = result_text(ToolResult(status="error", error=error))
-        rows = [
-            new_message(
-                thread_id,
-                "tool",
-                content,
-                name=entry["name"],
-                tool_call_id=entry["tool_call_id"],
-                tool_status="error",
-                metadata={"error_code": "approval_cancelled", "error_data": None},
-            )
-            for entry in pending.get("calls", {}).values()
-            if entry["tool_call_id"] not in answered
-        ]
+        entries = pending.get("calls", {}).values()
+        unanswered = [e for e in entries if e["tool_call_id"] not in answered]
+        rows = cancelled_rows(thread_id, unanswered, how)
         async with store.transaction():
             await create_messages(state, rows)
             await store.delete_value(thread_id, KEY)

@@ -181,8 +181,7 @@ async def with_subagent_fields(state: ThreadState, messages: list[Message]) -> l
     if not any(message.subagent_id for message in messages):
         return messages
     entries = {
-        entry.reference: entry
-        for entry in await state.runtime.store.list_children(state.thread_id)
+        entry.reference: entry for entry in await state.runtime.store.list_children(state.thread_id)
     }
     projected = []
     for message in messages:

@@ -6,7 +6,7 @@ Resuming never asks the model for a response already stored and never runs a too
 result is stored:
 
 * model calls that were streaming (``pending`` rows) are marked ``failed`` with
-  :data:`~sa_core.engine.flow.INTERRUPTED_CALL` and made again;
+  :data:`INTERRUPTED_CALL` and made again;
 * the last step's calls without a result run now, in order, then those of the tools it
   queued with ``state.queue_tool`` (stored before they ran); the call that was running at the
   crash runs again at most once (``state.tool_attempt == 2``), or gets the failed result
@@ -20,19 +20,25 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sa_core.spec import Message, SideConfig, ToolCall, ToolResult
+from sa_core.engine.context import Side
+from sa_core.engine.dispatch import run_offered
+from sa_core.engine.flowtypes import StepResult
+from sa_core.engine.messages import update_message
+from sa_core.engine.step import EMPTY_RESPONSE, prompt_for
+from sa_core.engine.toolcall import QUEUED_TOOLS, run_call, run_queued_tools
+from sa_core.engine.toolrows import store_error_row
+from sa_core.spec import Message, SideConfig, ToolCall
 
 if TYPE_CHECKING:
-    from sa_core.engine.context import Side
-    from sa_core.engine.flow import Flow, StepResult
+    from sa_core.engine.flow import Flow
     from sa_core.store.executions import ResumePoint
+
+INTERRUPTED_CALL = "Interrupted by a restart while the model was answering; the call was made again"
+"""Error of an assistant row whose model call a crash cut off (the row stays ``failed``)."""
 
 
 async def mark_interrupted_calls(flow: Flow) -> None:
     """Mark the thread's ``pending`` assistant rows failed: their model call never finished."""
-    from sa_core.engine.flow import INTERRUPTED_CALL
-    from sa_core.engine.messages import update_message
-
     state = flow.state
     for message_id in await flow.engine.store.pending_message_ids(state.thread_id):
         await update_message(
@@ -42,17 +48,13 @@ async def mark_interrupted_calls(flow: Flow) -> None:
         )
 
 
-async def resume_step(
-    flow: Flow, point: ResumePoint
-) -> tuple[Side, SideConfig, StepResult] | None:
+async def resume_step(flow: Flow, point: ResumePoint) -> tuple[Side, SideConfig, StepResult] | None:
     """Restore a flow at ``point``; finish the committed step whose calls lack results.
 
     Returns:
         ``(side, side config, step)`` when a committed step was finished (its stops still to
         be evaluated), else ``None`` (the flow continues with a fresh step on ``point.side``).
     """
-    from sa_core.engine.flow import EMPTY_RESPONSE, StepResult
-
     state = flow.state
     flow.current_side = point.side
     flow.turns = {"a": int(point.turns.get("a", 0)), "b": int(point.turns.get("b", 0))}
@@ -68,7 +70,7 @@ async def resume_step(
     config = flow.side_config(point.side)
     if message is None or message.status != "completed" or config is None:
         return None
-    prompt = flow._prompt(config)
+    prompt = prompt_for(flow, config)
     state.active_prompt = prompt
     flow.prompt_path = [prompt.name]
     offered = flow.engine.caches.offered_tools(state, flow.scope, prompt, point.side)
@@ -86,10 +88,8 @@ async def resume_step(
         done = answered.get(call.id)
         if tool is not None and tool.kind == "handoff" and done and done.tool_status == "success":
             # the handoff itself commits with a new resume point: it is still to be performed
-            from sa_core.engine.dispatch import run_offered
-
             await run_offered(state, flow, tool, call.arguments, call, None)
-    flow._unanswered = list(unanswered)
+    flow.unanswered = list(unanswered)
     for index, call in enumerate(unanswered):
         # the first call without a result may have been running; later ones never started
         started = point.attempts.get(call.id, 1 if index == 0 else 0)
@@ -98,25 +98,21 @@ async def resume_step(
         await flow.save_point(point)  # the start commits before the call runs
         row: Message | None
         if call.name == "invalid_assistant_response" and not (message.content or "").strip():
-            row = await flow._store_tool_row(
-                call, ToolResult(status="error", error=EMPTY_RESPONSE), config, raw=True
-            )
+            row = await store_error_row(flow, call, EMPTY_RESPONSE)
         else:
             allow_any = call.id in queued_ids
-            row = await flow._run_call(call, offered, config, allow_any=allow_any, attempt=attempt)
+            row = await run_call(flow, call, offered, config, allow_any=allow_any, attempt=attempt)
         if row is not None:
             tool_rows.append(row)
     # tools the resumed calls queued
-    tool_rows += await flow.run_queued_tools(point.side, prompt, offered, config)
-    flow._unanswered = []
+    tool_rows += await run_queued_tools(flow, point.side, prompt, offered, config)
+    flow.unanswered = []
     flow.last_text = message.content or ""
     return point.side, config, StepResult(message, calls, tool_rows, message.content or "")
 
 
 def _queued_calls(messages: list[Message], step: Message) -> list[ToolCall]:
     """The calls of tools queued during ``step`` (``state.queue_tool``), stored after it."""
-    from sa_core.engine.flow import QUEUED_TOOLS
-
     found: list[ToolCall] = []
     after = False
     for message in messages:

@@ -194,9 +194,9 @@ async def check_answer(
             return Answer([], text, {OUTPUT: value})
     if _rejected_before(flow, SIDE_ROLE[side]):
         await flow.engine.store.insert_log(flow.state.thread_id, log)
-        prepared = flow._prepared
+        prepared = flow.prepared
         if prepared is not None:  # stored failed, with the error (no answer text: none counts)
-            flow._prepared = prepared.model_copy(update={"log_id": log.id})
+            flow.prepared = prepared.model_copy(update={"log_id": log.id})
         raise StructuredOutputError(prompt.name, problems)
     if final is None:
         from sa_core.spec.records import ToolCall, ToolCallFunction
@@ -230,7 +230,7 @@ async def end_child_session(flow: Flow, answer: Answer) -> Literal["session_stop
         return None
     from sa_core.engine.flow import SessionOutcome
 
-    await flow._end_session(SessionOutcome("session_stop", failed=False, content=answer.content))
+    await flow.end_session(SessionOutcome("session_stop", failed=False, content=answer.content))
     return "session_stop"
 
 

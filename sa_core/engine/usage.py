@@ -291,5 +291,5 @@ async def stop_for_budget(flow: Flow, side: str) -> bool:
     )
     flow.remember(await create_message(state, row))
     await state.runtime.log(state.thread_id, "budget_exceeded", {"message": text})
-    await flow._end_session(SessionOutcome("budget_exceeded", failed=True, content=text))
+    await flow.end_session(SessionOutcome("budget_exceeded", failed=True, content=text))
     return True
