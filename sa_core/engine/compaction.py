@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import TYPE_CHECKING, Any, Literal
 
 from sa_core import jsontext
@@ -107,6 +108,53 @@ def compacted_view(history: list[Message]) -> View:
             message = _stubbed(message)
         out.append(message)
     return View(out, newest)
+
+
+@dataclass(slots=True)
+class _Scan:
+    """How far a thread's history was searched for markers (it only grows at its end)."""
+
+    first: Message | None
+    seen: int = 0
+    last: Message | None = None
+    found: bool = False
+
+
+SCANNED_THREADS = 4096
+"""Threads whose marker search is remembered, at most (the most recently stepped)."""
+
+_SCANS: OrderedDict[tuple[str, bool, bool], _Scan] = OrderedDict()
+
+
+def _has_markers(flow: Flow, prompt: PromptDefinition, history: list[Message]) -> bool:
+    """Whether ``history`` holds a marker, searching only what earlier steps did not.
+
+    The history a thread's steps send only grows at its end (for one kind of prompt), so a
+    thread that never compacted costs each step a look at its new messages, not a walk over
+    the whole history. A history that starts elsewhere, got shorter or changed within what
+    was searched (a deleted message) is searched again.
+    """
+    key = (flow.state.thread_id, prompt.include_chat, prompt.include_past_tools)
+    first = history[0] if history else None
+    scan = _SCANS.pop(key, None)
+    seen = scan.seen if scan is not None else 0
+    if (
+        scan is None
+        or scan.first is not first
+        or seen > len(history)
+        or (seen and history[seen - 1] is not scan.last)
+    ):
+        scan = _Scan(first)
+    _SCANS[key] = scan
+    if len(_SCANS) > SCANNED_THREADS:
+        _SCANS.popitem(last=False)
+    if not scan.found:
+        for message in islice(history, scan.seen, None):
+            if message.role == "system" and is_marker(message):
+                scan.found = True
+                break
+        scan.seen, scan.last = len(history), first and history[-1]
+    return scan.found
 
 
 def _through(marker: Message | None) -> int:
@@ -231,7 +279,7 @@ async def compact_history(
     Raises:
         ContextWindowExceededError: nothing left to compact and still over the window.
     """
-    view = compacted_view(history)
+    view = compacted_view(history) if _has_markers(flow, prompt, history) else View(history, 0)
     plan = plan_for(prompt, model)
     if plan is None:
         return view.messages
