@@ -16,6 +16,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
+from sa_core.engine.approvals import mark_no_pending
+from sa_core.engine.flowtypes import side_for_role
+from sa_core.engine.messages import create_messages, new_message
+from sa_core.store.executions import ExecutionRecord, ResumePoint
+
 if TYPE_CHECKING:
     from sa_core.spec import AttachmentRef, Message
     from sa_core.state import ThreadState
@@ -50,10 +55,6 @@ async def owe_first_turn(
     Returns:
         The stored message.
     """
-    from sa_core.engine.flow import side_for_role
-    from sa_core.engine.messages import create_messages, new_message
-    from sa_core.store.executions import ExecutionRecord, ResumePoint
-
     runtime = child.runtime
     store = runtime.store
     message = new_message(
@@ -83,9 +84,6 @@ def start_child(child: ThreadState, first: Message) -> None:
     The child's live handle was written in this process a moment ago, so the runner uses it
     as it is; the queue is known to be empty and the claim is already held.
     """
-    from sa_core.engine.approvals import mark_no_pending
-    from sa_core.engine.flow import side_for_role
-
     runtime = child.runtime
     mark_no_pending(runtime, child.thread_id)  # a new thread has no approval requests
     runtime.start_turn(

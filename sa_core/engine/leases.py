@@ -211,7 +211,9 @@ class Workers:
         thread's turns are still fenced by the database (:meth:`fence`).
         """
         at = self.expires.get(thread_id)
-        return at is not None and thread_id in self.held and at - now_us() >= self.ttl_us // 2
+        return (
+            at is not None and thread_id in self.held and at - now_us() >= self.ttl_us // 2
+        )
 
     def settled(self, thread_id: str) -> bool:
         """Whether the thread's lease is kept after its runner settled (nothing owed since)."""
