@@ -12,9 +12,10 @@ import base64
 import contextlib
 import mimetypes
 from collections.abc import AsyncIterator, Iterator, Mapping
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
+from sa_core.engine import delivery
+from sa_core.engine.threads import NO_TOOL_OPTIONS, ThreadRef
 from sa_core.errors import (
     DefinitionNotFoundError,
     FileSystemError,
@@ -42,84 +43,78 @@ from sa_core.spec import (
 )
 from sa_core.spec.schemas import ArgsSpec, is_model_class, json_schema_of
 
-NO_TOOL_OPTIONS: Mapping[str, Any] = MappingProxyType({})
-"""``state.tool_options`` when a tool is given none."""
-
 if TYPE_CHECKING:
     from sa_core.engine.flow import Flow
+    from sa_core.engine.kernel import Kernel
     from sa_core.engine.usage import ThreadUsage
     from sa_core.registry import PackScope
     from sa_core.runtime import Runtime
     from sa_core.store import ThreadRow
 
 
-class SharedThread:
-    """What every live handle of one thread shares: the row and the child registry."""
-
-    __slots__ = ("__weakref__", "children", "row")
-
-    def __init__(self, row: ThreadRow, children: list[SubagentRegistryEntry]) -> None:
-        self.row = row
-        self.children = children
-
-
 class ThreadState:
-    """A thread, as seen by code running on it."""
+    """A thread, as seen by code running on it: a facade over the kernel and a thread handle.
 
-    def __init__(
-        self,
-        runtime: Runtime,
-        row: ThreadRow | SharedThread,
-        *,
-        children: list[SubagentRegistryEntry] | None = None,
-        flow: Flow | None = None,
-    ) -> None:
+    Args:
+        kernel: The engine's services (:mod:`sa_core.engine.kernel`).
+        ref: The engine's half of the thread (:class:`~sa_core.engine.threads.ThreadRef`).
+        runtime: The runtime hosting the thread.
+    """
+
+    __slots__ = ("_kernel", "_ref", "_runtime")
+
+    def __init__(self, kernel: Kernel, ref: ThreadRef, runtime: Runtime) -> None:
+        self._kernel = kernel
+        self._ref = ref
         self._runtime = runtime
-        self._shared = row if isinstance(row, SharedThread) else SharedThread(row, children or [])
-        self._flow = flow
-        self._context: dict[str, Any] = {}
-        self._tool_env: Mapping[str, str] = {}
-        self._tool_options: Mapping[str, Any] = NO_TOOL_OPTIONS
-        self._prompt: PromptDefinition | None = None
-        self.tool_call_id: str | None = None
-        """While a tool runs: the id of its tool call, stable across restarts (use it as the
-        idempotency key of anything the tool does outside the thread)."""
-        self.tool_attempt: int = 1
-        """While a tool runs: 1 on the first run of its call, 2 when a restart interrupted the
-        first run and the call runs again (it never runs a third time)."""
-        self.effect_attempt: int | None = None
-        """While an effect runs: 1 on its first run, 2 when a restart interrupted the first."""
 
     def __repr__(self) -> str:
         return f"<ThreadState {self.thread_id} agent={self.agent_id!r}>"
 
     @property
     def _row(self) -> ThreadRow:
-        return self._shared.row
-
-    @_row.setter
-    def _row(self, row: ThreadRow) -> None:
-        self._shared.row = row
+        return self._ref.shared.row
 
     @property
-    def _children(self) -> list[SubagentRegistryEntry]:
-        return self._shared.children
+    def tool_call_id(self) -> str | None:
+        """While a tool runs: the id of its tool call, stable across restarts (use it as the
+        idempotency key of anything the tool does outside the thread)."""
+        return self._ref.tool_call_id
 
-    @_children.setter
-    def _children(self, children: list[SubagentRegistryEntry]) -> None:
-        self._shared.children = children
+    @tool_call_id.setter
+    def tool_call_id(self, value: str | None) -> None:
+        self._ref.tool_call_id = value
+
+    @property
+    def tool_attempt(self) -> int:
+        """While a tool runs: 1 on the first run of its call, 2 when a restart interrupted the
+        first run and the call runs again (it never runs a third time)."""
+        return self._ref.tool_attempt
+
+    @tool_attempt.setter
+    def tool_attempt(self, value: int) -> None:
+        self._ref.tool_attempt = value
+
+    @property
+    def effect_attempt(self) -> int | None:
+        """While an effect runs: 1 on its first run, 2 when a restart interrupted the first."""
+        return self._ref.effect_attempt
+
+    @effect_attempt.setter
+    def effect_attempt(self, value: int | None) -> None:
+        self._ref.effect_attempt = value
 
     # -- identity ---------------------------------------------------------------------------
 
     @property
     def row(self) -> ThreadRow:
         """The thread's stored record (shared by every live handle of the thread)."""
-        return self._shared.row
+        return self._ref.shared.row
 
     @property
     def thread_id(self) -> str:
         """The thread id."""
-        return self._shared.row.id
+        return self._ref.shared.row.id
 
     @property
     def agent_id(self) -> str:
@@ -159,43 +154,44 @@ class ThreadState:
     @property
     def children(self) -> list[SubagentRegistryEntry]:
         """The registry of subagent instances this thread spawned."""
-        return list(self._children)
+        return list(self._ref.shared.children)
 
     @children.setter
     def children(self, entries: list[SubagentRegistryEntry]) -> None:
         """Replace the registry as every live handle of the thread sees it (engine use)."""
-        self._children = list(entries)
+        self._ref.shared.children = list(entries)
 
     @property
     def execution(self) -> Flow | None:
         """The running flow (step counts, current side, stop()), or None outside a turn."""
-        return self._flow
+        return self._ref.execution
 
     @execution.setter
     def execution(self, flow: Flow | None) -> None:
         """Attach the flow this handle runs in (engine use)."""
-        self._flow = flow
+        self._ref.execution = flow
 
     @property
     def active_prompt(self) -> PromptDefinition | None:
         """The prompt in effect: the one the current step runs (its hooks, env and tools)."""
-        return self._prompt
+        return self._ref.prompt
 
     @active_prompt.setter
     def active_prompt(self, prompt: PromptDefinition | None) -> None:
-        self._prompt = prompt
+        self._ref.prompt = prompt
 
     @contextlib.contextmanager
     def tool_env(
         self, env: Mapping[str, str], options: Mapping[str, Any] = NO_TOOL_OPTIONS
     ) -> Iterator[None]:
         """Within the block a prompt's tool config applies: ``env`` and ``tool_options``."""
-        previous = self._tool_env, self._tool_options
-        self._tool_env, self._tool_options = env, options
+        ref = self._ref
+        previous = ref.tool_env, ref.tool_options
+        ref.tool_env, ref.tool_options = env, options
         try:
             yield
         finally:
-            self._tool_env, self._tool_options = previous
+            ref.tool_env, ref.tool_options = previous
 
     @property
     def tool_options(self) -> Mapping[str, Any]:
@@ -205,12 +201,12 @@ class ThreadState:
         shared by every call of that entry, so leave nested values as they are; empty when the
         entry gives none, and outside a tool call.
         """
-        return self._tool_options
+        return self._ref.tool_options
 
     @property
     def context(self) -> dict[str, Any]:
         """A scratch dict shared by the tools and hooks of one flow."""
-        return self._flow.context if self._flow is not None else self._context
+        return self._ref.context
 
     @property
     def runtime(self) -> Runtime:
@@ -220,18 +216,19 @@ class ThreadState:
     @property
     def scope(self) -> PackScope:
         """The package scope definitions resolve in."""
-        return self._runtime.registry.scope(self._shared.row.package)
+        return self._kernel.registry.scope(self._ref.shared.row.package)
 
     @property
     def agent(self) -> AgentDefinition:
         """The owning agent's definition."""
-        row = self._shared.row
-        return self._runtime.registry.scope(row.package).agent(row.agent_id)[0]
+        row = self._ref.shared.row
+        return self._kernel.registry.scope(row.package).agent(row.agent_id)[0]
 
     def _active_hooks(self, hook: str) -> list[HookDefinition]:
         """Pack hooks of type ``hook`` the active prompt (else the agent) lists, in order."""
         scope = self.scope
-        ids = self._prompt.hooks if self._prompt is not None and self._prompt.hooks else None
+        prompt = self._ref.prompt
+        ids = prompt.hooks if prompt is not None and prompt.hooks else None
         if ids is None:
             ids = self.agent.hooks
         found = []
@@ -247,10 +244,11 @@ class ThreadState:
 
     async def refresh(self) -> ThreadState:
         """Reload the thread row and registry from the database."""
-        row = await self._runtime.store.get_thread(self.thread_id)
+        shared = self._ref.shared
+        row = await self._kernel.store.get_thread(self.thread_id)
         if row is not None:
-            self._row = row
-        self._children = await self._runtime.store.list_children(self.thread_id)
+            shared.row = row
+        shared.children = await self._kernel.store.list_children(self.thread_id)
         return self
 
     # -- messages ---------------------------------------------------------------------------
@@ -289,8 +287,9 @@ class ThreadState:
                 raise ValueError("output_schema must be a pydantic model class or a JSON Schema")
             metadata = {"output_schema": json_schema_of(output_schema)}
             check_schema(metadata["output_schema"])
-        return await self._runtime.send(
-            self, content, role, attachments or [], silent, wait, metadata=metadata
+        return await delivery.send(
+            self._kernel, self._ref, content, role, attachments or [], silent, wait,
+            metadata=metadata,
         )
 
     async def get_messages(
@@ -308,7 +307,7 @@ class ThreadState:
         """
         from sa_core.engine.messages import with_subagent_fields
 
-        messages, total = await self._runtime.store.list_messages(
+        messages, total = await self._kernel.store.list_messages(
             self.thread_id,
             limit=limit,
             offset=offset,
@@ -325,7 +324,7 @@ class ThreadState:
         """One message by id (silent ones included), ``subagent_*`` fields projected."""
         from sa_core.engine.messages import with_subagent_fields
 
-        message = await self._runtime.store.get_message(self.thread_id, message_id)
+        message = await self._kernel.store.get_message(self.thread_id, message_id)
         if message is None:
             return None
         return (await with_subagent_fields(self, [message]))[0]
@@ -337,6 +336,7 @@ class ThreadState:
         does not include the chat).
         """
         data = InjectMessageInput.model_validate(message)
+        flow = self._ref.execution
         from sa_core.engine.messages import create_message, new_message
 
         stored = await create_message(
@@ -349,11 +349,11 @@ class ThreadState:
                 metadata=data.metadata,
                 name=data.name,
                 tool_call_id=data.tool_call_id,
-                depth=self._flow.depth if self._flow is not None else 0,
+                depth=flow.depth if flow is not None else 0,
             ),
         )
-        if self._flow is not None:
-            self._flow.remember(stored)
+        if flow is not None:
+            flow.remember(stored)
         return stored
 
     async def queue_message(self, message: QueueMessageInput | Mapping[str, Any]) -> str:
@@ -364,7 +364,7 @@ class ThreadState:
         """
         self._check_active()
         data = QueueMessageInput.model_validate(message)
-        return await self._runtime.queue(self, data)
+        return await delivery.queue(self._kernel, self._ref, data)
 
     async def update_message(self, message_id: str, updates: Mapping[str, Any]) -> Message | None:
         """Update fields of a stored message (runs the update hooks)."""
@@ -374,7 +374,7 @@ class ThreadState:
 
     async def delete_message(self, message_id: str) -> bool:
         """Delete a message (or a still-queued entry) and its attachment files."""
-        store = self._runtime.store
+        store = self._kernel.store
         if await store.delete_queue_entry(self.thread_id, message_id):
             return True
         message = await store.get_message(self.thread_id, message_id)
@@ -388,7 +388,7 @@ class ThreadState:
         self, limit: int = 100, offset: int = 0, order: Literal["asc", "desc"] = "desc"
     ) -> list[Log]:
         """Log rows of this thread (model calls with tokens, latency and errors)."""
-        logs, _ = await self._runtime.store.list_logs(
+        logs, _ = await self._kernel.store.list_logs(
             self.thread_id, limit=limit, offset=offset, order=order
         )
         return logs
@@ -403,7 +403,7 @@ class ThreadState:
         from sa_core.engine.usage import thread_usage
 
         return await thread_usage(
-            self._runtime.store, self.thread_id, include_descendants=include_descendants
+            self._kernel.store, self.thread_id, include_descendants=include_descendants
         )
 
     async def pending_approvals(self) -> list[dict[str, Any]]:
@@ -446,11 +446,11 @@ class ThreadState:
 
         Keys starting with ``sa:`` belong to the runtime; use your own prefix.
         """
-        return await self._runtime.store.get_value(self.thread_id, key)
+        return await self._kernel.store.get_value(self.thread_id, key)
 
     async def set_value(self, key: str, value: Any) -> None:
         """Store a JSON-serialisable value on the thread under ``key`` (see :meth:`get_value`)."""
-        await self._runtime.store.set_value(self.thread_id, key, value)
+        await self._kernel.store.set_value(self.thread_id, key, value)
 
     # -- resources --------------------------------------------------------------------------
 
@@ -499,22 +499,23 @@ class ThreadState:
         row = self._row
         if name in row.env:
             return row.env[name]
-        runtime = self._runtime
+        kernel = self._kernel
         if row.user_id is not None:
-            user_env = runtime.user_env.get(row.user_id)
+            user_env = kernel.user_env.get(row.user_id)
             if user_env and name in user_env:
                 return user_env[name]
-        if name in runtime.env:
-            return runtime.env[name]
+        if name in kernel.env:
+            return kernel.env[name]
         try:
             agent = self.agent
         except DefinitionNotFoundError:
             agent = None
         if agent is not None and name in agent.env:
             return agent.env[name]
-        if name in self._tool_env:
-            return self._tool_env[name]
-        prompt = self._prompt
+        ref = self._ref
+        if name in ref.tool_env:
+            return ref.tool_env[name]
+        prompt = ref.prompt
         if prompt is None and agent is not None:
             prompt = self.scope.prompts.get(agent.side_a.prompt)
         if prompt is not None and name in prompt.env:
@@ -527,22 +528,23 @@ class ThreadState:
         Declared ``secret`` anywhere in the thread's package or by a plugin tool, or typed secret
         on the thread.
         """
-        return self._runtime.secret_names(self.scope, self._row)
+        return self._kernel.secrets.secret_names(self.scope, self._row)
 
     async def set_env(
         self, name: str, value: str, *, type: Literal["text", "secret"] | None = None
     ) -> None:
         """Set a thread variable; active descendants receive it too."""
-        await self._runtime.set_thread_env(self, name, value, type)
+        await delivery.set_env(self._kernel, self._ref, name, value, type)
 
     # -- tools ------------------------------------------------------------------------------
 
     def queue_tool(self, name: str, args: Mapping[str, Any] | None = None) -> None:
         """Run a tool after the current step's tool calls (outside a run: in the background)."""
-        if self._flow is not None:
-            self._flow.queued_tools.append((name, dict(args or {})))
+        flow = self._ref.execution
+        if flow is not None:
+            flow.queued_tools.append((name, dict(args or {})))
             return
-        self._runtime.spawn(self.invoke_tool(name, args), f"queue_tool:{name}")
+        self._kernel.scheduler.spawn(self.invoke_tool(name, args), f"queue_tool:{name}")
 
     async def invoke_tool(self, name: str, args: Mapping[str, Any] | None = None) -> ToolResult:
         """Run a tool now and return its result; no tool message is stored."""
@@ -561,21 +563,21 @@ class ThreadState:
             The scheduled effect id.
         """
         self.scope.effect(name)
-        return await self._runtime.effects.schedule(self.thread_id, name, dict(args or {}), delay)
+        return await self._kernel.effects.schedule(self.thread_id, name, dict(args or {}), delay)
 
     async def get_scheduled_effects(self, name: str | None = None) -> list[ScheduledEffect]:
         """Pending effects of this thread (optionally only those named ``name``)."""
-        return await self._runtime.store.list_effects(self.thread_id, name)
+        return await self._kernel.store.list_effects(self.thread_id, name)
 
     async def remove_scheduled_effect(self, effect_id: str) -> bool:
         """Cancel a pending effect."""
-        return await self._runtime.store.remove_effect(self.thread_id, effect_id)
+        return await self._kernel.store.remove_effect(self.thread_id, effect_id)
 
     # -- events -----------------------------------------------------------------------------
 
     def emit(self, event: str, data: Any = None) -> None:
         """Send a custom event to the thread's live subscribers (secret values redacted)."""
-        events = self._runtime.events
+        events = self._kernel.events
         if not events.has_listeners:
             return
         from sa_core.engine.events import EventFrame
@@ -610,13 +612,13 @@ class ThreadState:
             or mimetypes.guess_type(path)[0]
             or ("text/plain" if isinstance(data, str) else "application/octet-stream")
         )
-        return await self._runtime.store.write_file(
+        return await self._kernel.store.write_file(
             self.thread_id, path, raw, mime, metadata=metadata, width=width, height=height
         )
 
     async def read_file(self, path: str) -> bytes | None:
         """A file's bytes, or None when it does not exist."""
-        return await self._runtime.store.read_file(self.thread_id, path)
+        return await self._kernel.store.read_file(self.thread_id, path)
 
     async def read_file_stream(self, path: str, chunk_size: int = 65536) -> AsyncIterator[bytes]:
         """A file's bytes in chunks."""
@@ -629,23 +631,23 @@ class ThreadState:
 
     async def stat_file(self, path: str) -> FileRecord | None:
         """Metadata of a file or directory."""
-        return await self._runtime.store.stat_file(self.thread_id, path)
+        return await self._kernel.store.stat_file(self.thread_id, path)
 
     async def readdir_file(self, path: str = "/") -> list[FileRecord]:
         """Direct children of a directory."""
-        return await self._runtime.store.readdir(self.thread_id, path)
+        return await self._kernel.store.readdir(self.thread_id, path)
 
     async def unlink_file(self, path: str) -> bool:
         """Delete a file."""
-        return await self._runtime.store.unlink_file(self.thread_id, path)
+        return await self._kernel.store.unlink_file(self.thread_id, path)
 
     async def mkdir_file(self, path: str) -> FileRecord:
         """Create a directory."""
-        return await self._runtime.store.mkdir(self.thread_id, path)
+        return await self._kernel.store.mkdir(self.thread_id, path)
 
     async def rmdir_file(self, path: str, *, recursive: bool = False) -> bool:
         """Remove a directory."""
-        return await self._runtime.store.rmdir(self.thread_id, path, recursive=recursive)
+        return await self._kernel.store.rmdir(self.thread_id, path, recursive=recursive)
 
     async def get_file_thumbnail(self, path: str) -> bytes | None:
         """A PNG thumbnail (at most 256 px) of an image file; None for anything else.
@@ -658,15 +660,15 @@ class ThreadState:
 
     async def get_file_stats(self) -> FileStats:
         """Total size and file count."""
-        return await self._runtime.store.file_stats(self.thread_id)
+        return await self._kernel.store.file_stats(self.thread_id)
 
     async def grep_files(self, pattern: str) -> list[GrepResult]:
         """Regex search through text files."""
-        return await self._runtime.store.grep_files(self.thread_id, pattern)
+        return await self._kernel.store.grep_files(self.thread_id, pattern)
 
     async def find_files(self, pattern: str) -> list[FileRecord]:
         """Glob search on paths and names."""
-        return await self._runtime.store.find_files(self.thread_id, pattern)
+        return await self._kernel.store.find_files(self.thread_id, pattern)
 
     async def save_attachment(
         self, attachment: ToolAttachment | Mapping[str, Any]
@@ -688,7 +690,7 @@ class ThreadState:
 
     async def get_child_thread(self, reference: str) -> ThreadState | None:
         """A child thread by its subagent reference (None unless it is this thread's child)."""
-        row = await self._runtime.store.get_thread(reference)
+        row = await self._kernel.store.get_thread(reference)
         if row is None or row.parent_id != self.thread_id:
             return None
         return await self._runtime.state_for(row)
@@ -697,7 +699,7 @@ class ThreadState:
         """The parent thread, or None for top-level threads."""
         if self._row.parent_id is None:
             return None
-        row = await self._runtime.store.get_thread(self._row.parent_id)
+        row = await self._kernel.store.get_thread(self._row.parent_id)
         return None if row is None else await self._runtime.state_for(row)
 
     async def notify_parent(self, content: str) -> None:
@@ -739,14 +741,14 @@ class ThreadState:
 
     async def stop(self) -> None:
         """Abort the in-flight turn; the next message continues the thread."""
-        await self._runtime.stop_thread(self.thread_id)
+        await delivery.stop(self._kernel, self.thread_id)
         from sa_core.engine.approvals import cancel_pending
 
         await cancel_pending(self, "stopped")  # no orphan approval keeps later turns parked
 
     async def terminate(self) -> None:
         """Soft-terminate: abort in-flight work and reject new messages and queue entries."""
-        await self._runtime.terminate(self)
+        await delivery.terminate(self._kernel, self._ref)
         from sa_core.engine.approvals import cancel_pending
 
         await cancel_pending(self, "terminated")

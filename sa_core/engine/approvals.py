@@ -187,7 +187,7 @@ async def _resume_turn(flow: Flow, first: str | None) -> None:
 
 async def _offered(state: ThreadState, prompt: Any, side: str) -> dict[str, OfferedTool]:
     runtime = state.runtime
-    offered = runtime.offered_tools(state, state.scope, prompt, side)
+    offered = runtime.kernel.caches.offered_tools(state, state.scope, prompt, side)
     if state.scope.mcp_servers:
         offered.update(await offered_mcp_tools(state, state.scope, prompt))
     return offered
@@ -260,7 +260,7 @@ async def decide(
     side: Literal["a", "b"] = "b" if pending.get("side") == "b" else "a"
     if all(c.get("decision") is not None for c in calls.values()):
         if state.parent_id is not None:
-            await runtime.update_child(state.parent_id, state.thread_id, status="running")
+            await runtime.kernel.threads.update_child(state.parent_id, state.thread_id, status="running")
         runtime.scheduler.kick(state.thread_id, side)
         event = _events.get(runtime, {}).pop(state.thread_id, None)
         if event is not None:
@@ -310,14 +310,14 @@ async def cancel_pending(state: ThreadState, how: Literal["stopped", "terminated
     _mark(runtime, thread_id, False)
     if not pending:
         return
-    row = runtime.live_row(thread_id) or state.row
+    row = runtime.kernel.threads.live_row(thread_id) or state.row
     if row.execution.get("status") == STATUS:
         execution = {**row.execution, "status": "idle", "last_stop_reason": "aborted_by_user"}
         row.execution = execution
         await store.update_thread(thread_id, execution=execution)
     waiting = thread_id in runtime.scheduler.awaited  # the waiter settles the registry status
     if state.parent_id is not None and row.terminated is None and not waiting:
-        await runtime.update_child(state.parent_id, thread_id, status="idle")
+        await runtime.kernel.threads.update_child(state.parent_id, thread_id, status="idle")
     event = _events.get(runtime, {}).pop(thread_id, None)
     if event is not None:
         event.set()
@@ -326,9 +326,9 @@ async def cancel_pending(state: ThreadState, how: Literal["stopped", "terminated
 async def wait_through_approvals(runtime: Runtime, thread_id: str) -> None:
     """For a blocking parent: after the child's runner ends, wait while it awaits approval."""
     while True:
-        await runtime.wait_thread(thread_id)
+        await runtime.kernel.scheduler.wait(thread_id)
         # a live row is kept current by this process's writes (its runner just ended here)
-        row = runtime.live_row(thread_id) or await runtime.store.get_thread(thread_id)
+        row = runtime.kernel.threads.live_row(thread_id) or await runtime.store.get_thread(thread_id)
         if row is None or row.terminated is not None or row.stopped:
             return
         if row.execution.get("last_stop_reason") != STATUS:

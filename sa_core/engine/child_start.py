@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
+from sa_core.engine import delivery
+
 if TYPE_CHECKING:
     from sa_core.spec import AttachmentRef, Message
     from sa_core.state import ThreadState
@@ -29,7 +31,7 @@ def can_owe_directly(child: ThreadState) -> bool:
     """
     runtime = child.runtime
     return (
-        runtime.workers is None
+        runtime.kernel.placement.alone
         and runtime.scheduler.accepts_work()
         and not runtime.scheduler.is_running(child.thread_id)
         and child.agent.type == "dual_ai"
@@ -88,7 +90,8 @@ def start_child(child: ThreadState, first: Message) -> None:
 
     runtime = child.runtime
     mark_no_pending(runtime, child.thread_id)  # a new thread has no approval requests
-    runtime.start_turn(
+    delivery.start_turn(
+        runtime.kernel,
         child.thread_id,
         side_for_role(first.role),
         initial=first,

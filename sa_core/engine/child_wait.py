@@ -37,13 +37,16 @@ from sa_core.engine.childlink import ChildLink, call_result, entry_status
 from sa_core.engine.files import copy_attachments
 from sa_core.spec import ToolResult
 
+from sa_core.engine import running
+
 if TYPE_CHECKING:
+    from sa_core.engine.kernel import Kernel
     from sa_core.runtime import Runtime
     from sa_core.state import ThreadState
     from sa_core.store import ThreadRow
 
-_WAITS: weakref.WeakKeyDictionary[Runtime, dict[str, asyncio.Event]] = weakref.WeakKeyDictionary()
-"""Per runtime: child thread id -> the event its waiting blocking call sleeps on."""
+_WAITS: weakref.WeakKeyDictionary[Kernel, dict[str, asyncio.Event]] = weakref.WeakKeyDictionary()
+"""Per kernel: child thread id -> the event its waiting blocking call sleeps on."""
 
 SETTLED_REASONS_NOT_DONE = ("awaiting_approval",)
 """Settles that park the child without finishing the call (it settles again later)."""
@@ -55,14 +58,12 @@ def reread_seconds(runtime: Runtime) -> float:
     A quarter of the lease expiry (at least 0.25 s): a settle whose note was lost (a worker
     killed right after its commit) is seen that much later.
     """
-    workers = runtime.workers
-    ttl = workers.ttl if workers is not None else 4.0
-    return max(0.25, ttl / 4)
+    return runtime.kernel.placement.reread_seconds()
 
 
-def wake(runtime: Runtime, child_id: str) -> None:
+def wake(kernel: Kernel, child_id: str) -> None:
     """Wake the call in this process waiting for ``child_id``, if any (a settle was seen)."""
-    event = _WAITS.get(runtime, {}).get(child_id)
+    event = _WAITS.get(kernel, {}).get(child_id)
     if event is not None:
         event.set()
 
@@ -77,9 +78,8 @@ def announce_settled(state: ThreadState) -> None:
     child_id = state.thread_id
 
     def announce() -> None:
-        wake(runtime, child_id)
-        if runtime.workers is not None:
-            runtime.workers.notify_settled(child_id)
+        wake(runtime.kernel, child_id)
+        runtime.kernel.placement.notify_settled(child_id)
 
     runtime.store.after_commit(announce)
 
@@ -122,7 +122,7 @@ def settled_here(runtime: Runtime, child_id: str, call_id: str) -> bool:
     settle of this process (never a stale view). A settle that then failed to commit is
     caught by :func:`answer_call`, which reads the row again.
     """
-    live = runtime.live_row(child_id)
+    live = runtime.kernel.threads.live_row(child_id)
     if live is None:
         return False
     link = ChildLink.from_execution(live.execution)
@@ -139,10 +139,10 @@ async def wait_for_child(runtime: Runtime, child_id: str, call_id: str) -> None:
     (as with one runtime); its settle, seen on the live handle, ends the wait.
     """
     if runtime.scheduler.is_running(child_id):
-        await runtime.wait_thread(child_id)
+        await runtime.kernel.scheduler.wait(child_id)
         if settled_here(runtime, child_id, call_id):
             return
-    waits = _WAITS.setdefault(runtime, {})
+    waits = _WAITS.setdefault(runtime.kernel, {})
     event = waits.setdefault(child_id, asyncio.Event())
     try:
         while True:
@@ -171,7 +171,7 @@ async def collect(state: ThreadState, child_id: str) -> ToolResult:
     runtime.scheduler.awaited.add(child_id)
     result = None
     try:
-        await runtime.ensure_running(child_id)
+        await running.ensure_running(runtime.kernel, child_id)
         while result is None:
             await wait_for_child(runtime, child_id, call_id)
             result = await answer_call(state, child_id)
@@ -220,7 +220,7 @@ async def answer_call(state: ThreadState, child_id: str) -> ToolResult | None:
         refs = link.outcome.attachment_refs() if link.outcome is not None else []
         child = await runtime.state_for(row) if (row is not None and refs) else None
         copied = await copy_attachments(child, refs, state) if child is not None else []
-        await runtime.update_child(state.thread_id, child_id, status=entry_status(row))
+        await runtime.kernel.threads.update_child(state.thread_id, child_id, status=entry_status(row))
         if row is not None and call_id and link.waiter == call_id:
             execution = link.released(answered=True).to_execution(row.execution)
             await runtime.store.update_thread(child_id, execution=execution)
@@ -231,7 +231,7 @@ async def answer_call(state: ThreadState, child_id: str) -> ToolResult | None:
 
 def _adopt_execution(runtime: Runtime, child_id: str, execution: dict[str, Any]) -> None:
     """Make this process's live handle of the child (if any) show the committed entry."""
-    live = runtime.live_row(child_id)
+    live = runtime.kernel.threads.live_row(child_id)
     if live is not None:
         live.execution = execution
 

@@ -72,7 +72,7 @@ class Life:
     closing: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, weakref_slot=True)
 class Kernel:
     """The services of a running runtime (see the module docstring).
 

@@ -233,14 +233,14 @@ class McpConnection:
 class McpManager:
     """The MCP servers of one runtime, shared by every thread, by (package, server)."""
 
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.env = env
         self.connections: dict[tuple[str, str], McpConnection] = {}
         self._schemas: dict[tuple[str, str], list[Tool]] = {}
         self._offered: dict[tuple[str, str], dict[str, OfferedTool]] = {}
 
     def _lookup(self, name: str) -> str:
-        value = self.runtime.env.get(name) or os.environ.get(name)
+        value = self.env.get(name) or os.environ.get(name)
         if value is None:
             raise ConfigurationError(
                 f"MCP server variable '{name}' is not set; set it in the instance env "

@@ -71,7 +71,7 @@ async def run_agent(state: ThreadState, name: str) -> None:
         silent=True,
         metadata={RUN_AGENT: {"agent": agent.name, "package": scope.package}},
     )
-    await state.runtime.queue(state, entry)
+    await state.queue_message(entry)
 
 
 def run_agent_request(metadata: dict[str, Any] | None) -> dict[str, Any] | None:

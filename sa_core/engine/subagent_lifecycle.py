@@ -25,7 +25,7 @@ def _current_table(state: ThreadState) -> ToolTable | None:
     prompt = state.active_prompt
     if prompt is None:
         return None
-    return state.runtime.tool_table(state.scope, prompt)
+    return state.runtime.kernel.caches.tool_table(state.scope, prompt)
 
 
 def lifecycle_tools(state: ThreadState, table: ToolTable) -> dict[str, OfferedTool]:

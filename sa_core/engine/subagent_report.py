@@ -38,6 +38,8 @@ from sa_core.engine.oneshot import finishes
 from sa_core.errors import NoParentThreadError
 from sa_core.spec import SubagentToolConfig, ToolResult
 
+from sa_core.engine import running
+
 if TYPE_CHECKING:
     from sa_core.engine.flow import Flow, SessionOutcome
     from sa_core.runtime import Runtime
@@ -63,13 +65,13 @@ async def collect(state: ThreadState, child_id: str, config: SubagentToolConfig)
             status="success", result=INITIATED_TEXT.format(ref=child_id), subagent_id=child_id
         )
     runtime = state.runtime
-    if runtime.workers is not None:  # the child may run on any worker: wait through the store
+    if not runtime.kernel.placement.alone:  # the child may run on any worker: wait through the store
         return await collect_anywhere(state, child_id)
     runtime.scheduler.awaited.add(child_id)
     finished = False
     try:
-        await runtime.ensure_running(child_id)
-        await runtime.wait_thread(child_id)
+        await running.ensure_running(runtime.kernel, child_id)
+        await runtime.kernel.scheduler.wait(child_id)
         await wait_through_approvals(runtime, child_id)
         finished = True
     finally:
@@ -98,7 +100,7 @@ async def release_child(runtime: Runtime, child_id: str, answered: bool = False)
     An answered call stays recorded as ``answered`` so that the call, run again after a
     restart before its result was stored, re-attaches instead of messaging the child again.
     """
-    row = runtime.live_row(child_id) or await runtime.store.get_thread(child_id)
+    row = runtime.kernel.threads.live_row(child_id) or await runtime.store.get_thread(child_id)
     if row is None:
         return
     link = ChildLink.from_execution(row.execution)
@@ -127,7 +129,7 @@ def _answered_row(state: ThreadState, child_id: str) -> ThreadRow | None:
     """The child's live row when its settle already answered this call, else ``None``."""
     runtime = state.runtime
     call_id = state.tool_call_id
-    row = runtime.live_row(child_id) if runtime.workers is None else None
+    row = runtime.kernel.threads.live_row(child_id) if runtime.kernel.placement.alone else None
     if row is None or call_id is None:
         return None
     link = ChildLink.from_execution(row.execution)
@@ -143,7 +145,7 @@ async def _blocking_result_in_tx(state: ThreadState, child_id: str) -> ToolResul
     refs = outcome.attachment_refs() if outcome is not None else []
     child = await runtime.state_for(row) if (row and refs) else None
     copied = await copy_attachments(child, refs, state) if (child and refs) else []
-    await runtime.update_child(state.thread_id, child_id, status=entry_status(row))
+    await runtime.kernel.threads.update_child(state.thread_id, child_id, status=entry_status(row))
     await release_child(runtime, child_id, answered=True)
     return call_result(child_id, row, copied)
 
@@ -157,7 +159,7 @@ def _can_answer_here(runtime: Runtime, link: ChildLink) -> bool:
     process) and an outcome without attachments (the parent copies those, in
     :func:`blocking_result`'s transaction).
     """
-    return runtime.workers is None and not runtime.closing and not link.outcome_attachments()
+    return runtime.kernel.placement.alone and not runtime.closing and not link.outcome_attachments()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -179,7 +181,7 @@ async def forward_status(
             value if isinstance(value, str) else (json.dumps(value) if value is not None else None)
         )
     status = status or result.result or result.error or "running"
-    await state.runtime.update_child(state.parent_id, state.thread_id, status=status.strip())
+    await state.runtime.kernel.threads.update_child(state.parent_id, state.thread_id, status=status.strip())
 
 
 async def set_status(state: ThreadState, status: str) -> None:
@@ -188,7 +190,7 @@ async def set_status(state: ThreadState, status: str) -> None:
         raise ValueError("set_status needs a non-empty status.")
     if state.parent_id is None:
         raise NoParentThreadError(state.thread_id, "set_status")
-    await state.runtime.update_child(state.parent_id, state.thread_id, status=status.strip())
+    await state.runtime.kernel.threads.update_child(state.parent_id, state.thread_id, status=status.strip())
 
 
 async def notify_parent(state: ThreadState, content: str) -> None:
@@ -254,7 +256,7 @@ def settled_execution(
     answer = _answering(state, reason, settled)
     if answer and link.waiter:
         settled = link.settled(outcome, reason, answer=True)  # answered in this write
-    elif state.runtime.workers is not None and link.waiter:
+    elif not state.runtime.kernel.placement.alone and link.waiter:
         announce_settled(state)  # wakes the waiting call, on any worker, once this commits
     return settled.to_execution(execution)
 
@@ -281,12 +283,12 @@ async def on_flow_end(state: ThreadState, flow: Flow, reason: str) -> None:
     outcome = _final_outcome(flow)
     link = ChildLink.from_execution(state.row.execution)
     if reason == "awaiting_approval":  # parked, not finished: the parent keeps waiting
-        await runtime.update_child(state.parent_id, state.thread_id, status=reason)
+        await runtime.kernel.threads.update_child(state.parent_id, state.thread_id, status=reason)
         return
     if _answering(state, reason, link):
         # answered in this settle (or in the settle of a flow before this one, while the
         # call still waits): the waiting call reads the outcome without another transaction
-        await runtime.update_child(state.parent_id, state.thread_id, status=entry_status(state.row))
+        await runtime.kernel.threads.update_child(state.parent_id, state.thread_id, status=entry_status(state.row))
         return
     if state.thread_id in runtime.scheduler.awaited or link.waiter:
         return  # a blocking call receives the outcome as its result
@@ -299,17 +301,17 @@ async def on_flow_end(state: ThreadState, flow: Flow, reason: str) -> None:
         return
     if outcome is None:
         if reason == "aborted_by_user":  # stopped: not running any more, nothing to report
-            await runtime.update_child(state.parent_id, state.thread_id, status="idle")
+            await runtime.kernel.threads.update_child(state.parent_id, state.thread_id, status="idle")
             return
         if not entry.resumable and reason not in ("awaiting_human",):
             outcome_text, failed = NO_TERMINAL_TEXT.format(reason=reason), True
         else:
-            await runtime.update_child(state.parent_id, state.thread_id, status="idle")
+            await runtime.kernel.threads.update_child(state.parent_id, state.thread_id, status="idle")
             return
     else:
         outcome_text, failed = outcome.content or "", outcome.failed
     status = "terminated" if finished else ("failed" if failed else "idle")
-    await runtime.update_child(state.parent_id, state.thread_id, status=status)
+    await runtime.kernel.threads.update_child(state.parent_id, state.thread_id, status=status)
     if entry.parent_communication == "explicit":
         return
     await _report(state, outcome, outcome_text, failed)

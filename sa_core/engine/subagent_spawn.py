@@ -337,7 +337,7 @@ async def message_instance(state: ThreadState, arguments: Mapping[str, Any]) -> 
     child = await runtime.state_for(row)
     copied = await copy_attachments(state, refs, child) if refs else []
     config = _config_for(state, row)
-    await runtime.update_child(state.thread_id, reference, status="running")
+    await runtime.kernel.threads.update_child(state.thread_id, reference, status="running")
     if config is not None and config.blocking:
         result = await _deliver(state, child, entry, config, message, copied, first=False)
         return result
@@ -359,7 +359,7 @@ def _config_for(state: ThreadState, child_row: Any) -> SubagentToolConfig | None
     recorded = scope.prompts.get(child_row.properties.get("prompt") or "")
     candidates = [p for p in (recorded, state.active_prompt) if p is not None]
     for prompt in [*candidates, *scope.prompts.values()]:
-        tool = state.runtime.tool_table(scope, prompt).tools.get(name)
+        tool = state.runtime.kernel.caches.tool_table(scope, prompt).tools.get(name)
         if tool is not None and tool.subagent is not None:
             return tool.subagent
     return None
@@ -390,7 +390,7 @@ async def boot_immediate(state: ThreadState) -> None:
 async def _boot_prompt(state: ThreadState, prompt: PromptDefinition, side: str) -> None:
     """Create the immediate subagents of one side's prompt, owned by that side."""
     state.active_prompt = prompt  # the prompt each child records as its relationship's
-    table = state.runtime.tool_table(state.scope, prompt)
+    table = state.runtime.kernel.caches.tool_table(state.scope, prompt)
     for tool in subagent_tools(state, table).values():
         config = tool.subagent
         if config is None or not config.immediate:

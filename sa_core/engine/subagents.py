@@ -120,7 +120,7 @@ async def provide_variables(
     prompt = scope.prompts.get(payload.get("prompt") or "") if payload.get("prompt") else None
     tool = None
     if prompt is not None:
-        tool = runtime.tool_table(parent.scope, prompt).tools.get(payload["agent"])
+        tool = runtime.kernel.caches.tool_table(parent.scope, prompt).tools.get(payload["agent"])
     if tool is None:
         tool = resolve_entry(
             parent.scope, SubagentToolConfig(name=payload["agent"], blocking=False)

@@ -307,3 +307,24 @@ class LiveThreads:
         self._fresh.discard(thread_id)
         history = self._primed_history.pop(thread_id, None)
         return shared, (history if shared is not None else None)
+
+    # -- handles of threads -------------------------------------------------------------------
+
+    async def open(self, thread_id: str) -> ThreadRef | None:
+        """A handle of a stored thread (sharing the live one), or None when there is none."""
+        version, row, children = await self.read(thread_id)
+        if row is None:
+            return None
+        return ThreadRef(await self.shared_for(row, read_at=version, children=children))
+
+    async def ref_for(
+        self,
+        row: ThreadRow,
+        flow: Flow | None = None,
+        *,
+        read_at: int | None = None,
+        children: list[SubagentRegistryEntry] | None = None,
+    ) -> ThreadRef:
+        """A handle over a stored thread row (see :meth:`shared_for`), running ``flow``."""
+        shared = await self.shared_for(row, read_at=read_at, children=children)
+        return ThreadRef(shared, flow)

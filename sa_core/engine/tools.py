@@ -28,7 +28,7 @@ from sa_core.spec import (
     tool_entry_name,
 )
 from sa_core.spec.schemas import EMPTY_OBJECT_SCHEMA, json_schema_of, validate_args
-from sa_core.state import NO_TOOL_OPTIONS
+from sa_core.engine.threads import NO_TOOL_OPTIONS
 
 if TYPE_CHECKING:
     from sa_core.engine.mcp import McpToolRef
