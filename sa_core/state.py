@@ -78,7 +78,8 @@ class ThreadState:
     @property
     def tool_call_id(self) -> str | None:
         """While a tool runs: the id of its tool call, stable across restarts (use it as the
-        idempotency key of anything the tool does outside the thread)."""
+        idempotency key of anything the tool does outside the thread).
+        """
         return self._ref.tool_call_id
 
     @tool_call_id.setter
@@ -88,7 +89,8 @@ class ThreadState:
     @property
     def tool_attempt(self) -> int:
         """While a tool runs: 1 on the first run of its call, 2 when a restart interrupted the
-        first run and the call runs again (it never runs a third time)."""
+        first run and the call runs again (it never runs a third time).
+        """
         return self._ref.tool_attempt
 
     @tool_attempt.setter
@@ -288,7 +290,13 @@ class ThreadState:
             metadata = {"output_schema": json_schema_of(output_schema)}
             check_schema(metadata["output_schema"])
         return await delivery.send(
-            self._kernel, self._ref, content, role, attachments or [], silent, wait,
+            self._kernel,
+            self._ref,
+            content,
+            role,
+            attachments or [],
+            silent,
+            wait,
             metadata=metadata,
         )
 

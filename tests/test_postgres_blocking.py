@@ -147,7 +147,6 @@ def lose_child_leases_to(first: Runtime, second: Runtime, parent_id: str) -> Non
         return await claim(thread_id)
 
     workers.claim = late_claim  # type: ignore[method-assign]
-    first.scheduler._claim = late_claim
 
 
 def child_requests(provider: FunctionProvider) -> int:

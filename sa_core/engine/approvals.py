@@ -260,7 +260,9 @@ async def decide(
     side: Literal["a", "b"] = "b" if pending.get("side") == "b" else "a"
     if all(c.get("decision") is not None for c in calls.values()):
         if state.parent_id is not None:
-            await runtime.kernel.threads.update_child(state.parent_id, state.thread_id, status="running")
+            await runtime.kernel.threads.update_child(
+                state.parent_id, state.thread_id, status="running"
+            )
         runtime.scheduler.kick(state.thread_id, side)
         event = _events.get(runtime, {}).pop(state.thread_id, None)
         if event is not None:
@@ -328,7 +330,9 @@ async def wait_through_approvals(runtime: Runtime, thread_id: str) -> None:
     while True:
         await runtime.kernel.scheduler.wait(thread_id)
         # a live row is kept current by this process's writes (its runner just ended here)
-        row = runtime.kernel.threads.live_row(thread_id) or await runtime.store.get_thread(thread_id)
+        row = runtime.kernel.threads.live_row(thread_id) or await runtime.store.get_thread(
+            thread_id
+        )
         if row is None or row.terminated is not None or row.stopped:
             return
         if row.execution.get("last_stop_reason") != STATUS:

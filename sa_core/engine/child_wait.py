@@ -33,11 +33,10 @@ import contextlib
 import weakref
 from typing import TYPE_CHECKING, Any
 
+from sa_core.engine import running
 from sa_core.engine.childlink import ChildLink, call_result, entry_status
 from sa_core.engine.files import copy_attachments
 from sa_core.spec import ToolResult
-
-from sa_core.engine import running
 
 if TYPE_CHECKING:
     from sa_core.engine.kernel import Kernel
@@ -220,7 +219,9 @@ async def answer_call(state: ThreadState, child_id: str) -> ToolResult | None:
         refs = link.outcome.attachment_refs() if link.outcome is not None else []
         child = await runtime.state_for(row) if (row is not None and refs) else None
         copied = await copy_attachments(child, refs, state) if child is not None else []
-        await runtime.kernel.threads.update_child(state.thread_id, child_id, status=entry_status(row))
+        await runtime.kernel.threads.update_child(
+            state.thread_id, child_id, status=entry_status(row)
+        )
         if row is not None and call_id and link.waiter == call_id:
             execution = link.released(answered=True).to_execution(row.execution)
             await runtime.store.update_thread(child_id, execution=execution)

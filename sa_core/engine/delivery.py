@@ -262,9 +262,7 @@ async def _owe_turn(
                 history = start.history if start is not None else None
             else:
                 # the queue, which nothing here writes, may go with the writes
-                queued = claimed and bool(
-                    await store.list_queue(thread_id, tx=tx, unwritten=True)
-                )
+                queued = claimed and bool(await store.list_queue(thread_id, tx=tx, unwritten=True))
                 fresh = claimed and thread_id in threads
             queue_empty = fresh and not queued
     except BaseException:

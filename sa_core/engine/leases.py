@@ -38,8 +38,8 @@ from sa_core.engine.child_wait import wake
 from sa_core.engine.delivery import stop
 from sa_core.engine.effects import MAX_EFFECT_ATTEMPTS
 from sa_core.engine.placement import Admission
-from sa_core.engine.running import ensure_running
 from sa_core.engine.relay import FRAME_RETENTION_US, STREAM_CHANNEL, RelayBus, asyncpg_dsn
+from sa_core.engine.running import ensure_running
 from sa_core.store.apikeys import KEYS_CHANNEL
 from sa_core.store.clock import now_us
 from sa_core.store.leases import LeaseLost, lease_guard, lease_valid
@@ -305,9 +305,7 @@ class Workers:
         if thread_id in self.held:
             token = self.held.pop(thread_id)
             self.expires.pop(thread_id, None)
-            self._spawn(
-                self.store.release_lease(thread_id, self.worker_id, token, handover=True)
-            )
+            self._spawn(self.store.release_lease(thread_id, self.worker_id, token, handover=True))
 
     def notify_work(
         self, thread_id: str, side: Literal["a", "b"] = "a", holder: str | None = None

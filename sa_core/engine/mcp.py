@@ -31,7 +31,6 @@ if TYPE_CHECKING:
 
     from sa_core.engine.tools import OfferedTool
     from sa_core.registry import PackScope
-    from sa_core.runtime import Runtime
     from sa_core.spec import PromptDefinition
 
 CONNECTION_CLOSED = -32000  # the SDK's JSON-RPC code for a closed connection

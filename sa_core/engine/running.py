@@ -135,9 +135,7 @@ async def settle(kernel: Kernel, flow: Flow, reason: str) -> None:
     row.updated_at = now = now_us()
     # a non-resumable child that reported is terminated in the same write
     ended = termination_fields(state, reason, now)
-    await kernel.store.set_thread_fields(
-        row.id, execution=row.execution, updated_at=now, **ended
-    )
+    await kernel.store.set_thread_fields(row.id, execution=row.execution, updated_at=now, **ended)
     await on_flow_end(state, flow, reason)
 
 

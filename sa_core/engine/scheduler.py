@@ -18,8 +18,8 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Coroutine
-from dataclasses import dataclass, field
 from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from sa_core.engine.flowtypes import side_for_role

@@ -22,6 +22,7 @@ import dataclasses
 import json
 from typing import TYPE_CHECKING, Any
 
+from sa_core.engine import running
 from sa_core.engine.approvals import wait_through_approvals
 from sa_core.engine.child_wait import announce_settled
 from sa_core.engine.child_wait import collect as collect_anywhere
@@ -37,8 +38,6 @@ from sa_core.engine.files import copy_attachments
 from sa_core.engine.oneshot import finishes
 from sa_core.errors import NoParentThreadError
 from sa_core.spec import SubagentToolConfig, ToolResult
-
-from sa_core.engine import running
 
 if TYPE_CHECKING:
     from sa_core.engine.flow import Flow, SessionOutcome
@@ -65,7 +64,9 @@ async def collect(state: ThreadState, child_id: str, config: SubagentToolConfig)
             status="success", result=INITIATED_TEXT.format(ref=child_id), subagent_id=child_id
         )
     runtime = state.runtime
-    if not runtime.kernel.placement.alone:  # the child may run on any worker: wait through the store
+    if (
+        not runtime.kernel.placement.alone
+    ):  # the child may run on any worker: wait through the store
         return await collect_anywhere(state, child_id)
     runtime.scheduler.awaited.add(child_id)
     finished = False
@@ -181,7 +182,9 @@ async def forward_status(
             value if isinstance(value, str) else (json.dumps(value) if value is not None else None)
         )
     status = status or result.result or result.error or "running"
-    await state.runtime.kernel.threads.update_child(state.parent_id, state.thread_id, status=status.strip())
+    await state.runtime.kernel.threads.update_child(
+        state.parent_id, state.thread_id, status=status.strip()
+    )
 
 
 async def set_status(state: ThreadState, status: str) -> None:
@@ -190,7 +193,9 @@ async def set_status(state: ThreadState, status: str) -> None:
         raise ValueError("set_status needs a non-empty status.")
     if state.parent_id is None:
         raise NoParentThreadError(state.thread_id, "set_status")
-    await state.runtime.kernel.threads.update_child(state.parent_id, state.thread_id, status=status.strip())
+    await state.runtime.kernel.threads.update_child(
+        state.parent_id, state.thread_id, status=status.strip()
+    )
 
 
 async def notify_parent(state: ThreadState, content: str) -> None:
@@ -288,7 +293,9 @@ async def on_flow_end(state: ThreadState, flow: Flow, reason: str) -> None:
     if _answering(state, reason, link):
         # answered in this settle (or in the settle of a flow before this one, while the
         # call still waits): the waiting call reads the outcome without another transaction
-        await runtime.kernel.threads.update_child(state.parent_id, state.thread_id, status=entry_status(state.row))
+        await runtime.kernel.threads.update_child(
+            state.parent_id, state.thread_id, status=entry_status(state.row)
+        )
         return
     if state.thread_id in runtime.scheduler.awaited or link.waiter:
         return  # a blocking call receives the outcome as its result
@@ -301,12 +308,16 @@ async def on_flow_end(state: ThreadState, flow: Flow, reason: str) -> None:
         return
     if outcome is None:
         if reason == "aborted_by_user":  # stopped: not running any more, nothing to report
-            await runtime.kernel.threads.update_child(state.parent_id, state.thread_id, status="idle")
+            await runtime.kernel.threads.update_child(
+                state.parent_id, state.thread_id, status="idle"
+            )
             return
         if not entry.resumable and reason not in ("awaiting_human",):
             outcome_text, failed = NO_TERMINAL_TEXT.format(reason=reason), True
         else:
-            await runtime.kernel.threads.update_child(state.parent_id, state.thread_id, status="idle")
+            await runtime.kernel.threads.update_child(
+                state.parent_id, state.thread_id, status="idle"
+            )
             return
     else:
         outcome_text, failed = outcome.content or "", outcome.failed

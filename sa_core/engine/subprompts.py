@@ -46,7 +46,7 @@ async def run_subprompt(
             if not prompt.include_past_tools:
                 initial = without_past_tools(initial)
         flow = Flow(
-            runtime.engine,
+            runtime.kernel,
             sub_state,
             "a",
             depth=depth,

@@ -136,6 +136,9 @@ class LiveThreads:
         """The handle every live handle of a thread shares, or None when none is open."""
         return self._live.get(thread_id)
 
+    def __len__(self) -> int:
+        return len(self._live)
+
     def __contains__(self, thread_id: object) -> bool:
         return thread_id in self._live
 

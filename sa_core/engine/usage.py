@@ -200,7 +200,9 @@ async def _ancestry(state: ThreadState) -> list[Any]:
     parent = state.row.parent_id
     while parent is not None and parent not in seen:
         # a live row is kept current by every write of this process (no read per step)
-        row = state.runtime.kernel.threads.live_row(parent) or await state.runtime.store.get_thread(parent)
+        row = state.runtime.kernel.threads.live_row(parent) or await state.runtime.store.get_thread(
+            parent
+        )
         if row is None:
             break
         seen.add(parent)
