@@ -77,8 +77,9 @@ class ThreadState:
 
     @property
     def tool_call_id(self) -> str | None:
-        """While a tool runs: the id of its tool call, stable across restarts (use it as the
-        idempotency key of anything the tool does outside the thread).
+        """While a tool runs: the id of its tool call, stable across restarts.
+
+        Use it as the idempotency key of anything the tool does outside the thread.
         """
         return self._ref.tool_call_id
 
@@ -88,8 +89,10 @@ class ThreadState:
 
     @property
     def tool_attempt(self) -> int:
-        """While a tool runs: 1 on the first run of its call, 2 when a restart interrupted the
-        first run and the call runs again (it never runs a third time).
+        """While a tool runs: 1 on the first run of its call, else 2.
+
+        2 when a restart interrupted the first run and the call runs again (it never runs a
+        third time).
         """
         return self._ref.tool_attempt
 

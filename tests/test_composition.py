@@ -53,66 +53,35 @@ def routed(**queues):
     return provider
 
 
-def research_pack(
-    subagent_entry, *, parent_prompt_fields=None, extra_tools=(), child_fields=None
-) -> Pack:
-    approve = define_tool(
-        name="approve", description="Approve the research.", args=Summary, execute=ok
-    )
+def research_pack(subagent_entry, *, parent_prompt_fields=None, extra_tools=(), child_fields=None) -> Pack:
+    approve = define_tool(name="approve", description="Approve the research.", args=Summary, execute=ok)
     reject = define_tool(name="reject", description="Reject.", args=Reason, execute=ok)
     status = define_tool(name="report_status", description="Status.", args=Reason, execute=ok)
     coordinator = define_prompt(
-        name="coordinator",
-        model="parent_model",
-        prompt="Coordinate.",
-        include_chat=True,
-        tools=[subagent_entry, *extra_tools],
-        **(parent_prompt_fields or {}),
+        name="coordinator", model="parent_model", prompt="Coordinate.", include_chat=True,
+        tools=[subagent_entry, *extra_tools], **(parent_prompt_fields or {}),
     )
-    worker = define_prompt(
-        name="worker",
-        model="worker_model",
-        prompt="Research.",
-        include_chat=True,
-        tools=["report_status"],
-        required_schema=Task,
-    )
-    reviewer = define_prompt(
-        name="reviewer",
-        model="reviewer_model",
-        prompt="Review.",
-        include_chat=True,
-        tools=["approve", "reject"],
-    )
+    worker = define_prompt(name="worker", model="worker_model", prompt="Research.", include_chat=True, tools=["report_status"], required_schema=Task)
+    reviewer = define_prompt(name="reviewer", model="reviewer_model", prompt="Review.", include_chat=True, tools=["approve", "reject"])
     researcher = define_agent(
         name="researcher",
         type="dual_ai",
         expose_as_tool=True,
         tool_description="Researches a topic.",
         max_session_turns=5,
-        side_a={
-            "prompt": "worker",
-            "session_status": {"name": "report_status", "message_property": "reason"},
-        },
+        side_a={"prompt": "worker", "session_status": {"name": "report_status", "message_property": "reason"}},
         side_b={
             "prompt": "reviewer",
             "stop_on_response": False,
-            "session_stop": {
-                "name": "approve",
-                "message_property": "summary",
-                "attachments_property": "files",
-            },
+            "session_stop": {"name": "approve", "message_property": "summary", "attachments_property": "files"},
             "session_fail": {"name": "reject", "message_property": "reason"},
         },
         **(child_fields or {}),
     )
     lead = define_agent(name="lead", side_a={"prompt": "coordinator"})
     return Pack(
-        name="research",
-        agents=[lead, researcher],
-        prompts=[coordinator, worker, reviewer],
-        models=[PARENT, WORKER, REVIEWER, SUB],
-        tools=[approve, reject, status],
+        name="research", agents=[lead, researcher], prompts=[coordinator, worker, reviewer],
+        models=[PARENT, WORKER, REVIEWER, SUB], tools=[approve, reject, status],
     )
 
 
@@ -123,31 +92,17 @@ APPROVE = {"tool_calls": [{"name": "approve", "arguments": {"summary": "Findings
 
 
 @pytest.mark.asyncio
-async def test_subprompt_runs_one_step_with_its_own_model_and_stays_out_of_context(
-    sa_runtime_factory,
-):
+async def test_subprompt_runs_one_step_with_its_own_model_and_stays_out_of_context(sa_runtime_factory):
     summarize = define_prompt(
-        name="summarize",
-        model="sub_model",
-        prompt="Summarize.",
-        tool_description="Summarize text.",
-        required_schema=Task,
-        tools=[],
+        name="summarize", model="sub_model", prompt="Summarize.", tool_description="Summarize text.",
+        required_schema=Task, tools=[],
     )
-    main = define_prompt(
-        name="main",
-        model="parent_model",
-        prompt="Main.",
-        include_chat=True,
-        tools=[{"name": "summarize", "initUserMessageProperty": "task"}],
-    )
+    main = define_prompt(name="main", model="parent_model", prompt="Main.", include_chat=True,
+                         tools=[{"name": "summarize", "initUserMessageProperty": "task"}])
     agent = define_agent(name="helper", side_a={"prompt": "main"})
     pack = Pack(name="p", agents=[agent], prompts=[main, summarize], models=[PARENT, SUB])
     provider = routed(
-        parent=[
-            {"tool_calls": [{"name": "summarize", "arguments": {"task": "long text"}}]},
-            "Done",
-        ],
+        parent=[{"tool_calls": [{"name": "summarize", "arguments": {"task": "long text"}}]}, "Done"],
         sub=["short text"],
     )
     async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
@@ -161,9 +116,7 @@ async def test_subprompt_runs_one_step_with_its_own_model_and_stays_out_of_conte
     assert top.messages[2].content == "short text"  # the tool result the parent sees
     assert all(m.depth == 0 for m in top.messages)
     nested = [m for m in everything.messages if m.depth == 1]
-    assert [m.role for m in nested] == ["user", "assistant"] and nested[
-        0
-    ].parent_id == top.messages[2].id
+    assert [m.role for m in nested] == ["user", "assistant"] and nested[0].parent_id == top.messages[2].id
     parent_second = provider.seen["parent"][1]
     assert "long text" not in [m.content for m in parent_second.messages if m.role == "user"]
 
@@ -172,32 +125,14 @@ async def test_subprompt_runs_one_step_with_its_own_model_and_stays_out_of_conte
 async def test_subprompt_with_chat_but_without_past_tools_sees_no_tool_traffic(sa_runtime_factory):
     tick = define_tool(name="tick", description="Tick.", execute=lambda state: "ticked")
     summarize = define_prompt(
-        name="summarize",
-        model="sub_model",
-        prompt="Summarize.",
-        tool_description="Summarize the chat.",
-        include_chat=True,
-        include_past_tools=False,
-        tools=[],
+        name="summarize", model="sub_model", prompt="Summarize.", tool_description="Summarize the chat.",
+        include_chat=True, include_past_tools=False, tools=[],
     )
-    main = define_prompt(
-        name="main",
-        model="parent_model",
-        prompt="Main.",
-        include_chat=True,
-        tools=["tick", "summarize"],
-    )
+    main = define_prompt(name="main", model="parent_model", prompt="Main.", include_chat=True, tools=["tick", "summarize"])
     agent = define_agent(name="helper", side_a={"prompt": "main"})
-    pack = Pack(
-        name="p", agents=[agent], prompts=[main, summarize], models=[PARENT, SUB], tools=[tick]
-    )
+    pack = Pack(name="p", agents=[agent], prompts=[main, summarize], models=[PARENT, SUB], tools=[tick])
     provider = routed(
-        parent=[
-            {"tool_calls": [{"name": "tick", "arguments": {}}]},
-            "one",
-            {"tool_calls": [{"name": "summarize", "arguments": {}}]},
-            "two",
-        ],
+        parent=[{"tool_calls": [{"name": "tick", "arguments": {}}]}, "one", {"tool_calls": [{"name": "summarize", "arguments": {}}]}, "two"],
         sub=["a summary"],
     )
     async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
@@ -205,11 +140,7 @@ async def test_subprompt_with_chat_but_without_past_tools_sees_no_tool_traffic(s
         await thread.send_message("first")
         await thread.send_message("second")
     sub_view = provider.seen["sub"][0].messages
-    assert [(m.role, m.content) for m in sub_view[1:]] == [
-        ("user", "first"),
-        ("assistant", "one"),
-        ("user", "second"),
-    ]
+    assert [(m.role, m.content) for m in sub_view[1:]] == [("user", "first"), ("assistant", "one"), ("user", "second")]
 
 
 @pytest.mark.asyncio
@@ -220,25 +151,13 @@ async def test_subprompt_errors_are_reported_in_the_result(sa_runtime_factory):
     tool = define_tool(name="fetch", description="x", execute=broken)
     sub = define_prompt(name="sub", model="sub_model", prompt="S.", tools=["fetch"])
     main = define_prompt(name="main", model="parent_model", prompt="M.", tools=["sub"])
-    pack = Pack(
-        name="p",
-        agents=[define_agent(name="a", side_a={"prompt": "main"})],
-        prompts=[main, sub],
-        models=[PARENT, SUB],
-        tools=[tool],
-    )
-    provider = routed(
-        parent=[{"tool_calls": [{"name": "sub", "arguments": {}}]}, "ok"],
-        sub=[{"tool_calls": [{"name": "fetch", "arguments": {}}]}],
-    )
+    pack = Pack(name="p", agents=[define_agent(name="a", side_a={"prompt": "main"})], prompts=[main, sub], models=[PARENT, SUB], tools=[tool])
+    provider = routed(parent=[{"tool_calls": [{"name": "sub", "arguments": {}}]}, "ok"], sub=[{"tool_calls": [{"name": "fetch", "arguments": {}}]}])
     async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
         thread = await rt.create_thread("a")
         await thread.send_message("go")
         page = await thread.get_messages()
-    assert (
-        page.messages[2].content
-        == "Failed to execute tool: Sub-prompt failed with 1 error(s):\n  fetch: quota exceeded"
-    )
+    assert page.messages[2].content == "Failed to execute tool: Sub-prompt failed with 1 error(s):\n  fetch: quota exceeded"
 
 
 # -- handoffs ---------------------------------------------------------------------------------
@@ -246,30 +165,14 @@ async def test_subprompt_errors_are_reported_in_the_result(sa_runtime_factory):
 
 @pytest.mark.asyncio
 async def test_handoff_transfers_the_thread_and_keeps_history(sa_runtime_factory):
-    triage = define_prompt(
-        name="triage",
-        model="parent_model",
-        prompt="Triage.",
-        include_chat=True,
-        tools=[{"name": "billing", "initUserMessageProperty": "summary"}],
-    )
-    billing_prompt = define_prompt(
-        name="billing_main", model="sub_model", prompt="Billing.", include_chat=True
-    )
+    triage = define_prompt(name="triage", model="parent_model", prompt="Triage.", include_chat=True,
+                           tools=[{"name": "billing", "initUserMessageProperty": "summary"}])
+    billing_prompt = define_prompt(name="billing_main", model="sub_model", prompt="Billing.", include_chat=True)
     front = define_agent(name="front", side_a={"prompt": "triage"})
-    billing = define_agent(
-        name="billing",
-        side_a={"prompt": "billing_main"},
-        expose_as_tool=True,
-        tool_description="Billing questions.",
-    )
-    pack = Pack(
-        name="desk", agents=[front, billing], prompts=[triage, billing_prompt], models=[PARENT, SUB]
-    )
+    billing = define_agent(name="billing", side_a={"prompt": "billing_main"}, expose_as_tool=True, tool_description="Billing questions.")
+    pack = Pack(name="desk", agents=[front, billing], prompts=[triage, billing_prompt], models=[PARENT, SUB])
     provider = routed(
-        parent=[
-            {"tool_calls": [{"name": "billing", "arguments": {"summary": "refund for order 7"}}]}
-        ],
+        parent=[{"tool_calls": [{"name": "billing", "arguments": {"summary": "refund for order 7"}}]}],
         sub=["I can help with the refund.", "Anything else?"],
     )
     async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
@@ -293,23 +196,9 @@ async def test_handoff_transfers_the_thread_and_keeps_history(sa_runtime_factory
 
 @pytest.mark.asyncio
 async def test_blocking_subagent_returns_the_session_stop_payload(sa_runtime_factory):
-    pack = research_pack(
-        {
-            "name": "researcher",
-            "blocking": True,
-            "initUserMessageProperty": "task",
-            "initAgentNameProperty": "label",
-        }
-    )
+    pack = research_pack({"name": "researcher", "blocking": True, "initUserMessageProperty": "task", "initAgentNameProperty": "label"})
     provider = routed(
-        parent=[
-            {
-                "tool_calls": [
-                    {"name": "researcher", "arguments": {"task": "find 42", "label": "deep dive"}}
-                ]
-            },
-            "Summarized",
-        ],
+        parent=[{"tool_calls": [{"name": "researcher", "arguments": {"task": "find 42", "label": "deep dive"}}]}, "Summarized"],
         worker=["Here is what I found"],
         reviewer=[APPROVE],
     )
@@ -340,9 +229,7 @@ async def test_blocking_subagent_failure_is_an_error_result(sa_runtime_factory):
     provider = routed(
         parent=[{"tool_calls": [{"name": "researcher", "arguments": {"task": "x"}}]}, "ok"],
         worker=["attempt"],
-        reviewer=[
-            {"tool_calls": [{"name": "reject", "arguments": {"reason": "sources are unreliable"}}]}
-        ],
+        reviewer=[{"tool_calls": [{"name": "reject", "arguments": {"reason": "sources are unreliable"}}]}],
     )
     async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
         parent = await rt.create_thread("lead")
@@ -360,9 +247,7 @@ async def test_blocking_subagent_failure_is_an_error_result(sa_runtime_factory):
 
 @pytest.mark.asyncio
 async def test_non_blocking_subagent_notifies_the_parent_with_a_silent_message(sa_runtime_factory):
-    pack = research_pack(
-        {"name": "researcher", "blocking": False, "initUserMessageProperty": "task"}
-    )
+    pack = research_pack({"name": "researcher", "blocking": False, "initUserMessageProperty": "task"})
     gate = asyncio.Event()
 
     async def worker_reply(request):
@@ -370,11 +255,7 @@ async def test_non_blocking_subagent_notifies_the_parent_with_a_silent_message(s
         return "work done"
 
     provider = routed(
-        parent=[
-            {"tool_calls": [{"name": "researcher", "arguments": {"task": "x"}}]},
-            "Waiting for research",
-            "Got the result",
-        ],
+        parent=[{"tool_calls": [{"name": "researcher", "arguments": {"task": "x"}}]}, "Waiting for research", "Got the result"],
         worker=[worker_reply],
         reviewer=[APPROVE],
     )
@@ -383,19 +264,13 @@ async def test_non_blocking_subagent_notifies_the_parent_with_a_silent_message(s
         await parent.send_message("go")
         page = await parent.get_messages()
         reference = parent.children[0].reference
-        assert (
-            page.messages[2].content
-            == f"The subagent was initiated successfully. Reference: {reference}"
-        )
+        assert page.messages[2].content == f"The subagent was initiated successfully. Reference: {reference}"
         assert page.messages[-1].content == "Waiting for research"
         gate.set()
         await rt.wait_idle(timeout=60)
         page = await parent.get_messages(include_silent=True)
     notification = [m for m in page.messages if m.silent][0]
-    assert (
-        notification.content
-        == f"Subagent (reference: {reference}) has returned the following result:\n\nFindings: 42"
-    )
+    assert notification.content == f"Subagent (reference: {reference}) has returned the following result:\n\nFindings: 42"
     assert notification.role == "user" and notification.metadata["subagent_id"] == reference
     assert page.messages[-1].content == "Got the result"
     third = provider.seen["parent"][2]
@@ -406,36 +281,17 @@ async def test_non_blocking_subagent_notifies_the_parent_with_a_silent_message(s
 
 
 def resumable_entry(**resumable):
-    return {
-        "name": "researcher",
-        "blocking": False,
-        "resumable": {"receives_messages": "side_a", **resumable},
-    }
+    return {"name": "researcher", "blocking": False, "resumable": {"receives_messages": "side_a", **resumable}}
 
 
 @pytest.mark.asyncio
 async def test_resumable_subagents_use_lifecycle_tools(sa_runtime_factory):
     pack = research_pack(resumable_entry(maxInstances=1))
-    create = {
-        "tool_calls": [
-            {
-                "name": "subagent_create",
-                "arguments": {
-                    "agent": "researcher",
-                    "name": "alpha",
-                    "message": "study A",
-                    "attachments": [],
-                },
-            }
-        ]
-    }
+    create = {"tool_calls": [{"name": "subagent_create", "arguments": {"agent": "researcher", "name": "alpha", "message": "study A", "attachments": []}}]}
     provider = routed(
         parent=[create, "started", "noted"],
         worker=["A done", "follow-up done"],
-        reviewer=[
-            APPROVE,
-            {"tool_calls": [{"name": "approve", "arguments": {"summary": "Follow-up: 43"}}]},
-        ],
+        reviewer=[APPROVE, {"tool_calls": [{"name": "approve", "arguments": {"summary": "Follow-up: 43"}}]}],
     )
     async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
         parent = await rt.create_thread("lead")
@@ -448,20 +304,10 @@ async def test_resumable_subagents_use_lifecycle_tools(sa_runtime_factory):
         reference = parent.children[0].reference
         assert parent.children[0].resumable is True and parent.children[0].thread_name == "alpha"
         # the cap: a second instance is refused with a hint
-        result = await parent.invoke_tool(
-            "subagent_create",
-            {"agent": "researcher", "name": "beta", "message": "B", "attachments": []},
-        )
-        assert (
-            result.status == "error"
-            and "Use subagent_message" in result.error
-            and reference in result.error
-        )
+        result = await parent.invoke_tool("subagent_create", {"agent": "researcher", "name": "beta", "message": "B", "attachments": []})
+        assert result.status == "error" and "Use subagent_message" in result.error and reference in result.error
         # the instance persists and can be messaged
-        sent = await parent.invoke_tool(
-            "subagent_message",
-            {"referenceId": reference, "message": "one more thing", "attachments": []},
-        )
+        sent = await parent.invoke_tool("subagent_message", {"referenceId": reference, "message": "one more thing", "attachments": []})
         assert sent.result == f"Message sent to subagent {reference}."
         await rt.wait_idle(timeout=60)
         page = await parent.get_messages(include_silent=True)
@@ -479,55 +325,19 @@ async def test_subagent_create_requires_a_name(sa_runtime_factory):
         parent = await rt.create_thread("lead")
         await parent.send_message("hi")
         parent.active_prompt = parent.load_prompt("coordinator")
-        result = await parent.invoke_tool(
-            "subagent_create",
-            {"agent": "researcher", "name": " ", "message": "m", "attachments": []},
-        )
+        result = await parent.invoke_tool("subagent_create", {"agent": "researcher", "name": " ", "message": "m", "attachments": []})
     assert result.status == "error" and "subagent_create requires name." in result.error
 
 
 @pytest.mark.asyncio
 async def test_blocking_resumable_waits_per_invocation_and_the_child_persists(sa_runtime_factory):
-    pack = research_pack(
-        {
-            "name": "researcher",
-            "blocking": True,
-            "resumable": {"receives_messages": "side_a", "maxInstances": 1},
-        }
-    )
-    create = {
-        "tool_calls": [
-            {
-                "name": "subagent_create",
-                "arguments": {
-                    "agent": "researcher",
-                    "name": "alpha",
-                    "message": "study A",
-                    "attachments": [],
-                },
-            }
-        ]
-    }
-    again = {
-        "tool_calls": [
-            {
-                "name": "subagent_create",
-                "arguments": {
-                    "agent": "researcher",
-                    "name": "alpha",
-                    "message": "and B",
-                    "attachments": [],
-                },
-            }
-        ]
-    }
+    pack = research_pack({"name": "researcher", "blocking": True, "resumable": {"receives_messages": "side_a", "maxInstances": 1}})
+    create = {"tool_calls": [{"name": "subagent_create", "arguments": {"agent": "researcher", "name": "alpha", "message": "study A", "attachments": []}}]}
+    again = {"tool_calls": [{"name": "subagent_create", "arguments": {"agent": "researcher", "name": "alpha", "message": "and B", "attachments": []}}]}
     provider = routed(
         parent=[create, "first", again, "second"],
         worker=["A", "B"],
-        reviewer=[
-            APPROVE,
-            {"tool_calls": [{"name": "approve", "arguments": {"summary": "B found"}}]},
-        ],
+        reviewer=[APPROVE, {"tool_calls": [{"name": "approve", "arguments": {"summary": "B found"}}]}],
     )
     async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
         parent = await rt.create_thread("lead")
@@ -545,19 +355,7 @@ async def test_blocking_resumable_waits_per_invocation_and_the_child_persists(sa
 @pytest.mark.asyncio
 async def test_explicit_parent_communication_suppresses_auto_notification(sa_runtime_factory):
     pack = research_pack(resumable_entry(parentCommunication="explicit"))
-    create = {
-        "tool_calls": [
-            {
-                "name": "subagent_create",
-                "arguments": {
-                    "agent": "researcher",
-                    "name": "a",
-                    "message": "go",
-                    "attachments": [],
-                },
-            }
-        ]
-    }
+    create = {"tool_calls": [{"name": "subagent_create", "arguments": {"agent": "researcher", "name": "a", "message": "go", "attachments": []}}]}
     provider = routed(parent=[create, "ok"], worker=["w"], reviewer=[APPROVE])
     async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
         parent = await rt.create_thread("lead")
@@ -584,14 +382,7 @@ async def test_session_status_updates_the_registry_without_ending(sa_runtime_fac
     pack = research_pack({"name": "researcher", "initUserMessageProperty": "task"})
     provider = routed(
         parent=[{"tool_calls": [{"name": "researcher", "arguments": {"task": "x"}}]}, "done"],
-        worker=[
-            {
-                "tool_calls": [
-                    {"name": "report_status", "arguments": {"reason": "collecting sources"}}
-                ]
-            },
-            "finished",
-        ],
+        worker=[{"tool_calls": [{"name": "report_status", "arguments": {"reason": "collecting sources"}}]}, "finished"],
         reviewer=[APPROVE],
     )
     statuses = []
@@ -612,19 +403,7 @@ async def test_session_status_updates_the_registry_without_ending(sa_runtime_fac
 @pytest.mark.asyncio
 async def test_registry_system_message_lists_children(sa_runtime_factory):
     pack = research_pack(resumable_entry())
-    create = {
-        "tool_calls": [
-            {
-                "name": "subagent_create",
-                "arguments": {
-                    "agent": "researcher",
-                    "name": "alpha",
-                    "message": "m",
-                    "attachments": [],
-                },
-            }
-        ]
-    }
+    create = {"tool_calls": [{"name": "subagent_create", "arguments": {"agent": "researcher", "name": "alpha", "message": "m", "attachments": []}}]}
     provider = routed(parent=[create, "ok", "second turn"], worker=["w"], reviewer=[APPROVE])
     async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
         parent = await rt.create_thread("lead")
@@ -649,36 +428,13 @@ async def test_optional_branch_is_hidden_unless_its_flag_is_true(sa_runtime_fact
 
 @pytest.mark.asyncio
 async def test_attachments_are_copied_to_the_child_and_back(sa_runtime_factory):
-    pack = research_pack(
-        {
-            "name": "researcher",
-            "initUserMessageProperty": "task",
-            "initAttachmentsProperty": "files",
-        }
-    )
+    pack = research_pack({"name": "researcher", "initUserMessageProperty": "task", "initAttachmentsProperty": "files"})
 
     async def reviewer(request):
-        return {
-            "tool_calls": [
-                {
-                    "name": "approve",
-                    "arguments": {"summary": "see report", "files": ["/attachments/report.md"]},
-                }
-            ]
-        }
+        return {"tool_calls": [{"name": "approve", "arguments": {"summary": "see report", "files": ["/attachments/report.md"]}}]}
 
     provider = routed(
-        parent=[
-            {
-                "tool_calls": [
-                    {
-                        "name": "researcher",
-                        "arguments": {"task": "read it", "files": ["/attachments/brief.txt"]},
-                    }
-                ]
-            },
-            "ok",
-        ],
+        parent=[{"tool_calls": [{"name": "researcher", "arguments": {"task": "read it", "files": ["/attachments/brief.txt"]}}]}, "ok"],
         worker=["read"],
         reviewer=[reviewer],
     )
@@ -699,11 +455,7 @@ async def test_attachments_are_copied_to_the_child_and_back(sa_runtime_factory):
         child_files = [r.path for r in await child.find_files("/attachments/*")]
         page = await parent.get_messages()
         row = page.messages[2]
-        copied_back = [
-            line.strip()
-            for line in row.content.split("\n")
-            if line.startswith("/attachments/report-")
-        ]
+        copied_back = [line.strip() for line in row.content.split("\n") if line.startswith("/attachments/report-")]
         assert copied_back and await parent.read_file(copied_back[0]) == b"# Report"
     assert any(p.startswith("/attachments/brief-") for p in child_files)
     # the child's first step sees where its files are, then its task, each once
@@ -716,19 +468,7 @@ async def test_attachments_are_copied_to_the_child_and_back(sa_runtime_factory):
 @pytest.mark.asyncio
 async def test_terminating_a_child_marks_the_registry_entry(sa_runtime_factory):
     pack = research_pack(resumable_entry())
-    create = {
-        "tool_calls": [
-            {
-                "name": "subagent_create",
-                "arguments": {
-                    "agent": "researcher",
-                    "name": "a",
-                    "message": "m",
-                    "attachments": [],
-                },
-            }
-        ]
-    }
+    create = {"tool_calls": [{"name": "subagent_create", "arguments": {"agent": "researcher", "name": "a", "message": "m", "attachments": []}}]}
     provider = routed(parent=[create, "ok"], worker=["w"], reviewer=[APPROVE])
     async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
         parent = await rt.create_thread("lead")
@@ -739,29 +479,20 @@ async def test_terminating_a_child_marks_the_registry_entry(sa_runtime_factory):
         await child.terminate()
         await parent.refresh()
         assert parent.children[0].status == "terminated"
-        result = await parent.invoke_tool(
-            "subagent_message", {"referenceId": child.thread_id, "message": "x", "attachments": []}
-        )
+        result = await parent.invoke_tool("subagent_message", {"referenceId": child.thread_id, "message": "x", "attachments": []})
     assert result.error == f'Subagent reference "{child.thread_id}" is not active.'
 
 
 @pytest.mark.asyncio
-async def test_a_child_interrupted_by_shutdown_resumes_and_reports_after_restart(
-    sa_runtime_factory,
-):
-    pack = research_pack(
-        {"name": "researcher", "blocking": False, "initUserMessageProperty": "task"}
-    )
+async def test_a_child_interrupted_by_shutdown_resumes_and_reports_after_restart(sa_runtime_factory):
+    pack = research_pack({"name": "researcher", "blocking": False, "initUserMessageProperty": "task"})
     started = asyncio.Event()
 
     async def hang(request):
         started.set()
         await asyncio.sleep(60)
 
-    first = routed(
-        parent=[{"tool_calls": [{"name": "researcher", "arguments": {"task": "x"}}]}, "waiting"],
-        worker=[hang],
-    )
+    first = routed(parent=[{"tool_calls": [{"name": "researcher", "arguments": {"task": "x"}}]}, "waiting"], worker=[hang])
     async with sa_runtime_factory(packs=[pack], providers={"test": first}) as rt:
         parent = await rt.create_thread("lead")
         await parent.send_message("go")
@@ -774,37 +505,16 @@ async def test_a_child_interrupted_by_shutdown_resumes_and_reports_after_restart
         page = await (await rt.get_thread(parent.thread_id)).get_messages(include_silent=True)
         child_page = await (await rt.get_thread(reference)).get_messages()
     notes = [m.content for m in page.messages if m.silent]
-    assert notes == [
-        f"Subagent (reference: {reference}) has returned the following result:\n\nFindings: 42"
-    ]
+    assert notes == [f"Subagent (reference: {reference}) has returned the following result:\n\nFindings: 42"]
     assert page.messages[-1].content == "got it"
     worker_rows = [m for m in child_page.messages if m.role == "assistant"]
-    assert [(m.content, m.status) for m in worker_rows] == [
-        (None, "failed"),
-        ("resumed work", "completed"),
-    ]
+    assert [(m.content, m.status) for m in worker_rows] == [(None, "failed"), ("resumed work", "completed")]
 
 
 @pytest.mark.asyncio
-async def test_receives_messages_side_b_delivers_parent_messages_to_the_reviewer(
-    sa_runtime_factory,
-):
-    pack = research_pack(
-        {"name": "researcher", "blocking": False, "resumable": {"receives_messages": "side_b"}}
-    )
-    create = {
-        "tool_calls": [
-            {
-                "name": "subagent_create",
-                "arguments": {
-                    "agent": "researcher",
-                    "name": "r",
-                    "message": "check this draft",
-                    "attachments": [],
-                },
-            }
-        ]
-    }
+async def test_receives_messages_side_b_delivers_parent_messages_to_the_reviewer(sa_runtime_factory):
+    pack = research_pack({"name": "researcher", "blocking": False, "resumable": {"receives_messages": "side_b"}})
+    create = {"tool_calls": [{"name": "subagent_create", "arguments": {"agent": "researcher", "name": "r", "message": "check this draft", "attachments": []}}]}
     provider = routed(parent=[create, "sent", "ok"], reviewer=[APPROVE])
     async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
         parent = await rt.create_thread("lead")
@@ -819,9 +529,7 @@ async def test_receives_messages_side_b_delivers_parent_messages_to_the_reviewer
 
 @pytest.mark.asyncio
 async def test_blocking_child_that_hits_max_session_turns_reports_the_spec_text(sa_runtime_factory):
-    pack = research_pack(
-        {"name": "researcher", "initUserMessageProperty": "task"}, child_fields=None
-    )
+    pack = research_pack({"name": "researcher", "initUserMessageProperty": "task"}, child_fields=None)
     pack.agents[1].max_session_turns = 2  # one turn of each side
     provider = routed(
         parent=[{"tool_calls": [{"name": "researcher", "arguments": {"task": "x"}}]}, "ok"],
@@ -840,26 +548,13 @@ async def test_blocking_child_that_hits_max_session_turns_reports_the_spec_text(
 
 
 @pytest.mark.asyncio
-async def test_blocking_result_with_attachments_lists_them_once_and_ends_with_the_reference(
-    sa_runtime_factory,
-):
+async def test_blocking_result_with_attachments_lists_them_once_and_ends_with_the_reference(sa_runtime_factory):
     pack = research_pack({"name": "researcher", "initUserMessageProperty": "task"})
 
     async def approve_with_file(request):
-        return {
-            "tool_calls": [
-                {
-                    "name": "approve",
-                    "arguments": {"summary": "done", "files": ["/attachments/out.md"]},
-                }
-            ]
-        }
+        return {"tool_calls": [{"name": "approve", "arguments": {"summary": "done", "files": ["/attachments/out.md"]}}]}
 
-    provider = routed(
-        parent=[{"tool_calls": [{"name": "researcher", "arguments": {"task": "x"}}]}, "ok"],
-        worker=["w"],
-        reviewer=[approve_with_file],
-    )
+    provider = routed(parent=[{"tool_calls": [{"name": "researcher", "arguments": {"task": "x"}}]}, "ok"], worker=["w"], reviewer=[approve_with_file])
     async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
         original = rt.create_thread
 
@@ -879,51 +574,17 @@ async def test_blocking_result_with_attachments_lists_them_once_and_ends_with_th
 
 
 @pytest.mark.asyncio
-async def test_blocking_resumable_child_terminated_mid_invocation_is_not_its_previous_result(
-    sa_runtime_factory,
-):
-    pack = research_pack(
-        {
-            "name": "researcher",
-            "blocking": True,
-            "resumable": {"receives_messages": "side_a", "maxInstances": 1},
-        }
-    )
-    create = {
-        "tool_calls": [
-            {
-                "name": "subagent_create",
-                "arguments": {
-                    "agent": "researcher",
-                    "name": "alpha",
-                    "message": "study A",
-                    "attachments": [],
-                },
-            }
-        ]
-    }
-    again = {
-        "tool_calls": [
-            {
-                "name": "subagent_create",
-                "arguments": {
-                    "agent": "researcher",
-                    "name": "alpha",
-                    "message": "and B",
-                    "attachments": [],
-                },
-            }
-        ]
-    }
+async def test_blocking_resumable_child_terminated_mid_invocation_is_not_its_previous_result(sa_runtime_factory):
+    pack = research_pack({"name": "researcher", "blocking": True, "resumable": {"receives_messages": "side_a", "maxInstances": 1}})
+    create = {"tool_calls": [{"name": "subagent_create", "arguments": {"agent": "researcher", "name": "alpha", "message": "study A", "attachments": []}}]}
+    again = {"tool_calls": [{"name": "subagent_create", "arguments": {"agent": "researcher", "name": "alpha", "message": "and B", "attachments": []}}]}
     entered, never = asyncio.Event(), asyncio.Event()
 
     async def hang(request):
         entered.set()
         await never.wait()
 
-    provider = routed(
-        parent=[create, "first", again, "second"], worker=["A", hang], reviewer=[APPROVE]
-    )
+    provider = routed(parent=[create, "first", again, "second"], worker=["A", hang], reviewer=[APPROVE])
     async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
         parent = await rt.create_thread("lead")
         await parent.send_message("one")
@@ -947,42 +608,12 @@ async def test_subagent_message_uses_the_relationship_that_created_the_child(sa_
     # Another prompt lists the same agent as a blocking relationship that talks to side B; a
     # message to this parent's (non-blocking, side A) child must keep this parent's settings.
     base = research_pack(resumable_entry())
-    director = define_prompt(
-        name="director",
-        model="sub_model",
-        prompt="Direct.",
-        include_chat=True,
-        tools=[
-            {"name": "researcher", "blocking": True, "resumable": {"receives_messages": "side_b"}}
-        ],
-    )
+    director = define_prompt(name="director", model="sub_model", prompt="Direct.", include_chat=True,
+                             tools=[{"name": "researcher", "blocking": True, "resumable": {"receives_messages": "side_b"}}])
     boss = define_agent(name="boss", side_a={"prompt": "director"})
-    pack = Pack(
-        name="research",
-        agents=[*base.agents, boss],
-        prompts=[*base.prompts, director],
-        models=base.models,
-        tools=base.tools,
-    )
-    create = {
-        "tool_calls": [
-            {
-                "name": "subagent_create",
-                "arguments": {
-                    "agent": "researcher",
-                    "name": "a",
-                    "message": "m",
-                    "attachments": [],
-                },
-            }
-        ]
-    }
-    provider = routed(
-        parent=[create, "started", "noted", "noted again"],
-        worker=["w", "w2"],
-        reviewer=[APPROVE, APPROVE],
-        sub=["hello"],
-    )
+    pack = Pack(name="research", agents=[*base.agents, boss], prompts=[*base.prompts, director], models=base.models, tools=base.tools)
+    create = {"tool_calls": [{"name": "subagent_create", "arguments": {"agent": "researcher", "name": "a", "message": "m", "attachments": []}}]}
+    provider = routed(parent=[create, "started", "noted", "noted again"], worker=["w", "w2"], reviewer=[APPROVE, APPROVE], sub=["hello"])
     async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
         other = await rt.create_thread("boss")
         await other.send_message("hi")  # the director's tool table is now the first one built
@@ -991,10 +622,7 @@ async def test_subagent_message_uses_the_relationship_that_created_the_child(sa_
         await rt.wait_idle(timeout=60)
         await parent.refresh()
         reference = parent.children[0].reference
-        sent = await parent.invoke_tool(
-            "subagent_message",
-            {"referenceId": reference, "message": "one more thing", "attachments": []},
-        )
+        sent = await parent.invoke_tool("subagent_message", {"referenceId": reference, "message": "one more thing", "attachments": []})
         await rt.wait_idle(timeout=60)
         child = await parent.get_child_thread(reference)
         page = await child.get_messages()
@@ -1006,19 +634,7 @@ async def test_subagent_message_uses_the_relationship_that_created_the_child(sa_
 @pytest.mark.asyncio
 async def test_a_stopped_child_is_no_longer_running_in_the_parent_registry(sa_runtime_factory):
     pack = research_pack(resumable_entry())
-    create = {
-        "tool_calls": [
-            {
-                "name": "subagent_create",
-                "arguments": {
-                    "agent": "researcher",
-                    "name": "a",
-                    "message": "m",
-                    "attachments": [],
-                },
-            }
-        ]
-    }
+    create = {"tool_calls": [{"name": "subagent_create", "arguments": {"agent": "researcher", "name": "a", "message": "m", "attachments": []}}]}
     entered, never = asyncio.Event(), asyncio.Event()
 
     async def hang(request):
@@ -1040,9 +656,7 @@ async def test_a_stopped_child_is_no_longer_running_in_the_parent_registry(sa_ru
 
 
 @pytest.mark.asyncio
-async def test_a_child_that_stops_itself_is_no_longer_running_in_the_parent_registry(
-    sa_runtime_factory,
-):
+async def test_a_child_that_stops_itself_is_no_longer_running_in_the_parent_registry(sa_runtime_factory):
     async def stop_here(state, args):
         await state.stop()
         return "stopping"
@@ -1051,19 +665,7 @@ async def test_a_child_that_stops_itself_is_no_longer_running_in_the_parent_regi
     pack.tools[:] = [t for t in pack.tools if t.name != "report_status"] + [
         define_tool(name="report_status", description="Status.", args=Reason, execute=stop_here)
     ]
-    create = {
-        "tool_calls": [
-            {
-                "name": "subagent_create",
-                "arguments": {
-                    "agent": "researcher",
-                    "name": "a",
-                    "message": "m",
-                    "attachments": [],
-                },
-            }
-        ]
-    }
+    create = {"tool_calls": [{"name": "subagent_create", "arguments": {"agent": "researcher", "name": "a", "message": "m", "attachments": []}}]}
     provider = routed(
         parent=[create, "ok"],
         worker=[{"tool_calls": [{"name": "report_status", "arguments": {"reason": "pausing"}}]}],

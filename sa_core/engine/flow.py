@@ -42,7 +42,7 @@ from sa_core.store.executions import ResumePoint
 from sa_core.telemetry import turn
 
 if TYPE_CHECKING:
-    from sa_core.engine.services import EngineContext
+    from sa_core.engine.kernel import Kernel
     from sa_core.registry import PackScope
     from sa_core.state import ThreadState
     from sa_core.store import Transaction
@@ -79,7 +79,7 @@ class Flow:
 
     def __init__(
         self,
-        engine: EngineContext,
+        engine: Kernel,
         state: ThreadState,
         side: Side,
         *,

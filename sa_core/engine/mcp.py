@@ -17,6 +17,7 @@ import asyncio
 import json
 import os
 import sys
+from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any

@@ -54,7 +54,7 @@ async def _observe(state: ThreadState, hook: str, message: Message) -> None:
     async def report(plugin: str, exc: BaseException) -> None:
         error = f"{type(exc).__name__}: {exc}"
         data = {"hook": hook, "plugin": plugin, "message_id": message.id, "error": error}
-        await runtime.log(state.thread_id, "hook_error", data)
+        await runtime.kernel.log(state.thread_id, "hook_error", data)
 
     if hook == "after_create_message":
         await hooks.after_create_message(state, message, on_error=report)

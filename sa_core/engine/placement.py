@@ -85,6 +85,9 @@ class Placement(Protocol):
     def notify_settled(self, thread_id: str) -> None:
         """Tell a call waiting on another process that a child's settle committed."""
 
+    def settled(self, thread_id: str) -> bool:
+        """Whether this process's runner settled the thread's last turn and still holds it."""
+
     async def may_finish(self, thread_id: str) -> bool:
         """Whether a stop posted here records the end of the thread's execution."""
 
@@ -145,6 +148,10 @@ class LocalPlacement:
 
     def notify_settled(self, thread_id: str) -> None:
         """No other process to tell."""
+
+    def settled(self, thread_id: str) -> bool:
+        """Nothing is held past a runner's exit."""
+        return False
 
     async def may_finish(self, thread_id: str) -> bool:
         """No other process runs the thread."""

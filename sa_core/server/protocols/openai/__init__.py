@@ -28,13 +28,8 @@ def openai_router(runtime: Runtime, path: str = "/v1") -> Router:
     """
     return Router(
         path,
-        route_handlers=[
-            list_models,
-            retrieve_model,
-            chat_completions,
-            create_response,
-            get_response,
-        ],
+        route_handlers=[list_models, retrieve_model, chat_completions, create_response,
+                        get_response],
         dependencies={"runtime": runtime_dependency(runtime)},
         exception_handlers=EXCEPTION_HANDLERS,
         security=SECURITY,

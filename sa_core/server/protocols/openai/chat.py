@@ -105,7 +105,9 @@ async def open_turn(
     summary="Create a chat completion",
     responses=error_specs(404, 502),
 )
-async def chat_completions(request: Request[Any, Any, Any], runtime: RuntimeDep) -> Response[Any]:
+async def chat_completions(
+    request: Request[Any, Any, Any], runtime: RuntimeDep
+) -> Response[Any]:
     """Run the model's agent for one turn on a durable thread (OpenAI Chat Completions).
 
     A request whose messages extend a conversation this server answered continues its thread;

@@ -38,9 +38,8 @@ def refuse_fields(body: Mapping[str, Any], served: set[str], empty_ok: set[str])
         if name in empty_ok and value in ([], {}, False, "none", "auto", "disabled"):
             continue
         if name in ("tools", "functions", "tool_choice", "function_call"):
-            raise unsupported(
-                name, "the agent's own tools run on the server; client tools are not served."
-            )
+            raise unsupported(name, "the agent's own tools run on the server; client tools "
+                              "are not served.")
         raise unsupported(name, "the agent's definition decides this.")
 
 
@@ -54,9 +53,8 @@ def text_of(content: Any, param: str, part_types: tuple[str, ...]) -> str:
             where = f"{param}[{index}]"
             if not isinstance(part, dict) or part.get("type") not in part_types:
                 kind = part.get("type") if isinstance(part, dict) else type(part).__name__
-                raise unsupported(
-                    where, f"content parts of type {kind!r} are not served; send text."
-                )
+                raise unsupported(where, f"content parts of type {kind!r} are not served; "
+                                  "send text.")
             text = part.get("text")
             if not isinstance(text, str):
                 raise invalid(f"{where}.text", "expected a string.")
@@ -68,9 +66,8 @@ def text_of(content: Any, param: str, part_types: tuple[str, ...]) -> str:
 def role_of(value: Any, param: str) -> str:
     """A message role, with ``developer`` taken as ``system``."""
     if value in ("tool", "function"):
-        raise unsupported(
-            param, "tool results come from the agent's own tools, which run on the server."
-        )
+        raise unsupported(param, "tool results come from the agent's own tools, which run "
+                          "on the server.")
     if value not in ROLES:
         raise invalid(param, f"expected one of {', '.join(ROLES)}, got {value!r}.")
     return ROLES[value]
@@ -89,18 +86,8 @@ class ChatRequest:
     """The JSON Schema ``response_format`` asks for, if any."""
 
 
-CHAT_FIELDS = {
-    "model",
-    "messages",
-    "stream",
-    "stream_options",
-    "response_format",
-    "n",
-    "user",
-    "store",
-    "modalities",
-    "parallel_tool_calls",
-}
+CHAT_FIELDS = {"model", "messages", "stream", "stream_options", "response_format", "n", "user",
+               "store", "modalities", "parallel_tool_calls"}
 CHAT_EMPTY_OK = {"tools", "functions", "tool_choice", "function_call", "metadata", "logprobs"}
 
 
@@ -128,17 +115,13 @@ def chat_request(body: Any) -> ChatRequest:
             if message.get(name) is not None:
                 raise unsupported(f"{where}.{name}")
         content = message.get("content")
-        text = (
-            ""
-            if content is None and role == "assistant"
-            else text_of(content, f"{where}.content", ("text", "input_text", "output_text"))
+        text = "" if content is None and role == "assistant" else text_of(
+            content, f"{where}.content", ("text", "input_text", "output_text")
         )
         messages.append((role, text))
     if messages[-1][0] != "user":
-        raise invalid(
-            f"messages[{len(messages) - 1}].role",
-            "the last message must be a user message (the agent answers it).",
-        )
+        raise invalid(f"messages[{len(messages) - 1}].role",
+                      "the last message must be a user message (the agent answers it).")
     return ChatRequest(
         model=body.get("model"),
         messages=messages,
@@ -182,16 +165,15 @@ def text_format(value: Any, param: str, *, nested: bool) -> dict[str, Any] | Non
     if value is None:
         return None
     if not isinstance(value, dict):
-        raise invalid(param, 'expected an object such as {"type": "text"}.')
+        raise invalid(param, "expected an object such as {\"type\": \"text\"}.")
     kind = value.get("type")
     if kind == "text":
         return None
     if kind == "json_object":
         return {"type": "object"}
     if kind != "json_schema":
-        raise unsupported(
-            f"{param}.type", f"expected 'text', 'json_object' or 'json_schema', got {kind!r}."
-        )
+        raise unsupported(f"{param}.type", f"expected 'text', 'json_object' or 'json_schema', "
+                          f"got {kind!r}.")
     where = f"{param}.json_schema" if nested else param
     spec = value.get("json_schema") if nested else value
     if not isinstance(spec, dict):

@@ -30,7 +30,9 @@ from sa_core.server.protocols.openai.turns import Turn, joined, replies_after
 from sa_core.spec import Message
 
 
-@post("/responses", status_code=200, summary="Create a response", responses=error_specs(404, 502))
+@post(
+    "/responses", status_code=200, summary="Create a response", responses=error_specs(404, 502)
+)
 async def create_response(request: Request[Any, Any, Any], runtime: RuntimeDep) -> Response[Any]:
     """Run the model's agent for one turn (OpenAI Responses).
 
@@ -56,11 +58,7 @@ async def create_response(request: Request[Any, Any, Any], runtime: RuntimeDep) 
 
 async def stream_events(
     runtime: Runtime,
-    model: Model,
-    data: ResponsesRequest,
-    turn: Turn,
-    before: UsageTotals | None,
-    created: int,
+    model: Model, data: ResponsesRequest, turn: Turn, before: UsageTotals | None, created: int
 ) -> AsyncIterator[str]:
     """The Responses event sequence of one turn, numbered."""
     writer: EventWriter | None = None
@@ -84,7 +82,9 @@ async def stream_events(
                 yield line
 
 
-@get("/responses/{response_id:str}", summary="Retrieve a response", responses=error_specs(404))
+@get(
+    "/responses/{response_id:str}", summary="Retrieve a response", responses=error_specs(404)
+)
 async def get_response(
     request: Request[Any, Any, Any], runtime: RuntimeDep, response_id: FromPath[str]
 ) -> dict[str, Any]:

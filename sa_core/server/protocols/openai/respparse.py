@@ -16,19 +16,8 @@ from sa_core.server.protocols.openai.requests import (
     text_of,
 )
 
-FIELDS = {
-    "model",
-    "input",
-    "instructions",
-    "previous_response_id",
-    "conversation",
-    "stream",
-    "store",
-    "user",
-    "text",
-    "parallel_tool_calls",
-    "truncation",
-}
+FIELDS = {"model", "input", "instructions", "previous_response_id", "conversation", "stream",
+          "store", "user", "text", "parallel_tool_calls", "truncation"}
 EMPTY_OK = {"tools", "tool_choice", "metadata", "include", "background"}
 PARTS = ("input_text", "output_text", "text")
 
@@ -102,18 +91,13 @@ def input_items(raw: Any) -> list[Turn]:
             raise invalid(where, "expected an object.")
         kind = item.get("type", "message")
         if kind != "message":
-            raise unsupported(
-                f"{where}.type",
-                f"items of type {kind!r} are not served; "
-                "send messages (the agent's own tools run on the server).",
-            )
+            raise unsupported(f"{where}.type", f"items of type {kind!r} are not served; "
+                              "send messages (the agent's own tools run on the server).")
         role = role_of(item.get("role"), f"{where}.role")
         items.append((role, text_of(item.get("content"), f"{where}.content", PARTS)))
     if items[-1][0] != "user":
-        raise invalid(
-            f"input[{len(items) - 1}].role",
-            "the last input item must be a user message (the agent answers it).",
-        )
+        raise invalid(f"input[{len(items) - 1}].role",
+                      "the last input item must be a user message (the agent answers it).")
     return items
 
 
@@ -124,5 +108,5 @@ def conversation_id(value: Any) -> str | None:
     if isinstance(value, dict):
         value = value.get("id")
     if not isinstance(value, str) or not value:
-        raise invalid("conversation", 'expected a conversation id or {"id": ...}.')
+        raise invalid("conversation", "expected a conversation id or {\"id\": ...}.")
     return value

@@ -23,7 +23,9 @@ async def list_models(request: Request[Any, Any, Any], runtime: RuntimeDep) -> d
     return {"object": "list", "data": [model_object(m, STARTED) for m in all_models(runtime)]}
 
 
-@get("/models/{package:str}/{agent:str}", summary="Retrieve a model", responses=error_specs(404))
+@get(
+    "/models/{package:str}/{agent:str}", summary="Retrieve a model", responses=error_specs(404)
+)
 async def retrieve_model(
     request: Request[Any, Any, Any],
     runtime: RuntimeDep,
