@@ -7,41 +7,35 @@ effect or endpoint has ``execution`` None.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
-import mimetypes
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from sa_core.engine import delivery
 from sa_core.engine.threads import NO_TOOL_OPTIONS, ThreadRef
 from sa_core.errors import (
     DefinitionNotFoundError,
-    FileSystemError,
     ThreadTerminatedError,
     VariableNotFoundError,
 )
 from sa_core.spec import (
     AgentDefinition,
     AttachmentRef,
-    FileRecord,
-    FileStats,
-    GrepResult,
     HookDefinition,
     InjectMessageInput,
     Log,
     Message,
     MessagesResult,
-    ModelDefinition,
     PromptDefinition,
     QueueMessageInput,
-    ScheduledEffect,
     SubagentRegistryEntry,
     ToolAttachment,
     ToolResult,
 )
 from sa_core.spec.schemas import ArgsSpec, is_model_class, json_schema_of
+from sa_core.thread_files import ThreadFiles
+from sa_core.thread_resources import ThreadResources
 
 if TYPE_CHECKING:
     from sa_core.engine.flow import Flow
@@ -52,7 +46,7 @@ if TYPE_CHECKING:
     from sa_core.store import ThreadRow
 
 
-class ThreadState:
+class ThreadState(ThreadFiles, ThreadResources):
     """A thread, as seen by code running on it: a facade over the kernel and a thread handle.
 
     Args:
@@ -74,40 +68,6 @@ class ThreadState:
     @property
     def _row(self) -> ThreadRow:
         return self._ref.shared.row
-
-    @property
-    def tool_call_id(self) -> str | None:
-        """While a tool runs: the id of its tool call, stable across restarts.
-
-        Use it as the idempotency key of anything the tool does outside the thread.
-        """
-        return self._ref.tool_call_id
-
-    @tool_call_id.setter
-    def tool_call_id(self, value: str | None) -> None:
-        self._ref.tool_call_id = value
-
-    @property
-    def tool_attempt(self) -> int:
-        """While a tool runs: 1 on the first run of its call, else 2.
-
-        2 when a restart interrupted the first run and the call runs again (it never runs a
-        third time).
-        """
-        return self._ref.tool_attempt
-
-    @tool_attempt.setter
-    def tool_attempt(self, value: int) -> None:
-        self._ref.tool_attempt = value
-
-    @property
-    def effect_attempt(self) -> int | None:
-        """While an effect runs: 1 on its first run, 2 when a restart interrupted the first."""
-        return self._ref.effect_attempt
-
-    @effect_attempt.setter
-    def effect_attempt(self, value: int | None) -> None:
-        self._ref.effect_attempt = value
 
     # -- identity ---------------------------------------------------------------------------
 
@@ -450,45 +410,6 @@ class ThreadState:
 
         return await variables_request(self._runtime, self.thread_id, request_id)
 
-    # -- durable values ---------------------------------------------------------------------
-
-    async def get_value(self, key: str) -> Any:
-        """A JSON value stored on the thread under ``key`` (None when unset); survives restarts.
-
-        Keys starting with ``sa:`` belong to the runtime; use your own prefix.
-        """
-        return await self._kernel.store.get_value(self.thread_id, key)
-
-    async def set_value(self, key: str, value: Any) -> None:
-        """Store a JSON-serialisable value on the thread under ``key`` (see :meth:`get_value`)."""
-        await self._kernel.store.set_value(self.thread_id, key, value)
-
-    # -- resources --------------------------------------------------------------------------
-
-    def load_model(self, name: str) -> ModelDefinition:
-        """A model definition visible to this thread's package."""
-        return self.scope.model(name)
-
-    def load_prompt(self, name: str) -> PromptDefinition:
-        """A prompt definition of this thread's package."""
-        return self.scope.prompt(name)
-
-    def load_agent(self, name: str) -> AgentDefinition:
-        """An agent definition (``package/agent`` for another package's entry agent)."""
-        return self.scope.agent(name)[0]
-
-    def get_prompt_names(self) -> list[str]:
-        """Prompt names of this thread's package."""
-        return sorted(self.scope.prompts)
-
-    def get_agent_names(self) -> list[str]:
-        """Agent names of this thread's package."""
-        return sorted(self.scope.agents)
-
-    def get_model_names(self) -> list[str]:
-        """Model names of this thread's package."""
-        return sorted(self.scope.models)
-
     # -- env --------------------------------------------------------------------------------
 
     def env(self, name: str) -> str:
@@ -563,27 +484,6 @@ class ThreadState:
 
         return await invoke_tool(self, name, dict(args or {}))
 
-    # -- effects ----------------------------------------------------------------------------
-
-    async def schedule_effect(
-        self, name: str, args: Mapping[str, Any] | None = None, delay: float = 0
-    ) -> str:
-        """Run effect ``name`` after ``delay`` seconds; durable across restarts.
-
-        Returns:
-            The scheduled effect id.
-        """
-        self.scope.effect(name)
-        return await self._kernel.effects.schedule(self.thread_id, name, dict(args or {}), delay)
-
-    async def get_scheduled_effects(self, name: str | None = None) -> list[ScheduledEffect]:
-        """Pending effects of this thread (optionally only those named ``name``)."""
-        return await self._kernel.store.list_effects(self.thread_id, name)
-
-    async def remove_scheduled_effect(self, effect_id: str) -> bool:
-        """Cancel a pending effect."""
-        return await self._kernel.store.remove_effect(self.thread_id, effect_id)
-
     # -- events -----------------------------------------------------------------------------
 
     def emit(self, event: str, data: Any = None) -> None:
@@ -604,61 +504,7 @@ class ThreadState:
         }
         events.publish(self.thread_id, frame)
 
-    # -- files ------------------------------------------------------------------------------
-
-    async def write_file(
-        self,
-        path: str,
-        data: bytes | str,
-        mime_type: str | None = None,
-        *,
-        metadata: dict[str, Any] | None = None,
-        width: int | None = None,
-        height: int | None = None,
-    ) -> FileRecord:
-        """Write a file (text is stored as UTF-8 and stays searchable)."""
-        raw = data.encode() if isinstance(data, str) else data
-        mime = (
-            mime_type
-            or mimetypes.guess_type(path)[0]
-            or ("text/plain" if isinstance(data, str) else "application/octet-stream")
-        )
-        return await self._kernel.store.write_file(
-            self.thread_id, path, raw, mime, metadata=metadata, width=width, height=height
-        )
-
-    async def read_file(self, path: str) -> bytes | None:
-        """A file's bytes, or None when it does not exist."""
-        return await self._kernel.store.read_file(self.thread_id, path)
-
-    async def read_file_stream(self, path: str, chunk_size: int = 65536) -> AsyncIterator[bytes]:
-        """A file's bytes in chunks."""
-        data = await self.read_file(path)
-        if data is None:
-            raise FileSystemError(f"No file at {path} in thread {self.thread_id}.")
-        for start in range(0, len(data), chunk_size):
-            yield data[start : start + chunk_size]
-            await asyncio.sleep(0)
-
-    async def stat_file(self, path: str) -> FileRecord | None:
-        """Metadata of a file or directory."""
-        return await self._kernel.store.stat_file(self.thread_id, path)
-
-    async def readdir_file(self, path: str = "/") -> list[FileRecord]:
-        """Direct children of a directory."""
-        return await self._kernel.store.readdir(self.thread_id, path)
-
-    async def unlink_file(self, path: str) -> bool:
-        """Delete a file."""
-        return await self._kernel.store.unlink_file(self.thread_id, path)
-
-    async def mkdir_file(self, path: str) -> FileRecord:
-        """Create a directory."""
-        return await self._kernel.store.mkdir(self.thread_id, path)
-
-    async def rmdir_file(self, path: str, *, recursive: bool = False) -> bool:
-        """Remove a directory."""
-        return await self._kernel.store.rmdir(self.thread_id, path, recursive=recursive)
+    # -- files (the rest: sa_core.thread_files) ------------------------------
 
     async def get_file_thumbnail(self, path: str) -> bytes | None:
         """A PNG thumbnail (at most 256 px) of an image file; None for anything else.
@@ -668,18 +514,6 @@ class ThreadState:
         from sa_core.thumbnails import file_thumbnail
 
         return await file_thumbnail(self, path)
-
-    async def get_file_stats(self) -> FileStats:
-        """Total size and file count."""
-        return await self._kernel.store.file_stats(self.thread_id)
-
-    async def grep_files(self, pattern: str) -> list[GrepResult]:
-        """Regex search through text files."""
-        return await self._kernel.store.grep_files(self.thread_id, pattern)
-
-    async def find_files(self, pattern: str) -> list[FileRecord]:
-        """Glob search on paths and names."""
-        return await self._kernel.store.find_files(self.thread_id, pattern)
 
     async def save_attachment(
         self, attachment: ToolAttachment | Mapping[str, Any]
