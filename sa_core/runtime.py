@@ -11,6 +11,7 @@ task and no connection: a thread's task exists only while it has work.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -182,11 +183,8 @@ class Runtime:
             user_env=self.user_env,
             instance_id=self.instance_id,
             life=self._life,
-            make_state=self._make_state,
+            make_state=functools.partial(ThreadState, runtime=self),
         )
-
-    def _make_state(self, kernel: Kernel, thread: ThreadRef) -> ThreadState:
-        return ThreadState(kernel, thread, self)
 
     def _installed_packs(self, taken: set[str]) -> list[Pack]:
         from sa_core.packloader import installed_packs

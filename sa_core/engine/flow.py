@@ -43,6 +43,7 @@ from sa_core.telemetry import turn
 
 if TYPE_CHECKING:
     from sa_core.engine.kernel import Kernel
+    from sa_core.engine.threads import ThreadRef
     from sa_core.registry import PackScope
     from sa_core.state import ThreadState
     from sa_core.store import Transaction
@@ -80,7 +81,7 @@ class Flow:
     def __init__(
         self,
         engine: Kernel,
-        state: ThreadState,
+        thread: ThreadRef,
         side: Side,
         *,
         depth: int = 0,
@@ -93,7 +94,12 @@ class Flow:
         queued: list[QueueEntry] | None = None,
     ) -> None:
         self.engine = engine
-        self.state = state
+        self.thread = thread
+        """The engine's handle of the thread (:mod:`sa_core.engine.threads`)."""
+        self.state: ThreadState = engine.user_state(thread)
+        state = self.state
+        """The facade tools and hooks get (a ``ThreadState``; the engine only passes it on)."""
+        thread.execution = self
         self.flow_id = new_id()
         self.current_side: Side = side
         self.depth = depth

@@ -72,7 +72,7 @@ async def run_flow(
         thread = await kernel.threads.ref_for(row, read_at=version, children=children)
     flow = Flow(
         kernel,
-        kernel.user_state(thread),
+        thread,
         side,
         initial_messages=initial,
         resume=resume,
@@ -80,7 +80,6 @@ async def run_flow(
         history=history,
         queued=queued,
     )
-    thread.execution = flow
     kernel.scheduler.attach(thread_id, flow)
     try:
         flow.end_reason = await flow.run()
@@ -112,7 +111,7 @@ async def settle_flow(kernel: Kernel, flow: Flow, reason: StopReason | None = No
     except BaseException:
         kernel.threads.forget_current(thread_id)  # the live row went ahead of the store
         raise
-    flow.state.execution = None
+    flow.thread.execution = None
     if not kernel.placement.alone:  # the lease stays a while: so does the handle
         kernel.threads.keep(thread_id)
 

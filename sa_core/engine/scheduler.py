@@ -361,7 +361,9 @@ class Scheduler:
 
     async def _drive(self, thread_id: str, side: Side) -> None:
         _RUNNER.set(thread_id)  # this task's own context
-        kernel = self._kernel()
+        kernel = self.kernel
+        if kernel is None:  # kicked only once the runtime has started
+            raise RuntimeError("the scheduler runs nothing before the runtime starts")
         runner = self._runners[thread_id]
         settled = False
         try:

@@ -39,7 +39,7 @@ async def run_subprompt(
     runtime = state.runtime
     depth = (parent.depth if parent is not None else 0) + 1
     try:
-        sub_state = await runtime.state_for(state.row)
+        sub_thread = await runtime.kernel.threads.ref_for(state.row)
         initial: list[Message] = []
         if prompt.include_chat:
             initial = list(await runtime.store.history(state.thread_id))
@@ -47,14 +47,13 @@ async def run_subprompt(
                 initial = without_past_tools(initial)
         flow = Flow(
             runtime.kernel,
-            sub_state,
+            sub_thread,
             "a",
             depth=depth,
             parent_message_id=tool_message_id,
             prompt_override=prompt,
             initial_messages=initial,
         )
-        sub_state.execution = flow
         text: str | None = None
         if config.init_user_message_property:
             value = arguments.get(config.init_user_message_property)
@@ -80,7 +79,7 @@ async def run_subprompt(
                 depth=depth,
                 parent_id=tool_message_id,
             )
-            flow.remember(await create_message(sub_state, message))
+            flow.remember(await create_message(flow.state, message))
         await flow.run()
     except Exception as exc:
         detail = str(exc) if config.include_errors else "Tool execution failed"

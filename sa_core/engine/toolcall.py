@@ -101,7 +101,8 @@ async def run_call(
     state.emit("tool_call_started", {"id": call.id, "name": call.name})
     result = refused_on_resume(flow, call, offered, attempt, allow_any=allow_any)
     if result is None:
-        state.tool_call_id, state.tool_attempt = call.id, attempt
+        thread = flow.thread
+        thread.tool_call_id, thread.tool_attempt = call.id, attempt
         try:
             result = await tool_call(
                 state,
@@ -109,7 +110,7 @@ async def run_call(
                 execute_call(flow, call, offered, tool_message_id, allow_any=allow_any),
             )
         finally:
-            state.tool_call_id, state.tool_attempt = None, 1
+            thread.tool_call_id, thread.tool_attempt = None, 1
     state.emit("tool_call_done", {"id": call.id, "name": call.name, "status": result.status})
     hooks = engine.host.hooks
     succeeded = result.status == "success"
