@@ -523,7 +523,8 @@ class ThreadState(ThreadFiles, ThreadResources):
 
         item = ToolAttachment.model_validate(attachment)
         return await store_attachment(
-            self,
+            self._kernel.store,
+            self.thread_id,
             item.name,
             base64.b64decode(item.data),
             item.mime_type,

@@ -122,7 +122,9 @@ async def _handoff(
     refs: list[AttachmentRef] = []
     if config.init_attachments_property:
         refs, missing = await existing_refs(
-            state, attachment_paths(arguments.get(config.init_attachments_property))
+            state.runtime.store,
+            state.thread_id,
+            attachment_paths(arguments.get(config.init_attachments_property)),
         )
         if missing:
             return ToolResult(

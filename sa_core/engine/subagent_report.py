@@ -67,7 +67,9 @@ async def collect(state: ThreadState, child_id: str, config: SubagentToolConfig)
     if (
         not runtime.kernel.placement.alone
     ):  # the child may run on any worker: wait through the store
-        return await collect_anywhere(state, child_id)
+        return await collect_anywhere(
+            runtime.kernel, state.thread_id, state.tool_call_id or "", child_id
+        )
     runtime.scheduler.awaited.add(child_id)
     finished = False
     try:
@@ -144,8 +146,11 @@ async def _blocking_result_in_tx(state: ThreadState, child_id: str) -> ToolResul
     row = await runtime.store.get_thread(child_id)
     outcome = ChildLink.of(row).outcome
     refs = outcome.attachment_refs() if outcome is not None else []
-    child = await runtime.state_for(row) if (row and refs) else None
-    copied = await copy_attachments(child, refs, state) if (child and refs) else []
+    copied = (
+        await copy_attachments(runtime.store, child_id, refs, state.thread_id)
+        if (row and refs)
+        else []
+    )
     await runtime.kernel.threads.update_child(state.thread_id, child_id, status=entry_status(row))
     await release_child(runtime, child_id, answered=True)
     return call_result(child_id, row, copied)
@@ -262,7 +267,9 @@ def settled_execution(
     if answer and link.waiter:
         settled = link.settled(outcome, reason, answer=True)  # answered in this write
     elif not state.runtime.kernel.placement.alone and link.waiter:
-        announce_settled(state)  # wakes the waiting call, on any worker, once this commits
+        announce_settled(
+            state.runtime.kernel, state.thread_id
+        )  # wakes the waiting call, on any worker, once this commits
     return settled.to_execution(execution)
 
 
@@ -337,7 +344,9 @@ async def _report(
         return
     copied = []
     if outcome is not None and outcome.attachments:
-        copied = await copy_attachments(state, outcome.attachments, parent)
+        copied = await copy_attachments(
+            state.runtime.store, state.thread_id, outcome.attachments, parent.thread_id
+        )
     template = FAILURE_TEXT if failed else RESULT_TEXT
     text = template.format(ref=state.thread_id, result=outcome_text)
     if copied:

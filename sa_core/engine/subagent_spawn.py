@@ -91,7 +91,7 @@ async def create(
     capped = await _at_cap(state, config, agent.name, message, paths)
     if capped is not None:
         return capped
-    refs_in, missing_paths = await existing_refs(state, paths)
+    refs_in, missing_paths = await existing_refs(state.runtime.store, state.thread_id, paths)
     if missing_paths:
         return ToolResult(
             status="error",
@@ -207,7 +207,11 @@ async def _spawn(
         )
         await runtime.store.upsert_child(state.thread_id, entry, new=True)
         state.children = [*[e for e in state.children if e.reference != entry.reference], entry]
-        copied = await copy_attachments(state, refs_in, child) if refs_in else []
+        copied = (
+            await copy_attachments(runtime.store, state.thread_id, refs_in, child.thread_id)
+            if refs_in
+            else []
+        )
         if can_owe_directly(child):  # stored as a message with its owed turn: no drain
             first_message = await _hand_over_first(state, child, config, message, copied)
         else:
@@ -328,14 +332,20 @@ async def message_instance(state: ThreadState, arguments: Mapping[str, Any]) -> 
     row = await runtime.store.get_thread(reference) if entry else None
     if entry is None or row is None or row.terminated is not None or entry.status == "terminated":
         return ToolResult(status="error", error=f'Subagent reference "{reference}" is not active.')
-    refs, missing = await existing_refs(state, attachment_paths(arguments.get("attachments")))
+    refs, missing = await existing_refs(
+        runtime.store, state.thread_id, attachment_paths(arguments.get("attachments"))
+    )
     if missing:
         return ToolResult(
             status="error",
             error="Provided attachment path(s) not found in this thread: " + ", ".join(missing),
         )
     child = await runtime.state_for(row)
-    copied = await copy_attachments(state, refs, child) if refs else []
+    copied = (
+        await copy_attachments(runtime.store, state.thread_id, refs, child.thread_id)
+        if refs
+        else []
+    )
     config = _config_for(state, row)
     await runtime.kernel.threads.update_child(state.thread_id, reference, status="running")
     if config is not None and config.blocking:

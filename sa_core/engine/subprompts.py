@@ -62,7 +62,9 @@ async def run_subprompt(
         refs: list[AttachmentRef] = []
         if config.init_attachments_property:
             refs, missing = await existing_refs(
-                state, attachment_paths(arguments.get(config.init_attachments_property))
+                runtime.store,
+                state.thread_id,
+                attachment_paths(arguments.get(config.init_attachments_property)),
             )
             if missing:
                 return ToolResult(

@@ -117,7 +117,8 @@ async def _stored_refs(flow: Flow, result: ToolResult) -> list[AttachmentRef]:
         if isinstance(item, ToolAttachment):
             refs.append(
                 await store_attachment(
-                    flow.state,
+                    flow.engine.store,
+                    flow.thread.thread_id,
                     item.name,
                     base64.b64decode(item.data),
                     item.mime_type,
@@ -152,7 +153,9 @@ async def _mapped_content(
             mapped = value.strip() if isinstance(value, str) else json.dumps(value)
         if binding.attachments_property:
             found, missing = await existing_refs(
-                flow.state, attachment_paths(args.get(binding.attachments_property))
+                flow.engine.store,
+                flow.thread.thread_id,
+                attachment_paths(args.get(binding.attachments_property)),
             )
             if missing:
                 result = ToolResult(
