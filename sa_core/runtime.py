@@ -44,7 +44,7 @@ from sa_core.errors import (
 from sa_core.offline import offline_provider
 from sa_core.plugins import create_plugin_host
 from sa_core.registry import Registry
-from sa_core.state import ThreadState
+from sa_core.state import ThreadState, thread_of
 from sa_core.store import ThreadRow, now_us, open_store
 
 if TYPE_CHECKING:
@@ -184,6 +184,7 @@ class Runtime:
             instance_id=self.instance_id,
             life=self._life,
             make_state=functools.partial(ThreadState, runtime=self),
+            thread_of=thread_of,
         )
 
     def _installed_packs(self, taken: set[str]) -> list[Pack]:

@@ -55,7 +55,7 @@ class ThreadState(ThreadFiles, ThreadResources):
         runtime: The runtime hosting the thread.
     """
 
-    __slots__ = ("_kernel", "_ref", "_runtime")
+    __slots__ = ("__weakref__", "_kernel", "_ref", "_runtime")
 
     def __init__(self, kernel: Kernel, ref: ThreadRef, runtime: Runtime) -> None:
         self._kernel = kernel
@@ -286,7 +286,7 @@ class ThreadState(ThreadFiles, ThreadResources):
             include_silent=include_silent,
             max_depth=max_depth,
         )
-        messages = await with_subagent_fields(self, messages)
+        messages = await with_subagent_fields(self._kernel.store, self.thread_id, messages)
         return MessagesResult(
             messages=messages, total=total, has_more=offset + len(messages) < total
         )
@@ -298,7 +298,7 @@ class ThreadState(ThreadFiles, ThreadResources):
         message = await self._kernel.store.get_message(self.thread_id, message_id)
         if message is None:
             return None
-        return (await with_subagent_fields(self, [message]))[0]
+        return (await with_subagent_fields(self._kernel.store, self.thread_id, [message]))[0]
 
     async def inject_message(self, message: InjectMessageInput | Mapping[str, Any]) -> Message:
         """Store a message without starting a turn.
@@ -311,7 +311,8 @@ class ThreadState(ThreadFiles, ThreadResources):
         from sa_core.engine.messages import create_message, new_message
 
         stored = await create_message(
-            self,
+            self._kernel,
+            self._ref,
             new_message(
                 self.thread_id,
                 data.role,
@@ -341,7 +342,7 @@ class ThreadState(ThreadFiles, ThreadResources):
         """Update fields of a stored message (runs the update hooks)."""
         from sa_core.engine.messages import update_message
 
-        return await update_message(self, message_id, dict(updates))
+        return await update_message(self._kernel, self._ref, message_id, dict(updates))
 
     async def delete_message(self, message_id: str) -> bool:
         """Delete a message (or a still-queued entry) and its attachment files."""
@@ -598,3 +599,8 @@ class ThreadState(ThreadFiles, ThreadResources):
         from sa_core.engine.approvals import cancel_pending
 
         await cancel_pending(self, "terminated")
+
+
+def thread_of(state: ThreadState) -> ThreadRef:
+    """The engine's handle under a ThreadState (the kernel's ``thread_of``)."""
+    return state._ref

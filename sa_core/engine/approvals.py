@@ -307,7 +307,7 @@ async def cancel_pending(state: ThreadState, how: Literal["stopped", "terminated
         unanswered = [e for e in entries if e["tool_call_id"] not in answered]
         rows = cancelled_rows(thread_id, unanswered, how)
         async with store.transaction():
-            await create_messages(state, rows)
+            await create_messages(state.runtime.kernel, state.runtime.kernel.thread_of(state), rows)
             await store.delete_value(thread_id, KEY)
     _mark(runtime, thread_id, False)
     if not pending:

@@ -66,7 +66,9 @@ async def owe_first_turn(
         attachments=list(attachments) or None,
     )
     async with store.transaction() as tx:  # joins the creation transaction
-        [stored] = await create_messages(child, [message], tx=tx)
+        [stored] = await create_messages(
+            runtime.kernel, runtime.kernel.thread_of(child), [message], tx=tx
+        )
         turns = child.row.execution.get("turns") or {}
         point = ResumePoint(
             since=stored.created_at,

@@ -230,7 +230,7 @@ async def _owe_turn(
     thread_id = thread.thread_id
     store, threads = kernel.store, kernel.threads
     message = prepared.get("message") or await prepare_message(
-        kernel.user_state(thread), item.message(thread_id)
+        kernel, thread, item.message(thread_id)
     )
     prepared["message"] = message
     side = side_for_role(item.role)
@@ -268,7 +268,7 @@ async def _owe_turn(
     except BaseException:
         threads.forget_current(thread_id)  # a row adopted in a rolled-back transaction
         raise
-    await announce_created(kernel.user_state(thread), [message])
+    await announce_created(kernel, thread, [message])
     start_turn(
         kernel,
         thread_id,

@@ -71,7 +71,7 @@ async def drain_entries(flow: Flow, known: list[QueueEntry] | None) -> bool:
         flow.turns, flow.current_side, flow.stopped = kept[1], kept[2], kept[3]
         state.row.agent_id, state.row.package = owner
         return False
-    await announce_created(state, stored)
+    await announce_created(flow.engine, flow.thread, stored)
     return True
 
 
@@ -101,7 +101,7 @@ async def store_entries(flow: Flow, entries: list[QueueEntry], tx: Transaction) 
             attachments=refs or None,
             subagent_id=metadata.get("subagent_id"),
         )
-        messages.append(await prepare_message(state, message))
+        messages.append(await prepare_message(flow.engine, flow.thread, message))
     await flow.engine.store.insert_messages(messages, tx=tx)
     for message in messages:
         flow.remember(message)

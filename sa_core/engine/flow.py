@@ -388,7 +388,7 @@ class Flow:
         """Tell the user why the flow stopped (reference.md section 6.2, step 13)."""
         text = REPEATED_ERROR_MESSAGE.format(n=REPEATED_ERROR_LIMIT, error=self._last_error)
         message = new_message(self.state.thread_id, "assistant", text, depth=self.depth)
-        self.remember(await create_message(self.state, message))
+        self.remember(await create_message(self.engine, self.thread, message))
 
     def _repeated_error(self, step: StepResult) -> bool:
         if self.depth > 0:
@@ -458,7 +458,7 @@ class Flow:
                     handoff.init_message or "",
                     attachments=handoff.init_attachments or None,
                 )
-                self.remember(await create_message(state, message, tx=tx))
+                self.remember(await create_message(self.engine, self.thread, message, tx=tx))
             await self.save_point(self.resume_point(), tx=tx)
         reset_immediate(self)
 

@@ -26,6 +26,7 @@ User code (a tool, a hook, an effect) is given a ``ThreadState``; the engine bui
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -56,6 +57,8 @@ class UserThread(Protocol):
 
 UserStateFactory = Callable[["Kernel", "ThreadRef"], UserThread]
 """Builds the facade user code sees over a thread handle (the runtime gives ``ThreadState``)."""
+ThreadOf = Callable[[Any], "ThreadRef"]
+"""The handle under a facade (see :attr:`Kernel.thread_of`)."""
 
 
 @dataclass(slots=True)
@@ -94,6 +97,9 @@ class Kernel:
         instance_id: The name this runtime claims threads under.
         life: Open and closing flags.
         make_state: Builds the facade user code sees (see :meth:`user_state`).
+        thread_of: The handle under a ``ThreadState`` an engine function was handed. For the
+            engine functions not yet converted to take a :class:`ThreadRef` (they still get
+            the facade from their callers); it goes once every engine function takes one.
     """
 
     store: Store
@@ -113,6 +119,7 @@ class Kernel:
     instance_id: str
     life: Life
     make_state: UserStateFactory
+    thread_of: ThreadOf
 
     @property
     def closing(self) -> bool:
@@ -127,9 +134,15 @@ class Kernel:
     def user_state(self, thread: ThreadRef) -> Any:
         """The ``ThreadState`` user code (a tool, a hook, an effect) gets for ``thread``.
 
-        Typed ``Any`` on purpose: the engine passes it on to user code and never uses it.
+        Typed ``Any`` on purpose: the engine passes it on to user code and never uses it. One
+        facade per handle while it lives, so every hook and tool of a flow gets the same one.
         """
-        return self.make_state(self, thread)
+        held = thread.facade
+        facade = held() if held is not None else None
+        if facade is None:
+            facade = self.make_state(self, thread)
+            thread.facade = weakref.ref(facade)
+        return facade
 
     async def log(self, thread_id: str, kind: str, data: dict[str, Any]) -> str:
         """Append a log row to a thread; returns its id."""

@@ -42,7 +42,8 @@ async def mark_interrupted_calls(flow: Flow) -> None:
     state = flow.state
     for message_id in await flow.engine.store.pending_message_ids(state.thread_id):
         await update_message(
-            state,
+            flow.engine,
+            flow.thread,
             message_id,
             {"status": "failed", "metadata": {"error": INTERRUPTED_CALL, "interrupted": True}},
         )

@@ -209,9 +209,9 @@ async def call_model(
     )
     # written the same way watched or not: one insert once the answer is complete (or has
     # failed); watchers see the pending row as a frame, the store never holds it
-    pending = await prepare_message(state, pending)
+    pending = await prepare_message(flow.engine, flow.thread, pending)
     flow.prepared = pending
-    publish_message(state, pending)
+    publish_message(flow.engine, flow.thread.thread_id, pending)
     tools = [t for t in offered.values()] if model.capabilities.supports_tool_calls else []
     reasoning = None
     if prompt.reasoning is not None:
@@ -314,7 +314,7 @@ async def commit_answer(
     try:
         async with engine.store.transaction() as tx:
             await engine.store.insert_log(state.thread_id, log, tx=tx)
-            updated = await complete_prepared(state, pending, updates, tx=tx)
+            updated = await complete_prepared(flow.engine, flow.thread, pending, updates, tx=tx)
             settled = None if rejection else last_step(flow, side, config, calls, content)
             if settled is not None:  # the flow settles in this commit: no resume point
                 flow.turns[side] += 1

@@ -55,11 +55,14 @@ class ThreadRef:
         effect_attempt: While an effect runs: 1, or 2 when a restart interrupted the first.
         execution: The flow this handle runs in, else ``None`` (outside a turn).
         own_context: The scratch dict of a handle outside a flow.
+        facade: The facade user code got for this handle, while it lives (weakly: the facade
+            holds the handle, not the other way round).
     """
 
     __slots__ = (
         "effect_attempt",
         "execution",
+        "facade",
         "own_context",
         "prompt",
         "shared",
@@ -79,6 +82,7 @@ class ThreadRef:
         self.effect_attempt: int | None = None
         self.execution: Flow | None = flow
         self.own_context: dict[str, Any] = {}
+        self.facade: weakref.ref[Any] | None = None
 
     @property
     def row(self) -> ThreadRow:

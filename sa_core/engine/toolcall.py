@@ -69,7 +69,7 @@ async def run_queued_tools(
             prompt=prompt.name,
             metadata={QUEUED_TOOLS: True},
         )
-        flow.remember(await create_message(flow.state, carrier))
+        flow.remember(await create_message(flow.engine, flow.thread, carrier))
         flow.unanswered = [*flow.unanswered, *calls]
         for call in calls:
             row = await run_call(flow, call, offered, config, allow_any=True)

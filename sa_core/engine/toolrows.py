@@ -95,7 +95,7 @@ async def store_tool_row(
     )
     ending = ends_session(flow, call, result, config)
     if ending is None:
-        row = await create_message(state, row)
+        row = await create_message(flow.engine, flow.thread, row)
     else:
         row = await store_ending_row(flow, row, ending)
     flow.remember(row)
@@ -195,7 +195,7 @@ async def store_ending_row(
     kept = (flow.outcome, dict(flow.turns))
     try:
         async with engine.store.transaction() as tx:
-            stored = await create_message(flow.state, row, tx=tx)
+            stored = await create_message(flow.engine, flow.thread, row, tx=tx)
             await flow.end_session_on(stored, reason)
             queue = await engine.scheduler.settle_in(flow, tx, reason)
     except BaseException:  # rolled back: the runner settles the flow as after any failure
@@ -238,7 +238,7 @@ async def cleanup_after_abort(flow: Flow) -> None:
             depth=flow.depth,
             parent_id=flow.parent_message_id,
         )
-        await create_message(state, row)
+        await create_message(flow.engine, flow.thread, row)
     flow.unanswered = []
     flow.stopped_by = "aborted_by_user"
 
@@ -251,7 +251,7 @@ async def fail_unanswered_message(flow: Flow, updates: dict[str, Any]) -> None:
     """
     prepared, flow.prepared = flow.prepared, None
     if prepared is not None:
-        flow.remember(await complete_prepared(flow.state, prepared, updates))
+        flow.remember(await complete_prepared(flow.engine, flow.thread, prepared, updates))
 
 
 async def record_step_error(flow: Flow, exc: Exception) -> None:
