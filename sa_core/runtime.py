@@ -31,7 +31,7 @@ from sa_core.engine.modelcall import ModelCaller
 from sa_core.engine.placement import LocalPlacement, Placement
 from sa_core.engine.running import resume_interrupted, turn_settled
 from sa_core.engine.scheduler import Scheduler
-from sa_core.engine.secrets import SecretRedactor
+from sa_core.engine.secrets import SecretRedactor, redact
 from sa_core.engine.subagents import boot_immediate, provide_variables
 from sa_core.engine.threads import LiveThreads, ThreadRef
 from sa_core.engine.variables import missing_variables, resolve_agent
@@ -384,7 +384,7 @@ class Runtime:
 
     def redact_secrets(self, state: ThreadState, text: str) -> str:
         """Replace the values of the thread's secret variables in ``text`` with ``[redacted]``."""
-        return self.kernel.secrets.redact_secrets(state, text)
+        return redact(text, self.kernel.secret_values(thread_of(state)))
 
     async def provide_variables(
         self, parent_thread_id: str, request_id: str, env: Mapping[str, str]

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any, Literal
 from sa_core.engine import delivery
 from sa_core.engine.threads import NO_TOOL_OPTIONS, ThreadRef
 from sa_core.errors import (
-    DefinitionNotFoundError,
     ThreadTerminatedError,
     VariableNotFoundError,
 )
@@ -429,31 +428,7 @@ class ThreadState(ThreadFiles, ThreadResources):
 
     def env_or_none(self, name: str) -> str | None:
         """Like :meth:`env`, but None when unset."""
-        row = self._row
-        if name in row.env:
-            return row.env[name]
-        kernel = self._kernel
-        if row.user_id is not None:
-            user_env = kernel.user_env.get(row.user_id)
-            if user_env and name in user_env:
-                return user_env[name]
-        if name in kernel.env:
-            return kernel.env[name]
-        try:
-            agent = self.agent
-        except DefinitionNotFoundError:
-            agent = None
-        if agent is not None and name in agent.env:
-            return agent.env[name]
-        ref = self._ref
-        if name in ref.tool_env:
-            return ref.tool_env[name]
-        prompt = ref.prompt
-        if prompt is None and agent is not None:
-            prompt = self.scope.prompts.get(agent.side_a.prompt)
-        if prompt is not None and name in prompt.env:
-            return prompt.env[name]
-        return None
+        return self._kernel.env_of(self._ref, name)
 
     def secret_names(self) -> frozenset[str]:
         """Names of the variables whose values are secret on this thread.
@@ -496,7 +471,7 @@ class ThreadState(ThreadFiles, ThreadResources):
         from sa_core.engine.scrub import scrub_payload
         from sa_core.store import now_us
 
-        data = scrub_payload(self, data)
+        data = scrub_payload(self._kernel, self._ref, data)
         frame: EventFrame = {
             "type": "event",
             "eventType": event,

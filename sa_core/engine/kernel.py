@@ -31,6 +31,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from sa_core.engine.secrets import MIN_SECRET_LENGTH
+from sa_core.errors import DefinitionNotFoundError
+
 if TYPE_CHECKING:
     from sa_core.engine.caches import PromptCaches
     from sa_core.engine.effects import EffectScheduler
@@ -42,7 +45,8 @@ if TYPE_CHECKING:
     from sa_core.engine.secrets import SecretRedactor
     from sa_core.engine.threads import LiveThreads, ThreadRef
     from sa_core.plugins import PluginHost
-    from sa_core.registry import Registry
+    from sa_core.registry import PackScope, Registry
+    from sa_core.spec import AgentDefinition
     from sa_core.store import Store
 
 
@@ -143,6 +147,58 @@ class Kernel:
             facade = self.make_state(self, thread)
             thread.facade = weakref.ref(facade)
         return facade
+
+    # -- what a thread resolves to -----------------------------------------------------------
+
+    def scope_of(self, thread: ThreadRef) -> PackScope:
+        """The package scope a thread's definitions resolve in."""
+        return self.registry.scope(thread.shared.row.package)
+
+    def agent_of(self, thread: ThreadRef) -> AgentDefinition:
+        """The definition of the agent that owns a thread now."""
+        row = thread.shared.row
+        return self.registry.scope(row.package).agent(row.agent_id)[0]
+
+    def env_of(self, thread: ThreadRef, name: str) -> str | None:
+        """Resolve a variable of a thread, or None when unset.
+
+        Order, first hit wins: thread, user account, instance, agent, tool config (the running
+        tool's ``PromptToolConfig.env``), prompt (the active one, else side A's).
+        """
+        row = thread.shared.row
+        if name in row.env:
+            return row.env[name]
+        if row.user_id is not None:
+            user_env = self.user_env.get(row.user_id)
+            if user_env and name in user_env:
+                return user_env[name]
+        if name in self.env:
+            return self.env[name]
+        scope: PackScope | None = None
+        agent: AgentDefinition | None = None
+        try:
+            scope = self.registry.scope(row.package)
+            agent = scope.agent(row.agent_id)[0]
+        except DefinitionNotFoundError:
+            pass
+        if agent is not None and name in agent.env:
+            return agent.env[name]
+        if name in thread.tool_env:
+            return thread.tool_env[name]
+        prompt = thread.prompt
+        if prompt is None and agent is not None and scope is not None:
+            prompt = scope.prompts.get(agent.side_a.prompt)
+        if prompt is not None and name in prompt.env:
+            return prompt.env[name]
+        return None
+
+    def secret_values(self, thread: ThreadRef) -> list[str]:
+        """The thread's secret values long enough to redact, longest first."""
+        row = thread.shared.row
+        names = self.secrets.secret_names(self.registry.scope(row.package), row)
+        values = {self.env_of(thread, name) for name in names}
+        found = [v for v in values if v and len(v) >= MIN_SECRET_LENGTH]
+        return sorted(found, key=len, reverse=True)
 
     async def log(self, thread_id: str, kind: str, data: dict[str, Any]) -> str:
         """Append a log row to a thread; returns its id."""

@@ -22,6 +22,7 @@ from pydantic_core import to_jsonable_python
 from sa_core.engine.dispatch import resolve_any_tool
 from sa_core.engine.files import attachment_paths, existing_refs, store_attachment
 from sa_core.engine.messages import complete_prepared, create_message, new_message
+from sa_core.engine.secrets import redact
 from sa_core.engine.tools import OfferedTool, normalise_result, result_text
 from sa_core.spec import (
     AttachmentRef,
@@ -69,7 +70,7 @@ async def store_tool_row(
         result = as_result(stored, result)
     refs = await _stored_refs(flow, result)
     mapped, result, refs = await _mapped_content(flow, call, result, config, refs)
-    content = flow.engine.secrets.redact_secrets(state, result_text(result, mapped))
+    content = redact(result_text(result, mapped), flow.engine.secret_values(flow.thread))
     terminal = {b.name for b in (config.session_stop, config.session_fail) if b is not None}
     listed_by_result = result.subagent_id is not None  # subagent results list their files
     if refs and call.name not in terminal and result.status == "success" and not listed_by_result:
