@@ -28,8 +28,9 @@ from sa_core.engine.leases import attach_workers
 from sa_core.engine.mcp import McpManager
 from sa_core.engine.messages import new_id
 from sa_core.engine.modelcall import ModelCaller
+from sa_core.engine.owed import turn_settled
 from sa_core.engine.placement import LocalPlacement, Placement
-from sa_core.engine.running import resume_interrupted, turn_settled
+from sa_core.engine.running import resume_interrupted
 from sa_core.engine.scheduler import Scheduler
 from sa_core.engine.secrets import SecretRedactor, redact
 from sa_core.engine.subagents import boot_immediate, provide_variables
@@ -287,7 +288,7 @@ class Runtime:
         # a new thread has no children yet: nothing to read
         shared = self.kernel.threads.add(row, version)
         if self.kernel.placement.alone:  # nor approval requests (only this process writes them)
-            mark_no_pending(self, row.id)  # so its first step reads none
+            mark_no_pending(self.kernel, row.id)  # so its first step reads none
         state = ThreadState(self.kernel, ThreadRef(shared), self)
         await boot_immediate(state)
         return state

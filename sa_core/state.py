@@ -385,7 +385,7 @@ class ThreadState(ThreadFiles, ThreadResources):
         """
         from sa_core.engine.approvals import list_pending
 
-        return await list_pending(self)
+        return await list_pending(self._kernel, self.thread_id)
 
     async def approve(self, tool_call_id: str, arguments: dict[str, Any] | None = None) -> None:
         """Approve a pending tool call; it runs (with ``arguments`` if given) and the flow goes on.
@@ -396,13 +396,13 @@ class ThreadState(ThreadFiles, ThreadResources):
         """
         from sa_core.engine.approvals import decide
 
-        await decide(self, tool_call_id, approve=True, arguments=arguments)
+        await decide(self._kernel, self._ref, tool_call_id, approve=True, arguments=arguments)
 
     async def deny(self, tool_call_id: str, reason: str) -> None:
         """Deny a pending tool call: the model sees a failed tool result with ``reason``."""
         from sa_core.engine.approvals import decide
 
-        await decide(self, tool_call_id, approve=False, reason=reason)
+        await decide(self._kernel, self._ref, tool_call_id, approve=False, reason=reason)
 
     async def variables_request(self, request_id: str) -> dict[str, Any] | None:
         """A pending scoped-variables request of this thread (names only), else None."""
@@ -566,14 +566,16 @@ class ThreadState(ThreadFiles, ThreadResources):
         await delivery.stop(self._kernel, self.thread_id)
         from sa_core.engine.approvals import cancel_pending
 
-        await cancel_pending(self, "stopped")  # no orphan approval keeps later turns parked
+        await cancel_pending(
+            self._kernel, self._ref, "stopped"
+        )  # no orphan approval keeps later turns parked
 
     async def terminate(self) -> None:
         """Soft-terminate: abort in-flight work and reject new messages and queue entries."""
         await delivery.terminate(self._kernel, self._ref)
         from sa_core.engine.approvals import cancel_pending
 
-        await cancel_pending(self, "terminated")
+        await cancel_pending(self._kernel, self._ref, "terminated")
 
 
 def thread_of(state: ThreadState) -> ThreadRef:

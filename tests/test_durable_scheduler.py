@@ -8,7 +8,7 @@ import pytest
 from settle_helpers import hold_settlement, note_enqueued
 
 from sa_core import Pack, define_agent, define_model, define_prompt
-from sa_core.engine import running
+from sa_core.engine import owed
 from sa_core.testing import FunctionProvider
 
 
@@ -54,7 +54,7 @@ async def test_thread_claimed_by_another_live_runtime_is_not_run_here(
         assert record is not None and record.status == "owed"  # still owed, to the claimant
         assert record.claimed_by == "another-worker"
         await rt.store.release_execution(thread.thread_id, "another-worker")
-        await running.ensure_running(rt.kernel, thread.thread_id)
+        await owed.ensure_running(rt.kernel, thread.thread_id)
         await rt.wait_thread(thread.thread_id)
         page = await thread.get_messages()
         record = await rt.store.get_execution(thread.thread_id)

@@ -91,7 +91,7 @@ def start_child(child: ThreadState, first: Message) -> None:
     from sa_core.engine.flow import side_for_role
 
     runtime = child.runtime
-    mark_no_pending(runtime, child.thread_id)  # a new thread has no approval requests
+    mark_no_pending(runtime.kernel, child.thread_id)  # a new thread has no approval requests
     delivery.start_turn(
         runtime.kernel,
         child.thread_id,

@@ -33,7 +33,7 @@ import contextlib
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from sa_core.engine import running
+from sa_core.engine import owed
 from sa_core.engine.childlink import ChildLink, call_result, entry_status
 from sa_core.engine.files import copy_attachments
 from sa_core.spec import ToolResult
@@ -164,7 +164,7 @@ async def collect(kernel: Kernel, thread_id: str, call_id: str, child_id: str) -
     kernel.scheduler.awaited.add(child_id)
     result = None
     try:
-        await running.ensure_running(kernel, child_id)
+        await owed.ensure_running(kernel, child_id)
         while result is None:
             await wait_for_child(kernel, child_id, call_id)
             result = await answer_call(kernel, thread_id, call_id, child_id)

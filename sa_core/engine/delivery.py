@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from sa_core.engine.flowtypes import side_for_role
 from sa_core.engine.messages import announce_created, new_id, new_message, prepare_message
+from sa_core.engine.owed import ensure_running
 from sa_core.engine.placement import Admission
-from sa_core.engine.running import ensure_running
 from sa_core.engine.subagent_vars import scoped_names
 from sa_core.engine.threads import ThreadRef
 from sa_core.errors import ThreadNotFoundError, ThreadTerminatedError

@@ -37,9 +37,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from sa_core.engine.child_wait import wake
 from sa_core.engine.delivery import stop
 from sa_core.engine.effects import MAX_EFFECT_ATTEMPTS
+from sa_core.engine.owed import ensure_running
 from sa_core.engine.placement import Admission
 from sa_core.engine.relay import FRAME_RETENTION_US, STREAM_CHANNEL, RelayBus, asyncpg_dsn
-from sa_core.engine.running import ensure_running
 from sa_core.store.apikeys import KEYS_CHANNEL
 from sa_core.store.clock import now_us
 from sa_core.store.leases import LeaseLost, lease_guard, lease_valid

@@ -24,6 +24,7 @@ from sa_core.engine.context import Side
 from sa_core.engine.dispatch import run_offered
 from sa_core.engine.flowtypes import StepResult
 from sa_core.engine.messages import update_message
+from sa_core.engine.offered import offered_tools
 from sa_core.engine.step import EMPTY_RESPONSE, prompt_for
 from sa_core.engine.toolcall import QUEUED_TOOLS, run_call, run_queued_tools
 from sa_core.engine.toolrows import store_error_row
@@ -74,7 +75,7 @@ async def resume_step(flow: Flow, point: ResumePoint) -> tuple[Side, SideConfig,
     prompt = prompt_for(flow, config)
     state.active_prompt = prompt
     flow.prompt_path = [prompt.name]
-    offered = flow.engine.caches.offered_tools(state, flow.scope, prompt, point.side)
+    offered = offered_tools(flow.engine, flow.thread, flow.scope, prompt, point.side)
     calls = [
         c if isinstance(c, ToolCall) else ToolCall.model_validate(c)
         for c in message.tool_calls or []

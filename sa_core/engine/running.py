@@ -3,17 +3,15 @@
 The scheduler's runner (:mod:`sa_core.engine.scheduler`) calls :func:`run_flow` for each flow
 of a thread and :func:`settle_flow` when it ends: the outcome, a parent's report and "nothing
 owed" commit at once. :func:`resume_interrupted` starts, when the runtime starts, every flow a
-stopped process left owed; :func:`ensure_running` starts a thread that owes work and has no
-runner.
+stopped process left owed (:func:`sa_core.engine.owed.ensure_running` starts one thread).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
-from sa_core.engine.approvals import KEY as APPROVALS
+from sa_core.engine import approvals
 from sa_core.engine.flow import Flow
-from sa_core.engine.flowtypes import side_for_role
 from sa_core.engine.oneshot import termination_fields
 from sa_core.engine.subagents import on_flow_end, settled_execution
 from sa_core.engine.threads import ThreadRef
@@ -133,36 +131,9 @@ async def settle(kernel: Kernel, flow: Flow, reason: str) -> None:
     row.execution = settled_execution(state, flow, reason, execution)
     row.updated_at = now = now_us()
     # a non-resumable child that reported is terminated in the same write
-    ended = termination_fields(state, reason, now)
+    ended = termination_fields(row, reason, now)
     await kernel.store.set_thread_fields(row.id, execution=row.execution, updated_at=now, **ended)
     await on_flow_end(state, flow, reason)
-
-
-async def ensure_running(kernel: Kernel, thread_id: str) -> None:
-    """Start a thread's runner if it owes work (a turn or queued entries) and has none."""
-    if kernel.scheduler.is_running(thread_id) or not kernel.life.open:
-        return
-    record = await kernel.store.get_execution(thread_id)
-    point = record.owed_resume if record is not None else None
-    if point is not None:
-        kernel.scheduler.kick(thread_id, point.side, resume=point)
-        return
-    queue = await kernel.store.list_queue(thread_id)
-    if queue:
-        kernel.scheduler.kick(thread_id, side_for_role(queue[0].role))
-
-
-async def turn_settled(kernel: Kernel, thread_id: str) -> bool:
-    """Whether the thread owes no turn and has nothing queued, as the database says.
-
-    Unlike ``scheduler.wait`` (this process's runner only), this holds whichever worker runs
-    the thread: a caller on any worker can watch the thread's frames and ask this when one of
-    them looks like the end of a turn.
-    """
-    record = await kernel.store.get_execution(thread_id)
-    if record is not None and record.status != "idle":
-        return False
-    return not await kernel.store.list_queue(thread_id)
 
 
 async def has_approvals(kernel: Kernel, thread_id: str) -> bool:
@@ -171,7 +142,7 @@ async def has_approvals(kernel: Kernel, thread_id: str) -> bool:
     Several workers are told about the same queued work; the one that gets the lease after
     another already took the entries in must not run a turn on nothing new.
     """
-    return await kernel.store.get_value(thread_id, APPROVALS) is not None
+    return await kernel.store.get_value(thread_id, approvals.KEY) is not None
 
 
 async def resume_interrupted(kernel: Kernel) -> None:

@@ -31,6 +31,7 @@ from sa_core.engine.messages import (
     prepare_message,
     publish_message,
 )
+from sa_core.engine.offered import offered_tools
 from sa_core.engine.pastcontext import UNSENT, excluding, filtered_history
 from sa_core.engine.toolcall import run_call, run_queued_tools
 from sa_core.engine.toolrows import store_error_row
@@ -132,9 +133,9 @@ async def run_step(flow: Flow, side: Side, config: SideConfig) -> StepResult:
     flow.prompt_path = [prompt.name]
     scope = flow.scope
     model = scope.model(prompt.model)
-    offered = flow.engine.caches.offered_tools(state, scope, prompt, side)
+    offered = offered_tools(flow.engine, flow.thread, scope, prompt, side)
     if scope.mcp_servers:
-        offered.update(await offered_mcp_tools(state, scope, prompt))
+        offered.update(await offered_mcp_tools(flow.engine, flow.thread, scope, prompt))
     messages = await provider_messages(flow, side, prompt, model, offered)
     pending, response, log = await call_model(flow, side, prompt, model, offered, messages)
     read = await read_answer(flow, side, config, prompt, response, log)

@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sa_core.engine.files import attachment_paths
-from sa_core.engine.oneshot import addressable
-from sa_core.engine.subagent_spawn import create, message_instance, subagent_tools
-from sa_core.engine.tools import LIFECYCLE_TOOLS, OfferedTool
+from sa_core.engine.offered import subagent_tools
+from sa_core.engine.subagent_spawn import create, message_instance
+from sa_core.engine.tools import LIFECYCLE_TOOLS
 from sa_core.spec import ToolResult
 
 if TYPE_CHECKING:
@@ -26,70 +26,6 @@ def _current_table(state: ThreadState) -> ToolTable | None:
     if prompt is None:
         return None
     return state.runtime.kernel.caches.tool_table(state.scope, prompt)
-
-
-def lifecycle_tools(state: ThreadState, table: ToolTable) -> dict[str, OfferedTool]:
-    """``subagent_create`` / ``subagent_message`` / ``subagents`` when resumable branches exist."""
-    resumable = [
-        t
-        for t in subagent_tools(state, table).values()
-        if t.subagent is not None and t.subagent.is_resumable
-    ]
-    reachable = addressable(state.children)  # only resumable instances take messages
-    if not resumable and not reachable:
-        return {}
-    offered: dict[str, OfferedTool] = {}
-    if resumable:
-        arg_schemas = [t.parameters for t in resumable if t.parameters.get("properties")]
-        properties: dict[str, Any] = {
-            "agent": {
-                "type": "string",
-                "enum": [t.name for t in resumable],
-                "description": "Which subagent to create.",
-            },
-            "name": {"type": "string", "description": "A short, unique name for this instance."},
-            "message": {"type": "string", "description": "The instruction for the subagent."},
-            "attachments": {
-                "type": "array",
-                "items": {"type": "string"},
-                "description": "Paths under /attachments/ to pass along (use [] when none).",
-            },
-        }
-        if arg_schemas:
-            properties["arguments"] = {"type": "object", "anyOf": arg_schemas}
-        descriptions = "; ".join(f"{t.name}: {t.description}" for t in resumable)
-        offered["subagent_create"] = OfferedTool(
-            name="subagent_create",
-            kind="lifecycle",
-            description=f"Create a persistent subagent instance. Available: {descriptions}",
-            parameters={
-                "type": "object",
-                "properties": properties,
-                "required": ["agent", "name", "message", "attachments"],
-            },
-        )
-    if reachable or resumable:
-        offered["subagent_message"] = OfferedTool(
-            name="subagent_message",
-            kind="lifecycle",
-            description="Send a message to an existing subagent instance by its reference.",
-            parameters={
-                "type": "object",
-                "properties": {
-                    "referenceId": {"type": "string"},
-                    "message": {"type": "string"},
-                    "attachments": {"type": "array", "items": {"type": "string"}},
-                },
-                "required": ["referenceId", "message", "attachments"],
-            },
-        )
-    offered["subagents"] = OfferedTool(
-        name="subagents",
-        kind="lifecycle",
-        description="List this thread's subagent instances with their status.",
-        parameters={"type": "object", "properties": {}},
-    )
-    return offered
 
 
 async def run_lifecycle_tool(
@@ -125,7 +61,8 @@ async def run_lifecycle_tool(
     if problems:
         return ToolResult(status="error", error=" ".join(problems))
     table = _current_table(state)
-    options = subagent_tools(state, table) if table is not None else {}
+    kernel = state.runtime.kernel
+    options = subagent_tools(kernel, kernel.thread_of(state), table) if table is not None else {}
     tool = options.get(str(agent_name))
     if tool is None or tool.subagent is None or not tool.subagent.is_resumable:
         available = [
@@ -158,4 +95,4 @@ def list_instances(state: ThreadState) -> ToolResult:
     return ToolResult(status="success", result="\n".join(lines))
 
 
-__all__ = ["LIFECYCLE_TOOLS", "lifecycle_tools", "list_instances", "run_lifecycle_tool"]
+__all__ = ["LIFECYCLE_TOOLS", "list_instances", "run_lifecycle_tool"]

@@ -22,7 +22,7 @@ import dataclasses
 import json
 from typing import TYPE_CHECKING, Any
 
-from sa_core.engine import running
+from sa_core.engine import owed
 from sa_core.engine.approvals import wait_through_approvals
 from sa_core.engine.child_wait import announce_settled
 from sa_core.engine.child_wait import collect as collect_anywhere
@@ -73,9 +73,9 @@ async def collect(state: ThreadState, child_id: str, config: SubagentToolConfig)
     runtime.scheduler.awaited.add(child_id)
     finished = False
     try:
-        await running.ensure_running(runtime.kernel, child_id)
+        await owed.ensure_running(runtime.kernel, child_id)
         await runtime.kernel.scheduler.wait(child_id)
-        await wait_through_approvals(runtime, child_id)
+        await wait_through_approvals(runtime.kernel, child_id)
         finished = True
     finally:
         runtime.scheduler.awaited.discard(child_id)
@@ -310,7 +310,7 @@ async def on_flow_end(state: ThreadState, flow: Flow, reason: str) -> None:
     entry = next((e for e in entries if e.reference == state.thread_id), None)
     if entry is None:
         return
-    finished = finishes(state, reason)  # a non-resumable child: terminated by this settle
+    finished = finishes(state.row, reason)  # a non-resumable child: terminated by this settle
     if state.terminated is not None and not finished:
         return
     if outcome is None:

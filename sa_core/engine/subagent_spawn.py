@@ -20,10 +20,11 @@ from typing import TYPE_CHECKING, Any, Literal
 from sa_core.engine.child_start import can_owe_directly, owe_first_turn, start_child
 from sa_core.engine.childlink import ChildLink
 from sa_core.engine.files import attachment_paths, copy_attachments, existing_refs
+from sa_core.engine.offered import subagent_tools
 from sa_core.engine.oneshot import not_addressable
 from sa_core.engine.subagent_report import await_child, collect
 from sa_core.engine.subagent_vars import child_env, defer_for_variables
-from sa_core.engine.tools import OfferedTool, flag_enabled
+from sa_core.engine.tools import OfferedTool
 from sa_core.spec import (
     AttachmentRef,
     ImmediateConfig,
@@ -36,22 +37,8 @@ from sa_core.store import now_us
 
 if TYPE_CHECKING:
     from sa_core.engine.flow import Flow
-    from sa_core.engine.tools import ToolTable
     from sa_core.spec import Message, PromptDefinition
     from sa_core.state import ThreadState
-
-
-def _enabled(state: ThreadState, tool: OfferedTool) -> bool:
-    return tool.optional is None or flag_enabled(state.env_or_none(tool.optional))
-
-
-def subagent_tools(state: ThreadState, table: ToolTable) -> dict[str, OfferedTool]:
-    """Subagent relationships of a prompt, enabled by their optional flags, by agent name."""
-    return {
-        name: tool
-        for name, tool in table.tools.items()
-        if tool.kind == "subagent" and _enabled(state, tool)
-    }
 
 
 def child_role(config: SubagentToolConfig) -> str:
@@ -401,7 +388,9 @@ async def _boot_prompt(state: ThreadState, prompt: PromptDefinition, side: str) 
     """Create the immediate subagents of one side's prompt, owned by that side."""
     state.active_prompt = prompt  # the prompt each child records as its relationship's
     table = state.runtime.kernel.caches.tool_table(state.scope, prompt)
-    for tool in subagent_tools(state, table).values():
+    for tool in subagent_tools(
+        state.runtime.kernel, state.runtime.kernel.thread_of(state), table
+    ).values():
         config = tool.subagent
         if config is None or not config.immediate:
             continue
@@ -480,5 +469,4 @@ __all__ = [
     "message_instance",
     "reset_immediate",
     "run_immediate",
-    "subagent_tools",
 ]
