@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from sa_core.engine import delivery
+from sa_core.engine.scrub import emit
 from sa_core.engine.threads import NO_TOOL_OPTIONS, ThreadRef
 from sa_core.errors import (
     ThreadTerminatedError,
@@ -464,21 +465,7 @@ class ThreadState(ThreadFiles, ThreadResources):
 
     def emit(self, event: str, data: Any = None) -> None:
         """Send a custom event to the thread's live subscribers (secret values redacted)."""
-        events = self._kernel.events
-        if not events.has_listeners:
-            return
-        from sa_core.engine.events import EventFrame
-        from sa_core.engine.scrub import scrub_payload
-        from sa_core.store import now_us
-
-        data = scrub_payload(self._kernel, self._ref, data)
-        frame: EventFrame = {
-            "type": "event",
-            "eventType": event,
-            "data": data,
-            "timestamp": now_us(),
-        }
-        events.publish(self.thread_id, frame)
+        emit(self._kernel, self._ref, event, data)
 
     # -- files (the rest: sa_core.thread_files) ------------------------------
 

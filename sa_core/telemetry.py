@@ -119,8 +119,8 @@ def _thread_attributes(state: ThreadState) -> dict[str, Any]:
         "sa.thread_id": state.thread_id,
         "sa.package": state.scope.package,
     }
-    if state.parent_id is not None:
-        attributes["sa.parent_thread_id"] = state.parent_id
+    if state.row.parent_id is not None:
+        attributes["sa.parent_thread_id"] = state.row.parent_id
     return attributes
 
 
@@ -151,10 +151,10 @@ async def _traced_turn(flow: Flow, run: Callable[[], Awaitable[T]]) -> T:
     }
     kwargs: dict[str, Any] = {}
     name = f"invoke_agent {agent}"
-    if state.parent_id is not None and flow.depth == 0:
+    if state.row.parent_id is not None and flow.depth == 0:
         name = f"subagent_run {agent}"
         origin = _tool_span.get()
-        if origin is not None and origin[0] == state.parent_id:
+        if origin is not None and origin[0] == state.row.parent_id:
             if len(_origins) >= _MAX_ORIGINS:
                 _origins.pop(next(iter(_origins)))
             _origins[state.thread_id] = origin[1]

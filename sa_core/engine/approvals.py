@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from sa_core.engine.mcp import offered_mcp_tools
 from sa_core.engine.messages import create_messages
 from sa_core.engine.offered import offered_tools
+from sa_core.engine.scrub import emit
 from sa_core.engine.toolrows import cancelled_rows, store_tool_row
 from sa_core.errors import (
     ApprovalArgumentsError,
@@ -108,7 +109,7 @@ async def gate(
     await store.set_value(thread.thread_id, KEY, pending)
     _mark(kernel, thread.thread_id, True)
     flow.unanswered = [c for c in flow.unanswered if c.id != call.id]
-    flow.state.emit("tool_call_awaiting_approval", {"id": call.id, "name": call.name})
+    emit(kernel, thread, "tool_call_awaiting_approval", {"id": call.id, "name": call.name})
     return None
 
 

@@ -45,7 +45,6 @@ if TYPE_CHECKING:
     from sa_core.engine.kernel import Kernel
     from sa_core.engine.threads import ThreadRef
     from sa_core.registry import PackScope
-    from sa_core.state import ThreadState
     from sa_core.store import Transaction
     from sa_core.store.rows import QueueEntry
 
@@ -96,7 +95,7 @@ class Flow:
         self.engine = engine
         self.thread = thread
         """The engine's handle of the thread (:mod:`sa_core.engine.threads`)."""
-        self.state: ThreadState = engine.user_state(thread)
+        self.state: Any = engine.user_state(thread)
         state = self.state
         """The facade tools and hooks get (a ``ThreadState``; the engine only passes it on)."""
         thread.execution = self
@@ -198,7 +197,7 @@ class Flow:
     @property
     def scope(self) -> PackScope:
         """The package the owning agent lives in (changes on cross-package handoff)."""
-        return self.state.scope
+        return self.engine.scope_of(self.thread)
 
     def side_config(self, side: Side, agent: AgentDefinition | None = None) -> SideConfig | None:
         """The acting side's config, or None when a human takes that side.
@@ -208,7 +207,7 @@ class Flow:
         if self.prompt_override is not None:
             return SideConfig(prompt=self.prompt_override.name) if side == "a" else None
         if agent is None:
-            agent = self.state.agent
+            agent = self.engine.agent_of(self.thread)
         if side == "a":
             return agent.side_a
         return agent.side_b if agent.type == "dual_ai" else None
@@ -220,7 +219,7 @@ class Flow:
             reason = await turn(self, self._loop)
         except asyncio.CancelledError:
             # a turn handed over to another worker is left as a crash leaves it (no records)
-            if not self.engine.scheduler.interrupted(self.state.thread_id):
+            if not self.engine.scheduler.interrupted(self.thread.thread_id):
                 await asyncio.shield(cleanup_after_abort(self))
             raise
         except Exception as exc:  # a step crashed: record it and settle
@@ -228,7 +227,7 @@ class Flow:
             reason = "step_error"
         self.stopped_by = self.stopped_by or reason
         if self.depth == 0:  # counted once over: the caches decided on this turn without it
-            THREAD_USE.used(self.state.thread_id)
+            THREAD_USE.used(self.thread.thread_id)
         return reason
 
     def _step_ceiling(self, agent: AgentDefinition) -> int:
@@ -248,7 +247,7 @@ class Flow:
                 if decision is not None:
                     return decision
         while True:
-            if self.stopped or self.state.terminated is not None:  # e.g. terminated by a tool
+            if self.stopped or self.thread.row.terminated is not None:  # e.g. terminated by a tool
                 return "aborted_by_user"
             if self.depth == 0:
                 await drain_queue(self)
@@ -257,7 +256,7 @@ class Flow:
             if self._forced is not None:
                 self.current_side, self._forced = self._forced, None
             side = self.current_side
-            agent = self.state.agent
+            agent = self.engine.agent_of(self.thread)
             if self._session_turns_reached(agent):
                 await self.end_session(SessionOutcome("max_session_turns", failed=True))
                 return "max_session_turns"
@@ -325,7 +324,7 @@ class Flow:
         """Write the execution record of a durable flow (in ``tx`` when given)."""
         if self.durable:
             await self.engine.store.save_running_point(
-                self.state.thread_id,
+                self.thread.thread_id,
                 point.model_dump(mode="json"),
                 self.engine.instance_id,
                 tx=tx,
@@ -343,7 +342,7 @@ class Flow:
             "attempts": {},
         }
         store = self.engine.store
-        await store.save_running_point(self.state.thread_id, point, self.engine.instance_id, tx=tx)
+        await store.save_running_point(self.thread.thread_id, point, self.engine.instance_id, tx=tx)
 
     async def _evaluate_stop(
         self, side: Side, config: SideConfig, step: StepResult
@@ -387,7 +386,7 @@ class Flow:
     async def _post_repeated_error(self) -> None:
         """Tell the user why the flow stopped (reference.md section 6.2, step 13)."""
         text = REPEATED_ERROR_MESSAGE.format(n=REPEATED_ERROR_LIMIT, error=self._last_error)
-        message = new_message(self.state.thread_id, "assistant", text, depth=self.depth)
+        message = new_message(self.thread.thread_id, "assistant", text, depth=self.depth)
         self.remember(await create_message(self.engine, self.thread, message))
 
     def _repeated_error(self, step: StepResult) -> bool:
@@ -410,7 +409,7 @@ class Flow:
         stop or queued entry left that :meth:`after_step` or the next step would act on.
         """
         scheduler = self.engine.scheduler
-        thread_id = self.state.thread_id
+        thread_id = self.thread.thread_id
         return not (
             not self.durable
             or self.depth
@@ -447,8 +446,8 @@ class Flow:
             await engine.store.update_thread(
                 state.thread_id, agent_id=handoff.agent_name, package=handoff.package, tx=tx
             )
-            state.row.agent_id = handoff.agent_name
-            state.row.package = handoff.package
+            self.thread.row.agent_id = handoff.agent_name
+            self.thread.row.package = handoff.package
             self.current_side = "a"
             self.context.update(handoff.arguments)
             if handoff.init_message is not None or handoff.init_attachments:

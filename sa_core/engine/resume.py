@@ -73,7 +73,7 @@ async def resume_step(flow: Flow, point: ResumePoint) -> tuple[Side, SideConfig,
     if message is None or message.status != "completed" or config is None:
         return None
     prompt = prompt_for(flow, config)
-    state.active_prompt = prompt
+    flow.thread.prompt = prompt
     flow.prompt_path = [prompt.name]
     offered = offered_tools(flow.engine, flow.thread, flow.scope, prompt, point.side)
     calls = [

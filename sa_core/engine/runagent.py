@@ -88,17 +88,17 @@ async def take_run_agent(flow: Flow, request: dict[str, Any], tx: Transaction) -
     An agent that no longer resolves (its pack changed since the request) is logged as
     ``run_agent_failed`` and the entry dropped; the thread keeps its owner.
     """
-    state = flow.state
+    thread = flow.thread
     agent_name, package = str(request.get("agent", "")), str(request.get("package", ""))
-    registry = state.runtime.registry
+    registry = flow.engine.registry
     if package not in registry.scopes or agent_name not in registry.scope(package).agents:
         data = {"agent": agent_name, "package": package, "error": "Unknown agent"}
-        await flow.engine.log(state.thread_id, "run_agent_failed", data)
+        await flow.engine.log(thread.thread_id, "run_agent_failed", data)
         return
-    row = state.row
+    row = thread.row
     if (row.agent_id, row.package) != (agent_name, package):
         await flow.engine.store.update_thread(
-            state.thread_id, agent_id=agent_name, package=package, tx=tx
+            thread.thread_id, agent_id=agent_name, package=package, tx=tx
         )
         row.agent_id, row.package = agent_name, package
         reset_immediate(flow)

@@ -117,7 +117,7 @@ async def settle_flow(kernel: Kernel, flow: Flow, reason: StopReason | None = No
 async def settle(kernel: Kernel, flow: Flow, reason: str) -> None:
     """Write a flow's end on its thread's row (and a child's outcome, in the same update)."""
     state = flow.state
-    row = state.row
+    row = flow.thread.row
     execution = dict(row.execution)
     execution.update(
         turns=dict(flow.turns),

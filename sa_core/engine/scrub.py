@@ -11,7 +11,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pydantic_core import to_jsonable_python
+
+from sa_core.store.clock import now_us
+
 if TYPE_CHECKING:
+    from sa_core.engine.events import EventFrame
     from sa_core.engine.kernel import Kernel
     from sa_core.engine.threads import ThreadRef
 
@@ -40,8 +45,6 @@ def scrub_payload(kernel: Kernel, thread: ThreadRef, data: Any) -> Any:
         return data
     if isinstance(data, str):
         return _scrub_text(data, values)
-    from pydantic_core import to_jsonable_python
-
     plain = to_jsonable_python(data, fallback=str)
     if not any(_contains(plain, value) for value in values):
         return data
@@ -73,3 +76,17 @@ def _walk(value: Any, values: list[str]) -> Any:
     if isinstance(value, list):
         return [_walk(item, values) for item in value]
     return value
+
+
+def emit(kernel: Kernel, thread: ThreadRef, event: str, data: Any = None) -> None:
+    """Send a custom event to the thread's live subscribers (secret values redacted)."""
+    events = kernel.events
+    if not events.has_listeners:
+        return
+    frame: EventFrame = {
+        "type": "event",
+        "eventType": event,
+        "data": scrub_payload(kernel, thread, data),
+        "timestamp": now_us(),
+    }
+    events.publish(thread.thread_id, frame)

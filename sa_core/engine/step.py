@@ -127,9 +127,8 @@ def sent_messages(flow: Flow) -> tuple[list[Message], list[Message]]:
 
 async def run_step(flow: Flow, side: Side, config: SideConfig) -> StepResult:
     """Take one model step on ``side``: call the model, commit its answer, run its calls."""
-    state = flow.state
     prompt = prompt_for(flow, config)
-    state.active_prompt = prompt
+    flow.thread.prompt = prompt
     flow.prompt_path = [prompt.name]
     scope = flow.scope
     model = scope.model(prompt.model)
@@ -141,7 +140,7 @@ async def run_step(flow: Flow, side: Side, config: SideConfig) -> StepResult:
     read = await read_answer(flow, side, config, prompt, response, log)
     message, settled = await commit_answer(flow, side, config, prompt, pending, response, log, read)
     tool_rows = await run_calls(flow, side, config, prompt, offered, read)
-    state.active_prompt = prompt
+    flow.thread.prompt = prompt
     if flow.row_settled is not None:  # the session ended in its tool row's commit
         settled, flow.row_settled = flow.row_settled, None
     if read.answer is not None and settled is None:  # a subagent's structured answer ends it
@@ -160,9 +159,10 @@ async def provider_messages(
     engine = flow.engine
     state = flow.state
     scope = flow.scope
-    secret = engine.secrets.secret_names(scope, state.row)
+    thread = flow.thread
+    secret = engine.secrets.secret_names(scope, thread.row)
     system_text = engine.caches.template(scope, prompt).render(
-        lambda name: None if name in secret else state.env_or_none(name)
+        lambda name: None if name in secret else engine.env_of(thread, name)
     )
     history = await context_messages(flow, prompt)
     # compaction (issue 36): markers applied, a new one written when over the trigger
@@ -171,8 +171,8 @@ async def provider_messages(
     if hooks.wants("filter_messages", state):
         history = await hooks.filter_messages(state, history)
     provider_messages = [ProviderMessage("system", system_text)]
-    if flow.depth == 0 and state.children:
-        listing = registry_system_message(state.children)
+    if flow.depth == 0 and thread.children:
+        listing = registry_system_message(list(thread.children))
         if listing:
             provider_messages.append(ProviderMessage("system", listing))
     provider_messages += await flow.converter.convert(
@@ -378,7 +378,7 @@ def last_step(
     """
     if (
         calls
-        or flow.state.parent_id is not None
+        or flow.thread.row.parent_id is not None
         or not (config.stop_on_response and content.strip())
         or flow.side_config(other(side)) is not None
         or not flow.settles_in_step()

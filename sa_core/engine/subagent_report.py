@@ -177,8 +177,9 @@ async def forward_status(
     flow: Flow, call: ToolCall, result: ToolResult, binding: SessionToolBinding
 ) -> None:
     """A ``session_status`` call updates the parent's registry status, ending nothing."""
-    state = flow.state
-    if state.parent_id is None:
+    thread = flow.thread
+    parent_id = thread.row.parent_id
+    if parent_id is None:
         return
     status = None
     if binding.message_property:
@@ -187,9 +188,7 @@ async def forward_status(
             value if isinstance(value, str) else (json.dumps(value) if value is not None else None)
         )
     status = status or result.result or result.error or "running"
-    await state.runtime.kernel.threads.update_child(
-        state.parent_id, state.thread_id, status=status.strip()
-    )
+    await flow.engine.threads.update_child(parent_id, thread.thread_id, status=status.strip())
 
 
 async def set_status(state: ThreadState, status: str) -> None:

@@ -16,6 +16,7 @@ from sa_core.engine.approvals import gate
 from sa_core.engine.context import SIDE_ROLE, Side, dumps_compact
 from sa_core.engine.dispatch import execute_call
 from sa_core.engine.messages import create_message, new_id, new_message
+from sa_core.engine.scrub import emit
 from sa_core.engine.subagents import forward_status
 from sa_core.engine.toolrows import as_result, refused_on_resume, store_tool_row
 from sa_core.engine.tools import OfferedTool
@@ -98,7 +99,7 @@ async def run_call(
     engine = flow.engine
     state = flow.state
     tool_message_id = new_id()
-    state.emit("tool_call_started", {"id": call.id, "name": call.name})
+    emit(engine, flow.thread, "tool_call_started", {"id": call.id, "name": call.name})
     result = refused_on_resume(flow, call, offered, attempt, allow_any=allow_any)
     if result is None:
         thread = flow.thread
@@ -111,7 +112,8 @@ async def run_call(
             )
         finally:
             thread.tool_call_id, thread.tool_attempt = None, 1
-    state.emit("tool_call_done", {"id": call.id, "name": call.name, "status": result.status})
+    done = {"id": call.id, "name": call.name, "status": result.status}
+    emit(engine, flow.thread, "tool_call_done", done)
     hooks = engine.host.hooks
     succeeded = result.status == "success"
     after = "after_tool_call_success" if succeeded else "after_tool_call_failure"

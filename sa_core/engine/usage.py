@@ -292,6 +292,6 @@ async def stop_for_budget(flow: Flow, side: str) -> bool:
         metadata={"error": text, "stop_reason": "budget_exceeded"},
     )
     flow.remember(await create_message(flow.engine, flow.thread, row))
-    await state.runtime.kernel.log(state.thread_id, "budget_exceeded", {"message": text})
+    await flow.engine.log(flow.thread.thread_id, "budget_exceeded", {"message": text})
     await flow.end_session(SessionOutcome("budget_exceeded", failed=True, content=text))
     return True
