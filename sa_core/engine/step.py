@@ -221,7 +221,8 @@ async def call_model(
         )
     flow.partial.clear()
     response, log = await engine.models.call_model(
-        state,
+        engine,
+        flow.thread,
         model,
         provider_messages,
         tools,
