@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import base64
 import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from sa_core.engine import delivery
 from sa_core.engine.scrub import emit
-from sa_core.engine.threads import NO_TOOL_OPTIONS, ThreadRef
+from sa_core.engine.threads import NO_TOOL_OPTIONS, ThreadRef, tool_config
 from sa_core.errors import (
     ThreadTerminatedError,
     VariableNotFoundError,
@@ -145,18 +145,11 @@ class ThreadState(ThreadFiles, ThreadResources):
     def active_prompt(self, prompt: PromptDefinition | None) -> None:
         self._ref.prompt = prompt
 
-    @contextlib.contextmanager
     def tool_env(
         self, env: Mapping[str, str], options: Mapping[str, Any] = NO_TOOL_OPTIONS
-    ) -> Iterator[None]:
+    ) -> contextlib.AbstractContextManager[None]:
         """Within the block a prompt's tool config applies: ``env`` and ``tool_options``."""
-        ref = self._ref
-        previous = ref.tool_env, ref.tool_options
-        ref.tool_env, ref.tool_options = env, options
-        try:
-            yield
-        finally:
-            ref.tool_env, ref.tool_options = previous
+        return tool_config(self._ref, env, options)
 
     @property
     def tool_options(self) -> Mapping[str, Any]:
@@ -459,7 +452,7 @@ class ThreadState(ThreadFiles, ThreadResources):
         """Run a tool now and return its result; no tool message is stored."""
         from sa_core.engine.dispatch import invoke_tool
 
-        return await invoke_tool(self, name, dict(args or {}))
+        return await invoke_tool(self._kernel, self._ref, name, dict(args or {}))
 
     # -- events -----------------------------------------------------------------------------
 

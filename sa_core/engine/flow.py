@@ -28,7 +28,7 @@ from sa_core.engine.flowtypes import (
     side_for_role,
 )
 from sa_core.engine.messages import create_message, new_id, new_message
-from sa_core.engine.pastcontext import UNSENT, strip_past_tools
+from sa_core.engine.pastcontext import UNSENT
 from sa_core.engine.resume import resume_step
 from sa_core.engine.step import run_step
 from sa_core.engine.subagents import reset_immediate, run_immediate
@@ -58,7 +58,6 @@ __all__ = [
     "StopReason",
     "other",
     "side_for_role",
-    "without_past_tools",
 ]
 
 GLOBAL_STEP_CEILING = 250
@@ -476,8 +475,3 @@ class Flow:
         """End the session with ``outcome``: the turn counters start again."""
         self.outcome = outcome
         self.turns = {"a": 0, "b": 0}
-
-
-def without_past_tools(messages: list[Message]) -> list[Message]:
-    """Drop the tool traffic of earlier turns (calls are stripped, results removed)."""
-    return [m for m in map(strip_past_tools, messages) if m is not None]

@@ -90,7 +90,7 @@ async def resume_step(flow: Flow, point: ResumePoint) -> tuple[Side, SideConfig,
         done = answered.get(call.id)
         if tool is not None and tool.kind == "handoff" and done and done.tool_status == "success":
             # the handoff itself commits with a new resume point: it is still to be performed
-            await run_offered(state, flow, tool, call.arguments, call, None)
+            await run_offered(flow.engine, flow.thread, flow, tool, call.arguments, None)
     flow.unanswered = list(unanswered)
     for index, call in enumerate(unanswered):
         # the first call without a result may have been running; later ones never started

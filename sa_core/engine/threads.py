@@ -12,10 +12,11 @@ match the database, and what the transaction owing a turn read for that turn's r
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import weakref
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -104,6 +105,19 @@ class ThreadRef:
         """The scratch dict of the flow this handle runs in, else the handle's own."""
         flow = self.execution
         return flow.context if flow is not None else self.own_context
+
+
+@contextlib.contextmanager
+def tool_config(
+    thread: ThreadRef, env: Mapping[str, str], options: Mapping[str, Any] = NO_TOOL_OPTIONS
+) -> Iterator[None]:
+    """Within the block a prompt's tool config applies to the thread: ``env`` and options."""
+    previous = thread.tool_env, thread.tool_options
+    thread.tool_env, thread.tool_options = env, options
+    try:
+        yield
+    finally:
+        thread.tool_env, thread.tool_options = previous
 
 
 def copy_row(target: ThreadRow, row: ThreadRow, keep: tuple[str, ...] = ()) -> None:

@@ -329,7 +329,7 @@ def refused_on_resume(
         return None
     tool = offered.get(call.name)
     if tool is None and allow_any:
-        tool = resolve_any_tool(flow.state, call.name)
+        tool = resolve_any_tool(flow.engine, flow.thread, call.name)
     if tool is not None and tool.kind in ("subagent", "lifecycle"):
         return None
     native = tool.native if tool is not None else None
