@@ -400,9 +400,9 @@ class ThreadState(ThreadFiles, ThreadResources):
 
     async def variables_request(self, request_id: str) -> dict[str, Any] | None:
         """A pending scoped-variables request of this thread (names only), else None."""
-        from sa_core.engine.subagents import variables_request
+        from sa_core.engine.subagent_vars import variables_request
 
-        return await variables_request(self._runtime, self.thread_id, request_id)
+        return await variables_request(self._kernel.store, self.thread_id, request_id)
 
     # -- env --------------------------------------------------------------------------------
 
@@ -539,7 +539,7 @@ class ThreadState(ThreadFiles, ThreadResources):
         self._check_active()
         from sa_core.engine.runagent import run_agent
 
-        await run_agent(self, agent_name)
+        await run_agent(self._kernel, self._ref, agent_name)
 
     async def stop(self) -> None:
         """Abort the in-flight turn; the next message continues the thread."""

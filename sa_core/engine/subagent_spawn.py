@@ -25,6 +25,7 @@ from sa_core.engine.oneshot import not_addressable
 from sa_core.engine.subagent_report import await_child, collect
 from sa_core.engine.subagent_vars import child_env, defer_for_variables
 from sa_core.engine.tools import OfferedTool
+from sa_core.engine.variables import missing_variables
 from sa_core.spec import (
     AttachmentRef,
     ImmediateConfig,
@@ -85,13 +86,23 @@ async def create(
             error="Provided attachment path(s) not found in this thread: "
             + ", ".join(missing_paths),
         )
-    env = child_env(state, scope, agent)
+    env = child_env(state.row, scope, agent)
     env.update(extra_env or {})
     env.update(provided_env or {})
-    missing = state.runtime.missing_variables(scope, agent, env, state.user_id, include_scoped=True)
+    kernel = state.runtime.kernel
+    user_env = kernel.user_env.get(state.user_id or "", {})
+    missing = missing_variables(scope, agent, [env, user_env, kernel.env], include_scoped=True)
     if missing:
         return await defer_for_variables(
-            state, flow, tool, message, paths, name, arguments, [n for n, _ in missing]
+            kernel,
+            kernel.thread_of(state),
+            flow,
+            tool,
+            message,
+            paths,
+            name,
+            arguments,
+            [n for n, _ in missing],
         )
     call_id = state.tool_call_id
     if call_id is not None and state.tool_attempt > 1:

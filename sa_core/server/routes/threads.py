@@ -212,7 +212,7 @@ class ThreadsController(Controller):
         """Read what a deferred subagent needs (``subagent_env_required``); never values."""
         from sa_core.engine.subagent_vars import variables_request
 
-        found = await variables_request(runtime, thread.thread_id, request_id)
+        found = await variables_request(runtime.store, thread.thread_id, request_id)
         if found is None:
             raise ApiError(
                 404, "request_not_found", f"No pending variables request {request_id!r}."
@@ -235,7 +235,7 @@ class ThreadsController(Controller):
         """Store the scoped variables and start the deferred child thread."""
         from sa_core.engine.subagent_vars import variables_request
 
-        if await variables_request(runtime, thread.thread_id, request_id) is None:
+        if await variables_request(runtime.store, thread.thread_id, request_id) is None:
             raise ApiError(
                 404, "request_not_found", f"No pending variables request {request_id!r}."
             )
