@@ -74,9 +74,9 @@ async def run_offered(
 ) -> ToolResult:
     """Execute a resolved tool of any kind (user code gets the thread's ``ThreadState``)."""
     if tool.kind == "lifecycle":
-        from sa_core.engine import subagent_lifecycle  # the lifecycle tools run the turn loop
+        from sa_core.engine.subagent_lifecycle import run_lifecycle_tool  # runs the turn loop
 
-        return await subagent_lifecycle.run_lifecycle_tool(
+        return await run_lifecycle_tool(
             kernel.user_state(thread), flow, tool.name, arguments, tool_message_id
         )
     if tool.kind == "mcp":
@@ -97,19 +97,17 @@ async def run_offered(
             return ToolResult(
                 status="error", error="Tool argument validation failed: " + "; ".join(problems)
             )
-        from sa_core.engine import subprompts  # a subprompt runs the turn loop
+        from sa_core.engine.subprompts import run_subprompt  # runs the turn loop
 
-        return await subprompts.run_subprompt(
-            kernel, thread, flow, tool, arguments, tool_message_id
-        )
+        return await run_subprompt(kernel, thread, flow, tool, arguments, tool_message_id)
     if problems:
         return ToolResult(
             status="error", error="Tool argument validation failed: " + "; ".join(problems)
         )
     if tool.kind == "subagent":
-        from sa_core.engine import subagents  # a subagent call runs the turn loop
+        from sa_core.engine.subagents import run_subagent_tool  # runs the turn loop
 
-        return await subagents.run_subagent_tool(
+        return await run_subagent_tool(
             kernel.user_state(thread), flow, tool, arguments, tool_message_id
         )
     return await _handoff(kernel, thread, flow, tool, arguments)
@@ -162,11 +160,9 @@ async def invoke_tool(
     """``state.invoke_tool``: run one tool through the dispatcher; store no tool message."""
     flow = thread.execution
     if name in LIFECYCLE_TOOLS:
-        from sa_core.engine import subagent_lifecycle
+        from sa_core.engine.subagent_lifecycle import run_lifecycle_tool
 
-        return await subagent_lifecycle.run_lifecycle_tool(
-            kernel.user_state(thread), flow, name, arguments, None
-        )
+        return await run_lifecycle_tool(kernel.user_state(thread), flow, name, arguments, None)
     tool = resolve_any_tool(kernel, thread, name)
     if tool is None:
         return ToolResult(status="error", error=f"Tool not found: {name}")

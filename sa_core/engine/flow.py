@@ -92,11 +92,8 @@ class Flow:
         queued: list[QueueEntry] | None = None,
     ) -> None:
         self.engine = engine
-        self.thread = thread
-        """The engine's handle of the thread (:mod:`sa_core.engine.threads`)."""
+        self.thread = thread  # the engine's handle; ``state``: the facade user code gets
         self.state: Any = engine.user_state(thread)
-        state = self.state
-        """The facade tools and hooks get (a ``ThreadState``; the engine only passes it on)."""
         thread.execution = self
         self.flow_id = new_id()
         self.current_side: Side = side
@@ -135,10 +132,10 @@ class Flow:
         self.prepared: Message | None = None
         """The model call in flight's message, prepared but not stored yet."""
         self.partial: list[str] = []  # text streamed by the model call in flight
+        thread_id = thread.thread_id
+        keep = engine.store.keeps_history(thread_id) if depth == 0 else False
         self.converter = (
-            converter_for(state.thread_id, keep=engine.store.keeps_history(state.thread_id))
-            if depth == 0
-            else IncrementalConverter()
+            converter_for(thread_id, keep=keep) if depth == 0 else IncrementalConverter()
         )
         self.sent: tuple[list[Message], int, list[Message], list[Message]]
         self.sent = (self.messages, 0, [], [])  # kept by sa_core.engine.step.sent_messages
@@ -148,8 +145,7 @@ class Flow:
         """The id of the running step's only tool call: its row may end the session."""
         self.row_settled: StopReason | None = None
         """Why the flow stopped, when the commit of a tool row settled it."""
-        execution = dict(state.row.execution)
-        turns = execution.get("turns") or {}
+        turns = thread.row.execution.get("turns") or {}
         self.turns: dict[Side, int] = {"a": int(turns.get("a", 0)), "b": int(turns.get("b", 0))}
         self.durable = durable or resume is not None
         """Whether this flow keeps the thread's execution record (a thread's top-level flow)."""
