@@ -33,7 +33,8 @@ from sa_core.engine.placement import LocalPlacement, Placement
 from sa_core.engine.running import resume_interrupted
 from sa_core.engine.scheduler import Scheduler
 from sa_core.engine.secrets import SecretRedactor, redact
-from sa_core.engine.subagents import boot_immediate, provide_variables
+from sa_core.engine.subagent_spawn import boot_immediate
+from sa_core.engine.subagents import provide_variables
 from sa_core.engine.threads import LiveThreads, ThreadRef
 from sa_core.engine.variables import missing_variables, resolve_agent
 from sa_core.errors import (
@@ -395,7 +396,7 @@ class Runtime:
         Returns:
             ``{request_id, child_thread_id, status}``.
         """
-        return await provide_variables(self, parent_thread_id, request_id, dict(env))
+        return await provide_variables(self.kernel, parent_thread_id, request_id, dict(env))
 
 
 __all__ = ["PackValidationError", "Runtime", "ThreadTerminatedError", "default_database_url"]

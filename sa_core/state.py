@@ -510,7 +510,7 @@ class ThreadState(ThreadFiles, ThreadResources):
         Raises:
             NoParentThreadError: this thread has no parent (it is not a subagent).
         """
-        from sa_core.engine.subagents import notify_parent
+        from sa_core.engine.subagent_report import notify_parent
 
         await notify_parent(self, content)
 
@@ -520,7 +520,7 @@ class ThreadState(ThreadFiles, ThreadResources):
         Raises:
             NoParentThreadError: this thread has no parent (it is not a subagent).
         """
-        from sa_core.engine.subagents import set_status
+        from sa_core.engine.subagent_report import set_status
 
         await set_status(self, status)
 

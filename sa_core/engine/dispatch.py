@@ -76,9 +76,7 @@ async def run_offered(
     if tool.kind == "lifecycle":
         from sa_core.engine.subagent_lifecycle import run_lifecycle_tool  # runs the turn loop
 
-        return await run_lifecycle_tool(
-            kernel.user_state(thread), flow, tool.name, arguments, tool_message_id
-        )
+        return await run_lifecycle_tool(kernel, thread, flow, tool.name, arguments, tool_message_id)
     if tool.kind == "mcp":
         assert tool.mcp is not None
         scope = kernel.registry.scope(tool.mcp.package)
@@ -107,9 +105,7 @@ async def run_offered(
     if tool.kind == "subagent":
         from sa_core.engine.subagents import run_subagent_tool  # runs the turn loop
 
-        return await run_subagent_tool(
-            kernel.user_state(thread), flow, tool, arguments, tool_message_id
-        )
+        return await run_subagent_tool(kernel, thread, flow, tool, arguments, tool_message_id)
     return await _handoff(kernel, thread, flow, tool, arguments)
 
 
@@ -162,7 +158,7 @@ async def invoke_tool(
     if name in LIFECYCLE_TOOLS:
         from sa_core.engine.subagent_lifecycle import run_lifecycle_tool
 
-        return await run_lifecycle_tool(kernel.user_state(thread), flow, name, arguments, None)
+        return await run_lifecycle_tool(kernel, thread, flow, name, arguments, None)
     tool = resolve_any_tool(kernel, thread, name)
     if tool is None:
         return ToolResult(status="error", error=f"Tool not found: {name}")

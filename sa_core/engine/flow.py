@@ -31,7 +31,7 @@ from sa_core.engine.messages import create_message, new_id, new_message
 from sa_core.engine.pastcontext import UNSENT
 from sa_core.engine.resume import resume_step
 from sa_core.engine.step import run_step
-from sa_core.engine.subagents import reset_immediate, run_immediate
+from sa_core.engine.subagent_spawn import reset_immediate, run_immediate
 from sa_core.engine.toolcall import run_call
 from sa_core.engine.toolrows import cleanup_after_abort, record_step_error
 from sa_core.engine.tools import OfferedTool

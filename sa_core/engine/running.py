@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Literal
 from sa_core.engine import approvals
 from sa_core.engine.flow import Flow
 from sa_core.engine.oneshot import termination_fields
-from sa_core.engine.subagents import on_flow_end, settled_execution
+from sa_core.engine.subagent_report import on_flow_end, settled_execution
 from sa_core.engine.threads import ThreadRef
 from sa_core.store.clock import now_us
 

@@ -17,19 +17,21 @@ from sa_core.spec import ToolResult
 
 if TYPE_CHECKING:
     from sa_core.engine.flow import Flow
+    from sa_core.engine.kernel import Kernel
+    from sa_core.engine.threads import ThreadRef
     from sa_core.engine.tools import ToolTable
-    from sa_core.state import ThreadState
 
 
-def _current_table(state: ThreadState) -> ToolTable | None:
-    prompt = state.active_prompt
+def _current_table(kernel: Kernel, thread: ThreadRef) -> ToolTable | None:
+    prompt = thread.prompt
     if prompt is None:
         return None
-    return state.runtime.kernel.caches.tool_table(state.scope, prompt)
+    return kernel.caches.tool_table(kernel.scope_of(thread), prompt)
 
 
 async def run_lifecycle_tool(
-    state: ThreadState,
+    kernel: Kernel,
+    thread: ThreadRef,
     flow: Flow | None,
     name: str,
     arguments: dict[str, Any],
@@ -37,9 +39,9 @@ async def run_lifecycle_tool(
 ) -> ToolResult:
     """``subagent_create``, ``subagent_message`` and ``subagents``."""
     if name == "subagents":
-        return list_instances(state)
+        return list_instances(thread)
     if name == "subagent_message":
-        return await message_instance(state, arguments)
+        return await message_instance(kernel.user_state(thread), arguments)
     if name != "subagent_create":
         return ToolResult(status="error", error=f"Tool not found: {name}")
     problems = []
@@ -60,9 +62,8 @@ async def run_lifecycle_tool(
         problems.append("subagent_create arguments must be an object when provided.")
     if problems:
         return ToolResult(status="error", error=" ".join(problems))
-    table = _current_table(state)
-    kernel = state.runtime.kernel
-    options = subagent_tools(kernel, kernel.thread_of(state), table) if table is not None else {}
+    table = _current_table(kernel, thread)
+    options = subagent_tools(kernel, thread, table) if table is not None else {}
     tool = options.get(str(agent_name))
     if tool is None or tool.subagent is None or not tool.subagent.is_resumable:
         available = [
@@ -73,7 +74,7 @@ async def run_lifecycle_tool(
             error=f'Unknown subagent "{agent_name}". Available: {", ".join(available) or "none"}.',
         )
     return await create(
-        state,
+        kernel.user_state(thread),
         flow,
         tool,
         message=str(message),
@@ -84,12 +85,12 @@ async def run_lifecycle_tool(
     )
 
 
-def list_instances(state: ThreadState) -> ToolResult:
+def list_instances(thread: ThreadRef) -> ToolResult:
     """``subagents``: this thread's instances with their status."""
-    if not state.children:
+    if not thread.children:
         return ToolResult(status="success", result="No active subagent instances.")
     lines = ["Active subagent instances:"]
-    for entry in state.children:  # the relationship (agent) name, never the instance name
+    for entry in list(thread.children):  # the relationship (agent) name, never the instance name
         lines.append(f"- {entry.reference}: {entry.name} — {entry.status} ({entry.description})")
     lines.append("Message one with subagent_message(referenceId, message).")
     return ToolResult(status="success", result="\n".join(lines))

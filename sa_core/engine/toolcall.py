@@ -17,7 +17,7 @@ from sa_core.engine.context import SIDE_ROLE, Side, dumps_compact
 from sa_core.engine.dispatch import execute_call
 from sa_core.engine.messages import create_message, new_id, new_message
 from sa_core.engine.scrub import emit
-from sa_core.engine.subagents import forward_status
+from sa_core.engine.subagent_report import forward_status
 from sa_core.engine.toolrows import as_result, refused_on_resume, store_tool_row
 from sa_core.engine.tools import OfferedTool
 from sa_core.spec import Message, PromptDefinition, SideConfig, ToolCall, ToolCallFunction
