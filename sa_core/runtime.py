@@ -376,10 +376,6 @@ class Runtime:
             return True
         return not await turn_settled(self.kernel, thread_id)
 
-    async def wait_thread(self, thread_id: str) -> None:
-        """Wait until the thread has no turn in flight here."""
-        await self.scheduler.wait(thread_id)
-
     async def turn_settled(self, thread_id: str) -> bool:
         """Whether the thread owes no turn and has nothing queued, as the database says."""
         return await turn_settled(self.kernel, thread_id)

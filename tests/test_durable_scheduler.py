@@ -55,7 +55,7 @@ async def test_thread_claimed_by_another_live_runtime_is_not_run_here(
         assert record.claimed_by == "another-worker"
         await rt.store.release_execution(thread.thread_id, "another-worker")
         await owed.ensure_running(rt.kernel, thread.thread_id)
-        await rt.wait_thread(thread.thread_id)
+        await rt.scheduler.wait(thread.thread_id)
         page = await thread.get_messages()
         record = await rt.store.get_execution(thread.thread_id)
     assert [m.content for m in page.messages] == ["hi", "echo: hi"]
