@@ -210,13 +210,14 @@ async def _spawn(
             if refs_in
             else []
         )
-        if can_owe_directly(child):  # stored as a message with its owed turn: no drain
+        kernel = runtime.kernel
+        if can_owe_directly(kernel, kernel.thread_of(child)):  # its owed turn: no drain
             first_message = await _hand_over_first(state, child, config, message, copied)
         else:
             first_message = None
             await _hand_over(state, child, config, message, copied, first=True)
     if first_message is not None:
-        start_child(child, first_message)
+        start_child(runtime.kernel, child.thread_id, first_message)
     return child
 
 
@@ -298,7 +299,8 @@ async def _hand_over_first(
         role: Literal["user", "assistant"] = (
             "assistant" if child_role(config) == "assistant" else "user"
         )
-        return await owe_first_turn(child, role, message, attachments)
+        kernel = state.runtime.kernel
+        return await owe_first_turn(kernel, kernel.thread_of(child), role, message, attachments)
 
 
 def _spawn_group(flow: Flow | None) -> str | None:
