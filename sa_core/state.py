@@ -7,119 +7,79 @@ effect or endpoint has ``execution`` None.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
-import mimetypes
-from collections.abc import AsyncIterator, Iterator, Mapping
-from types import MappingProxyType
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
+from sa_core.engine import delivery
+from sa_core.engine.scrub import emit
+from sa_core.engine.threads import NO_TOOL_OPTIONS, ThreadRef, tool_config
 from sa_core.errors import (
-    DefinitionNotFoundError,
-    FileSystemError,
     ThreadTerminatedError,
     VariableNotFoundError,
 )
 from sa_core.spec import (
     AgentDefinition,
     AttachmentRef,
-    FileRecord,
-    FileStats,
-    GrepResult,
     HookDefinition,
     InjectMessageInput,
     Log,
     Message,
     MessagesResult,
-    ModelDefinition,
     PromptDefinition,
     QueueMessageInput,
-    ScheduledEffect,
     SubagentRegistryEntry,
     ToolAttachment,
     ToolResult,
 )
 from sa_core.spec.schemas import ArgsSpec, is_model_class, json_schema_of
-
-NO_TOOL_OPTIONS: Mapping[str, Any] = MappingProxyType({})
-"""``state.tool_options`` when a tool is given none."""
+from sa_core.thread_files import ThreadFiles
+from sa_core.thread_resources import ThreadResources
 
 if TYPE_CHECKING:
     from sa_core.engine.flow import Flow
+    from sa_core.engine.kernel import Kernel
     from sa_core.engine.usage import ThreadUsage
     from sa_core.registry import PackScope
     from sa_core.runtime import Runtime
     from sa_core.store import ThreadRow
 
 
-class SharedThread:
-    """What every live handle of one thread shares: the row and the child registry."""
+class ThreadState(ThreadFiles, ThreadResources):
+    """A thread, as seen by code running on it: a facade over the kernel and a thread handle.
 
-    __slots__ = ("__weakref__", "children", "row")
+    Args:
+        kernel: The engine's services (:mod:`sa_core.engine.kernel`).
+        ref: The engine's half of the thread (:class:`~sa_core.engine.threads.ThreadRef`).
+        runtime: The runtime hosting the thread.
+    """
 
-    def __init__(self, row: ThreadRow, children: list[SubagentRegistryEntry]) -> None:
-        self.row = row
-        self.children = children
+    __slots__ = ("__weakref__", "_kernel", "_ref", "_runtime")
 
-
-class ThreadState:
-    """A thread, as seen by code running on it."""
-
-    def __init__(
-        self,
-        runtime: Runtime,
-        row: ThreadRow | SharedThread,
-        *,
-        children: list[SubagentRegistryEntry] | None = None,
-        flow: Flow | None = None,
-    ) -> None:
+    def __init__(self, kernel: Kernel, ref: ThreadRef, runtime: Runtime) -> None:
+        self._kernel = kernel
+        self._ref = ref
         self._runtime = runtime
-        self._shared = row if isinstance(row, SharedThread) else SharedThread(row, children or [])
-        self._flow = flow
-        self._context: dict[str, Any] = {}
-        self._tool_env: Mapping[str, str] = {}
-        self._tool_options: Mapping[str, Any] = NO_TOOL_OPTIONS
-        self._prompt: PromptDefinition | None = None
-        self.tool_call_id: str | None = None
-        """While a tool runs: the id of its tool call, stable across restarts (use it as the
-        idempotency key of anything the tool does outside the thread)."""
-        self.tool_attempt: int = 1
-        """While a tool runs: 1 on the first run of its call, 2 when a restart interrupted the
-        first run and the call runs again (it never runs a third time)."""
-        self.effect_attempt: int | None = None
-        """While an effect runs: 1 on its first run, 2 when a restart interrupted the first."""
 
     def __repr__(self) -> str:
         return f"<ThreadState {self.thread_id} agent={self.agent_id!r}>"
 
     @property
     def _row(self) -> ThreadRow:
-        return self._shared.row
-
-    @_row.setter
-    def _row(self, row: ThreadRow) -> None:
-        self._shared.row = row
-
-    @property
-    def _children(self) -> list[SubagentRegistryEntry]:
-        return self._shared.children
-
-    @_children.setter
-    def _children(self, children: list[SubagentRegistryEntry]) -> None:
-        self._shared.children = children
+        return self._ref.shared.row
 
     # -- identity ---------------------------------------------------------------------------
 
     @property
     def row(self) -> ThreadRow:
         """The thread's stored record (shared by every live handle of the thread)."""
-        return self._shared.row
+        return self._ref.shared.row
 
     @property
     def thread_id(self) -> str:
         """The thread id."""
-        return self._shared.row.id
+        return self._ref.shared.row.id
 
     @property
     def agent_id(self) -> str:
@@ -159,43 +119,37 @@ class ThreadState:
     @property
     def children(self) -> list[SubagentRegistryEntry]:
         """The registry of subagent instances this thread spawned."""
-        return list(self._children)
+        return list(self._ref.shared.children)
 
     @children.setter
     def children(self, entries: list[SubagentRegistryEntry]) -> None:
         """Replace the registry as every live handle of the thread sees it (engine use)."""
-        self._children = list(entries)
+        self._ref.shared.children = list(entries)
 
     @property
     def execution(self) -> Flow | None:
         """The running flow (step counts, current side, stop()), or None outside a turn."""
-        return self._flow
+        return self._ref.execution
 
     @execution.setter
     def execution(self, flow: Flow | None) -> None:
         """Attach the flow this handle runs in (engine use)."""
-        self._flow = flow
+        self._ref.execution = flow
 
     @property
     def active_prompt(self) -> PromptDefinition | None:
         """The prompt in effect: the one the current step runs (its hooks, env and tools)."""
-        return self._prompt
+        return self._ref.prompt
 
     @active_prompt.setter
     def active_prompt(self, prompt: PromptDefinition | None) -> None:
-        self._prompt = prompt
+        self._ref.prompt = prompt
 
-    @contextlib.contextmanager
     def tool_env(
         self, env: Mapping[str, str], options: Mapping[str, Any] = NO_TOOL_OPTIONS
-    ) -> Iterator[None]:
+    ) -> contextlib.AbstractContextManager[None]:
         """Within the block a prompt's tool config applies: ``env`` and ``tool_options``."""
-        previous = self._tool_env, self._tool_options
-        self._tool_env, self._tool_options = env, options
-        try:
-            yield
-        finally:
-            self._tool_env, self._tool_options = previous
+        return tool_config(self._ref, env, options)
 
     @property
     def tool_options(self) -> Mapping[str, Any]:
@@ -205,12 +159,12 @@ class ThreadState:
         shared by every call of that entry, so leave nested values as they are; empty when the
         entry gives none, and outside a tool call.
         """
-        return self._tool_options
+        return self._ref.tool_options
 
     @property
     def context(self) -> dict[str, Any]:
         """A scratch dict shared by the tools and hooks of one flow."""
-        return self._flow.context if self._flow is not None else self._context
+        return self._ref.context
 
     @property
     def runtime(self) -> Runtime:
@@ -220,18 +174,19 @@ class ThreadState:
     @property
     def scope(self) -> PackScope:
         """The package scope definitions resolve in."""
-        return self._runtime.registry.scope(self._shared.row.package)
+        return self._kernel.registry.scope(self._ref.shared.row.package)
 
     @property
     def agent(self) -> AgentDefinition:
         """The owning agent's definition."""
-        row = self._shared.row
-        return self._runtime.registry.scope(row.package).agent(row.agent_id)[0]
+        row = self._ref.shared.row
+        return self._kernel.registry.scope(row.package).agent(row.agent_id)[0]
 
     def _active_hooks(self, hook: str) -> list[HookDefinition]:
         """Pack hooks of type ``hook`` the active prompt (else the agent) lists, in order."""
         scope = self.scope
-        ids = self._prompt.hooks if self._prompt is not None and self._prompt.hooks else None
+        prompt = self._ref.prompt
+        ids = prompt.hooks if prompt is not None and prompt.hooks else None
         if ids is None:
             ids = self.agent.hooks
         found = []
@@ -247,10 +202,11 @@ class ThreadState:
 
     async def refresh(self) -> ThreadState:
         """Reload the thread row and registry from the database."""
-        row = await self._runtime.store.get_thread(self.thread_id)
+        shared = self._ref.shared
+        row = await self._kernel.store.get_thread(self.thread_id)
         if row is not None:
-            self._row = row
-        self._children = await self._runtime.store.list_children(self.thread_id)
+            shared.row = row
+        shared.children = await self._kernel.store.list_children(self.thread_id)
         return self
 
     # -- messages ---------------------------------------------------------------------------
@@ -289,8 +245,15 @@ class ThreadState:
                 raise ValueError("output_schema must be a pydantic model class or a JSON Schema")
             metadata = {"output_schema": json_schema_of(output_schema)}
             check_schema(metadata["output_schema"])
-        return await self._runtime.send(
-            self, content, role, attachments or [], silent, wait, metadata=metadata
+        return await delivery.send(
+            self._kernel,
+            self._ref,
+            content,
+            role,
+            attachments or [],
+            silent,
+            wait,
+            metadata=metadata,
         )
 
     async def get_messages(
@@ -308,7 +271,7 @@ class ThreadState:
         """
         from sa_core.engine.messages import with_subagent_fields
 
-        messages, total = await self._runtime.store.list_messages(
+        messages, total = await self._kernel.store.list_messages(
             self.thread_id,
             limit=limit,
             offset=offset,
@@ -316,7 +279,7 @@ class ThreadState:
             include_silent=include_silent,
             max_depth=max_depth,
         )
-        messages = await with_subagent_fields(self, messages)
+        messages = await with_subagent_fields(self._kernel.store, self.thread_id, messages)
         return MessagesResult(
             messages=messages, total=total, has_more=offset + len(messages) < total
         )
@@ -325,10 +288,10 @@ class ThreadState:
         """One message by id (silent ones included), ``subagent_*`` fields projected."""
         from sa_core.engine.messages import with_subagent_fields
 
-        message = await self._runtime.store.get_message(self.thread_id, message_id)
+        message = await self._kernel.store.get_message(self.thread_id, message_id)
         if message is None:
             return None
-        return (await with_subagent_fields(self, [message]))[0]
+        return (await with_subagent_fields(self._kernel.store, self.thread_id, [message]))[0]
 
     async def inject_message(self, message: InjectMessageInput | Mapping[str, Any]) -> Message:
         """Store a message without starting a turn.
@@ -337,10 +300,12 @@ class ThreadState:
         does not include the chat).
         """
         data = InjectMessageInput.model_validate(message)
+        flow = self._ref.execution
         from sa_core.engine.messages import create_message, new_message
 
         stored = await create_message(
-            self,
+            self._kernel,
+            self._ref,
             new_message(
                 self.thread_id,
                 data.role,
@@ -349,11 +314,11 @@ class ThreadState:
                 metadata=data.metadata,
                 name=data.name,
                 tool_call_id=data.tool_call_id,
-                depth=self._flow.depth if self._flow is not None else 0,
+                depth=flow.depth if flow is not None else 0,
             ),
         )
-        if self._flow is not None:
-            self._flow.remember(stored)
+        if flow is not None:
+            flow.remember(stored)
         return stored
 
     async def queue_message(self, message: QueueMessageInput | Mapping[str, Any]) -> str:
@@ -364,17 +329,17 @@ class ThreadState:
         """
         self._check_active()
         data = QueueMessageInput.model_validate(message)
-        return await self._runtime.queue(self, data)
+        return await delivery.queue(self._kernel, self._ref, data)
 
     async def update_message(self, message_id: str, updates: Mapping[str, Any]) -> Message | None:
         """Update fields of a stored message (runs the update hooks)."""
         from sa_core.engine.messages import update_message
 
-        return await update_message(self, message_id, dict(updates))
+        return await update_message(self._kernel, self._ref, message_id, dict(updates))
 
     async def delete_message(self, message_id: str) -> bool:
         """Delete a message (or a still-queued entry) and its attachment files."""
-        store = self._runtime.store
+        store = self._kernel.store
         if await store.delete_queue_entry(self.thread_id, message_id):
             return True
         message = await store.get_message(self.thread_id, message_id)
@@ -388,7 +353,7 @@ class ThreadState:
         self, limit: int = 100, offset: int = 0, order: Literal["asc", "desc"] = "desc"
     ) -> list[Log]:
         """Log rows of this thread (model calls with tokens, latency and errors)."""
-        logs, _ = await self._runtime.store.list_logs(
+        logs, _ = await self._kernel.store.list_logs(
             self.thread_id, limit=limit, offset=offset, order=order
         )
         return logs
@@ -403,7 +368,7 @@ class ThreadState:
         from sa_core.engine.usage import thread_usage
 
         return await thread_usage(
-            self._runtime.store, self.thread_id, include_descendants=include_descendants
+            self._kernel.store, self.thread_id, include_descendants=include_descendants
         )
 
     async def pending_approvals(self) -> list[dict[str, Any]]:
@@ -414,7 +379,7 @@ class ThreadState:
         """
         from sa_core.engine.approvals import list_pending
 
-        return await list_pending(self)
+        return await list_pending(self._kernel, self.thread_id)
 
     async def approve(self, tool_call_id: str, arguments: dict[str, Any] | None = None) -> None:
         """Approve a pending tool call; it runs (with ``arguments`` if given) and the flow goes on.
@@ -425,58 +390,19 @@ class ThreadState:
         """
         from sa_core.engine.approvals import decide
 
-        await decide(self, tool_call_id, approve=True, arguments=arguments)
+        await decide(self._kernel, self._ref, tool_call_id, approve=True, arguments=arguments)
 
     async def deny(self, tool_call_id: str, reason: str) -> None:
         """Deny a pending tool call: the model sees a failed tool result with ``reason``."""
         from sa_core.engine.approvals import decide
 
-        await decide(self, tool_call_id, approve=False, reason=reason)
+        await decide(self._kernel, self._ref, tool_call_id, approve=False, reason=reason)
 
     async def variables_request(self, request_id: str) -> dict[str, Any] | None:
         """A pending scoped-variables request of this thread (names only), else None."""
-        from sa_core.engine.subagents import variables_request
+        from sa_core.engine.subagent_vars import variables_request
 
-        return await variables_request(self._runtime, self.thread_id, request_id)
-
-    # -- durable values ---------------------------------------------------------------------
-
-    async def get_value(self, key: str) -> Any:
-        """A JSON value stored on the thread under ``key`` (None when unset); survives restarts.
-
-        Keys starting with ``sa:`` belong to the runtime; use your own prefix.
-        """
-        return await self._runtime.store.get_value(self.thread_id, key)
-
-    async def set_value(self, key: str, value: Any) -> None:
-        """Store a JSON-serialisable value on the thread under ``key`` (see :meth:`get_value`)."""
-        await self._runtime.store.set_value(self.thread_id, key, value)
-
-    # -- resources --------------------------------------------------------------------------
-
-    def load_model(self, name: str) -> ModelDefinition:
-        """A model definition visible to this thread's package."""
-        return self.scope.model(name)
-
-    def load_prompt(self, name: str) -> PromptDefinition:
-        """A prompt definition of this thread's package."""
-        return self.scope.prompt(name)
-
-    def load_agent(self, name: str) -> AgentDefinition:
-        """An agent definition (``package/agent`` for another package's entry agent)."""
-        return self.scope.agent(name)[0]
-
-    def get_prompt_names(self) -> list[str]:
-        """Prompt names of this thread's package."""
-        return sorted(self.scope.prompts)
-
-    def get_agent_names(self) -> list[str]:
-        """Agent names of this thread's package."""
-        return sorted(self.scope.agents)
-
-    def get_model_names(self) -> list[str]:
-        """Model names of this thread's package."""
-        return sorted(self.scope.models)
+        return await variables_request(self._kernel.store, self.thread_id, request_id)
 
     # -- env --------------------------------------------------------------------------------
 
@@ -496,30 +422,7 @@ class ThreadState:
 
     def env_or_none(self, name: str) -> str | None:
         """Like :meth:`env`, but None when unset."""
-        row = self._row
-        if name in row.env:
-            return row.env[name]
-        runtime = self._runtime
-        if row.user_id is not None:
-            user_env = runtime.user_env.get(row.user_id)
-            if user_env and name in user_env:
-                return user_env[name]
-        if name in runtime.env:
-            return runtime.env[name]
-        try:
-            agent = self.agent
-        except DefinitionNotFoundError:
-            agent = None
-        if agent is not None and name in agent.env:
-            return agent.env[name]
-        if name in self._tool_env:
-            return self._tool_env[name]
-        prompt = self._prompt
-        if prompt is None and agent is not None:
-            prompt = self.scope.prompts.get(agent.side_a.prompt)
-        if prompt is not None and name in prompt.env:
-            return prompt.env[name]
-        return None
+        return self._kernel.env_of(self._ref, name)
 
     def secret_names(self) -> frozenset[str]:
         """Names of the variables whose values are secret on this thread.
@@ -527,125 +430,37 @@ class ThreadState:
         Declared ``secret`` anywhere in the thread's package or by a plugin tool, or typed secret
         on the thread.
         """
-        return self._runtime.secret_names(self.scope, self._row)
+        return self._kernel.secrets.secret_names(self.scope, self._row)
 
     async def set_env(
         self, name: str, value: str, *, type: Literal["text", "secret"] | None = None
     ) -> None:
         """Set a thread variable; active descendants receive it too."""
-        await self._runtime.set_thread_env(self, name, value, type)
+        await delivery.set_env(self._kernel, self._ref, name, value, type)
 
     # -- tools ------------------------------------------------------------------------------
 
     def queue_tool(self, name: str, args: Mapping[str, Any] | None = None) -> None:
         """Run a tool after the current step's tool calls (outside a run: in the background)."""
-        if self._flow is not None:
-            self._flow.queued_tools.append((name, dict(args or {})))
+        flow = self._ref.execution
+        if flow is not None:
+            flow.queued_tools.append((name, dict(args or {})))
             return
-        self._runtime.spawn(self.invoke_tool(name, args), f"queue_tool:{name}")
+        self._kernel.scheduler.spawn(self.invoke_tool(name, args), f"queue_tool:{name}")
 
     async def invoke_tool(self, name: str, args: Mapping[str, Any] | None = None) -> ToolResult:
         """Run a tool now and return its result; no tool message is stored."""
         from sa_core.engine.dispatch import invoke_tool
 
-        return await invoke_tool(self, name, dict(args or {}))
-
-    # -- effects ----------------------------------------------------------------------------
-
-    async def schedule_effect(
-        self, name: str, args: Mapping[str, Any] | None = None, delay: float = 0
-    ) -> str:
-        """Run effect ``name`` after ``delay`` seconds; durable across restarts.
-
-        Returns:
-            The scheduled effect id.
-        """
-        self.scope.effect(name)
-        return await self._runtime.effects.schedule(self.thread_id, name, dict(args or {}), delay)
-
-    async def get_scheduled_effects(self, name: str | None = None) -> list[ScheduledEffect]:
-        """Pending effects of this thread (optionally only those named ``name``)."""
-        return await self._runtime.store.list_effects(self.thread_id, name)
-
-    async def remove_scheduled_effect(self, effect_id: str) -> bool:
-        """Cancel a pending effect."""
-        return await self._runtime.store.remove_effect(self.thread_id, effect_id)
+        return await invoke_tool(self._kernel, self._ref, name, dict(args or {}))
 
     # -- events -----------------------------------------------------------------------------
 
     def emit(self, event: str, data: Any = None) -> None:
         """Send a custom event to the thread's live subscribers (secret values redacted)."""
-        events = self._runtime.events
-        if not events.has_listeners:
-            return
-        from sa_core.engine.events import EventFrame
-        from sa_core.engine.scrub import scrub_payload
-        from sa_core.store import now_us
+        emit(self._kernel, self._ref, event, data)
 
-        data = scrub_payload(self, data)
-        frame: EventFrame = {
-            "type": "event",
-            "eventType": event,
-            "data": data,
-            "timestamp": now_us(),
-        }
-        events.publish(self.thread_id, frame)
-
-    # -- files ------------------------------------------------------------------------------
-
-    async def write_file(
-        self,
-        path: str,
-        data: bytes | str,
-        mime_type: str | None = None,
-        *,
-        metadata: dict[str, Any] | None = None,
-        width: int | None = None,
-        height: int | None = None,
-    ) -> FileRecord:
-        """Write a file (text is stored as UTF-8 and stays searchable)."""
-        raw = data.encode() if isinstance(data, str) else data
-        mime = (
-            mime_type
-            or mimetypes.guess_type(path)[0]
-            or ("text/plain" if isinstance(data, str) else "application/octet-stream")
-        )
-        return await self._runtime.store.write_file(
-            self.thread_id, path, raw, mime, metadata=metadata, width=width, height=height
-        )
-
-    async def read_file(self, path: str) -> bytes | None:
-        """A file's bytes, or None when it does not exist."""
-        return await self._runtime.store.read_file(self.thread_id, path)
-
-    async def read_file_stream(self, path: str, chunk_size: int = 65536) -> AsyncIterator[bytes]:
-        """A file's bytes in chunks."""
-        data = await self.read_file(path)
-        if data is None:
-            raise FileSystemError(f"No file at {path} in thread {self.thread_id}.")
-        for start in range(0, len(data), chunk_size):
-            yield data[start : start + chunk_size]
-            await asyncio.sleep(0)
-
-    async def stat_file(self, path: str) -> FileRecord | None:
-        """Metadata of a file or directory."""
-        return await self._runtime.store.stat_file(self.thread_id, path)
-
-    async def readdir_file(self, path: str = "/") -> list[FileRecord]:
-        """Direct children of a directory."""
-        return await self._runtime.store.readdir(self.thread_id, path)
-
-    async def unlink_file(self, path: str) -> bool:
-        """Delete a file."""
-        return await self._runtime.store.unlink_file(self.thread_id, path)
-
-    async def mkdir_file(self, path: str) -> FileRecord:
-        """Create a directory."""
-        return await self._runtime.store.mkdir(self.thread_id, path)
-
-    async def rmdir_file(self, path: str, *, recursive: bool = False) -> bool:
-        """Remove a directory."""
-        return await self._runtime.store.rmdir(self.thread_id, path, recursive=recursive)
+    # -- files (the rest: sa_core.thread_files) ------------------------------
 
     async def get_file_thumbnail(self, path: str) -> bytes | None:
         """A PNG thumbnail (at most 256 px) of an image file; None for anything else.
@@ -656,18 +471,6 @@ class ThreadState:
 
         return await file_thumbnail(self, path)
 
-    async def get_file_stats(self) -> FileStats:
-        """Total size and file count."""
-        return await self._runtime.store.file_stats(self.thread_id)
-
-    async def grep_files(self, pattern: str) -> list[GrepResult]:
-        """Regex search through text files."""
-        return await self._runtime.store.grep_files(self.thread_id, pattern)
-
-    async def find_files(self, pattern: str) -> list[FileRecord]:
-        """Glob search on paths and names."""
-        return await self._runtime.store.find_files(self.thread_id, pattern)
-
     async def save_attachment(
         self, attachment: ToolAttachment | Mapping[str, Any]
     ) -> AttachmentRef:
@@ -676,7 +479,8 @@ class ThreadState:
 
         item = ToolAttachment.model_validate(attachment)
         return await store_attachment(
-            self,
+            self._kernel.store,
+            self.thread_id,
             item.name,
             base64.b64decode(item.data),
             item.mime_type,
@@ -688,7 +492,7 @@ class ThreadState:
 
     async def get_child_thread(self, reference: str) -> ThreadState | None:
         """A child thread by its subagent reference (None unless it is this thread's child)."""
-        row = await self._runtime.store.get_thread(reference)
+        row = await self._kernel.store.get_thread(reference)
         if row is None or row.parent_id != self.thread_id:
             return None
         return await self._runtime.state_for(row)
@@ -697,7 +501,7 @@ class ThreadState:
         """The parent thread, or None for top-level threads."""
         if self._row.parent_id is None:
             return None
-        row = await self._runtime.store.get_thread(self._row.parent_id)
+        row = await self._kernel.store.get_thread(self._row.parent_id)
         return None if row is None else await self._runtime.state_for(row)
 
     async def notify_parent(self, content: str) -> None:
@@ -706,7 +510,7 @@ class ThreadState:
         Raises:
             NoParentThreadError: this thread has no parent (it is not a subagent).
         """
-        from sa_core.engine.subagents import notify_parent
+        from sa_core.engine.subagent_report import notify_parent
 
         await notify_parent(self, content)
 
@@ -716,7 +520,7 @@ class ThreadState:
         Raises:
             NoParentThreadError: this thread has no parent (it is not a subagent).
         """
-        from sa_core.engine.subagents import set_status
+        from sa_core.engine.subagent_report import set_status
 
         await set_status(self, status)
 
@@ -735,18 +539,25 @@ class ThreadState:
         self._check_active()
         from sa_core.engine.runagent import run_agent
 
-        await run_agent(self, agent_name)
+        await run_agent(self._kernel, self._ref, agent_name)
 
     async def stop(self) -> None:
         """Abort the in-flight turn; the next message continues the thread."""
-        await self._runtime.stop_thread(self.thread_id)
+        await delivery.stop(self._kernel, self.thread_id)
         from sa_core.engine.approvals import cancel_pending
 
-        await cancel_pending(self, "stopped")  # no orphan approval keeps later turns parked
+        await cancel_pending(
+            self._kernel, self._ref, "stopped"
+        )  # no orphan approval keeps later turns parked
 
     async def terminate(self) -> None:
         """Soft-terminate: abort in-flight work and reject new messages and queue entries."""
-        await self._runtime.terminate(self)
+        await delivery.terminate(self._kernel, self._ref)
         from sa_core.engine.approvals import cancel_pending
 
-        await cancel_pending(self, "terminated")
+        await cancel_pending(self._kernel, self._ref, "terminated")
+
+
+def thread_of(state: ThreadState) -> ThreadRef:
+    """The engine's handle under a ThreadState (the kernel's ``thread_of``)."""
+    return state._ref

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from sa_core.engine.flow import Flow
+    from sa_core.engine.threads import ThreadRef
     from sa_core.spec import ToolCall
     from sa_core.state import ThreadState
 
@@ -114,13 +115,13 @@ def _tracer() -> Any:
     return provider.get_tracer(INSTRUMENTATION)
 
 
-def _thread_attributes(state: ThreadState) -> dict[str, Any]:
+def _thread_attributes(state: ThreadState | ThreadRef) -> dict[str, Any]:
     attributes: dict[str, Any] = {
         "sa.thread_id": state.thread_id,
-        "sa.package": state.scope.package,
+        "sa.package": state.row.package,
     }
-    if state.parent_id is not None:
-        attributes["sa.parent_thread_id"] = state.parent_id
+    if state.row.parent_id is not None:
+        attributes["sa.parent_thread_id"] = state.row.parent_id
     return attributes
 
 
@@ -151,10 +152,10 @@ async def _traced_turn(flow: Flow, run: Callable[[], Awaitable[T]]) -> T:
     }
     kwargs: dict[str, Any] = {}
     name = f"invoke_agent {agent}"
-    if state.parent_id is not None and flow.depth == 0:
+    if state.row.parent_id is not None and flow.depth == 0:
         name = f"subagent_run {agent}"
         origin = _tool_span.get()
-        if origin is not None and origin[0] == state.parent_id:
+        if origin is not None and origin[0] == state.row.parent_id:
             if len(_origins) >= _MAX_ORIGINS:
                 _origins.pop(next(iter(_origins)))
             _origins[state.thread_id] = origin[1]
@@ -198,7 +199,7 @@ async def tool_call(state: ThreadState, call: ToolCall, work: Awaitable[Any]) ->
         return result
 
 
-def model_attempt(state: ThreadState, data: dict[str, Any]) -> None:
+def model_attempt(state: ThreadState | ThreadRef, data: dict[str, Any]) -> None:
     """Record one finished model attempt as a ``chat`` span (timed from its latency)."""
     if not recording():
         return

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from sa_core import Runtime
+from sa_core.engine import running
 
 
 def hold_settlement(
@@ -19,14 +20,14 @@ def hold_settlement(
     settling transaction); the settlement goes on once the test sets ``go_on``.
     """
     settling, go_on = asyncio.Event(), asyncio.Event()
-    settle = runtime._settle
+    settle = running.settle
 
     async def held_settle(*args: Any) -> None:
         settling.set()
         await go_on.wait()
         await settle(*args)
 
-    monkeypatch.setattr(runtime, "_settle", held_settle)
+    monkeypatch.setattr(running, "settle", held_settle)
     return settling, go_on
 
 

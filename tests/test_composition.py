@@ -324,7 +324,7 @@ async def test_subagent_create_requires_a_name(sa_runtime_factory):
     async with sa_runtime_factory(packs=[pack], providers={"test": routed(parent=["x"])}) as rt:
         parent = await rt.create_thread("lead")
         await parent.send_message("hi")
-        parent._prompt = parent.load_prompt("coordinator")
+        parent.active_prompt = parent.load_prompt("coordinator")
         result = await parent.invoke_tool("subagent_create", {"agent": "researcher", "name": " ", "message": "m", "attachments": []})
     assert result.status == "error" and "subagent_create requires name." in result.error
 
@@ -388,13 +388,13 @@ async def test_session_status_updates_the_registry_without_ending(sa_runtime_fac
     statuses = []
     original = None
     async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
-        original = rt.update_child
+        original = rt.kernel.threads.update_child
 
         async def spy(parent_id, reference, **fields):
             statuses.append(fields.get("status"))
             return await original(parent_id, reference, **fields)
 
-        rt.update_child = spy
+        rt.kernel.threads.update_child = spy
         parent = await rt.create_thread("lead")
         await parent.send_message("go")
     assert statuses[0] == "collecting sources" and statuses[-1] == "terminated"

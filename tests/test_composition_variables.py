@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from sa_core import Pack, define_agent, define_model, define_prompt, define_tool
-from sa_core.engine.subagent_vars import variables_request
 from sa_core.testing import FunctionProvider
 
 MODEL = define_model(name="m", provider="test", model="any")
@@ -61,7 +60,7 @@ async def test_missing_scoped_variables_defer_the_child_until_provided(sa_runtim
         assert row.metadata["error_code"] == "subagent_env_required"
         assert data["missing"] == ["SERVICE_KEY"] and data["agent"] == "child"
         assert data["endpoint"] == f"/api/packages/vars/threads/{parent.thread_id}/variables/{data['request_id']}"
-        request = await variables_request(rt, parent.thread_id, data["request_id"])
+        request = await parent.variables_request(data["request_id"])
         assert request["missing"] == ["SERVICE_KEY"] and "parent-value" not in str(request)
         booted = await rt.provide_variables(parent.thread_id, data["request_id"], {"SERVICE_KEY": "child-secret"})
         assert booted["status"] == "success"
@@ -70,7 +69,7 @@ async def test_missing_scoped_variables_defer_the_child_until_provided(sa_runtim
         assert child.env("SERVICE_KEY") == "child-secret"
         tool_rows = [m for m in (await child.get_messages()).messages if m.name == "use_key"]
         assert tool_rows[0].content == "key=[redacted]"  # the tool read it; the model never sees it
-        assert await variables_request(rt, parent.thread_id, data["request_id"]) is None
+        assert await parent.variables_request(data["request_id"]) is None
         # the secret value never reached any model
         assert not any("child-secret" in repr(r.messages) for r in provider.requests)
 

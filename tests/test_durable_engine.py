@@ -243,9 +243,9 @@ async def test_pending_row_left_by_a_crash_is_marked_interrupted_and_kept_out_of
     provider = FunctionProvider(lambda request: "answered")
     async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
         thread = await rt.create_thread("helper")
-        rt._open = False  # the process dies mid-stream: the turn is owed, its row pending
+        rt.kernel.life.open = False  # the process dies mid-stream: the turn is owed, its row pending
         await thread.send_message("a", wait=False)
-        rt._open = True
+        rt.kernel.life.open = True
         partial = Message(
             id="partial", thread_id=thread.thread_id, role="assistant", content="Once up",
             status="pending",

@@ -8,6 +8,7 @@ import pytest
 from settle_helpers import hold_settlement, note_enqueued
 
 from sa_core import Pack, define_agent, define_model, define_prompt
+from sa_core.engine import owed
 from sa_core.testing import FunctionProvider
 
 
@@ -53,8 +54,8 @@ async def test_thread_claimed_by_another_live_runtime_is_not_run_here(
         assert record is not None and record.status == "owed"  # still owed, to the claimant
         assert record.claimed_by == "another-worker"
         await rt.store.release_execution(thread.thread_id, "another-worker")
-        await rt.ensure_running(thread.thread_id)
-        await rt.wait_thread(thread.thread_id)
+        await owed.ensure_running(rt.kernel, thread.thread_id)
+        await rt.scheduler.wait(thread.thread_id)
         page = await thread.get_messages()
         record = await rt.store.get_execution(thread.thread_id)
     assert [m.content for m in page.messages] == ["hi", "echo: hi"]
@@ -67,9 +68,9 @@ async def test_a_starting_runtime_takes_over_claims_of_dead_processes(
 ) -> None:
     async with sa_runtime_factory(packs=[echo_pack()], providers={"test": echo_provider()}) as rt:
         thread = await rt.create_thread("helper")
-        rt._open = False  # the process dies after the acknowledgement, holding a claim
+        rt.kernel.life.open = False  # the process dies after the acknowledgement, holding a claim
         await thread.send_message("hi", wait=False)
-        rt._open = True
+        rt.kernel.life.open = True
         assert await rt.store.claim_execution(thread.thread_id, "dead-process")
     async with sa_runtime_factory(packs=[echo_pack()], providers={"test": echo_provider()}) as rt:
         await rt.wait_idle(timeout=60)

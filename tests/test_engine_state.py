@@ -132,9 +132,9 @@ async def test_queued_message_survives_restart_and_runs_on_start(sa_runtime_fact
     async with sa_runtime_factory(packs=[pack], providers={"test": TestProvider(TestScript())}) as rt:
         thread = await rt.create_thread("helper")
         thread_id = thread.thread_id
-        rt._open = False  # simulate a process that dies right after queueing: no turn starts
+        rt.kernel.life.open = False  # simulate a process that dies right after queueing: no turn starts
         await thread.queue_message({"role": "user", "content": "queued while down"})
-        rt._open = True
+        rt.kernel.life.open = True
     provider = TestProvider(TestScript().add_text_response("handled"))
     async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
         await rt.wait_idle(timeout=60)

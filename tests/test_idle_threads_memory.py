@@ -40,7 +40,7 @@ async def test_many_finished_threads_leave_only_bounded_entries(
         gc.collect()
         assert rt.events.subscriber_count() == 0 and rt.events.thread_count == 0
         # the provider's kept requests may hold their threads' state: bounded by ``keep``
-        assert len(rt._live) <= provider.keep
+        assert len(rt.kernel.threads) <= provider.keep
         assert len(context._converters) <= 5
         assert len(provider.requests) == KEEP
     context.forget_converted()

@@ -11,8 +11,13 @@ from collections.abc import Iterator
 import pytest
 
 from sa_core.engine import pastcontext
-from sa_core.engine.flow import UNSENT, without_past_tools
-from sa_core.engine.pastcontext import excluding, filtered_history, forget_filtered
+from sa_core.engine.pastcontext import (
+    UNSENT,
+    excluding,
+    filtered_history,
+    forget_filtered,
+    without_past_tools,
+)
 from sa_core.spec.records import Message, ToolCall, ToolCallFunction
 
 

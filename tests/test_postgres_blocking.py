@@ -147,7 +147,6 @@ def lose_child_leases_to(first: Runtime, second: Runtime, parent_id: str) -> Non
         return await claim(thread_id)
 
     workers.claim = late_claim  # type: ignore[method-assign]
-    first.scheduler._claim = late_claim
 
 
 def child_requests(provider: FunctionProvider) -> int:
@@ -169,11 +168,11 @@ async def test_a_blocking_call_gets_a_child_run_by_another_worker_once_as_its_to
         lose_child_leases_to(first, second, parent.thread_id)
         async with asyncio.timeout(CEILING):
             await parent.send_message("count the stars", wait=False)
-            await first.wait_thread(parent.thread_id)  # the parent's turn, with its wait
+            await first.scheduler.wait(parent.thread_id)  # the parent's turn, with its wait
         [child_entry] = await first.store.list_children(parent.thread_id)
         child_id = child_entry.reference
         async with asyncio.timeout(CEILING):  # the child's runner settles on the second worker
-            await second.wait_thread(child_id)
+            await second.scheduler.wait(child_id)
             await first.wait_idle()
             await second.wait_idle()
 

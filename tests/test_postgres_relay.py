@@ -224,7 +224,7 @@ async def answered_twice(runner: Runtime, thread_id: str, seen: list[Any]) -> No
     async with asyncio.timeout(60):
         while len(seen) < 2:
             await asyncio.sleep(0.02)
-        await runner.wait_thread(thread_id)
+        await runner.scheduler.wait(thread_id)
 
 
 async def test_a_runner_woken_by_another_workers_message_reads_the_thread_in_one_query(

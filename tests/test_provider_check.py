@@ -44,7 +44,7 @@ def test_unknown_provider_problem_suggests_the_close_name() -> None:
 async def test_runtime_names_an_unknown_provider_readably(sa_runtime_factory) -> None:
     async with sa_runtime_factory(packs=[pack_with(("fast", "test"))]) as runtime:
         with pytest.raises(DefinitionNotFoundError) as caught:
-            runtime.provider("tset")
+            runtime.kernel.models.provider("tset")
     message = str(caught.value)
     assert message == (
         "Unknown provider 'tset'. Did you mean 'test'? Fix the model's provider, or install "

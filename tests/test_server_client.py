@@ -581,7 +581,7 @@ def test_the_plugin_embeds_the_api_in_another_litestar_app(sa_database_url: str)
         assert missing.json()["error"] == "thread_not_found"
         paths = client.get("/schema/openapi.json").json()["paths"]
         assert "/health" in paths and f"{A}/threads/{{thread_id}}/messages" in paths
-    assert not runtime._open  # the plugin closed the runtime it started
+    assert not runtime.is_open  # the plugin closed the runtime it started
 
 
 def test_uploads_over_10_mb_need_a_raised_limit(sa_database_url: str) -> None:

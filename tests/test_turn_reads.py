@@ -114,7 +114,7 @@ async def test_commit_from_another_connection_is_read_before_the_turn(
         counts = count_row_reads(runtime)
         await thread.send_message("two")
         assert counts == Counter(row=1, registry=1)  # read again in the acknowledging tx
-        live = runtime.live_row(thread.thread_id)
+        live = runtime.kernel.threads.live_row(thread.thread_id)
         assert live is not None
         if change == "env":
             assert live.env == {"LATE": "yes"}
@@ -130,7 +130,7 @@ async def test_deleted_thread_is_never_run_from_its_live_handle(tmp_path: Path) 
         thread = await runtime.create_thread("helper")
         await thread.send_message("one")
         await runtime.delete_thread(thread.thread_id)
-        assert not runtime._live_current(thread.thread_id)
+        assert not runtime.kernel.threads.is_current(thread.thread_id)
         assert await runtime.store.get_thread(thread.thread_id) is None
         assert seen == ["one"]
 

@@ -239,7 +239,7 @@ async def _follow(
     stopped = False
     printer = asyncio.create_task(_print_frames(frames, renderer))
     with on_sigint(interrupted.set):
-        turn = asyncio.ensure_future(runtime.wait_thread(thread.thread_id))
+        turn = asyncio.ensure_future(runtime.scheduler.wait(thread.thread_id))
         stop = asyncio.ensure_future(interrupted.wait())
         await asyncio.wait({turn, stop}, return_when=asyncio.FIRST_COMPLETED)
         stop.cancel()

@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from sa_core.engine.mcp import offered_mcp_tools
 from sa_core.engine.messages import create_messages
+from sa_core.engine.offered import offered_tools
+from sa_core.engine.scrub import emit
 from sa_core.engine.toolrows import cancelled_rows, store_tool_row
 from sa_core.errors import (
     ApprovalArgumentsError,
@@ -40,34 +42,34 @@ from sa_core.store import now_us
 
 if TYPE_CHECKING:
     from sa_core.engine.flow import Flow
+    from sa_core.engine.kernel import Kernel
+    from sa_core.engine.threads import ThreadRef
     from sa_core.engine.tools import OfferedTool
-    from sa_core.runtime import Runtime
     from sa_core.spec import Message
-    from sa_core.state import ThreadState
 
 KEY = "sa:approvals"
 STATUS = "awaiting_approval"
 _approved: ContextVar[str | None] = ContextVar("sa_approved_call", default=None)
-_events: weakref.WeakKeyDictionary[Runtime, dict[str, asyncio.Event]] = weakref.WeakKeyDictionary()
-_pending_known: weakref.WeakKeyDictionary[Runtime, dict[str, bool]] = weakref.WeakKeyDictionary()
-"""Per runtime, whether a thread has pending approvals: read from the database once per thread,
+_events: weakref.WeakKeyDictionary[Kernel, dict[str, asyncio.Event]] = weakref.WeakKeyDictionary()
+_pending_known: weakref.WeakKeyDictionary[Kernel, dict[str, bool]] = weakref.WeakKeyDictionary()
+"""Per kernel, whether a thread has pending approvals: read from the database once per thread,
 then kept up to date here (every approval write goes through this module), so a step of a
 thread without approvals costs no query. At most ``KNOWN_THREADS`` threads per runtime, the
 most recently marked: a thread dropped from it is read from the database again."""
 KNOWN_THREADS = 10_000
 
 
-def _mark(runtime: Runtime, thread_id: str, pending: bool) -> None:
-    known = _pending_known.setdefault(runtime, {})
+def _mark(kernel: Kernel, thread_id: str, pending: bool) -> None:
+    known = _pending_known.setdefault(kernel, {})
     known.pop(thread_id, None)  # re-inserted last: the dict's order is the order of use
     known[thread_id] = pending
     if len(known) > KNOWN_THREADS:
         del known[next(iter(known))]
 
 
-def mark_no_pending(runtime: Runtime, thread_id: str) -> None:
+def mark_no_pending(kernel: Kernel, thread_id: str) -> None:
     """Record that a thread created a moment ago has no approval requests (no read needed)."""
-    _mark(runtime, thread_id, False)
+    _mark(kernel, thread_id, False)
 
 
 # -- parking --------------------------------------------------------------------------------
@@ -88,10 +90,10 @@ async def gate(
             error_code="approval_unavailable",
         )
         return await store_tool_row(flow, call, result, config)
-    state = flow.state
-    store = state.runtime.store
-    pending = await store.get_value(state.thread_id, KEY) or {}
-    prompt = state.active_prompt.name if state.active_prompt is not None else config.prompt
+    kernel, thread = flow.engine, flow.thread
+    store = kernel.store
+    pending = await store.get_value(thread.thread_id, KEY) or {}
+    prompt = thread.prompt.name if thread.prompt is not None else config.prompt
     pending.setdefault("side", flow.current_side)
     pending.setdefault("prompt", prompt)
     if flow.messages:  # the turn so far; a later flow that runs the decisions resumes it
@@ -104,10 +106,10 @@ async def gate(
         "requested_at": now_us(),
         "decision": None,
     }
-    await store.set_value(state.thread_id, KEY, pending)
-    _mark(state.runtime, state.thread_id, True)
+    await store.set_value(thread.thread_id, KEY, pending)
+    _mark(kernel, thread.thread_id, True)
     flow.unanswered = [c for c in flow.unanswered if c.id != call.id]
-    state.emit("tool_call_awaiting_approval", {"id": call.id, "name": call.name})
+    emit(kernel, thread, "tool_call_awaiting_approval", {"id": call.id, "name": call.name})
     return None
 
 
@@ -115,12 +117,13 @@ async def settle(flow: Flow, side: str, config: SideConfig) -> bool:
     """Before a step: run decided calls; ``True`` while any call still awaits a decision."""
     if flow.depth > 0:
         return False
-    state = flow.state
-    store = state.runtime.store
-    if _pending_known.get(state.runtime, {}).get(state.thread_id) is False:
+    kernel, thread = flow.engine, flow.thread
+    thread_id = thread.thread_id
+    store = kernel.store
+    if _pending_known.get(kernel, {}).get(thread_id) is False:
         return False
-    pending = await store.get_value(state.thread_id, KEY)
-    _mark(state.runtime, state.thread_id, bool(pending))
+    pending = await store.get_value(thread_id, KEY)
+    _mark(kernel, thread_id, bool(pending))
     if not pending:
         return False
     calls: dict[str, Any] = pending.get("calls", {})
@@ -132,12 +135,11 @@ async def settle(flow: Flow, side: str, config: SideConfig) -> bool:
         config = flow.side_config(side) or config  # type: ignore[arg-type]
         flow.current_side = side  # type: ignore[assignment]
     await _resume_turn(flow, pending.get("turn_start"))
-    scope = state.scope
-    prompt = scope.prompt(pending.get("prompt") or config.prompt)
-    previous = state.active_prompt
-    state.active_prompt = prompt
+    prompt = kernel.scope_of(thread).prompt(pending.get("prompt") or config.prompt)
+    previous = thread.prompt
+    thread.prompt = prompt
     try:
-        offered = await _offered(state, prompt, side)
+        offered = await _offered(kernel, thread, prompt, side)
         for entry in decided:
             decision = entry["decision"]
             arguments = decision.get("arguments")
@@ -163,12 +165,12 @@ async def settle(flow: Flow, side: str, config: SideConfig) -> bool:
                 await store_tool_row(flow, call, result, config)
             calls.pop(entry["tool_call_id"], None)
             if calls:
-                await store.set_value(state.thread_id, KEY, pending)
+                await store.set_value(thread_id, KEY, pending)
             else:
-                await store.delete_value(state.thread_id, KEY)
-                _mark(state.runtime, state.thread_id, False)
+                await store.delete_value(thread_id, KEY)
+                _mark(kernel, thread_id, False)
     finally:
-        state.active_prompt = previous
+        thread.prompt = previous
     return bool(calls)
 
 
@@ -176,7 +178,7 @@ async def _resume_turn(flow: Flow, first: str | None) -> None:
     """In a new flow, put the parked turn's messages back in front of the flow's own."""
     if first is None or any(m.id == first for m in flow.messages):
         return
-    history = await flow.engine.store.history(flow.state.thread_id)
+    history = await flow.engine.store.history(flow.thread.thread_id)
     ids = [m.id for m in history]
     if first not in ids:
         return
@@ -185,20 +187,22 @@ async def _resume_turn(flow: Flow, first: str | None) -> None:
     flow.messages[:0] = turn
 
 
-async def _offered(state: ThreadState, prompt: Any, side: str) -> dict[str, OfferedTool]:
-    runtime = state.runtime
-    offered = runtime.offered_tools(state, state.scope, prompt, side)
-    if state.scope.mcp_servers:
-        offered.update(await offered_mcp_tools(state, state.scope, prompt))
+async def _offered(
+    kernel: Kernel, thread: ThreadRef, prompt: Any, side: str
+) -> dict[str, OfferedTool]:
+    scope = kernel.scope_of(thread)
+    offered = offered_tools(kernel, thread, scope, prompt, side)
+    if scope.mcp_servers:
+        offered.update(await offered_mcp_tools(kernel, thread, scope, prompt))
     return offered
 
 
 # -- reading and deciding -------------------------------------------------------------------
 
 
-async def list_pending(state: ThreadState) -> list[dict[str, Any]]:
+async def list_pending(kernel: Kernel, thread_id: str) -> list[dict[str, Any]]:
     """The thread's tool calls awaiting (or decided and about to run) approval, in call order."""
-    pending = await state.runtime.store.get_value(state.thread_id, KEY) or {}
+    pending = await kernel.store.get_value(thread_id, KEY) or {}
     listed = []
     for entry in pending.get("calls", {}).values():
         decision = entry.get("decision")
@@ -218,7 +222,8 @@ async def list_pending(state: ThreadState) -> list[dict[str, Any]]:
 
 
 async def decide(
-    state: ThreadState,
+    kernel: Kernel,
+    thread: ThreadRef,
     tool_call_id: str,
     *,
     approve: bool,
@@ -232,15 +237,15 @@ async def decide(
         ApprovalConflictError: the call was already decided.
         ApprovalArgumentsError: edited ``arguments`` do not validate against the tool's args.
     """
-    runtime = state.runtime
-    store = runtime.store
-    pending = await store.get_value(state.thread_id, KEY) or {}
+    store = kernel.store
+    thread_id = thread.thread_id
+    pending = await store.get_value(thread_id, KEY) or {}
     calls = pending.get("calls", {})
     entry = calls.get(tool_call_id)
     if entry is None:
         known = ", ".join(calls) or "none"
         raise ApprovalNotFoundError(
-            f"Thread {state.thread_id} has no tool call '{tool_call_id}' awaiting approval "
+            f"Thread {thread_id} has no tool call '{tool_call_id}' awaiting approval "
             f"(pending: {known}); list them with GET threads/{{id}}/approvals."
         )
     if entry.get("decision") is not None:
@@ -249,29 +254,34 @@ async def decide(
             f"{'approved' if entry['decision'].get('approve') else 'denied'}."
         )
     if approve and arguments is not None:
-        await _check_arguments(state, pending, entry["name"], arguments)
+        await _check_arguments(kernel, thread, pending, entry["name"], arguments)
     entry["decision"] = {
         "approve": approve,
         "arguments": arguments if approve else None,
         "reason": None if approve else (reason or "no reason given"),
         "decided_at": now_us(),
     }
-    await store.set_value(state.thread_id, KEY, pending)
+    await store.set_value(thread_id, KEY, pending)
     side: Literal["a", "b"] = "b" if pending.get("side") == "b" else "a"
     if all(c.get("decision") is not None for c in calls.values()):
-        if state.parent_id is not None:
-            await runtime.update_child(state.parent_id, state.thread_id, status="running")
-        runtime.scheduler.kick(state.thread_id, side)
-        event = _events.get(runtime, {}).pop(state.thread_id, None)
+        parent_id = thread.row.parent_id
+        if parent_id is not None:
+            await kernel.threads.update_child(parent_id, thread_id, status="running")
+        kernel.scheduler.kick(thread_id, side)
+        event = _events.get(kernel, {}).pop(thread_id, None)
         if event is not None:
             event.set()
 
 
 async def _check_arguments(
-    state: ThreadState, pending: dict[str, Any], name: str, arguments: dict[str, Any]
+    kernel: Kernel,
+    thread: ThreadRef,
+    pending: dict[str, Any],
+    name: str,
+    arguments: dict[str, Any],
 ) -> None:
-    prompt = state.scope.prompt(pending.get("prompt") or "")
-    offered = await _offered(state, prompt, pending.get("side") or "a")
+    prompt = kernel.scope_of(thread).prompt(pending.get("prompt") or "")
+    offered = await _offered(kernel, thread, prompt, pending.get("side") or "a")
     tool = offered.get(name)
     if tool is None:
         raise ApprovalArgumentsError(name, ["the tool is no longer offered by the prompt"])
@@ -283,7 +293,9 @@ async def _check_arguments(
         raise ApprovalArgumentsError(name, problems)
 
 
-async def cancel_pending(state: ThreadState, how: Literal["stopped", "terminated"]) -> None:
+async def cancel_pending(
+    kernel: Kernel, thread: ThreadRef, how: Literal["stopped", "terminated"]
+) -> None:
     """On ``stop`` / ``terminate``: settle every call still awaiting approval as not run.
 
     Each pending call (decided or not: none of them ran) gets the failed tool result ``Not run:
@@ -292,10 +304,9 @@ async def cancel_pending(state: ThreadState, how: Literal["stopped", "terminated
     later turn stays parked on them. The thread's status leaves ``awaiting_approval``, a parent's
     registry entry follows, and a blocking parent waiting through the approvals stops waiting.
     """
-    runtime = state.runtime
-    store = runtime.store
-    thread_id = state.thread_id
-    if _pending_known.get(runtime, {}).get(thread_id) is False:
+    store = kernel.store
+    thread_id = thread.thread_id
+    if _pending_known.get(kernel, {}).get(thread_id) is False:
         return
     pending = await store.get_value(thread_id, KEY)
     if pending:
@@ -305,39 +316,40 @@ async def cancel_pending(state: ThreadState, how: Literal["stopped", "terminated
         unanswered = [e for e in entries if e["tool_call_id"] not in answered]
         rows = cancelled_rows(thread_id, unanswered, how)
         async with store.transaction():
-            await create_messages(state, rows)
+            await create_messages(kernel, thread, rows)
             await store.delete_value(thread_id, KEY)
-    _mark(runtime, thread_id, False)
+    _mark(kernel, thread_id, False)
     if not pending:
         return
-    row = runtime.live_row(thread_id) or state.row
+    row = kernel.threads.live_row(thread_id) or thread.row
     if row.execution.get("status") == STATUS:
         execution = {**row.execution, "status": "idle", "last_stop_reason": "aborted_by_user"}
         row.execution = execution
         await store.update_thread(thread_id, execution=execution)
-    waiting = thread_id in runtime.scheduler.awaited  # the waiter settles the registry status
-    if state.parent_id is not None and row.terminated is None and not waiting:
-        await runtime.update_child(state.parent_id, thread_id, status="idle")
-    event = _events.get(runtime, {}).pop(thread_id, None)
+    waiting = thread_id in kernel.scheduler.awaited  # the waiter settles the registry status
+    parent_id = thread.row.parent_id
+    if parent_id is not None and row.terminated is None and not waiting:
+        await kernel.threads.update_child(parent_id, thread_id, status="idle")
+    event = _events.get(kernel, {}).pop(thread_id, None)
     if event is not None:
         event.set()
 
 
-async def wait_through_approvals(runtime: Runtime, thread_id: str) -> None:
+async def wait_through_approvals(kernel: Kernel, thread_id: str) -> None:
     """For a blocking parent: after the child's runner ends, wait while it awaits approval."""
     while True:
-        await runtime.wait_thread(thread_id)
+        await kernel.scheduler.wait(thread_id)
         # a live row is kept current by this process's writes (its runner just ended here)
-        row = runtime.live_row(thread_id) or await runtime.store.get_thread(thread_id)
+        row = kernel.threads.live_row(thread_id) or await kernel.store.get_thread(thread_id)
         if row is None or row.terminated is not None or row.stopped:
             return
         if row.execution.get("last_stop_reason") != STATUS:
             return
-        pending = await runtime.store.get_value(thread_id, KEY)
+        pending = await kernel.store.get_value(thread_id, KEY)
         if not pending:
             return
         if all(c.get("decision") is not None for c in pending.get("calls", {}).values()):
             await asyncio.sleep(0)  # decided: the runner is (about to be) started
             continue
-        event = _events.setdefault(runtime, {}).setdefault(thread_id, asyncio.Event())
+        event = _events.setdefault(kernel, {}).setdefault(thread_id, asyncio.Event())
         await event.wait()

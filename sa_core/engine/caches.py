@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from sa_core.engine.context import compile_prompt
+from sa_core.engine.tools import build_tool_table
+
 if TYPE_CHECKING:
     from sa_core.engine.context import PromptTemplate
-    from sa_core.engine.tools import OfferedTool, ToolTable
+    from sa_core.engine.tools import ToolTable
     from sa_core.registry import PackScope
     from sa_core.spec import PromptDefinition
-    from sa_core.state import ThreadState
 
 
 class PromptCaches:
@@ -28,8 +30,6 @@ class PromptCaches:
         key = (scope.package, prompt.name)
         cached = self._templates.get(key)
         if cached is None or prompt is not scope.prompts.get(prompt.name, prompt):
-            from sa_core.engine.context import compile_prompt
-
             cached = compile_prompt(prompt, scope.prompts.get)
             self._templates[key] = cached
         return cached
@@ -39,25 +39,6 @@ class PromptCaches:
         key = (scope.package, prompt.name)
         cached = self._tables.get(key)
         if cached is None:
-            from sa_core.engine.tools import build_tool_table
-
             cached = build_tool_table(scope, prompt)
             self._tables[key] = cached
         return cached
-
-    def offered_tools(
-        self, state: ThreadState, scope: PackScope, prompt: PromptDefinition, side: str
-    ) -> dict[str, OfferedTool]:
-        """The tools a step offers: the table, gated by optional flags, plus lifecycle tools."""
-        from sa_core.engine.subagent_lifecycle import lifecycle_tools
-        from sa_core.engine.tools import flag_enabled
-
-        table = self.tool_table(scope, prompt)
-        offered = {
-            name: tool
-            for name, tool in table.tools.items()
-            if (tool.optional is None or flag_enabled(state.env_or_none(tool.optional)))
-            and not (tool.subagent is not None and tool.subagent.is_resumable)
-        }
-        offered.update(lifecycle_tools(state, table))
-        return offered

@@ -16,33 +16,34 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
-from sa_core.engine.approvals import mark_no_pending
+from sa_core.engine import approvals, delivery
 from sa_core.engine.flowtypes import side_for_role
 from sa_core.engine.messages import create_messages, new_message
 from sa_core.store.executions import ExecutionRecord, ResumePoint
 
 if TYPE_CHECKING:
+    from sa_core.engine.kernel import Kernel
+    from sa_core.engine.threads import ThreadRef
     from sa_core.spec import AttachmentRef, Message
-    from sa_core.state import ThreadState
 
 
-def can_owe_directly(child: ThreadState) -> bool:
+def can_owe_directly(kernel: Kernel, child: ThreadRef) -> bool:
     """Whether a just-created child's first turn can be owed in its creation transaction.
 
     True for a single runtime taking work, and a ``dual_ai`` child (both sides are models, so
     no human turn is counted when the message is drained).
     """
-    runtime = child.runtime
     return (
-        runtime.workers is None
-        and runtime.scheduler.accepts_work()
-        and not runtime.scheduler.is_running(child.thread_id)
-        and child.agent.type == "dual_ai"
+        kernel.placement.alone
+        and kernel.scheduler.accepts_work()
+        and not kernel.scheduler.is_running(child.thread_id)
+        and kernel.agent_of(child).type == "dual_ai"
     )
 
 
 async def owe_first_turn(
-    child: ThreadState,
+    kernel: Kernel,
+    child: ThreadRef,
     role: Literal["user", "assistant"],
     content: str,
     attachments: list[AttachmentRef],
@@ -55,8 +56,7 @@ async def owe_first_turn(
     Returns:
         The stored message.
     """
-    runtime = child.runtime
-    store = runtime.store
+    store = kernel.store
     message = new_message(
         child.thread_id,
         role,
@@ -65,7 +65,7 @@ async def owe_first_turn(
         attachments=list(attachments) or None,
     )
     async with store.transaction() as tx:  # joins the creation transaction
-        [stored] = await create_messages(child, [message], tx=tx)
+        [stored] = await create_messages(kernel, child, [message], tx=tx)
         turns = child.row.execution.get("turns") or {}
         point = ResumePoint(
             since=stored.created_at,
@@ -74,20 +74,20 @@ async def owe_first_turn(
         )
         # owed and claimed in one update (nobody else knows of the child yet)
         record = ExecutionRecord(status="owed", resume=point)
-        await store.owe_execution(child.thread_id, record, runtime.instance_id, tx=tx)
+        await store.owe_execution(child.thread_id, record, kernel.instance_id, tx=tx)
     return stored
 
 
-def start_child(child: ThreadState, first: Message) -> None:
+def start_child(kernel: Kernel, child_id: str, first: Message) -> None:
     """Start a child's runner on its committed first message (see :func:`owe_first_turn`).
 
     The child's live handle was written in this process a moment ago, so the runner uses it
     as it is; the queue is known to be empty and the claim is already held.
     """
-    runtime = child.runtime
-    mark_no_pending(runtime, child.thread_id)  # a new thread has no approval requests
-    runtime.start_turn(
-        child.thread_id,
+    approvals.mark_no_pending(kernel, child_id)  # a new thread has no approval requests
+    delivery.start_turn(
+        kernel,
+        child_id,
         side_for_role(first.role),
         initial=first,
         claimed=True,

@@ -33,55 +33,50 @@ import contextlib
 import weakref
 from typing import TYPE_CHECKING, Any
 
+from sa_core.engine import owed
 from sa_core.engine.childlink import ChildLink, call_result, entry_status
 from sa_core.engine.files import copy_attachments
 from sa_core.spec import ToolResult
 
 if TYPE_CHECKING:
-    from sa_core.runtime import Runtime
-    from sa_core.state import ThreadState
+    from sa_core.engine.kernel import Kernel
     from sa_core.store import ThreadRow
 
-_WAITS: weakref.WeakKeyDictionary[Runtime, dict[str, asyncio.Event]] = weakref.WeakKeyDictionary()
-"""Per runtime: child thread id -> the event its waiting blocking call sleeps on."""
+_WAITS: weakref.WeakKeyDictionary[Kernel, dict[str, asyncio.Event]] = weakref.WeakKeyDictionary()
+"""Per kernel: child thread id -> the event its waiting blocking call sleeps on."""
 
 SETTLED_REASONS_NOT_DONE = ("awaiting_approval",)
 """Settles that park the child without finishing the call (it settles again later)."""
 
 
-def reread_seconds(runtime: Runtime) -> float:
+def reread_seconds(kernel: Kernel) -> float:
     """How long a waiting call sleeps between two reads of its child's row at most.
 
     A quarter of the lease expiry (at least 0.25 s): a settle whose note was lost (a worker
     killed right after its commit) is seen that much later.
     """
-    workers = runtime.workers
-    ttl = workers.ttl if workers is not None else 4.0
-    return max(0.25, ttl / 4)
+    return kernel.placement.reread_seconds()
 
 
-def wake(runtime: Runtime, child_id: str) -> None:
+def wake(kernel: Kernel, child_id: str) -> None:
     """Wake the call in this process waiting for ``child_id``, if any (a settle was seen)."""
-    event = _WAITS.get(runtime, {}).get(child_id)
+    event = _WAITS.get(kernel, {}).get(child_id)
     if event is not None:
         event.set()
 
 
-def announce_settled(state: ThreadState) -> None:
+def announce_settled(kernel: Kernel, child_id: str) -> None:
     """Tell the call waiting for this child, on any worker, that its settle committed.
 
     Call inside the settle's transaction (several workers only); the wake-ups go out once it
     commits, never after a rollback.
     """
-    runtime = state.runtime
-    child_id = state.thread_id
 
     def announce() -> None:
-        wake(runtime, child_id)
-        if runtime.workers is not None:
-            runtime.workers.notify_settled(child_id)
+        wake(kernel, child_id)
+        kernel.placement.notify_settled(child_id)
 
-    runtime.store.after_commit(announce)
+    kernel.store.after_commit(announce)
 
 
 def waits_for(row: ThreadRow | None, call_id: str, stopped_idle: bool) -> bool:
@@ -107,14 +102,14 @@ def waits_for(row: ThreadRow | None, call_id: str, stopped_idle: bool) -> bool:
     return not stopped_idle
 
 
-async def _stopped_idle(runtime: Runtime, row: ThreadRow | None) -> bool:
+async def _stopped_idle(kernel: Kernel, row: ThreadRow | None) -> bool:
     if row is None or not row.stopped:
         return False
-    record = await runtime.store.get_execution(row.id)
+    record = await kernel.store.get_execution(row.id)
     return record is None or record.status == "idle"
 
 
-def settled_here(runtime: Runtime, child_id: str, call_id: str) -> bool:
+def settled_here(kernel: Kernel, child_id: str, call_id: str) -> bool:
     """Whether this process's live handle shows the child's settle of this call's session.
 
     The handle records the waiter when the call hands the child its message, and a settle
@@ -122,7 +117,7 @@ def settled_here(runtime: Runtime, child_id: str, call_id: str) -> bool:
     settle of this process (never a stale view). A settle that then failed to commit is
     caught by :func:`answer_call`, which reads the row again.
     """
-    live = runtime.live_row(child_id)
+    live = kernel.threads.live_row(child_id)
     if live is None:
         return False
     link = ChildLink.from_execution(live.execution)
@@ -132,32 +127,32 @@ def settled_here(runtime: Runtime, child_id: str, call_id: str) -> bool:
     return reason is not None and reason not in SETTLED_REASONS_NOT_DONE
 
 
-async def wait_for_child(runtime: Runtime, child_id: str, call_id: str) -> None:
+async def wait_for_child(kernel: Kernel, child_id: str, call_id: str) -> None:
     """Wait until the child's row shows the session this call waits for ended (any worker).
 
     A child whose runner is in this process is waited for first without reading anything
     (as with one runtime); its settle, seen on the live handle, ends the wait.
     """
-    if runtime.scheduler.is_running(child_id):
-        await runtime.wait_thread(child_id)
-        if settled_here(runtime, child_id, call_id):
+    if kernel.scheduler.is_running(child_id):
+        await kernel.scheduler.wait(child_id)
+        if settled_here(kernel, child_id, call_id):
             return
-    waits = _WAITS.setdefault(runtime, {})
+    waits = _WAITS.setdefault(kernel, {})
     event = waits.setdefault(child_id, asyncio.Event())
     try:
         while True:
             event.clear()  # before the read: a settle committed after it sets the event again
-            row = await runtime.store.get_thread(child_id)
-            if not waits_for(row, call_id, await _stopped_idle(runtime, row)):
+            row = await kernel.store.get_thread(child_id)
+            if not waits_for(row, call_id, await _stopped_idle(kernel, row)):
                 return
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(event.wait(), reread_seconds(runtime))
+                await asyncio.wait_for(event.wait(), reread_seconds(kernel))
     finally:
         if waits.get(child_id) is event:
             del waits[child_id]
 
 
-async def collect(state: ThreadState, child_id: str) -> ToolResult:
+async def collect(kernel: Kernel, thread_id: str, call_id: str, child_id: str) -> ToolResult:
     """A blocking call's result from its child, wherever the child runs (several workers).
 
     Starts the child here if it owes work and no worker runs it (its lease decides), waits for
@@ -166,39 +161,36 @@ async def collect(state: ThreadState, child_id: str) -> ToolResult:
     non-blocking child would); one cut short because this worker is closing or lost the
     parent's lease keeps the waiter recorded for the worker that resumes the parent.
     """
-    runtime = state.runtime
-    call_id = state.tool_call_id or ""
-    runtime.scheduler.awaited.add(child_id)
+    kernel.scheduler.awaited.add(child_id)
     result = None
     try:
-        await runtime.ensure_running(child_id)
+        await owed.ensure_running(kernel, child_id)
         while result is None:
-            await wait_for_child(runtime, child_id, call_id)
-            result = await answer_call(state, child_id)
+            await wait_for_child(kernel, child_id, call_id)
+            result = await answer_call(kernel, thread_id, call_id, child_id)
     finally:
-        runtime.scheduler.awaited.discard(child_id)
-        if (
-            result is None
-            and not runtime.closing
-            and not runtime.scheduler.interrupted(state.thread_id)
-        ):
-            await asyncio.shield(release(runtime, child_id, call_id))
+        kernel.scheduler.awaited.discard(child_id)
+        if result is None and not kernel.closing and not kernel.scheduler.interrupted(thread_id):
+            await asyncio.shield(release(kernel, child_id, call_id))
     return result
 
 
-async def release(runtime: Runtime, child_id: str, call_id: str) -> None:
+async def release(kernel: Kernel, child_id: str, call_id: str) -> None:
     """Clear the child's waiter (the call stopped waiting), read from the store, not a handle."""
-    async with runtime.store.transaction():
-        row = await runtime.store.get_thread(child_id)
+    store = kernel.store
+    async with store.transaction():
+        row = await store.get_thread(child_id)
         link = ChildLink.of(row)
         if row is None or link.waiter != call_id:
             return
         execution = link.released().to_execution(row.execution)
-        await runtime.store.update_thread(child_id, execution=execution)
-    _adopt_execution(runtime, child_id, execution)
+        await store.update_thread(child_id, execution=execution)
+    _adopt_execution(kernel, child_id, execution)
 
 
-async def answer_call(state: ThreadState, child_id: str) -> ToolResult | None:
+async def answer_call(
+    kernel: Kernel, thread_id: str, call_id: str, child_id: str
+) -> ToolResult | None:
     """Answer the blocking call from its child's row: one transaction, then the result.
 
     The reads, the attachments copied to the parent, the registry status and the call marked
@@ -209,29 +201,31 @@ async def answer_call(state: ThreadState, child_id: str) -> ToolResult | None:
         The call's result, or ``None`` (nothing written) when the row read shows the call
         still waits: a settle seen on the live handle did not commit.
     """
-    runtime = state.runtime
-    call_id = state.tool_call_id
+    store = kernel.store
     execution: dict[str, Any] | None = None
-    async with runtime.store.transaction():
-        row = await runtime.store.get_thread(child_id)
-        if call_id and waits_for(row, call_id, await _stopped_idle(runtime, row)):
+    async with store.transaction():
+        row = await store.get_thread(child_id)
+        if call_id and waits_for(row, call_id, await _stopped_idle(kernel, row)):
             return None
         link = ChildLink.of(row)
         refs = link.outcome.attachment_refs() if link.outcome is not None else []
-        child = await runtime.state_for(row) if (row is not None and refs) else None
-        copied = await copy_attachments(child, refs, state) if child is not None else []
-        await runtime.update_child(state.thread_id, child_id, status=entry_status(row))
+        copied = (
+            await copy_attachments(store, child_id, refs, thread_id)
+            if (row is not None and refs)
+            else []
+        )
+        await kernel.threads.update_child(thread_id, child_id, status=entry_status(row))
         if row is not None and call_id and link.waiter == call_id:
             execution = link.released(answered=True).to_execution(row.execution)
-            await runtime.store.update_thread(child_id, execution=execution)
+            await store.update_thread(child_id, execution=execution)
     if execution is not None:
-        _adopt_execution(runtime, child_id, execution)
+        _adopt_execution(kernel, child_id, execution)
     return call_result(child_id, row, copied)
 
 
-def _adopt_execution(runtime: Runtime, child_id: str, execution: dict[str, Any]) -> None:
+def _adopt_execution(kernel: Kernel, child_id: str, execution: dict[str, Any]) -> None:
     """Make this process's live handle of the child (if any) show the committed entry."""
-    live = runtime.live_row(child_id)
+    live = kernel.threads.live_row(child_id)
     if live is not None:
         live.execution = execution
 

@@ -396,12 +396,12 @@ async def _compact_once(
         log_id=logs[-1].id if logs else None,
         metadata={MARKER: info},
     )
-    marker = await prepare_message(state, marker)
+    marker = await prepare_message(flow.engine, flow.thread, marker)
     store = flow.engine.store
     async with store.transaction() as tx:  # the marker and its model calls commit together
         for log in logs:
             await store.insert_log(state.thread_id, log, tx=tx)
         await store.insert_messages([marker], tx=tx)
-    await announce_created(state, [marker])
+    await announce_created(flow.engine, flow.thread, [marker])
     flow.remember(marker)
     return compacted_view([*messages, marker])

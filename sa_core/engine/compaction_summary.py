@@ -116,7 +116,13 @@ async def summarize(
     logs: list[Log] = []
     for part in _parts(transcript_lines(messages), budget * 4):
         response, log = await flow.engine.models.call_model(
-            flow.state, model, _request(summary, part), [], message_id=marker_id, depth=flow.depth
+            flow.engine,
+            flow.thread,
+            model,
+            _request(summary, part),
+            [],
+            message_id=marker_id,
+            depth=flow.depth,
         )
         log.data["purpose"] = PURPOSE
         logs.append(log)

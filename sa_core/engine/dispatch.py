@@ -5,13 +5,24 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from sa_core.engine.tools import LIFECYCLE_TOOLS, NOT_AVAILABLE, OfferedTool, run_native
+from sa_core.engine.files import attachment_paths, existing_refs
+from sa_core.engine.flowtypes import PendingHandoff
+from sa_core.engine.mcp import resolve_mcp_name
+from sa_core.engine.threads import tool_config
+from sa_core.engine.tools import (
+    LIFECYCLE_TOOLS,
+    NOT_AVAILABLE,
+    OfferedTool,
+    resolve_entry,
+    run_native,
+)
 from sa_core.spec import AttachmentRef, SubpromptConfig, ToolCall, ToolResult
 from sa_core.spec.schemas import validate_args
 
 if TYPE_CHECKING:
     from sa_core.engine.flow import Flow
-    from sa_core.state import ThreadState
+    from sa_core.engine.kernel import Kernel
+    from sa_core.engine.threads import ThreadRef
 
 
 async def execute_call(
@@ -32,7 +43,7 @@ async def execute_call(
         )
     tool = offered.get(name)
     if tool is None and allow_any:
-        tool = resolve_any_tool(flow.state, name)
+        tool = resolve_any_tool(flow.engine, flow.thread, name)
     if tool is None:
         hint = ""
         if any(
@@ -41,42 +52,39 @@ async def execute_call(
         ):
             hint = " Use subagent_create to start this subagent."
         return ToolResult(status="error", error=NOT_AVAILABLE.format(name=name) + hint)
-    return await run_offered(flow.state, flow, tool, arguments, call, tool_message_id)
+    return await run_offered(flow.engine, flow.thread, flow, tool, arguments, tool_message_id)
 
 
-def resolve_any_tool(state: ThreadState, name: str) -> OfferedTool | None:
+def resolve_any_tool(kernel: Kernel, thread: ThreadRef, name: str) -> OfferedTool | None:
     """Any tool of the thread's package by name, offered by its prompt or not (queued calls)."""
-    from sa_core.engine.tools import resolve_entry
-
-    found = resolve_entry(state.scope, name)
+    scope = kernel.scope_of(thread)
+    found = resolve_entry(scope, name)
     if found is None and "." in name:
-        from sa_core.engine.mcp import resolve_mcp_name
-
-        found = resolve_mcp_name(state.scope, name)
+        found = resolve_mcp_name(scope, name)
     return found
 
 
 async def run_offered(
-    state: ThreadState,
+    kernel: Kernel,
+    thread: ThreadRef,
     flow: Flow | None,
     tool: OfferedTool,
     arguments: dict[str, Any],
-    call: ToolCall | None,
     tool_message_id: str | None,
 ) -> ToolResult:
-    """Execute a resolved tool of any kind."""
+    """Execute a resolved tool of any kind (user code gets the thread's ``ThreadState``)."""
     if tool.kind == "lifecycle":
-        from sa_core.engine.subagent_lifecycle import run_lifecycle_tool
+        from sa_core.engine.subagent_lifecycle import run_lifecycle_tool  # runs the turn loop
 
-        return await run_lifecycle_tool(state, flow, tool.name, arguments, tool_message_id)
+        return await run_lifecycle_tool(kernel, thread, flow, tool.name, arguments, tool_message_id)
     if tool.kind == "mcp":
         assert tool.mcp is not None
-        scope = state.runtime.registry.scope(tool.mcp.package)
-        return await state.runtime.mcp.call(scope, tool.mcp, arguments)
+        scope = kernel.registry.scope(tool.mcp.package)
+        return await kernel.mcp.call(scope, tool.mcp, arguments)
     if tool.kind == "native":
         assert tool.native is not None
-        with state.tool_env(tool.env, tool.options):
-            return await run_native(tool.native, state, arguments)
+        with tool_config(thread, tool.env, tool.options):
+            return await run_native(tool.native, kernel.user_state(thread), arguments)
     _, problems = validate_args(
         tool.parameters if tool.parameters.get("properties") else None, arguments
     )
@@ -87,26 +95,27 @@ async def run_offered(
             return ToolResult(
                 status="error", error="Tool argument validation failed: " + "; ".join(problems)
             )
-        from sa_core.engine.subprompts import run_subprompt
+        from sa_core.engine.subprompts import run_subprompt  # runs the turn loop
 
-        return await run_subprompt(state, flow, tool, arguments, tool_message_id)
+        return await run_subprompt(kernel, thread, flow, tool, arguments, tool_message_id)
     if problems:
         return ToolResult(
             status="error", error="Tool argument validation failed: " + "; ".join(problems)
         )
     if tool.kind == "subagent":
-        from sa_core.engine.subagents import run_subagent_tool
+        from sa_core.engine.subagents import run_subagent_tool  # runs the turn loop
 
-        return await run_subagent_tool(state, flow, tool, arguments, tool_message_id)
-    return await _handoff(state, flow, tool, arguments)
+        return await run_subagent_tool(kernel, thread, flow, tool, arguments, tool_message_id)
+    return await _handoff(kernel, thread, flow, tool, arguments)
 
 
 async def _handoff(
-    state: ThreadState, flow: Flow | None, tool: OfferedTool, arguments: dict[str, Any]
+    kernel: Kernel,
+    thread: ThreadRef,
+    flow: Flow | None,
+    tool: OfferedTool,
+    arguments: dict[str, Any],
 ) -> ToolResult:
-    from sa_core.engine.files import attachment_paths, existing_refs
-    from sa_core.engine.flow import PendingHandoff
-
     if flow is None or flow.depth > 0:
         return ToolResult(
             status="error", error="Handoffs are only possible from a thread's main flow."
@@ -122,7 +131,9 @@ async def _handoff(
     refs: list[AttachmentRef] = []
     if config.init_attachments_property:
         refs, missing = await existing_refs(
-            state, attachment_paths(arguments.get(config.init_attachments_property))
+            kernel.store,
+            thread.thread_id,
+            attachment_paths(arguments.get(config.init_attachments_property)),
         )
         if missing:
             return ToolResult(
@@ -139,14 +150,16 @@ async def _handoff(
     return ToolResult(status="success", result="Handoff complete")
 
 
-async def invoke_tool(state: ThreadState, name: str, arguments: dict[str, Any]) -> ToolResult:
+async def invoke_tool(
+    kernel: Kernel, thread: ThreadRef, name: str, arguments: dict[str, Any]
+) -> ToolResult:
     """``state.invoke_tool``: run one tool through the dispatcher; store no tool message."""
-    flow = state.execution
+    flow = thread.execution
     if name in LIFECYCLE_TOOLS:
         from sa_core.engine.subagent_lifecycle import run_lifecycle_tool
 
-        return await run_lifecycle_tool(state, flow, name, arguments, None)
-    tool = resolve_any_tool(state, name)
+        return await run_lifecycle_tool(kernel, thread, flow, name, arguments, None)
+    tool = resolve_any_tool(kernel, thread, name)
     if tool is None:
         return ToolResult(status="error", error=f"Tool not found: {name}")
-    return await run_offered(state, flow, tool, arguments, None, None)
+    return await run_offered(kernel, thread, flow, tool, arguments, None)

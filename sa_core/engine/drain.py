@@ -55,7 +55,8 @@ async def drain_entries(flow: Flow, known: list[QueueEntry] | None) -> bool:
     engine = flow.engine
     state = flow.state
     kept = (len(flow.messages), dict(flow.turns), flow.current_side, flow.stopped)
-    owner = (state.row.agent_id, state.row.package)  # a run_agent entry may change it
+    row = flow.thread.row
+    owner = (row.agent_id, row.package)  # a run_agent entry may change it
     try:
         async with engine.store.transaction() as tx:
             if known is None:
@@ -69,9 +70,9 @@ async def drain_entries(flow: Flow, known: list[QueueEntry] | None) -> bool:
     except QueueChanged:  # (``known`` only) nothing of the transaction stayed
         del flow.messages[kept[0] :]
         flow.turns, flow.current_side, flow.stopped = kept[1], kept[2], kept[3]
-        state.row.agent_id, state.row.package = owner
+        row.agent_id, row.package = owner
         return False
-    await announce_created(state, stored)
+    await announce_created(flow.engine, flow.thread, stored)
     return True
 
 
@@ -101,7 +102,7 @@ async def store_entries(flow: Flow, entries: list[QueueEntry], tx: Transaction) 
             attachments=refs or None,
             subagent_id=metadata.get("subagent_id"),
         )
-        messages.append(await prepare_message(state, message))
+        messages.append(await prepare_message(flow.engine, flow.thread, message))
     await flow.engine.store.insert_messages(messages, tx=tx)
     for message in messages:
         flow.remember(message)

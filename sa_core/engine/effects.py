@@ -22,11 +22,13 @@ import inspect
 from typing import TYPE_CHECKING, Any
 
 from sa_core.engine.priority import background_context
+from sa_core.errors import ThreadNotFoundError
 from sa_core.spec.schemas import validate_args
+from sa_core.store.clock import now_us
 from sa_core.waits import event_set_within
 
 if TYPE_CHECKING:
-    from sa_core.runtime import Runtime
+    from sa_core.engine.kernel import Kernel
     from sa_core.store import EffectRun
 
 
@@ -41,15 +43,21 @@ class EffectScheduler:
     """Longest wait before the next due time is read again, so that effects another process
     stored (say a second runtime on the same SQLite file, which then stopped) run within it."""
 
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+    def __init__(self) -> None:
+        self.kernel: Kernel | None = None
         self.running: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
-    async def start(self) -> None:
-        """Reset interrupted runs and start the loop."""
-        await self.runtime.store.reset_processing_effects(max_attempts=MAX_EFFECT_ATTEMPTS)
+    def _bound(self) -> Kernel:
+        if self.kernel is None:
+            raise RuntimeError("effects run once the runtime has started")
+        return self.kernel
+
+    async def start(self, kernel: Kernel) -> None:
+        """Reset interrupted runs and start the loop on ``kernel``."""
+        self.kernel = kernel
+        await kernel.store.reset_processing_effects(max_attempts=MAX_EFFECT_ATTEMPTS)
         self._task = asyncio.create_task(self._loop(), name="sa-effects")
 
     async def stop(self) -> None:
@@ -62,9 +70,7 @@ class EffectScheduler:
 
     async def schedule(self, thread_id: str, name: str, args: dict[str, Any], delay: float) -> str:
         """Store an effect due in ``delay`` seconds; returns its id."""
-        from sa_core.store import now_us
-
-        effect = await self.runtime.store.schedule_effect(
+        effect = await self._bound().store.schedule_effect(
             thread_id, name, args, now_us() + int(max(delay, 0) * 1_000_000)
         )
         self.wake()
@@ -76,15 +82,11 @@ class EffectScheduler:
 
     async def has_due(self) -> bool:
         """Whether a pending effect is due now."""
-        from sa_core.store import now_us
-
-        next_time = await self.runtime.store.next_effect_time()
+        next_time = await self._bound().store.next_effect_time()
         return next_time is not None and next_time <= now_us()
 
     async def _loop(self) -> None:
-        from sa_core.store import now_us
-
-        store = self.runtime.store
+        store = self._bound().store
         while True:
             # clear before reading: an effect scheduled while the read is in flight (the read
             # can suspend on an async backend) must still wake the wait below
@@ -104,26 +106,28 @@ class EffectScheduler:
                 task.add_done_callback(self.running.discard)
 
     async def _run(self, run: EffectRun) -> None:
-        runtime = self.runtime
-        store = runtime.store
+        kernel = self._bound()
+        store = kernel.store
         try:
-            state = await runtime.get_thread(run.thread_id)
-            if state.terminated is not None:
+            thread = await kernel.threads.open(run.thread_id)
+            if thread is None:
+                raise ThreadNotFoundError(run.thread_id)
+            if thread.row.terminated is not None:
                 await store.finish_effect(run.id, "failed", "thread terminated")
                 return
-            effect = state.scope.effect(run.name)
+            effect = kernel.registry.scope(thread.row.package).effect(run.name)
             value, problems = validate_args(effect.args, dict(run.args))
             if problems:
                 raise ValueError(f"Effect '{run.name}' arguments invalid: " + "; ".join(problems))
-            state.effect_attempt = run.attempt
-            state.context["scheduled_effect"] = {
+            thread.effect_attempt = run.attempt
+            thread.context["scheduled_effect"] = {
                 "id": run.id,
                 "name": run.name,
                 "attempt": run.attempt,
             }
             if not await store.start_effect(run.id):
                 return  # deleted with its thread since the claim: nothing to run
-            result = effect.execute(state, value)
+            result = effect.execute(kernel.user_state(thread), value)
             if inspect.isawaitable(result):
                 await result
         except asyncio.CancelledError:
@@ -131,11 +135,11 @@ class EffectScheduler:
         except Exception as exc:
             if not await store.finish_effect(run.id, "failed", f"{type(exc).__name__}: {exc}"):
                 return  # deleted with its thread while it ran: nothing left to record on
-            await runtime.log(
+            await kernel.log(
                 run.thread_id,
                 "effect_failed",
                 {"effect": run.name, "id": run.id, "error": str(exc)},
             )
             return
         if await store.finish_effect(run.id, "completed"):
-            await runtime.log(run.thread_id, "effect", {"effect": run.name, "id": run.id})
+            await kernel.log(run.thread_id, "effect", {"effect": run.name, "id": run.id})

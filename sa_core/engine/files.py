@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from sa_core.spec import AttachmentRef, FileRecord
 
 if TYPE_CHECKING:
-    from sa_core.state import ThreadState
+    from sa_core.store import Store
 
 ATTACHMENTS = "/attachments/"
 
@@ -40,7 +40,8 @@ def ref_from_record(record: FileRecord, description: str | None = None) -> Attac
 
 
 async def store_attachment(
-    state: ThreadState,
+    store: Store,
+    thread_id: str,
     name: str,
     data: bytes,
     mime_type: str,
@@ -51,8 +52,8 @@ async def store_attachment(
     """Write a new file as ``/attachments/<epochMs>-<8 hex>.<ext>``."""
     stamp = f"{int(time.time() * 1000)}-{secrets.token_hex(4)}"
     path = f"{ATTACHMENTS}{stamp}{_extension(name, mime_type)}"
-    record = await state.runtime.store.write_file(
-        state.thread_id, path, data, mime_type, metadata={"name": name}, width=width, height=height
+    record = await store.write_file(
+        thread_id, path, data, mime_type, metadata={"name": name}, width=width, height=height
     )
     ref = ref_from_record(record)
     ref.name = name
@@ -77,7 +78,7 @@ def attachment_paths(value: Any) -> list[str]:
 
 
 async def existing_refs(
-    state: ThreadState, paths: Iterable[str]
+    store: Store, thread_id: str, paths: Iterable[str]
 ) -> tuple[list[AttachmentRef], list[str]]:
     """Refs for paths under ``/attachments/`` that exist; and the paths that do not."""
     refs: list[AttachmentRef] = []
@@ -85,7 +86,7 @@ async def existing_refs(
     for path in paths:
         record = None
         if path.startswith(ATTACHMENTS):
-            record = await state.runtime.store.stat_file(state.thread_id, path)
+            record = await store.stat_file(thread_id, path)
         if record is None or record.is_directory:
             missing.append(path)
         else:
@@ -100,14 +101,13 @@ def _copy_name(name: str) -> str:
 
 
 async def copy_attachments(
-    source: ThreadState, refs: Iterable[AttachmentRef], destination: ThreadState
+    store: Store, source: str, refs: Iterable[AttachmentRef], destination: str
 ) -> list[AttachmentRef]:
     """Copy files between thread filesystems; the destination gets destination-local paths."""
     copied: list[AttachmentRef] = []
-    store = source.runtime.store
     for ref in refs:
         record = await store.copy_file(
-            source.thread_id, ref.path, destination.thread_id, _copy_name(ref.name or ref.path)
+            source, ref.path, destination, _copy_name(ref.name or ref.path)
         )
         new_ref = ref_from_record(record, ref.description)
         new_ref.name = ref.name

@@ -28,10 +28,10 @@ from sa_core.engine.flowtypes import (
     side_for_role,
 )
 from sa_core.engine.messages import create_message, new_id, new_message
-from sa_core.engine.pastcontext import UNSENT, strip_past_tools
+from sa_core.engine.pastcontext import UNSENT
 from sa_core.engine.resume import resume_step
 from sa_core.engine.step import run_step
-from sa_core.engine.subagents import reset_immediate, run_immediate
+from sa_core.engine.subagent_spawn import reset_immediate, run_immediate
 from sa_core.engine.toolcall import run_call
 from sa_core.engine.toolrows import cleanup_after_abort, record_step_error
 from sa_core.engine.tools import OfferedTool
@@ -42,9 +42,9 @@ from sa_core.store.executions import ResumePoint
 from sa_core.telemetry import turn
 
 if TYPE_CHECKING:
-    from sa_core.engine.services import EngineContext
+    from sa_core.engine.kernel import Kernel
+    from sa_core.engine.threads import ThreadRef
     from sa_core.registry import PackScope
-    from sa_core.state import ThreadState
     from sa_core.store import Transaction
     from sa_core.store.rows import QueueEntry
 
@@ -58,7 +58,6 @@ __all__ = [
     "StopReason",
     "other",
     "side_for_role",
-    "without_past_tools",
 ]
 
 GLOBAL_STEP_CEILING = 250
@@ -79,8 +78,8 @@ class Flow:
 
     def __init__(
         self,
-        engine: EngineContext,
-        state: ThreadState,
+        engine: Kernel,
+        thread: ThreadRef,
         side: Side,
         *,
         depth: int = 0,
@@ -93,7 +92,9 @@ class Flow:
         queued: list[QueueEntry] | None = None,
     ) -> None:
         self.engine = engine
-        self.state = state
+        self.thread = thread  # the engine's handle; ``state``: the facade user code gets
+        self.state: Any = engine.user_state(thread)
+        thread.execution = self
         self.flow_id = new_id()
         self.current_side: Side = side
         self.depth = depth
@@ -131,10 +132,10 @@ class Flow:
         self.prepared: Message | None = None
         """The model call in flight's message, prepared but not stored yet."""
         self.partial: list[str] = []  # text streamed by the model call in flight
+        thread_id = thread.thread_id
+        keep = engine.store.keeps_history(thread_id) if depth == 0 else False
         self.converter = (
-            converter_for(state.thread_id, keep=engine.store.keeps_history(state.thread_id))
-            if depth == 0
-            else IncrementalConverter()
+            converter_for(thread_id, keep=keep) if depth == 0 else IncrementalConverter()
         )
         self.sent: tuple[list[Message], int, list[Message], list[Message]]
         self.sent = (self.messages, 0, [], [])  # kept by sa_core.engine.step.sent_messages
@@ -144,8 +145,7 @@ class Flow:
         """The id of the running step's only tool call: its row may end the session."""
         self.row_settled: StopReason | None = None
         """Why the flow stopped, when the commit of a tool row settled it."""
-        execution = dict(state.row.execution)
-        turns = execution.get("turns") or {}
+        turns = thread.row.execution.get("turns") or {}
         self.turns: dict[Side, int] = {"a": int(turns.get("a", 0)), "b": int(turns.get("b", 0))}
         self.durable = durable or resume is not None
         """Whether this flow keeps the thread's execution record (a thread's top-level flow)."""
@@ -192,7 +192,7 @@ class Flow:
     @property
     def scope(self) -> PackScope:
         """The package the owning agent lives in (changes on cross-package handoff)."""
-        return self.state.scope
+        return self.engine.scope_of(self.thread)
 
     def side_config(self, side: Side, agent: AgentDefinition | None = None) -> SideConfig | None:
         """The acting side's config, or None when a human takes that side.
@@ -202,7 +202,7 @@ class Flow:
         if self.prompt_override is not None:
             return SideConfig(prompt=self.prompt_override.name) if side == "a" else None
         if agent is None:
-            agent = self.state.agent
+            agent = self.engine.agent_of(self.thread)
         if side == "a":
             return agent.side_a
         return agent.side_b if agent.type == "dual_ai" else None
@@ -214,7 +214,7 @@ class Flow:
             reason = await turn(self, self._loop)
         except asyncio.CancelledError:
             # a turn handed over to another worker is left as a crash leaves it (no records)
-            if not self.engine.scheduler.interrupted(self.state.thread_id):
+            if not self.engine.scheduler.interrupted(self.thread.thread_id):
                 await asyncio.shield(cleanup_after_abort(self))
             raise
         except Exception as exc:  # a step crashed: record it and settle
@@ -222,7 +222,7 @@ class Flow:
             reason = "step_error"
         self.stopped_by = self.stopped_by or reason
         if self.depth == 0:  # counted once over: the caches decided on this turn without it
-            THREAD_USE.used(self.state.thread_id)
+            THREAD_USE.used(self.thread.thread_id)
         return reason
 
     def _step_ceiling(self, agent: AgentDefinition) -> int:
@@ -242,7 +242,7 @@ class Flow:
                 if decision is not None:
                     return decision
         while True:
-            if self.stopped or self.state.terminated is not None:  # e.g. terminated by a tool
+            if self.stopped or self.thread.row.terminated is not None:  # e.g. terminated by a tool
                 return "aborted_by_user"
             if self.depth == 0:
                 await drain_queue(self)
@@ -251,7 +251,7 @@ class Flow:
             if self._forced is not None:
                 self.current_side, self._forced = self._forced, None
             side = self.current_side
-            agent = self.state.agent
+            agent = self.engine.agent_of(self.thread)
             if self._session_turns_reached(agent):
                 await self.end_session(SessionOutcome("max_session_turns", failed=True))
                 return "max_session_turns"
@@ -319,7 +319,7 @@ class Flow:
         """Write the execution record of a durable flow (in ``tx`` when given)."""
         if self.durable:
             await self.engine.store.save_running_point(
-                self.state.thread_id,
+                self.thread.thread_id,
                 point.model_dump(mode="json"),
                 self.engine.instance_id,
                 tx=tx,
@@ -337,7 +337,7 @@ class Flow:
             "attempts": {},
         }
         store = self.engine.store
-        await store.save_running_point(self.state.thread_id, point, self.engine.instance_id, tx=tx)
+        await store.save_running_point(self.thread.thread_id, point, self.engine.instance_id, tx=tx)
 
     async def _evaluate_stop(
         self, side: Side, config: SideConfig, step: StepResult
@@ -381,8 +381,8 @@ class Flow:
     async def _post_repeated_error(self) -> None:
         """Tell the user why the flow stopped (reference.md section 6.2, step 13)."""
         text = REPEATED_ERROR_MESSAGE.format(n=REPEATED_ERROR_LIMIT, error=self._last_error)
-        message = new_message(self.state.thread_id, "assistant", text, depth=self.depth)
-        self.remember(await create_message(self.state, message))
+        message = new_message(self.thread.thread_id, "assistant", text, depth=self.depth)
+        self.remember(await create_message(self.engine, self.thread, message))
 
     def _repeated_error(self, step: StepResult) -> bool:
         if self.depth > 0:
@@ -404,7 +404,7 @@ class Flow:
         stop or queued entry left that :meth:`after_step` or the next step would act on.
         """
         scheduler = self.engine.scheduler
-        thread_id = self.state.thread_id
+        thread_id = self.thread.thread_id
         return not (
             not self.durable
             or self.depth
@@ -441,8 +441,8 @@ class Flow:
             await engine.store.update_thread(
                 state.thread_id, agent_id=handoff.agent_name, package=handoff.package, tx=tx
             )
-            state.row.agent_id = handoff.agent_name
-            state.row.package = handoff.package
+            self.thread.row.agent_id = handoff.agent_name
+            self.thread.row.package = handoff.package
             self.current_side = "a"
             self.context.update(handoff.arguments)
             if handoff.init_message is not None or handoff.init_attachments:
@@ -452,7 +452,7 @@ class Flow:
                     handoff.init_message or "",
                     attachments=handoff.init_attachments or None,
                 )
-                self.remember(await create_message(state, message, tx=tx))
+                self.remember(await create_message(self.engine, self.thread, message, tx=tx))
             await self.save_point(self.resume_point(), tx=tx)
         reset_immediate(self)
 
@@ -471,8 +471,3 @@ class Flow:
         """End the session with ``outcome``: the turn counters start again."""
         self.outcome = outcome
         self.turns = {"a": 0, "b": 0}
-
-
-def without_past_tools(messages: list[Message]) -> list[Message]:
-    """Drop the tool traffic of earlier turns (calls are stripped, results removed)."""
-    return [m for m in map(strip_past_tools, messages) if m is not None]

@@ -34,12 +34,20 @@ import uuid
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal
 
+from sa_core.engine.child_wait import wake
+from sa_core.engine.delivery import stop
+from sa_core.engine.effects import MAX_EFFECT_ATTEMPTS
+from sa_core.engine.owed import ensure_running
+from sa_core.engine.placement import Admission
 from sa_core.engine.relay import FRAME_RETENTION_US, STREAM_CHANNEL, RelayBus, asyncpg_dsn
 from sa_core.store.apikeys import KEYS_CHANNEL
 from sa_core.store.clock import now_us
+from sa_core.store.leases import LeaseLost, lease_guard, lease_valid
 
 if TYPE_CHECKING:
-    from sa_core.runtime import Runtime
+    from sa_core.engine.kernel import Kernel
+    from sa_core.engine.scheduler import Scheduler
+    from sa_core.store import Store
     from sa_core.store.fast import Deferred
 
 WORK_CHANNEL = "sa_work"
@@ -73,14 +81,20 @@ def lease_seconds() -> float:
 class Workers:
     """A worker's leases, heartbeat, reaper, work notifications and stream relay.
 
+    The kernel's :class:`~sa_core.engine.placement.Placement` when several workers share a
+    database (:attr:`alone` is False).
+
     Args:
-        runtime: The runtime (its store must be PostgreSQL).
+        store: The store (PostgreSQL).
         ttl: Lease expiry in seconds.
 
     """
 
-    def __init__(self, runtime: Runtime, ttl: float) -> None:
-        self.runtime = runtime
+    alone = False
+
+    def __init__(self, store: Store, ttl: float) -> None:
+        self.store = store
+        self.kernel: Kernel | None = None
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.ttl = ttl
         self.ttl_us = int(ttl * 1_000_000)
@@ -104,16 +118,32 @@ class Workers:
 
     # -- lifecycle -------------------------------------------------------------------------
 
+    def bind(self, kernel: Kernel) -> None:
+        """Work with the kernel once the runtime has built it."""
+        self.kernel = kernel
+
+    def _scheduler(self) -> Scheduler | None:
+        """The kernel's scheduler, or None while the runtime starts."""
+        return self.kernel.scheduler if self.kernel is not None else None
+
+    def _bound(self) -> Kernel:
+        if self.kernel is None:
+            raise RuntimeError("the workers run nothing before the runtime starts")
+        return self.kernel
+
     async def start(self) -> None:
+        """Nothing more to take up once the runtime opened its store (see :meth:`connect`)."""
+
+    async def connect(self) -> None:
         """Connect the notification connections and register (the loops start with :meth:`run`)."""
         import asyncpg  # type: ignore[import-untyped]
 
-        dsn = asyncpg_dsn(self.runtime.store.url)
+        dsn = asyncpg_dsn(self.store.url)
         self._conn = await asyncpg.connect(dsn)
         self._listen = await asyncpg.connect(dsn)
         await self._listen.add_listener(STREAM_CHANNEL, self.relay.on_notify)
         await self._listen.add_listener(WORK_CHANNEL, self._on_work)
-        store = self.runtime.store
+        store = self.store
         await self._listen.add_listener(KEYS_CHANNEL, self._on_keys_revoked)
         # API keys are cached while revocations are heard; never once the listener is gone
         self._listen.add_termination_listener(self._on_listener_lost)
@@ -145,8 +175,8 @@ class Workers:
         await asyncio.gather(*self._tasks, *self._background, return_exceptions=True)
         await self.relay.stop()
         with contextlib.suppress(Exception):
-            await self.runtime.store.retire_worker(self.worker_id)
-        self.runtime.store.keys_epoch = None
+            await self.store.retire_worker(self.worker_id)
+        self.store.keys_epoch = None
         for conn in (self._listen, self._conn):
             if conn is not None:
                 with contextlib.suppress(Exception):
@@ -178,7 +208,7 @@ class Workers:
         # otherwise asked of the database (renewed when this worker holds it)
         unfenced = _ACQUIRING.set(True)  # the runner's own claim: not a write of its turn
         try:
-            attempt = await self.runtime.store.try_lease(thread_id, self.worker_id, self.ttl_us)
+            attempt = await self.store.try_lease(thread_id, self.worker_id, self.ttl_us)
         finally:
             _ACQUIRING.reset(unfenced)
         token = attempt.token
@@ -198,7 +228,7 @@ class Workers:
         database would: the work it was kicked for may commit with that transaction.
         """
         if self.holds(thread_id):
-            await self.runtime.store.wait_for_writes()
+            await self.store.wait_for_writes()
         return await self.acquire(thread_id)
 
     def holds(self, thread_id: str) -> bool:
@@ -221,7 +251,7 @@ class Workers:
 
     def fence_owner(self, thread_id: str) -> str | None:
         """The worker id when a write of the thread made now is its runner's (to be fenced)."""
-        scheduler = getattr(self.runtime, "scheduler", None)
+        scheduler = self._scheduler()
         if scheduler is None or _ACQUIRING.get() or scheduler.current_thread() != thread_id:
             return None
         return self.worker_id
@@ -238,9 +268,7 @@ class Workers:
             LeaseLost: The lease expired or another worker took the thread over; the
                 transaction rolls back and the turn ends here.
         """
-        from sa_core.store.leases import LeaseLost, lease_valid
-
-        scheduler = getattr(self.runtime, "scheduler", None)
+        scheduler = self._scheduler()
         if scheduler is None or _ACQUIRING.get():
             return
         thread_id = scheduler.current_thread()
@@ -255,9 +283,7 @@ class Workers:
         It selects the lease row (share-locking it) while the lease holds; when it does not,
         the store undoes the writes and runs :meth:`fence` itself, which raises.
         """
-        from sa_core.store.leases import lease_guard
-
-        scheduler = getattr(self.runtime, "scheduler", None)
+        scheduler = self._scheduler()
         if scheduler is None or _ACQUIRING.get():
             return None
         thread_id = scheduler.current_thread()
@@ -274,16 +300,14 @@ class Workers:
         expired rather than deleted, so the workers' reapers take the thread over and resume
         the turn at once.
         """
-        if settled and thread_id in self.held and self.runtime.scheduler.accepts_work():
+        if settled and thread_id in self.held and self._bound().scheduler.accepts_work():
             self.lingering[thread_id] = now_us()
             return
         self.lingering.pop(thread_id, None)
         if thread_id in self.held:
             token = self.held.pop(thread_id)
             self.expires.pop(thread_id, None)
-            self._spawn(
-                self.runtime.store.release_lease(thread_id, self.worker_id, token, handover=True)
-            )
+            self._spawn(self.store.release_lease(thread_id, self.worker_id, token, handover=True))
 
     def notify_work(
         self, thread_id: str, side: Literal["a", "b"] = "a", holder: str | None = None
@@ -322,12 +346,12 @@ class Workers:
         self._spawn(self._notify([(WORK_CHANNEL, payload)]))
 
     def _on_keys_revoked(self, _conn: Any, _pid: int, _channel: str, _payload: str) -> None:
-        store = self.runtime.store
+        store = self.store
         if store.keys_epoch is not None:
             store.keys_epoch += 1
 
     def _on_listener_lost(self, _conn: Any) -> None:
-        self.runtime.store.keys_epoch = None
+        self.store.keys_epoch = None
 
     def _on_work(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
         note = json.loads(payload)
@@ -337,12 +361,11 @@ class Workers:
             self.relay.peers = True
             return
         if "settled" in note:  # a child's settle committed: a blocking call here may wait
-            from sa_core.engine.child_wait import wake
-
-            wake(self.runtime, str(note["settled"]))
+            if self.kernel is not None:
+                wake(self.kernel, str(note["settled"]))
             return
         thread_id = str(note["t"])
-        scheduler = getattr(self.runtime, "scheduler", None)
+        scheduler = self._scheduler()
         if scheduler is None:  # still starting: it kicks queued threads once started
             return
         if note.get("stop"):
@@ -359,12 +382,12 @@ class Workers:
 
     async def _stop_here(self, thread_id: str) -> None:
         """Stop the turn this worker runs: a stop or a terminate posted to another worker."""
-        runtime = self.runtime
-        row = await runtime.store.get_thread(thread_id)
-        live = runtime.live_row(thread_id)
+        kernel = self._bound()
+        row = await self.store.get_thread(thread_id)
+        live = kernel.threads.live_row(thread_id)
         if row is not None and live is not None:  # a terminate: this worker's view learns it
             live.terminated = row.terminated
-        await runtime.stop_thread(thread_id)
+        await stop(kernel, thread_id)
 
     def kick_if_queued(self, thread_id: str, side: Literal["a", "b"] = "a") -> None:
         """Start the thread here if it has queued work (a lease held elsewhere stops it there).
@@ -374,19 +397,50 @@ class Workers:
         """
 
         async def check() -> None:
-            runtime = self.runtime
-            if runtime.scheduler.is_running(thread_id):
+            scheduler = self._bound().scheduler
+            if scheduler.is_running(thread_id):
                 return
-            queued = await runtime.store.list_queue(thread_id)
+            queued = await self.store.list_queue(thread_id)
             if queued:
-                runtime.scheduler.kick(thread_id, "b" if queued[0].role == "assistant" else side)
+                scheduler.kick(thread_id, "b" if queued[0].role == "assistant" else side)
 
         self._spawn(check())
+
+    # -- placement (see sa_core.engine.placement) -------------------------------------------
+
+    async def give_back(self, thread_id: str) -> None:
+        """Nothing to do: the runner's release gives the lease back."""
+
+    def handle_serves(self, thread_id: str) -> bool:
+        """A live handle serves while this worker holds the lease (the commit checks the row)."""
+        return thread_id in self.held
+
+    async def admit(self, thread_id: str) -> Admission:
+        """Take the thread's lease for a message; it queues when held elsewhere or owed here.
+
+        Taken here, a turn a dead worker left owed resumes first and the message queues.
+        """
+        settled = self.settled(thread_id)  # kept since its last turn: nothing owed
+        taken, holder = await self.try_acquire(thread_id)
+        if not taken:
+            return Admission(busy=True, elsewhere=True, holder=holder)
+        if settled:
+            return Admission(busy=False)
+        record = await self.store.get_execution(thread_id)
+        return Admission(busy=record is not None and record.owed_resume is not None)
+
+    async def may_finish(self, thread_id: str) -> bool:
+        """A stop records the execution's end unless another worker holds the lease."""
+        return await self.store.lease_owner(thread_id) in (None, self.worker_id)
+
+    def reread_seconds(self) -> float:
+        """A quarter of the lease expiry (at least 0.25 s)."""
+        return max(0.25, self.ttl / 4)
 
     # -- loops -----------------------------------------------------------------------------
 
     async def _heartbeat_loop(self) -> None:
-        store = self.runtime.store
+        store = self.store
         beats = 0
         while True:
             await asyncio.sleep(self.ttl / 3)
@@ -418,11 +472,11 @@ class Workers:
         self.held.pop(thread_id, None)
         self.expires.pop(thread_id, None)
         self.lingering.pop(thread_id, None)
-        self.runtime.scheduler.interrupt(thread_id)
+        self._bound().scheduler.interrupt(thread_id)
 
     def _end_lingering(self) -> None:
         """Give back the leases kept longer than :attr:`linger_us` after their runner settled."""
-        scheduler = self.runtime.scheduler
+        scheduler = self._bound().scheduler
         limit = now_us() - self.linger_us
         for thread_id, since in list(self.lingering.items()):
             if since <= limit and not scheduler.is_running(thread_id):
@@ -440,7 +494,7 @@ class Workers:
         over, this one has already stopped it (its lease is then expired for the reapers), so
         two workers never run a thread's turns at the same time.
         """
-        scheduler = self.runtime.scheduler
+        scheduler = self._bound().scheduler
         while True:
             await asyncio.sleep(self.ttl / 8)
             for thread_id in self.expiring():
@@ -454,7 +508,7 @@ class Workers:
                 scheduler.interrupt(thread_id)
 
     async def _reaper_loop(self) -> None:
-        store = self.runtime.store
+        store = self.store
         while True:
             await asyncio.sleep(max(0.2, self.ttl / 4))
             try:
@@ -466,13 +520,11 @@ class Workers:
                     await self._resume(thread_id, at)
                 for thread_id in await store.unleased_queued_threads():
                     self.kick_if_queued(thread_id)
-                from sa_core.engine.effects import MAX_EFFECT_ATTEMPTS
-
                 await store.reset_processing_effects(max_attempts=MAX_EFFECT_ATTEMPTS)
                 # this worker's effect loop only knows the effects it scheduled itself: those a
                 # dead worker scheduled, or had claimed and the line above gave back, are
                 # found by reading the next due time again
-                self.runtime.effects.wake()
+                self._bound().effects.wake()
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -484,9 +536,9 @@ class Workers:
         The thread's execution record (written with each committed step) says where; this is
         what a restart does for a single process (``Runtime.ensure_running``).
         """
-        runtime = self.runtime
-        store = runtime.store
-        if runtime.scheduler.is_running(thread_id):  # cannot be: the lease was not ours
+        kernel = self._bound()
+        store = self.store
+        if kernel.scheduler.is_running(thread_id):  # cannot be: the lease was not ours
             return
         # the lease stays this worker's (held, renewed) until its runner exits: released in
         # between, another worker could start the thread without its resume point
@@ -499,8 +551,8 @@ class Workers:
                 await store.finish_execution(thread_id, record.stop_reason)
         else:
             log.info("resuming thread %s taken over from a stopped worker", thread_id)
-            await runtime.ensure_running(thread_id)
-        if not runtime.scheduler.is_running(thread_id) and self.held.get(thread_id) == token:
+            await ensure_running(kernel, thread_id)
+        if not kernel.scheduler.is_running(thread_id) and self.held.get(thread_id) == token:
             self.release(thread_id)  # nothing to do after all (and not acquired again since)
 
     # -- notifications ---------------------------------------------------------------------
@@ -515,10 +567,10 @@ class Workers:
             await self._conn.executemany("SELECT pg_notify($1, $2)", notes)
 
     async def _store_frame(self, thread_id: str, frame: dict[str, Any]) -> int:
-        return await self.runtime.store.put_stream_frame(thread_id, frame)
+        return await self.store.put_stream_frame(thread_id, frame)
 
     async def _fetch_frame(self, seq: int) -> dict[str, Any] | None:
-        return await self.runtime.store.get_stream_frame(seq)
+        return await self.store.get_stream_frame(seq)
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -526,16 +578,14 @@ class Workers:
         task.add_done_callback(self._background.discard)
 
 
-async def attach_workers(runtime: Runtime) -> Workers | None:
+async def attach_workers(store: Store) -> Workers | None:
     """Share the runtime's threads with the other workers of its PostgreSQL database.
 
     Called by the runtime once its store is open; returns ``None`` (nothing to share) on SQLite.
-    Replaces ``runtime.events`` with a relaying bus.
+    The workers' relaying bus (``workers.relay``) is then the runtime's event bus.
     """
-    if not runtime.store.url.startswith("postgresql"):
+    if not store.url.startswith("postgresql"):
         return None
-    workers = Workers(runtime, lease_seconds())
-    workers.relay.parent_of = runtime.events.parent_of
-    runtime.events = workers.relay
-    await workers.start()
+    workers = Workers(store, lease_seconds())
+    await workers.connect()
     return workers

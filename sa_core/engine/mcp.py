@@ -17,10 +17,12 @@ import asyncio
 import json
 import os
 import sys
+from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from sa_core.engine.tools import OfferedTool, flag_enabled
 from sa_core.errors import ConfigurationError
 from sa_core.spec import PromptToolConfig, ToolAttachment, ToolResult, tool_entry_name
 from sa_core.spec.mcp import MCPServerDefinition, split_mcp_name, substitute
@@ -29,9 +31,9 @@ if TYPE_CHECKING:
     from mcp.client.client import Client
     from mcp_types import CallToolResult, Tool
 
-    from sa_core.engine.tools import OfferedTool
+    from sa_core.engine.kernel import Kernel
+    from sa_core.engine.threads import ThreadRef
     from sa_core.registry import PackScope
-    from sa_core.runtime import Runtime
     from sa_core.spec import PromptDefinition
 
 CONNECTION_CLOSED = -32000  # the SDK's JSON-RPC code for a closed connection
@@ -233,14 +235,14 @@ class McpConnection:
 class McpManager:
     """The MCP servers of one runtime, shared by every thread, by (package, server)."""
 
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.env = env
         self.connections: dict[tuple[str, str], McpConnection] = {}
         self._schemas: dict[tuple[str, str], list[Tool]] = {}
         self._offered: dict[tuple[str, str], dict[str, OfferedTool]] = {}
 
     def _lookup(self, name: str) -> str:
-        value = self.runtime.env.get(name) or os.environ.get(name)
+        value = self.env.get(name) or os.environ.get(name)
         if value is None:
             raise ConfigurationError(
                 f"MCP server variable '{name}' is not set; set it in the instance env "
@@ -272,8 +274,6 @@ class McpManager:
         cached = self._offered.get(key)
         if cached is not None:
             return cached
-        from sa_core.engine.tools import OfferedTool
-
         offered: dict[str, OfferedTool] = {}
         for entry in prompt.tools:
             parts = split_mcp_name(tool_entry_name(entry))
@@ -386,16 +386,14 @@ def scrub(result: ToolResult, secrets: list[str]) -> ToolResult:
 
 
 async def offered_mcp_tools(
-    state: Any, scope: PackScope, prompt: PromptDefinition
+    kernel: Kernel, thread: ThreadRef, scope: PackScope, prompt: PromptDefinition
 ) -> dict[str, OfferedTool]:
     """The MCP tools a step offers: the prompt's, gated by their ``optional`` flags."""
-    from sa_core.engine.tools import flag_enabled
-
-    tools = await state.runtime.mcp.offered(scope, prompt)
+    tools = await kernel.mcp.offered(scope, prompt)
     return {
         name: tool
         for name, tool in tools.items()
-        if tool.optional is None or flag_enabled(state.env_or_none(tool.optional))
+        if tool.optional is None or flag_enabled(kernel.env_of(thread, tool.optional))
     }
 
 
@@ -404,8 +402,6 @@ def resolve_mcp_name(scope: PackScope, name: str) -> OfferedTool | None:
 
     The server validates the arguments.
     """
-    from sa_core.engine.tools import OfferedTool
-
     parts = split_mcp_name(name)
     if parts is None or parts[0] not in scope.mcp_servers or parts[1] in ("", "*"):
         return None

@@ -12,8 +12,9 @@ from sa_core.store.clock import now_us
 
 if TYPE_CHECKING:
     from sa_core.engine.events import MessageDataFrame
-    from sa_core.state import ThreadState
-    from sa_core.store import Transaction
+    from sa_core.engine.kernel import Kernel
+    from sa_core.engine.threads import ThreadRef
+    from sa_core.store import Store, Transaction
 
 
 _VARIANT = "89ab"
@@ -44,17 +45,17 @@ def new_message(thread_id: str, role: Any, content: str | None, **fields: Any) -
     )
 
 
-async def _observe(state: ThreadState, hook: str, message: Message) -> None:
+async def _observe(kernel: Kernel, thread: ThreadRef, hook: str, message: Message) -> None:
     """Run an observational hook; a failing observer is logged, never fails the write."""
-    runtime = state.runtime
-    hooks = runtime.host.hooks
+    hooks = kernel.host.hooks
+    state = kernel.user_state(thread)
     if not hooks.wants(hook, state):
         return
 
     async def report(plugin: str, exc: BaseException) -> None:
         error = f"{type(exc).__name__}: {exc}"
         data = {"hook": hook, "plugin": plugin, "message_id": message.id, "error": error}
-        await runtime.log(state.thread_id, "hook_error", data)
+        await kernel.log(thread.thread_id, "hook_error", data)
 
     if hook == "after_create_message":
         await hooks.after_create_message(state, message, on_error=report)
@@ -62,8 +63,9 @@ async def _observe(state: ThreadState, hook: str, message: Message) -> None:
         await hooks.after_update_message(state, message, on_error=report)
 
 
-async def _before_create(state: ThreadState, message: Message) -> Message:
-    hooks = state.runtime.host.hooks
+async def _before_create(kernel: Kernel, thread: ThreadRef, message: Message) -> Message:
+    hooks = kernel.host.hooks
+    state = kernel.user_state(thread)
     if not hooks.wants("before_create_message", state):
         return message
     result = await hooks.before_create_message(state, message)
@@ -75,58 +77,63 @@ async def _before_create(state: ThreadState, message: Message) -> Message:
 
 
 async def create_messages(
-    state: ThreadState, messages: Sequence[Message], *, tx: Transaction | None = None
+    kernel: Kernel,
+    thread: ThreadRef,
+    messages: Sequence[Message],
+    *,
+    tx: Transaction | None = None,
 ) -> list[Message]:
     """Run ``before_create_message``, store, run ``after_create_message``, publish frames."""
-    runtime = state.runtime
-    prepared = [await _before_create(state, m) for m in messages]
-    await runtime.store.insert_messages(prepared, tx=tx)
-    await announce_created(state, prepared)
+    prepared = [await _before_create(kernel, thread, m) for m in messages]
+    await kernel.store.insert_messages(prepared, tx=tx)
+    await announce_created(kernel, thread, prepared)
     return prepared
 
 
-async def announce_created(state: ThreadState, messages: Sequence[Message]) -> None:
+async def announce_created(kernel: Kernel, thread: ThreadRef, messages: Sequence[Message]) -> None:
     """Run ``after_create_message`` and publish frames for messages already stored.
 
     The second half of :func:`create_messages`, for callers that store a message (prepared
     with :func:`prepare_message`) in a transaction of their own.
     """
     for message in messages:
-        await _observe(state, "after_create_message", message)
-        publish_message(state, message)
+        await _observe(kernel, thread, "after_create_message", message)
+        publish_message(kernel, thread.thread_id, message)
 
 
 async def create_message(
-    state: ThreadState, message: Message, *, tx: Transaction | None = None
+    kernel: Kernel, thread: ThreadRef, message: Message, *, tx: Transaction | None = None
 ) -> Message:
     """Create one message (see :func:`create_messages`)."""
-    return (await create_messages(state, [message], tx=tx))[0]
+    return (await create_messages(kernel, thread, [message], tx=tx))[0]
 
 
 async def update_message(
-    state: ThreadState,
+    kernel: Kernel,
+    thread: ThreadRef,
     message_id: str,
     updates: dict[str, Any],
     *,
     tx: Transaction | None = None,
 ) -> Message | None:
     """Run ``before_update_message``, apply, run ``after_update_message``, publish."""
-    runtime = state.runtime
-    changed = await runtime.host.hooks.before_update_message(state, message_id, updates)
-    updated = await runtime.store.update_message(message_id, dict(changed), tx=tx)
+    hooks = kernel.host.hooks
+    changed = await hooks.before_update_message(kernel.user_state(thread), message_id, updates)
+    updated = await kernel.store.update_message(message_id, dict(changed), tx=tx)
     if updated is not None:
-        await _observe(state, "after_update_message", updated)
-        publish_message(state, updated)
+        await _observe(kernel, thread, "after_update_message", updated)
+        publish_message(kernel, thread.thread_id, updated)
     return updated
 
 
-async def prepare_message(state: ThreadState, message: Message) -> Message:
+async def prepare_message(kernel: Kernel, thread: ThreadRef, message: Message) -> Message:
     """Run ``before_create_message`` without storing (see :func:`complete_prepared`)."""
-    return await _before_create(state, message)
+    return await _before_create(kernel, thread, message)
 
 
 async def complete_prepared(
-    state: ThreadState,
+    kernel: Kernel,
+    thread: ThreadRef,
     message: Message,
     updates: dict[str, Any],
     *,
@@ -138,16 +145,16 @@ async def complete_prepared(
     in :func:`prepare_message`; here ``before_update_message`` shapes the updates, then both
     ``after_*`` hooks observe the stored message. Used when no one watches the pending row.
     """
-    runtime = state.runtime
-    hooks = runtime.host.hooks
+    hooks = kernel.host.hooks
     changed = updates
+    state = kernel.user_state(thread)
     if hooks.wants("before_update_message", state):
         changed = await hooks.before_update_message(state, message.id, updates)
     stored = Message.model_validate({**message.__dict__, **dict(changed)})
-    await runtime.store.insert_messages([stored], tx=tx)
-    await _observe(state, "after_create_message", stored)
-    await _observe(state, "after_update_message", stored)
-    publish_message(state, stored)
+    await kernel.store.insert_messages([stored], tx=tx)
+    await _observe(kernel, thread, "after_create_message", stored)
+    await _observe(kernel, thread, "after_update_message", stored)
+    publish_message(kernel, thread.thread_id, stored)
     return stored
 
 
@@ -164,7 +171,9 @@ _PROJECTED = (
 """Registry entry fields a message carrying ``subagent_id`` shows as ``subagent_<field>``."""
 
 
-async def with_subagent_fields(state: ThreadState, messages: list[Message]) -> list[Message]:
+async def with_subagent_fields(
+    store: Store, thread_id: str, messages: list[Message]
+) -> list[Message]:
     """Project the thread's subagent registry onto messages that carry a ``subagent_id``.
 
     Seed 004: ``subagent_name``, ``subagent_title``, ``subagent_description``,
@@ -180,9 +189,7 @@ async def with_subagent_fields(state: ThreadState, messages: list[Message]) -> l
     """
     if not any(message.subagent_id for message in messages):
         return messages
-    entries = {
-        entry.reference: entry for entry in await state.runtime.store.list_children(state.thread_id)
-    }
+    entries = {entry.reference: entry for entry in await store.list_children(thread_id)}
     projected = []
     for message in messages:
         entry = entries.get(message.subagent_id) if message.subagent_id else None
@@ -195,9 +202,9 @@ async def with_subagent_fields(state: ThreadState, messages: list[Message]) -> l
     return projected
 
 
-def publish_message(state: ThreadState, message: Message) -> None:
+def publish_message(kernel: Kernel, thread_id: str, message: Message) -> None:
     """Send a ``message_data`` frame for a stored message."""
-    events = state.runtime.events
+    events = kernel.events
     if events.has_listeners:
         frame: MessageDataFrame = {
             "type": "message_data",
@@ -205,4 +212,4 @@ def publish_message(state: ThreadState, message: Message) -> None:
             "depth": message.depth,
             "data": message.model_dump(mode="json", exclude_none=True),
         }
-        events.publish(state.thread_id, frame)
+        events.publish(thread_id, frame)

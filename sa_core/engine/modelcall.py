@@ -18,10 +18,11 @@ from sa_core.telemetry import model_attempt
 
 if TYPE_CHECKING:
     from sa_core.engine.events import ChunkFrame, EventBus
+    from sa_core.engine.kernel import Kernel
+    from sa_core.engine.threads import ThreadRef
     from sa_core.engine.tools import OfferedTool
     from sa_core.providers import Provider, ProviderMessage, ProviderResponse, ReasoningConfig
     from sa_core.spec import ModelDefinition
-    from sa_core.state import ThreadState
     from sa_core.store import Store
 
 
@@ -64,7 +65,8 @@ class ModelCaller:
 
     async def call_model(
         self,
-        state: ThreadState,
+        kernel: Kernel,
+        thread: ThreadRef,
         model: ModelDefinition,
         messages: list[ProviderMessage],
         tools: Sequence[OfferedTool],
@@ -96,14 +98,15 @@ class ModelCaller:
         provider_tools = [ProviderTool(t.name, t.description, t.parameters) for t in tools]
 
         def lookup(name: str) -> str | None:
-            return state.env_or_none(name) or os.environ.get(name)
+            return kernel.env_of(thread, name) or os.environ.get(name)
 
         chain = []
-        waits_long = may_wait_long(tools, state.children)
+        waits_long = may_wait_long(tools, thread.children)
         offline = self.offline
         if offline:
             from sa_core.offline import offline_model
-        for definition in [model, *(state.scope.model(n) for n in model.fallbacks)]:
+        scope = kernel.scope_of(thread)
+        for definition in [model, *(scope.model(n) for n in model.fallbacks)]:
             request = ProviderRequest(
                 model=offline_model(definition.model) if offline else definition.model,
                 messages=messages,
@@ -113,10 +116,10 @@ class ModelCaller:
                 reasoning=reasoning,
                 provider_options={**definition.provider_options, **(provider_options or {})},
                 max_tokens=definition.max_tokens,
-                user=state.thread_id,
+                user=thread.thread_id,
                 env=lookup,
                 prompt_cache=prompt_cache_for(
-                    state.thread_id, definition, state.active_prompt, waits_long=waits_long
+                    thread.thread_id, definition, thread.prompt, waits_long=waits_long
                 ),
             )
             provider = self.provider(definition.provider)
@@ -134,7 +137,7 @@ class ModelCaller:
                 )
             )
         events = self.events
-        thread_id = state.thread_id
+        thread_id = thread.thread_id
         log_ids: list[str] = []
 
         tracker = PartialOutput() if output is not None else None
@@ -176,7 +179,7 @@ class ModelCaller:
         async def on_attempt(record: Any) -> None:
             data = _attempt_data(record)
             data["message_id"] = message_id
-            model_attempt(state, data)
+            model_attempt(thread, data)
             if log_ids:
                 data["retry_of_log_id"] = log_ids[-1]
             if partial is not None and record.error is not None:

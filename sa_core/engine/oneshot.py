@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from sa_core.spec import SubagentRegistryEntry, ToolResult
 
 if TYPE_CHECKING:
-    from sa_core.state import ThreadState
+    from sa_core.store import ThreadRow
 
 KEEPS_RUNNING = frozenset({"awaiting_approval", "aborted_by_user", "awaiting_human"})
 """Why a flow may stop without having reported to the parent: the child is not finished."""
@@ -32,11 +32,11 @@ NOT_ADDRESSABLE = (
 )
 
 
-def finishes(state: ThreadState, reason: str) -> bool:
+def finishes(row: ThreadRow, reason: str) -> bool:
     """Whether a child whose flow stopped for ``reason`` is done for good (non-resumable).
 
     Args:
-        state: The thread whose flow stopped.
+        row: The row of the thread whose flow stopped.
         reason: Why it stopped (a flow stop reason).
 
     Returns:
@@ -44,17 +44,17 @@ def finishes(state: ThreadState, reason: str) -> bool:
         parent; False for any other thread.
     """
     return (
-        state.parent_id is not None
-        and state.row.properties.get("resumable") is False
+        row.parent_id is not None
+        and row.properties.get("resumable") is False
         and reason not in KEEPS_RUNNING
     )
 
 
-def termination_fields(state: ThreadState, reason: str, now: int) -> dict[str, Any]:
+def termination_fields(row: ThreadRow, reason: str, now: int) -> dict[str, Any]:
     """Mark a finishing non-resumable child terminated; the fields to write with its settle.
 
     Args:
-        state: The thread whose flow settles; its live row is updated in place.
+        row: The live row of the thread whose flow settles; updated in place.
         reason: Why its flow stopped.
         now: The settle's timestamp.
 
@@ -62,10 +62,10 @@ def termination_fields(state: ThreadState, reason: str, now: int) -> dict[str, A
         ``{"terminated": now, "stopped": True}`` when :func:`finishes` says so and the thread
         is not terminated yet (as ``terminate()`` sets them), else an empty dict.
     """
-    if state.row.terminated is not None or not finishes(state, reason):
+    if row.terminated is not None or not finishes(row, reason):
         return {}
-    state.row.terminated = now
-    state.row.stopped = True
+    row.terminated = now
+    row.stopped = True
     return {"terminated": now, "stopped": True}
 
 

@@ -143,3 +143,8 @@ def excluding(messages: list[Message], ids: set[str], since: int | None) -> list
 def forget_filtered(thread_id: str | None = None) -> None:
     """Drop a thread's kept filtered history (every thread's without an id)."""
     _kept.forget(thread_id)
+
+
+def without_past_tools(messages: list[Message]) -> list[Message]:
+    """Drop the tool traffic of earlier turns (calls are stripped, results removed)."""
+    return [m for m in map(strip_past_tools, messages) if m is not None]

@@ -24,6 +24,7 @@ from sa_core.engine.context import Side
 from sa_core.engine.dispatch import run_offered
 from sa_core.engine.flowtypes import StepResult
 from sa_core.engine.messages import update_message
+from sa_core.engine.offered import offered_tools
 from sa_core.engine.step import EMPTY_RESPONSE, prompt_for
 from sa_core.engine.toolcall import QUEUED_TOOLS, run_call, run_queued_tools
 from sa_core.engine.toolrows import store_error_row
@@ -42,7 +43,8 @@ async def mark_interrupted_calls(flow: Flow) -> None:
     state = flow.state
     for message_id in await flow.engine.store.pending_message_ids(state.thread_id):
         await update_message(
-            state,
+            flow.engine,
+            flow.thread,
             message_id,
             {"status": "failed", "metadata": {"error": INTERRUPTED_CALL, "interrupted": True}},
         )
@@ -71,9 +73,9 @@ async def resume_step(flow: Flow, point: ResumePoint) -> tuple[Side, SideConfig,
     if message is None or message.status != "completed" or config is None:
         return None
     prompt = prompt_for(flow, config)
-    state.active_prompt = prompt
+    flow.thread.prompt = prompt
     flow.prompt_path = [prompt.name]
-    offered = flow.engine.caches.offered_tools(state, flow.scope, prompt, point.side)
+    offered = offered_tools(flow.engine, flow.thread, flow.scope, prompt, point.side)
     calls = [
         c if isinstance(c, ToolCall) else ToolCall.model_validate(c)
         for c in message.tool_calls or []
@@ -88,7 +90,7 @@ async def resume_step(flow: Flow, point: ResumePoint) -> tuple[Side, SideConfig,
         done = answered.get(call.id)
         if tool is not None and tool.kind == "handoff" and done and done.tool_status == "success":
             # the handoff itself commits with a new resume point: it is still to be performed
-            await run_offered(state, flow, tool, call.arguments, call, None)
+            await run_offered(flow.engine, flow.thread, flow, tool, call.arguments, None)
     flow.unanswered = list(unanswered)
     for index, call in enumerate(unanswered):
         # the first call without a result may have been running; later ones never started

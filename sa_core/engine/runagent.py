@@ -11,21 +11,25 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from sa_core.engine import delivery
 from sa_core.engine.subagent_spawn import reset_immediate
 from sa_core.errors import DefinitionNotFoundError
 from sa_core.spec import AgentDefinition, QueueMessageInput
 
 if TYPE_CHECKING:
     from sa_core.engine.flow import Flow
+    from sa_core.engine.kernel import Kernel
+    from sa_core.engine.threads import ThreadRef
     from sa_core.registry import PackScope
-    from sa_core.state import ThreadState
     from sa_core.store import Transaction
 
 RUN_AGENT = "sa:run_agent"
 """Metadata key of a queue entry that runs an agent: ``{"agent": name, "package": package}``."""
 
 
-def resolve_agent(state: ThreadState, name: str) -> tuple[AgentDefinition, PackScope]:
+def resolve_agent(
+    kernel: Kernel, thread: ThreadRef, name: str
+) -> tuple[AgentDefinition, PackScope]:
     """The agent ``name`` names for this thread, and the package scope it lives in.
 
     ``name`` is an agent of the thread's package, or ``package/agent`` for another package's
@@ -35,13 +39,13 @@ def resolve_agent(state: ThreadState, name: str) -> tuple[AgentDefinition, PackS
         DefinitionNotFoundError: no such agent; the message names it, the thread's package
             and the agents the thread can run.
     """
-    scope = state.scope
+    scope = kernel.scope_of(thread)
     try:
         return scope.agent(name)
     except DefinitionNotFoundError as exc:
         if "/" in name or exc.kind != "agent" or exc.package is not None or exc.hint:
             raise  # about another package (its agents, an entry agent, an ambiguous name)
-        registry = state.runtime.registry
+        registry = kernel.registry
         others = [
             f"{package}/{agent}"
             for package, other in registry.scopes.items()
@@ -58,20 +62,20 @@ def resolve_agent(state: ThreadState, name: str) -> tuple[AgentDefinition, PackS
         ) from None
 
 
-async def run_agent(state: ThreadState, name: str) -> None:
+async def run_agent(kernel: Kernel, thread: ThreadRef, name: str) -> None:
     """Queue a flow of agent ``name`` on the thread (see the module docstring).
 
     Raises:
         DefinitionNotFoundError: ``name`` is not an agent the thread can run.
     """
-    agent, scope = resolve_agent(state, name)
+    agent, scope = resolve_agent(kernel, thread, name)
     entry = QueueMessageInput(
         role="user",  # side A acts next
         content="",
         silent=True,
         metadata={RUN_AGENT: {"agent": agent.name, "package": scope.package}},
     )
-    await state.runtime.queue(state, entry)
+    await delivery.queue(kernel, thread, entry)
 
 
 def run_agent_request(metadata: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -88,17 +92,17 @@ async def take_run_agent(flow: Flow, request: dict[str, Any], tx: Transaction) -
     An agent that no longer resolves (its pack changed since the request) is logged as
     ``run_agent_failed`` and the entry dropped; the thread keeps its owner.
     """
-    state = flow.state
+    thread = flow.thread
     agent_name, package = str(request.get("agent", "")), str(request.get("package", ""))
-    registry = state.runtime.registry
+    registry = flow.engine.registry
     if package not in registry.scopes or agent_name not in registry.scope(package).agents:
         data = {"agent": agent_name, "package": package, "error": "Unknown agent"}
-        await flow.engine.log(state.thread_id, "run_agent_failed", data)
+        await flow.engine.log(thread.thread_id, "run_agent_failed", data)
         return
-    row = state.row
+    row = thread.row
     if (row.agent_id, row.package) != (agent_name, package):
         await flow.engine.store.update_thread(
-            state.thread_id, agent_id=agent_name, package=package, tx=tx
+            thread.thread_id, agent_id=agent_name, package=package, tx=tx
         )
         row.agent_id, row.package = agent_name, package
         reset_immediate(flow)

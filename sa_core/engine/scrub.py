@@ -11,22 +11,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pydantic_core import to_jsonable_python
+
+from sa_core.store.clock import now_us
+
 if TYPE_CHECKING:
-    from sa_core.state import ThreadState
+    from sa_core.engine.events import EventFrame
+    from sa_core.engine.kernel import Kernel
+    from sa_core.engine.threads import ThreadRef
 
 REDACTED = "[redacted]"
-MIN_SECRET_LENGTH = 4
-"""Secret values shorter than this are left alone (the rule tool results follow)."""
 
 
-def secret_values(state: ThreadState) -> list[str]:
-    """The thread's secret values long enough to redact, longest first."""
-    values = {state.env_or_none(name) for name in state.secret_names()}
-    found = [v for v in values if v and len(v) >= MIN_SECRET_LENGTH]
-    return sorted(found, key=len, reverse=True)
-
-
-def scrub_payload(state: ThreadState, data: Any) -> Any:
+def scrub_payload(kernel: Kernel, thread: ThreadRef, data: Any) -> Any:
     """Return ``data`` with every secret value of the thread replaced by ``[redacted]``.
 
     Strings are scrubbed wherever they appear (dict keys and values, list items, nested
@@ -34,7 +31,8 @@ def scrub_payload(state: ThreadState, data: Any) -> Any:
     secret values or none of them occurs in it.
 
     Args:
-        state: the emitting thread's state.
+        kernel: the kernel.
+        thread: the emitting thread.
         data: the event payload.
 
     Returns:
@@ -42,13 +40,11 @@ def scrub_payload(state: ThreadState, data: Any) -> Any:
     """
     if data is None or isinstance(data, bool | int | float):
         return data
-    values = secret_values(state)
+    values = kernel.secret_values(thread)
     if not values:
         return data
     if isinstance(data, str):
         return _scrub_text(data, values)
-    from pydantic_core import to_jsonable_python
-
     plain = to_jsonable_python(data, fallback=str)
     if not any(_contains(plain, value) for value in values):
         return data
@@ -80,3 +76,17 @@ def _walk(value: Any, values: list[str]) -> Any:
     if isinstance(value, list):
         return [_walk(item, values) for item in value]
     return value
+
+
+def emit(kernel: Kernel, thread: ThreadRef, event: str, data: Any = None) -> None:
+    """Send a custom event to the thread's live subscribers (secret values redacted)."""
+    events = kernel.events
+    if not events.has_listeners:
+        return
+    frame: EventFrame = {
+        "type": "event",
+        "eventType": event,
+        "data": scrub_payload(kernel, thread, data),
+        "timestamp": now_us(),
+    }
+    events.publish(thread.thread_id, frame)

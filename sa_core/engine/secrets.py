@@ -6,11 +6,11 @@ reaches a model, a log or an API response.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from sa_core.registry import PackScope, Registry
-    from sa_core.state import ThreadState
     from sa_core.store import ThreadRow
 
 
@@ -39,14 +39,18 @@ class SecretRedactor:
             return declared
         return declared | {k for k, v in row.env_types.items() if v == "secret"}
 
-    def redact_secrets(self, state: ThreadState, text: str) -> str:
-        """Replace the values of the thread's secret variables in ``text`` with ``[redacted]``.
 
-        Tools may read secrets; whatever they return is scrubbed before it is stored, so a
-        secret never reaches a model, a log or an API response.
-        """
-        for name in self.secret_names(state.scope, state.row):
-            value = state.env_or_none(name)
-            if value and len(value) >= 4 and value in text:
-                text = text.replace(value, "[redacted]")
-        return text
+MIN_SECRET_LENGTH = 4
+"""Secret values shorter than this are left alone (too likely to occur by chance)."""
+
+
+def redact(text: str, values: Iterable[str]) -> str:
+    """Replace each of ``values`` (a thread's secret values) in ``text`` with ``[redacted]``.
+
+    Tools may read secrets; whatever they return is scrubbed before it is stored, so a
+    secret never reaches a model, a log or an API response.
+    """
+    for value in values:
+        if value in text:
+            text = text.replace(value, "[redacted]")
+    return text

@@ -31,6 +31,7 @@ from sa_core.engine.messages import (
     prepare_message,
     publish_message,
 )
+from sa_core.engine.offered import offered_tools
 from sa_core.engine.pastcontext import UNSENT, excluding, filtered_history
 from sa_core.engine.toolcall import run_call, run_queued_tools
 from sa_core.engine.toolrows import store_error_row
@@ -126,21 +127,20 @@ def sent_messages(flow: Flow) -> tuple[list[Message], list[Message]]:
 
 async def run_step(flow: Flow, side: Side, config: SideConfig) -> StepResult:
     """Take one model step on ``side``: call the model, commit its answer, run its calls."""
-    state = flow.state
     prompt = prompt_for(flow, config)
-    state.active_prompt = prompt
+    flow.thread.prompt = prompt
     flow.prompt_path = [prompt.name]
     scope = flow.scope
     model = scope.model(prompt.model)
-    offered = flow.engine.caches.offered_tools(state, scope, prompt, side)
+    offered = offered_tools(flow.engine, flow.thread, scope, prompt, side)
     if scope.mcp_servers:
-        offered.update(await offered_mcp_tools(state, scope, prompt))
+        offered.update(await offered_mcp_tools(flow.engine, flow.thread, scope, prompt))
     messages = await provider_messages(flow, side, prompt, model, offered)
     pending, response, log = await call_model(flow, side, prompt, model, offered, messages)
     read = await read_answer(flow, side, config, prompt, response, log)
     message, settled = await commit_answer(flow, side, config, prompt, pending, response, log, read)
     tool_rows = await run_calls(flow, side, config, prompt, offered, read)
-    state.active_prompt = prompt
+    flow.thread.prompt = prompt
     if flow.row_settled is not None:  # the session ended in its tool row's commit
         settled, flow.row_settled = flow.row_settled, None
     if read.answer is not None and settled is None:  # a subagent's structured answer ends it
@@ -159,9 +159,10 @@ async def provider_messages(
     engine = flow.engine
     state = flow.state
     scope = flow.scope
-    secret = engine.secrets.secret_names(scope, state.row)
+    thread = flow.thread
+    secret = engine.secrets.secret_names(scope, thread.row)
     system_text = engine.caches.template(scope, prompt).render(
-        lambda name: None if name in secret else state.env_or_none(name)
+        lambda name: None if name in secret else engine.env_of(thread, name)
     )
     history = await context_messages(flow, prompt)
     # compaction (issue 36): markers applied, a new one written when over the trigger
@@ -170,8 +171,8 @@ async def provider_messages(
     if hooks.wants("filter_messages", state):
         history = await hooks.filter_messages(state, history)
     provider_messages = [ProviderMessage("system", system_text)]
-    if flow.depth == 0 and state.children:
-        listing = registry_system_message(state.children)
+    if flow.depth == 0 and thread.children:
+        listing = registry_system_message(list(thread.children))
         if listing:
             provider_messages.append(ProviderMessage("system", listing))
     provider_messages += await flow.converter.convert(
@@ -209,9 +210,9 @@ async def call_model(
     )
     # written the same way watched or not: one insert once the answer is complete (or has
     # failed); watchers see the pending row as a frame, the store never holds it
-    pending = await prepare_message(state, pending)
+    pending = await prepare_message(flow.engine, flow.thread, pending)
     flow.prepared = pending
-    publish_message(state, pending)
+    publish_message(flow.engine, flow.thread.thread_id, pending)
     tools = [t for t in offered.values()] if model.capabilities.supports_tool_calls else []
     reasoning = None
     if prompt.reasoning is not None:
@@ -220,7 +221,8 @@ async def call_model(
         )
     flow.partial.clear()
     response, log = await engine.models.call_model(
-        state,
+        engine,
+        flow.thread,
         model,
         provider_messages,
         tools,
@@ -314,7 +316,7 @@ async def commit_answer(
     try:
         async with engine.store.transaction() as tx:
             await engine.store.insert_log(state.thread_id, log, tx=tx)
-            updated = await complete_prepared(state, pending, updates, tx=tx)
+            updated = await complete_prepared(flow.engine, flow.thread, pending, updates, tx=tx)
             settled = None if rejection else last_step(flow, side, config, calls, content)
             if settled is not None:  # the flow settles in this commit: no resume point
                 flow.turns[side] += 1
@@ -377,7 +379,7 @@ def last_step(
     """
     if (
         calls
-        or flow.state.parent_id is not None
+        or flow.thread.row.parent_id is not None
         or not (config.stop_on_response and content.strip())
         or flow.side_config(other(side)) is not None
         or not flow.settles_in_step()

@@ -223,7 +223,7 @@ async def end_child_session(flow: Flow, answer: Answer) -> Literal["session_stop
     if (
         answer.metadata is None
         or OUTPUT not in answer.metadata
-        or flow.state.parent_id is None
+        or flow.thread.row.parent_id is None
         or flow.depth
         or flow.prompt_override is not None
     ):

@@ -10,90 +10,28 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sa_core.engine.files import attachment_paths
-from sa_core.engine.oneshot import addressable
-from sa_core.engine.subagent_spawn import create, message_instance, subagent_tools
-from sa_core.engine.tools import LIFECYCLE_TOOLS, OfferedTool
+from sa_core.engine.offered import subagent_tools
+from sa_core.engine.subagent_spawn import create, message_instance
+from sa_core.engine.tools import LIFECYCLE_TOOLS
 from sa_core.spec import ToolResult
 
 if TYPE_CHECKING:
     from sa_core.engine.flow import Flow
+    from sa_core.engine.kernel import Kernel
+    from sa_core.engine.threads import ThreadRef
     from sa_core.engine.tools import ToolTable
-    from sa_core.state import ThreadState
 
 
-def _current_table(state: ThreadState) -> ToolTable | None:
-    prompt = state.active_prompt
+def _current_table(kernel: Kernel, thread: ThreadRef) -> ToolTable | None:
+    prompt = thread.prompt
     if prompt is None:
         return None
-    return state.runtime.tool_table(state.scope, prompt)
-
-
-def lifecycle_tools(state: ThreadState, table: ToolTable) -> dict[str, OfferedTool]:
-    """``subagent_create`` / ``subagent_message`` / ``subagents`` when resumable branches exist."""
-    resumable = [
-        t
-        for t in subagent_tools(state, table).values()
-        if t.subagent is not None and t.subagent.is_resumable
-    ]
-    reachable = addressable(state.children)  # only resumable instances take messages
-    if not resumable and not reachable:
-        return {}
-    offered: dict[str, OfferedTool] = {}
-    if resumable:
-        arg_schemas = [t.parameters for t in resumable if t.parameters.get("properties")]
-        properties: dict[str, Any] = {
-            "agent": {
-                "type": "string",
-                "enum": [t.name for t in resumable],
-                "description": "Which subagent to create.",
-            },
-            "name": {"type": "string", "description": "A short, unique name for this instance."},
-            "message": {"type": "string", "description": "The instruction for the subagent."},
-            "attachments": {
-                "type": "array",
-                "items": {"type": "string"},
-                "description": "Paths under /attachments/ to pass along (use [] when none).",
-            },
-        }
-        if arg_schemas:
-            properties["arguments"] = {"type": "object", "anyOf": arg_schemas}
-        descriptions = "; ".join(f"{t.name}: {t.description}" for t in resumable)
-        offered["subagent_create"] = OfferedTool(
-            name="subagent_create",
-            kind="lifecycle",
-            description=f"Create a persistent subagent instance. Available: {descriptions}",
-            parameters={
-                "type": "object",
-                "properties": properties,
-                "required": ["agent", "name", "message", "attachments"],
-            },
-        )
-    if reachable or resumable:
-        offered["subagent_message"] = OfferedTool(
-            name="subagent_message",
-            kind="lifecycle",
-            description="Send a message to an existing subagent instance by its reference.",
-            parameters={
-                "type": "object",
-                "properties": {
-                    "referenceId": {"type": "string"},
-                    "message": {"type": "string"},
-                    "attachments": {"type": "array", "items": {"type": "string"}},
-                },
-                "required": ["referenceId", "message", "attachments"],
-            },
-        )
-    offered["subagents"] = OfferedTool(
-        name="subagents",
-        kind="lifecycle",
-        description="List this thread's subagent instances with their status.",
-        parameters={"type": "object", "properties": {}},
-    )
-    return offered
+    return kernel.caches.tool_table(kernel.scope_of(thread), prompt)
 
 
 async def run_lifecycle_tool(
-    state: ThreadState,
+    kernel: Kernel,
+    thread: ThreadRef,
     flow: Flow | None,
     name: str,
     arguments: dict[str, Any],
@@ -101,9 +39,9 @@ async def run_lifecycle_tool(
 ) -> ToolResult:
     """``subagent_create``, ``subagent_message`` and ``subagents``."""
     if name == "subagents":
-        return list_instances(state)
+        return list_instances(thread)
     if name == "subagent_message":
-        return await message_instance(state, arguments)
+        return await message_instance(kernel.user_state(thread), arguments)
     if name != "subagent_create":
         return ToolResult(status="error", error=f"Tool not found: {name}")
     problems = []
@@ -124,8 +62,8 @@ async def run_lifecycle_tool(
         problems.append("subagent_create arguments must be an object when provided.")
     if problems:
         return ToolResult(status="error", error=" ".join(problems))
-    table = _current_table(state)
-    options = subagent_tools(state, table) if table is not None else {}
+    table = _current_table(kernel, thread)
+    options = subagent_tools(kernel, thread, table) if table is not None else {}
     tool = options.get(str(agent_name))
     if tool is None or tool.subagent is None or not tool.subagent.is_resumable:
         available = [
@@ -136,7 +74,7 @@ async def run_lifecycle_tool(
             error=f'Unknown subagent "{agent_name}". Available: {", ".join(available) or "none"}.',
         )
     return await create(
-        state,
+        kernel.user_state(thread),
         flow,
         tool,
         message=str(message),
@@ -147,15 +85,15 @@ async def run_lifecycle_tool(
     )
 
 
-def list_instances(state: ThreadState) -> ToolResult:
+def list_instances(thread: ThreadRef) -> ToolResult:
     """``subagents``: this thread's instances with their status."""
-    if not state.children:
+    if not thread.children:
         return ToolResult(status="success", result="No active subagent instances.")
     lines = ["Active subagent instances:"]
-    for entry in state.children:  # the relationship (agent) name, never the instance name
+    for entry in list(thread.children):  # the relationship (agent) name, never the instance name
         lines.append(f"- {entry.reference}: {entry.name} — {entry.status} ({entry.description})")
     lines.append("Message one with subagent_message(referenceId, message).")
     return ToolResult(status="success", result="\n".join(lines))
 
 
-__all__ = ["LIFECYCLE_TOOLS", "lifecycle_tools", "list_instances", "run_lifecycle_tool"]
+__all__ = ["LIFECYCLE_TOOLS", "list_instances", "run_lifecycle_tool"]

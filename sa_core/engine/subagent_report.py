@@ -22,6 +22,7 @@ import dataclasses
 import json
 from typing import TYPE_CHECKING, Any
 
+from sa_core.engine import owed
 from sa_core.engine.approvals import wait_through_approvals
 from sa_core.engine.child_wait import announce_settled
 from sa_core.engine.child_wait import collect as collect_anywhere
@@ -63,14 +64,18 @@ async def collect(state: ThreadState, child_id: str, config: SubagentToolConfig)
             status="success", result=INITIATED_TEXT.format(ref=child_id), subagent_id=child_id
         )
     runtime = state.runtime
-    if runtime.workers is not None:  # the child may run on any worker: wait through the store
-        return await collect_anywhere(state, child_id)
+    if (
+        not runtime.kernel.placement.alone
+    ):  # the child may run on any worker: wait through the store
+        return await collect_anywhere(
+            runtime.kernel, state.thread_id, state.tool_call_id or "", child_id
+        )
     runtime.scheduler.awaited.add(child_id)
     finished = False
     try:
-        await runtime.ensure_running(child_id)
-        await runtime.wait_thread(child_id)
-        await wait_through_approvals(runtime, child_id)
+        await owed.ensure_running(runtime.kernel, child_id)
+        await runtime.kernel.scheduler.wait(child_id)
+        await wait_through_approvals(runtime.kernel, child_id)
         finished = True
     finally:
         runtime.scheduler.awaited.discard(child_id)
@@ -98,7 +103,7 @@ async def release_child(runtime: Runtime, child_id: str, answered: bool = False)
     An answered call stays recorded as ``answered`` so that the call, run again after a
     restart before its result was stored, re-attaches instead of messaging the child again.
     """
-    row = runtime.live_row(child_id) or await runtime.store.get_thread(child_id)
+    row = runtime.kernel.threads.live_row(child_id) or await runtime.store.get_thread(child_id)
     if row is None:
         return
     link = ChildLink.from_execution(row.execution)
@@ -127,7 +132,7 @@ def _answered_row(state: ThreadState, child_id: str) -> ThreadRow | None:
     """The child's live row when its settle already answered this call, else ``None``."""
     runtime = state.runtime
     call_id = state.tool_call_id
-    row = runtime.live_row(child_id) if runtime.workers is None else None
+    row = runtime.kernel.threads.live_row(child_id) if runtime.kernel.placement.alone else None
     if row is None or call_id is None:
         return None
     link = ChildLink.from_execution(row.execution)
@@ -141,9 +146,12 @@ async def _blocking_result_in_tx(state: ThreadState, child_id: str) -> ToolResul
     row = await runtime.store.get_thread(child_id)
     outcome = ChildLink.of(row).outcome
     refs = outcome.attachment_refs() if outcome is not None else []
-    child = await runtime.state_for(row) if (row and refs) else None
-    copied = await copy_attachments(child, refs, state) if (child and refs) else []
-    await runtime.update_child(state.thread_id, child_id, status=entry_status(row))
+    copied = (
+        await copy_attachments(runtime.store, child_id, refs, state.thread_id)
+        if (row and refs)
+        else []
+    )
+    await runtime.kernel.threads.update_child(state.thread_id, child_id, status=entry_status(row))
     await release_child(runtime, child_id, answered=True)
     return call_result(child_id, row, copied)
 
@@ -157,7 +165,7 @@ def _can_answer_here(runtime: Runtime, link: ChildLink) -> bool:
     process) and an outcome without attachments (the parent copies those, in
     :func:`blocking_result`'s transaction).
     """
-    return runtime.workers is None and not runtime.closing and not link.outcome_attachments()
+    return runtime.kernel.placement.alone and not runtime.closing and not link.outcome_attachments()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -169,8 +177,9 @@ async def forward_status(
     flow: Flow, call: ToolCall, result: ToolResult, binding: SessionToolBinding
 ) -> None:
     """A ``session_status`` call updates the parent's registry status, ending nothing."""
-    state = flow.state
-    if state.parent_id is None:
+    thread = flow.thread
+    parent_id = thread.row.parent_id
+    if parent_id is None:
         return
     status = None
     if binding.message_property:
@@ -179,7 +188,7 @@ async def forward_status(
             value if isinstance(value, str) else (json.dumps(value) if value is not None else None)
         )
     status = status or result.result or result.error or "running"
-    await state.runtime.update_child(state.parent_id, state.thread_id, status=status.strip())
+    await flow.engine.threads.update_child(parent_id, thread.thread_id, status=status.strip())
 
 
 async def set_status(state: ThreadState, status: str) -> None:
@@ -188,7 +197,9 @@ async def set_status(state: ThreadState, status: str) -> None:
         raise ValueError("set_status needs a non-empty status.")
     if state.parent_id is None:
         raise NoParentThreadError(state.thread_id, "set_status")
-    await state.runtime.update_child(state.parent_id, state.thread_id, status=status.strip())
+    await state.runtime.kernel.threads.update_child(
+        state.parent_id, state.thread_id, status=status.strip()
+    )
 
 
 async def notify_parent(state: ThreadState, content: str) -> None:
@@ -254,8 +265,10 @@ def settled_execution(
     answer = _answering(state, reason, settled)
     if answer and link.waiter:
         settled = link.settled(outcome, reason, answer=True)  # answered in this write
-    elif state.runtime.workers is not None and link.waiter:
-        announce_settled(state)  # wakes the waiting call, on any worker, once this commits
+    elif not state.runtime.kernel.placement.alone and link.waiter:
+        announce_settled(
+            state.runtime.kernel, state.thread_id
+        )  # wakes the waiting call, on any worker, once this commits
     return settled.to_execution(execution)
 
 
@@ -281,12 +294,14 @@ async def on_flow_end(state: ThreadState, flow: Flow, reason: str) -> None:
     outcome = _final_outcome(flow)
     link = ChildLink.from_execution(state.row.execution)
     if reason == "awaiting_approval":  # parked, not finished: the parent keeps waiting
-        await runtime.update_child(state.parent_id, state.thread_id, status=reason)
+        await runtime.kernel.threads.update_child(state.parent_id, state.thread_id, status=reason)
         return
     if _answering(state, reason, link):
         # answered in this settle (or in the settle of a flow before this one, while the
         # call still waits): the waiting call reads the outcome without another transaction
-        await runtime.update_child(state.parent_id, state.thread_id, status=entry_status(state.row))
+        await runtime.kernel.threads.update_child(
+            state.parent_id, state.thread_id, status=entry_status(state.row)
+        )
         return
     if state.thread_id in runtime.scheduler.awaited or link.waiter:
         return  # a blocking call receives the outcome as its result
@@ -294,22 +309,26 @@ async def on_flow_end(state: ThreadState, flow: Flow, reason: str) -> None:
     entry = next((e for e in entries if e.reference == state.thread_id), None)
     if entry is None:
         return
-    finished = finishes(state, reason)  # a non-resumable child: terminated by this settle
+    finished = finishes(state.row, reason)  # a non-resumable child: terminated by this settle
     if state.terminated is not None and not finished:
         return
     if outcome is None:
         if reason == "aborted_by_user":  # stopped: not running any more, nothing to report
-            await runtime.update_child(state.parent_id, state.thread_id, status="idle")
+            await runtime.kernel.threads.update_child(
+                state.parent_id, state.thread_id, status="idle"
+            )
             return
         if not entry.resumable and reason not in ("awaiting_human",):
             outcome_text, failed = NO_TERMINAL_TEXT.format(reason=reason), True
         else:
-            await runtime.update_child(state.parent_id, state.thread_id, status="idle")
+            await runtime.kernel.threads.update_child(
+                state.parent_id, state.thread_id, status="idle"
+            )
             return
     else:
         outcome_text, failed = outcome.content or "", outcome.failed
     status = "terminated" if finished else ("failed" if failed else "idle")
-    await runtime.update_child(state.parent_id, state.thread_id, status=status)
+    await runtime.kernel.threads.update_child(state.parent_id, state.thread_id, status=status)
     if entry.parent_communication == "explicit":
         return
     await _report(state, outcome, outcome_text, failed)
@@ -324,7 +343,9 @@ async def _report(
         return
     copied = []
     if outcome is not None and outcome.attachments:
-        copied = await copy_attachments(state, outcome.attachments, parent)
+        copied = await copy_attachments(
+            state.runtime.store, state.thread_id, outcome.attachments, parent.thread_id
+        )
     template = FAILURE_TEXT if failed else RESULT_TEXT
     text = template.format(ref=state.thread_id, result=outcome_text)
     if copied:

@@ -20,10 +20,12 @@ from typing import TYPE_CHECKING, Any, Literal
 from sa_core.engine.child_start import can_owe_directly, owe_first_turn, start_child
 from sa_core.engine.childlink import ChildLink
 from sa_core.engine.files import attachment_paths, copy_attachments, existing_refs
+from sa_core.engine.offered import subagent_tools
 from sa_core.engine.oneshot import not_addressable
 from sa_core.engine.subagent_report import await_child, collect
 from sa_core.engine.subagent_vars import child_env, defer_for_variables
-from sa_core.engine.tools import OfferedTool, flag_enabled
+from sa_core.engine.tools import OfferedTool
+from sa_core.engine.variables import missing_variables
 from sa_core.spec import (
     AttachmentRef,
     ImmediateConfig,
@@ -36,22 +38,8 @@ from sa_core.store import now_us
 
 if TYPE_CHECKING:
     from sa_core.engine.flow import Flow
-    from sa_core.engine.tools import ToolTable
     from sa_core.spec import Message, PromptDefinition
     from sa_core.state import ThreadState
-
-
-def _enabled(state: ThreadState, tool: OfferedTool) -> bool:
-    return tool.optional is None or flag_enabled(state.env_or_none(tool.optional))
-
-
-def subagent_tools(state: ThreadState, table: ToolTable) -> dict[str, OfferedTool]:
-    """Subagent relationships of a prompt, enabled by their optional flags, by agent name."""
-    return {
-        name: tool
-        for name, tool in table.tools.items()
-        if tool.kind == "subagent" and _enabled(state, tool)
-    }
 
 
 def child_role(config: SubagentToolConfig) -> str:
@@ -91,20 +79,30 @@ async def create(
     capped = await _at_cap(state, config, agent.name, message, paths)
     if capped is not None:
         return capped
-    refs_in, missing_paths = await existing_refs(state, paths)
+    refs_in, missing_paths = await existing_refs(state.runtime.store, state.thread_id, paths)
     if missing_paths:
         return ToolResult(
             status="error",
             error="Provided attachment path(s) not found in this thread: "
             + ", ".join(missing_paths),
         )
-    env = child_env(state, scope, agent)
+    env = child_env(state.row, scope, agent)
     env.update(extra_env or {})
     env.update(provided_env or {})
-    missing = state.runtime.missing_variables(scope, agent, env, state.user_id, include_scoped=True)
+    kernel = state.runtime.kernel
+    user_env = kernel.user_env.get(state.user_id or "", {})
+    missing = missing_variables(scope, agent, [env, user_env, kernel.env], include_scoped=True)
     if missing:
         return await defer_for_variables(
-            state, flow, tool, message, paths, name, arguments, [n for n, _ in missing]
+            kernel,
+            kernel.thread_of(state),
+            flow,
+            tool,
+            message,
+            paths,
+            name,
+            arguments,
+            [n for n, _ in missing],
         )
     call_id = state.tool_call_id
     if call_id is not None and state.tool_attempt > 1:
@@ -207,14 +205,19 @@ async def _spawn(
         )
         await runtime.store.upsert_child(state.thread_id, entry, new=True)
         state.children = [*[e for e in state.children if e.reference != entry.reference], entry]
-        copied = await copy_attachments(state, refs_in, child) if refs_in else []
-        if can_owe_directly(child):  # stored as a message with its owed turn: no drain
+        copied = (
+            await copy_attachments(runtime.store, state.thread_id, refs_in, child.thread_id)
+            if refs_in
+            else []
+        )
+        kernel = runtime.kernel
+        if can_owe_directly(kernel, kernel.thread_of(child)):  # its owed turn: no drain
             first_message = await _hand_over_first(state, child, config, message, copied)
         else:
             first_message = None
             await _hand_over(state, child, config, message, copied, first=True)
     if first_message is not None:
-        start_child(child, first_message)
+        start_child(runtime.kernel, child.thread_id, first_message)
     return child
 
 
@@ -296,7 +299,8 @@ async def _hand_over_first(
         role: Literal["user", "assistant"] = (
             "assistant" if child_role(config) == "assistant" else "user"
         )
-        return await owe_first_turn(child, role, message, attachments)
+        kernel = state.runtime.kernel
+        return await owe_first_turn(kernel, kernel.thread_of(child), role, message, attachments)
 
 
 def _spawn_group(flow: Flow | None) -> str | None:
@@ -328,16 +332,22 @@ async def message_instance(state: ThreadState, arguments: Mapping[str, Any]) -> 
     row = await runtime.store.get_thread(reference) if entry else None
     if entry is None or row is None or row.terminated is not None or entry.status == "terminated":
         return ToolResult(status="error", error=f'Subagent reference "{reference}" is not active.')
-    refs, missing = await existing_refs(state, attachment_paths(arguments.get("attachments")))
+    refs, missing = await existing_refs(
+        runtime.store, state.thread_id, attachment_paths(arguments.get("attachments"))
+    )
     if missing:
         return ToolResult(
             status="error",
             error="Provided attachment path(s) not found in this thread: " + ", ".join(missing),
         )
     child = await runtime.state_for(row)
-    copied = await copy_attachments(state, refs, child) if refs else []
+    copied = (
+        await copy_attachments(runtime.store, state.thread_id, refs, child.thread_id)
+        if refs
+        else []
+    )
     config = _config_for(state, row)
-    await runtime.update_child(state.thread_id, reference, status="running")
+    await runtime.kernel.threads.update_child(state.thread_id, reference, status="running")
     if config is not None and config.blocking:
         result = await _deliver(state, child, entry, config, message, copied, first=False)
         return result
@@ -359,7 +369,7 @@ def _config_for(state: ThreadState, child_row: Any) -> SubagentToolConfig | None
     recorded = scope.prompts.get(child_row.properties.get("prompt") or "")
     candidates = [p for p in (recorded, state.active_prompt) if p is not None]
     for prompt in [*candidates, *scope.prompts.values()]:
-        tool = state.runtime.tool_table(scope, prompt).tools.get(name)
+        tool = state.runtime.kernel.caches.tool_table(scope, prompt).tools.get(name)
         if tool is not None and tool.subagent is not None:
             return tool.subagent
     return None
@@ -390,8 +400,10 @@ async def boot_immediate(state: ThreadState) -> None:
 async def _boot_prompt(state: ThreadState, prompt: PromptDefinition, side: str) -> None:
     """Create the immediate subagents of one side's prompt, owned by that side."""
     state.active_prompt = prompt  # the prompt each child records as its relationship's
-    table = state.runtime.tool_table(state.scope, prompt)
-    for tool in subagent_tools(state, table).values():
+    table = state.runtime.kernel.caches.tool_table(state.scope, prompt)
+    for tool in subagent_tools(
+        state.runtime.kernel, state.runtime.kernel.thread_of(state), table
+    ).values():
         config = tool.subagent
         if config is None or not config.immediate:
             continue
@@ -470,5 +482,4 @@ __all__ = [
     "message_instance",
     "reset_immediate",
     "run_immediate",
-    "subagent_tools",
 ]

@@ -16,10 +16,11 @@ from sa_core.spec import AgentDefinition, ToolResult
 
 if TYPE_CHECKING:
     from sa_core.engine.flow import Flow
+    from sa_core.engine.kernel import Kernel
+    from sa_core.engine.threads import ThreadRef
     from sa_core.engine.tools import OfferedTool
     from sa_core.registry import PackScope
-    from sa_core.runtime import Runtime
-    from sa_core.state import ThreadState
+    from sa_core.store import Store, ThreadRow
 
 
 def scoped_names(scope: PackScope, agent: AgentDefinition) -> set[str]:
@@ -27,14 +28,15 @@ def scoped_names(scope: PackScope, agent: AgentDefinition) -> set[str]:
     return {d.variable.name for d in graph_variables(scope, agent) if d.variable.scoped}
 
 
-def child_env(parent: ThreadState, scope: PackScope, agent: AgentDefinition) -> dict[str, str]:
-    """The parent's env minus the child graph's scoped variables."""
+def child_env(parent: ThreadRow, scope: PackScope, agent: AgentDefinition) -> dict[str, str]:
+    """The parent's env (its row's) minus the child graph's scoped variables."""
     scoped = scoped_names(scope, agent)
-    return {k: v for k, v in parent.row.env.items() if k not in scoped}
+    return {k: v for k, v in parent.env.items() if k not in scoped}
 
 
 async def defer_for_variables(
-    state: ThreadState,
+    kernel: Kernel,
+    thread: ThreadRef,
     flow: Flow | None,
     tool: OfferedTool,
     message: str,
@@ -60,10 +62,11 @@ async def defer_for_variables(
         "required": required,
         "missing": missing,
         "owner_side": flow.current_side if flow is not None else "a",
-        "prompt": state.active_prompt.name if state.active_prompt is not None else None,
+        "prompt": thread.prompt.name if thread.prompt is not None else None,
     }
-    request_id = await state.runtime.store.create_env_request(state.thread_id, payload)
-    endpoint = f"/api/packages/{state.package}/threads/{state.thread_id}/variables/{request_id}"
+    thread_id = thread.thread_id
+    request_id = await kernel.store.create_env_request(thread_id, payload)
+    endpoint = f"/api/packages/{thread.row.package}/threads/{thread_id}/variables/{request_id}"
     return ToolResult(
         status="error",
         error=(
@@ -81,11 +84,9 @@ async def defer_for_variables(
     )
 
 
-async def variables_request(
-    runtime: Runtime, parent_id: str, request_id: str
-) -> dict[str, Any] | None:
+async def variables_request(store: Store, parent_id: str, request_id: str) -> dict[str, Any] | None:
     """The public view of a pending variables request (names only, never values)."""
-    payload = await runtime.store.get_env_request(parent_id, request_id)
+    payload = await store.get_env_request(parent_id, request_id)
     if payload is None:
         return None
     return {

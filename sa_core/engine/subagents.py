@@ -33,28 +33,21 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from sa_core.engine.files import attachment_paths
-from sa_core.engine.subagent_report import (
-    forward_status,
-    notify_parent,
-    on_flow_end,
-    set_status,
-    settled_execution,
-)
-from sa_core.engine.subagent_spawn import boot_immediate, create, reset_immediate, run_immediate
-from sa_core.engine.subagent_vars import scoped_names, variables_request
+from sa_core.engine.subagent_spawn import create
 from sa_core.engine.tools import resolve_entry
-from sa_core.errors import ConfigurationError
+from sa_core.errors import ConfigurationError, ThreadNotFoundError
 from sa_core.spec import SubagentToolConfig, ToolResult
 
 if TYPE_CHECKING:
     from sa_core.engine.flow import Flow
+    from sa_core.engine.kernel import Kernel
+    from sa_core.engine.threads import ThreadRef
     from sa_core.engine.tools import OfferedTool
-    from sa_core.runtime import Runtime
-    from sa_core.state import ThreadState
 
 
 async def run_subagent_tool(
-    state: ThreadState,
+    kernel: Kernel,
+    thread: ThreadRef,
     flow: Flow | None,
     tool: OfferedTool,
     arguments: dict[str, Any],
@@ -74,7 +67,7 @@ async def run_subagent_tool(
         value = arguments.get(config.init_agent_name_property)
         name = str(value) if value else None
     return await create(
-        state,
+        kernel.user_state(thread),
         flow,
         tool,
         message=message,
@@ -98,10 +91,10 @@ def _init_message(config: SubagentToolConfig, arguments: Mapping[str, Any]) -> s
 
 
 async def provide_variables(
-    runtime: Runtime, parent_id: str, request_id: str, env: dict[str, str]
+    kernel: Kernel, parent_id: str, request_id: str, env: dict[str, str]
 ) -> dict[str, Any]:
     """Store the provided values and boot the deferred child with the original payload."""
-    payload = await runtime.store.get_env_request(parent_id, request_id)
+    payload = await kernel.store.get_env_request(parent_id, request_id)
     if payload is None:
         raise ConfigurationError(
             f"No pending variables request {request_id} on thread {parent_id}; it may have been "
@@ -112,25 +105,28 @@ async def provide_variables(
         raise ConfigurationError(
             f"Variables still missing for request {request_id}: {', '.join(still_missing)}."
         )
-    parent = await runtime.get_thread(parent_id)
-    scope = runtime.registry.scope(payload["package"])
+    parent = await kernel.threads.open(parent_id)
+    if parent is None:
+        raise ThreadNotFoundError(parent_id)
+    parent_scope = kernel.scope_of(parent)
+    scope = kernel.registry.scope(payload["package"])
     found = scope.find_agent(payload["agent"])
     if found is None:
         raise ConfigurationError(f"Agent {payload['agent']} is no longer available.")
     prompt = scope.prompts.get(payload.get("prompt") or "") if payload.get("prompt") else None
     tool = None
     if prompt is not None:
-        tool = runtime.tool_table(parent.scope, prompt).tools.get(payload["agent"])
+        tool = kernel.caches.tool_table(parent_scope, prompt).tools.get(payload["agent"])
     if tool is None:
         tool = resolve_entry(
-            parent.scope, SubagentToolConfig(name=payload["agent"], blocking=False)
+            parent_scope, SubagentToolConfig(name=payload["agent"], blocking=False)
         )
     assert tool is not None and tool.subagent is not None
     nonblocking = tool.subagent.model_copy(update={"blocking": False})
     tool = dataclasses.replace(tool, subagent=nonblocking)
-    parent.active_prompt = prompt
+    parent.prompt = prompt
     result = await create(
-        parent,
+        kernel.user_state(parent),
         None,
         tool,
         message=payload["message"],
@@ -143,23 +139,8 @@ async def provide_variables(
     )
     if result.status != "success":
         raise ConfigurationError(result.error or "The subagent could not be created.")
-    await runtime.store.delete_env_request(parent_id, request_id)
+    await kernel.store.delete_env_request(parent_id, request_id)
     return {"request_id": request_id, "child_thread_id": result.subagent_id, "status": "success"}
 
 
-__all__ = [
-    "provide_variables",
-    "run_subagent_tool",
-    # imported from here by runtime.py, state.py and flow.py, which this change leaves alone;
-    # their homes are subagent_report, subagent_spawn and subagent_vars
-    "boot_immediate",
-    "forward_status",
-    "notify_parent",
-    "on_flow_end",
-    "reset_immediate",
-    "run_immediate",
-    "scoped_names",
-    "set_status",
-    "settled_execution",
-    "variables_request",
-]
+__all__ = ["provide_variables", "run_subagent_tool"]

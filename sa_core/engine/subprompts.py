@@ -11,50 +11,50 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from sa_core.engine import flow as turn_loop
+from sa_core.engine.files import attachment_paths, existing_refs
+from sa_core.engine.messages import create_message, new_message
+from sa_core.engine.pastcontext import without_past_tools
 from sa_core.spec import AttachmentRef, Message, SubpromptConfig, ToolResult
 
 if TYPE_CHECKING:
     from sa_core.engine.flow import Flow
+    from sa_core.engine.kernel import Kernel
+    from sa_core.engine.threads import ThreadRef
     from sa_core.engine.tools import OfferedTool
-    from sa_core.state import ThreadState
 
 FAILED_PREFIX = "Failed to execute tool: "
 
 
 async def run_subprompt(
-    state: ThreadState,
+    kernel: Kernel,
+    thread: ThreadRef,
     parent: Flow | None,
     tool: OfferedTool,
     arguments: dict[str, Any],
     tool_message_id: str | None,
 ) -> ToolResult:
     """Run the subprompt and format its result."""
-    from sa_core.engine.files import attachment_paths, existing_refs
-    from sa_core.engine.flow import Flow, without_past_tools
-    from sa_core.engine.messages import create_message, new_message
-
     assert tool.prompt is not None
     config = tool.subprompt or SubpromptConfig(name=tool.name)
     prompt = tool.prompt
-    runtime = state.runtime
     depth = (parent.depth if parent is not None else 0) + 1
     try:
-        sub_state = await runtime.state_for(state.row)
+        sub_thread = await kernel.threads.ref_for(thread.row)
         initial: list[Message] = []
         if prompt.include_chat:
-            initial = list(await runtime.store.history(state.thread_id))
+            initial = list(await kernel.store.history(thread.thread_id))
             if not prompt.include_past_tools:
                 initial = without_past_tools(initial)
-        flow = Flow(
-            runtime.engine,
-            sub_state,
+        flow = turn_loop.Flow(
+            kernel,
+            sub_thread,
             "a",
             depth=depth,
             parent_message_id=tool_message_id,
             prompt_override=prompt,
             initial_messages=initial,
         )
-        sub_state.execution = flow
         text: str | None = None
         if config.init_user_message_property:
             value = arguments.get(config.init_user_message_property)
@@ -63,7 +63,9 @@ async def run_subprompt(
         refs: list[AttachmentRef] = []
         if config.init_attachments_property:
             refs, missing = await existing_refs(
-                state, attachment_paths(arguments.get(config.init_attachments_property))
+                kernel.store,
+                thread.thread_id,
+                attachment_paths(arguments.get(config.init_attachments_property)),
             )
             if missing:
                 return ToolResult(
@@ -73,14 +75,14 @@ async def run_subprompt(
                 )
         if text is not None or refs:
             message = new_message(
-                state.thread_id,
+                thread.thread_id,
                 "user",
                 text or "",
                 attachments=refs or None,
                 depth=depth,
                 parent_id=tool_message_id,
             )
-            flow.remember(await create_message(sub_state, message))
+            flow.remember(await create_message(flow.engine, flow.thread, message))
         await flow.run()
     except Exception as exc:
         detail = str(exc) if config.include_errors else "Tool execution failed"

@@ -16,7 +16,8 @@ from sa_core.engine.approvals import gate
 from sa_core.engine.context import SIDE_ROLE, Side, dumps_compact
 from sa_core.engine.dispatch import execute_call
 from sa_core.engine.messages import create_message, new_id, new_message
-from sa_core.engine.subagents import forward_status
+from sa_core.engine.scrub import emit
+from sa_core.engine.subagent_report import forward_status
 from sa_core.engine.toolrows import as_result, refused_on_resume, store_tool_row
 from sa_core.engine.tools import OfferedTool
 from sa_core.spec import Message, PromptDefinition, SideConfig, ToolCall, ToolCallFunction
@@ -69,7 +70,7 @@ async def run_queued_tools(
             prompt=prompt.name,
             metadata={QUEUED_TOOLS: True},
         )
-        flow.remember(await create_message(flow.state, carrier))
+        flow.remember(await create_message(flow.engine, flow.thread, carrier))
         flow.unanswered = [*flow.unanswered, *calls]
         for call in calls:
             row = await run_call(flow, call, offered, config, allow_any=True)
@@ -98,10 +99,11 @@ async def run_call(
     engine = flow.engine
     state = flow.state
     tool_message_id = new_id()
-    state.emit("tool_call_started", {"id": call.id, "name": call.name})
+    emit(engine, flow.thread, "tool_call_started", {"id": call.id, "name": call.name})
     result = refused_on_resume(flow, call, offered, attempt, allow_any=allow_any)
     if result is None:
-        state.tool_call_id, state.tool_attempt = call.id, attempt
+        thread = flow.thread
+        thread.tool_call_id, thread.tool_attempt = call.id, attempt
         try:
             result = await tool_call(
                 state,
@@ -109,8 +111,9 @@ async def run_call(
                 execute_call(flow, call, offered, tool_message_id, allow_any=allow_any),
             )
         finally:
-            state.tool_call_id, state.tool_attempt = None, 1
-    state.emit("tool_call_done", {"id": call.id, "name": call.name, "status": result.status})
+            thread.tool_call_id, thread.tool_attempt = None, 1
+    done = {"id": call.id, "name": call.name, "status": result.status}
+    emit(engine, flow.thread, "tool_call_done", done)
     hooks = engine.host.hooks
     succeeded = result.status == "success"
     after = "after_tool_call_success" if succeeded else "after_tool_call_failure"

@@ -22,6 +22,7 @@ from pydantic_core import to_jsonable_python
 from sa_core.engine.dispatch import resolve_any_tool
 from sa_core.engine.files import attachment_paths, existing_refs, store_attachment
 from sa_core.engine.messages import complete_prepared, create_message, new_message
+from sa_core.engine.secrets import redact
 from sa_core.engine.tools import OfferedTool, normalise_result, result_text
 from sa_core.spec import (
     AttachmentRef,
@@ -69,7 +70,7 @@ async def store_tool_row(
         result = as_result(stored, result)
     refs = await _stored_refs(flow, result)
     mapped, result, refs = await _mapped_content(flow, call, result, config, refs)
-    content = flow.engine.secrets.redact_secrets(state, result_text(result, mapped))
+    content = redact(result_text(result, mapped), flow.engine.secret_values(flow.thread))
     terminal = {b.name for b in (config.session_stop, config.session_fail) if b is not None}
     listed_by_result = result.subagent_id is not None  # subagent results list their files
     if refs and call.name not in terminal and result.status == "success" and not listed_by_result:
@@ -95,7 +96,7 @@ async def store_tool_row(
     )
     ending = ends_session(flow, call, result, config)
     if ending is None:
-        row = await create_message(state, row)
+        row = await create_message(flow.engine, flow.thread, row)
     else:
         row = await store_ending_row(flow, row, ending)
     flow.remember(row)
@@ -117,7 +118,8 @@ async def _stored_refs(flow: Flow, result: ToolResult) -> list[AttachmentRef]:
         if isinstance(item, ToolAttachment):
             refs.append(
                 await store_attachment(
-                    flow.state,
+                    flow.engine.store,
+                    flow.thread.thread_id,
                     item.name,
                     base64.b64decode(item.data),
                     item.mime_type,
@@ -152,7 +154,9 @@ async def _mapped_content(
             mapped = value.strip() if isinstance(value, str) else json.dumps(value)
         if binding.attachments_property:
             found, missing = await existing_refs(
-                flow.state, attachment_paths(args.get(binding.attachments_property))
+                flow.engine.store,
+                flow.thread.thread_id,
+                attachment_paths(args.get(binding.attachments_property)),
             )
             if missing:
                 result = ToolResult(
@@ -192,7 +196,7 @@ async def store_ending_row(
     kept = (flow.outcome, dict(flow.turns))
     try:
         async with engine.store.transaction() as tx:
-            stored = await create_message(flow.state, row, tx=tx)
+            stored = await create_message(flow.engine, flow.thread, row, tx=tx)
             await flow.end_session_on(stored, reason)
             queue = await engine.scheduler.settle_in(flow, tx, reason)
     except BaseException:  # rolled back: the runner settles the flow as after any failure
@@ -235,7 +239,7 @@ async def cleanup_after_abort(flow: Flow) -> None:
             depth=flow.depth,
             parent_id=flow.parent_message_id,
         )
-        await create_message(state, row)
+        await create_message(flow.engine, flow.thread, row)
     flow.unanswered = []
     flow.stopped_by = "aborted_by_user"
 
@@ -248,7 +252,7 @@ async def fail_unanswered_message(flow: Flow, updates: dict[str, Any]) -> None:
     """
     prepared, flow.prepared = flow.prepared, None
     if prepared is not None:
-        flow.remember(await complete_prepared(flow.state, prepared, updates))
+        flow.remember(await complete_prepared(flow.engine, flow.thread, prepared, updates))
 
 
 async def record_step_error(flow: Flow, exc: Exception) -> None:
@@ -325,7 +329,7 @@ def refused_on_resume(
         return None
     tool = offered.get(call.name)
     if tool is None and allow_any:
-        tool = resolve_any_tool(flow.state, call.name)
+        tool = resolve_any_tool(flow.engine, flow.thread, call.name)
     if tool is not None and tool.kind in ("subagent", "lifecycle"):
         return None
     native = tool.native if tool is not None else None

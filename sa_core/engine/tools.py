@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
+from sa_core.engine.threads import NO_TOOL_OPTIONS
 from sa_core.spec import (
     AgentDefinition,
     PromptDefinition,
@@ -28,7 +29,6 @@ from sa_core.spec import (
     tool_entry_name,
 )
 from sa_core.spec.schemas import EMPTY_OBJECT_SCHEMA, json_schema_of, validate_args
-from sa_core.state import NO_TOOL_OPTIONS
 
 if TYPE_CHECKING:
     from sa_core.engine.mcp import McpToolRef

@@ -27,7 +27,8 @@ from sqlalchemy.engine import Connection
 
 if TYPE_CHECKING:
     from sa_core.engine.flow import Flow
-    from sa_core.state import ThreadState
+    from sa_core.engine.kernel import Kernel
+    from sa_core.engine.threads import ThreadRef
     from sa_core.store import Store
 
 MAX_COST = "SA_MAX_COST_USD"
@@ -193,14 +194,14 @@ async def tree_totals(store: Store, root: str) -> UsageSummary:
     return await store._read(lambda conn: _aggregate(conn, root, True)[1])
 
 
-async def _ancestry(state: ThreadState) -> list[Any]:
+async def _ancestry(kernel: Kernel, thread: ThreadRef) -> list[Any]:
     """The thread's row, then each ancestor's, up to the root."""
-    rows = [state.row]
-    seen = {state.thread_id}
-    parent = state.row.parent_id
+    rows = [thread.row]
+    seen = {thread.thread_id}
+    parent = thread.row.parent_id
     while parent is not None and parent not in seen:
         # a live row is kept current by every write of this process (no read per step)
-        row = state.runtime.live_row(parent) or await state.runtime.store.get_thread(parent)
+        row = kernel.threads.live_row(parent) or await kernel.store.get_thread(parent)
         if row is None:
             break
         seen.add(parent)
@@ -209,11 +210,11 @@ async def _ancestry(state: ThreadState) -> list[Any]:
     return rows
 
 
-def _defined_on(state: ThreadState, row: Any, name: str) -> str | None:
+def _defined_on(kernel: Kernel, row: Any, name: str) -> str | None:
     """A variable set on an ancestor thread, or on its agent definition."""
     if name in (row.env or {}):
         return str(row.env[name])
-    scope = state.runtime.registry.scopes.get(row.package)
+    scope = kernel.registry.scopes.get(row.package)
     agent = scope.agents.get(row.agent_id) if scope is not None else None
     if agent is not None and name in agent.env:
         return str(agent.env[name])
@@ -228,18 +229,18 @@ def _parse(name: str, value: str) -> float | None:
     return limit if limit >= 0 else None
 
 
-async def budget_exhausted(state: ThreadState) -> str | None:
+async def budget_exhausted(kernel: Kernel, thread: ThreadRef) -> str | None:
     """A sentence naming the exhausted budget, or ``None`` when the tree may call a model."""
-    if state.row.parent_id is None and not any(
-        state.env_or_none(name) for name in BUDGET_VARIABLES
+    if thread.row.parent_id is None and not any(
+        kernel.env_of(thread, name) for name in BUDGET_VARIABLES
     ):
         return None
-    rows = await _ancestry(state)
+    rows = await _ancestry(kernel, thread)
     limits: dict[str, float] = {}
     for name in BUDGET_VARIABLES:
-        value = state.env_or_none(name)
+        value = kernel.env_of(thread, name)
         for row in rows[1:] if value is None else []:
-            value = _defined_on(state, row, name)
+            value = _defined_on(kernel, row, name)
             if value is not None:
                 break
         if value is not None and (parsed := _parse(name, str(value))) is not None:
@@ -247,8 +248,8 @@ async def budget_exhausted(state: ThreadState) -> str | None:
     if not limits:
         return None
     root = rows[-1].id
-    tree = await tree_totals(state.runtime.store, root)
-    where = "this thread" if root == state.thread_id else f"its root thread {root}"
+    tree = await tree_totals(kernel.store, root)
+    where = "this thread" if root == thread.thread_id else f"its root thread {root}"
     if MAX_COST in limits and tree.cost_usd >= limits[MAX_COST]:
         return (
             f"Budget exceeded: {MAX_COST} is {limits[MAX_COST]:g} USD and the thread tree of "
@@ -272,8 +273,7 @@ async def stop_for_budget(flow: Flow, side: str) -> bool:
     Returns:
         Whether the flow must stop with reason ``budget_exceeded``.
     """
-    state = flow.state
-    text = await budget_exhausted(state)
+    text = await budget_exhausted(flow.engine, flow.thread)
     if text is None:
         return False
     from sa_core.engine.context import SIDE_ROLE
@@ -281,7 +281,7 @@ async def stop_for_budget(flow: Flow, side: str) -> bool:
     from sa_core.engine.messages import create_message, new_message
 
     row = new_message(
-        state.thread_id,
+        flow.thread.thread_id,
         SIDE_ROLE[side],  # type: ignore[index]
         text,
         status="failed",
@@ -289,7 +289,7 @@ async def stop_for_budget(flow: Flow, side: str) -> bool:
         parent_id=flow.parent_message_id,
         metadata={"error": text, "stop_reason": "budget_exceeded"},
     )
-    flow.remember(await create_message(state, row))
-    await state.runtime.log(state.thread_id, "budget_exceeded", {"message": text})
+    flow.remember(await create_message(flow.engine, flow.thread, row))
+    await flow.engine.log(flow.thread.thread_id, "budget_exceeded", {"message": text})
     await flow.end_session(SessionOutcome("budget_exceeded", failed=True, content=text))
     return True

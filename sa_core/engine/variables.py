@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from sa_core.errors import DefinitionNotFoundError
 from sa_core.spec import (
     AgentDefinition,
     PromptDefinition,
@@ -15,7 +16,7 @@ from sa_core.spec import (
 )
 
 if TYPE_CHECKING:
-    from sa_core.registry import PackScope
+    from sa_core.registry import PackScope, Registry
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,3 +99,55 @@ def _walk(scope: PackScope, agent: AgentDefinition) -> list[DeclaredVariable]:
 
     visit_agent(agent, scope, False)
     return found
+
+
+def missing_variables(
+    scope: PackScope,
+    agent: AgentDefinition,
+    sources: Sequence[Mapping[str, str]],
+    *,
+    include_scoped: bool = False,
+) -> list[tuple[str, str]]:
+    """``(variable, declared_by)`` pairs of required variables that resolve nowhere.
+
+    Args:
+        scope: The agent's package scope.
+        agent: The agent whose graph declares the variables.
+        sources: The values given (thread, user account, instance); the agent's and its
+            prompts' defaults and a prompt's tool config count too.
+        include_scoped: Check scoped variables inherited from subagents as well.
+    """
+    defaults: dict[str, str] = dict(agent.env)
+    for prompt in scope.prompts.values():
+        for key, value in prompt.env.items():
+            defaults.setdefault(key, value)
+    missing: list[tuple[str, str]] = []
+    for declared in graph_variables(scope, agent):
+        variable = declared.variable
+        if not variable.required:
+            continue
+        if declared.inherited and variable.scoped and not include_scoped:
+            continue
+        name = variable.name
+        if name in defaults or any(name in source for source in sources):
+            continue
+        if name in declared.tool_env:  # the prompt's tool config gives the tool its value
+            continue
+        missing.append((name, declared.declared_by))
+    return missing
+
+
+def resolve_agent(
+    registry: Registry, agent_name: str, package: str | None
+) -> tuple[AgentDefinition, PackScope]:
+    """Resolve the agent a new thread belongs to.
+
+    An explicit ``package`` reaches any of its agents; otherwise only entry agents are
+    reachable (``package/agent``, or a bare name that one package exports).
+    """
+    if package is not None:
+        scope = registry.scope(package)
+        if agent_name not in scope.agents:
+            raise DefinitionNotFoundError("agent", agent_name, scope.agents, package=package)
+        return scope.agents[agent_name], scope
+    return registry.entry_agent(agent_name)

@@ -115,7 +115,7 @@ async def wait_settled(runtime: Runtime, thread_id: str, wake: asyncio.Event) ->
     delay = _FIRST_POLL
     while True:
         if runtime.is_running(thread_id):
-            await runtime.wait_thread(thread_id)
+            await runtime.scheduler.wait(thread_id)
             delay = _FIRST_POLL
         wake.clear()
         if not await runtime.has_work(thread_id):

@@ -39,7 +39,7 @@ Offset = Annotated[int, QueryParameter(ge=0, le=1_000_000_000, description="Rows
 
 def thread_out(runtime: Runtime, scope: PackScope, row: ThreadRow) -> ThreadOut:
     """Describe a thread: variables by name and type, never their values."""
-    secrets = runtime.secret_names(scope, row)
+    secrets = runtime.kernel.secrets.secret_names(scope, row)
     env = [
         EnvVariableOut(
             name=name,
@@ -126,9 +126,7 @@ class ThreadsController(Controller):
             "parent_id": UNSET if include_children else None,
         }
         if status is None:
-            rows, total = await runtime.store.list_threads(
-                limit=limit, offset=offset, **filters
-            )
+            rows, total = await runtime.store.list_threads(limit=limit, offset=offset, **filters)
         else:
             rows, total = await threads_with_status(runtime, status, limit, offset, filters)
         return ThreadsOut(
@@ -214,7 +212,7 @@ class ThreadsController(Controller):
         """Read what a deferred subagent needs (``subagent_env_required``); never values."""
         from sa_core.engine.subagent_vars import variables_request
 
-        found = await variables_request(runtime, thread.thread_id, request_id)
+        found = await variables_request(runtime.store, thread.thread_id, request_id)
         if found is None:
             raise ApiError(
                 404, "request_not_found", f"No pending variables request {request_id!r}."
@@ -237,7 +235,7 @@ class ThreadsController(Controller):
         """Store the scoped variables and start the deferred child thread."""
         from sa_core.engine.subagent_vars import variables_request
 
-        if await variables_request(runtime, thread.thread_id, request_id) is None:
+        if await variables_request(runtime.store, thread.thread_id, request_id) is None:
             raise ApiError(
                 404, "request_not_found", f"No pending variables request {request_id!r}."
             )

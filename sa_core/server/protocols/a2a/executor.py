@@ -96,7 +96,7 @@ class ThreadAgentExecutor(AgentExecutor):
     ) -> None:
         runtime = self.route.runtime
         context_id = thread.thread_id
-        waiter = asyncio.create_task(runtime.wait_thread(context_id))
+        waiter = asyncio.create_task(runtime.scheduler.wait(context_id))
         waiter.add_done_callback(lambda _: frames.put_nowait(_WAKE))
         streamed: set[str] = set()
         try:

@@ -1,0 +1,205 @@
+"""The kernel: everything the engine may touch, in one frozen, typed context.
+
+Start here to learn the engine. Every engine function receives the kernel and, when it works
+on one thread, a :class:`~sa_core.engine.threads.ThreadRef` (the engine's half of a thread):
+never the :class:`~sa_core.runtime.Runtime` (the composition root, which builds the kernel
+when it starts) nor a :class:`~sa_core.state.ThreadState` (the facade tools, hooks, effects
+and thread endpoints see). The engine may not import either (``tests/test_architecture.py``).
+
+What the kernel holds, by layer:
+
+- durable state: :attr:`Kernel.store` (every write and read of the database);
+- definitions: :attr:`Kernel.registry` (packs by package), :attr:`Kernel.host` (plugins and
+  their hooks), :attr:`Kernel.caches` (compiled prompts, tool tables), :attr:`Kernel.secrets`
+  (secret names and redaction), :attr:`Kernel.env` and :attr:`Kernel.user_env` (the instance
+  and user-account sources of a variable);
+- running: :attr:`Kernel.threads` (the live handles of threads, one owner),
+  :attr:`Kernel.scheduler` (one runner task per thread), :attr:`Kernel.placement` (which thread
+  runs where: this process alone, or leases shared by several workers on PostgreSQL),
+  :attr:`Kernel.models` (model calls and logs), :attr:`Kernel.effects` (durable delayed work),
+  :attr:`Kernel.mcp` (MCP servers), :attr:`Kernel.events` (live frames to subscribers);
+- the process: :attr:`Kernel.instance_id` and :attr:`Kernel.life` (open, closing).
+
+User code (a tool, a hook, an effect) is given a ``ThreadState``; the engine builds one with
+:meth:`Kernel.user_state` and only passes it on (:class:`UserThread` is all it knows of it).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from sa_core.engine.secrets import MIN_SECRET_LENGTH
+from sa_core.errors import DefinitionNotFoundError
+
+if TYPE_CHECKING:
+    from sa_core.engine.caches import PromptCaches
+    from sa_core.engine.effects import EffectScheduler
+    from sa_core.engine.events import EventBus
+    from sa_core.engine.mcp import McpManager
+    from sa_core.engine.modelcall import ModelCaller
+    from sa_core.engine.placement import Placement
+    from sa_core.engine.scheduler import Scheduler
+    from sa_core.engine.secrets import SecretRedactor
+    from sa_core.engine.threads import LiveThreads, ThreadRef
+    from sa_core.plugins import PluginHost
+    from sa_core.registry import PackScope, Registry
+    from sa_core.spec import AgentDefinition
+    from sa_core.store import Store
+
+
+class UserThread(Protocol):
+    """What the engine knows of the facade user code gets (a ``ThreadState``): its thread."""
+
+    @property
+    def thread_id(self) -> str:
+        """The thread id."""
+        ...
+
+
+UserStateFactory = Callable[["Kernel", "ThreadRef"], UserThread]
+"""Builds the facade user code sees over a thread handle (the runtime gives ``ThreadState``)."""
+ThreadOf = Callable[[Any], "ThreadRef"]
+"""The handle under a facade (see :attr:`Kernel.thread_of`)."""
+
+
+@dataclass(slots=True)
+class Life:
+    """The process's lifecycle flags (the one mutable part of the kernel).
+
+    Attributes:
+        open: Started and not closed: new work may start.
+        closing: Shutting down (a cancelled flow then owes its work to the next start instead
+            of failing its tool calls).
+    """
+
+    open: bool = False
+    closing: bool = False
+
+
+@dataclass(frozen=True, slots=True, eq=False, weakref_slot=True)
+class Kernel:
+    """The services of a running runtime (see the module docstring).
+
+    Attributes:
+        store: Durable state.
+        registry: Packs by package.
+        host: The plugin host (its ``hooks`` run lifecycle hooks).
+        events: Live frames (a relaying bus with several workers).
+        threads: Live thread handles.
+        scheduler: Runner tasks and background tasks.
+        placement: Which thread runs where (claims, leases).
+        caches: Compiled prompts and tool tables.
+        secrets: Secret names and redaction.
+        models: Model calls and logs.
+        effects: Scheduled effects.
+        mcp: MCP servers (started lazily).
+        env: Instance-level variables.
+        user_env: Per-user variables, by user id.
+        instance_id: The name this runtime claims threads under.
+        life: Open and closing flags.
+        make_state: Builds the facade user code sees (see :meth:`user_state`).
+        thread_of: The handle under a ``ThreadState`` an engine function was handed. For the
+            engine functions not yet converted to take a :class:`ThreadRef` (they still get
+            the facade from their callers); it goes once every engine function takes one.
+    """
+
+    store: Store
+    registry: Registry
+    host: PluginHost
+    events: EventBus
+    threads: LiveThreads
+    scheduler: Scheduler
+    placement: Placement
+    caches: PromptCaches
+    secrets: SecretRedactor
+    models: ModelCaller
+    effects: EffectScheduler
+    mcp: McpManager
+    env: Mapping[str, str]
+    user_env: Mapping[str, Mapping[str, str]]
+    instance_id: str
+    life: Life
+    make_state: UserStateFactory
+    thread_of: ThreadOf
+
+    @property
+    def closing(self) -> bool:
+        """Whether the runtime is shutting down."""
+        return self.life.closing
+
+    @property
+    def is_open(self) -> bool:
+        """Whether the runtime is started and not closed (new work may start)."""
+        return self.life.open
+
+    def user_state(self, thread: ThreadRef) -> Any:
+        """The ``ThreadState`` user code (a tool, a hook, an effect) gets for ``thread``.
+
+        Typed ``Any`` on purpose: the engine passes it on to user code and never uses it. One
+        facade per handle while it lives, so every hook and tool of a flow gets the same one.
+        """
+        held = thread.facade
+        facade = held() if held is not None else None
+        if facade is None:
+            facade = self.make_state(self, thread)
+            thread.facade = weakref.ref(facade)
+        return facade
+
+    # -- what a thread resolves to -----------------------------------------------------------
+
+    def scope_of(self, thread: ThreadRef) -> PackScope:
+        """The package scope a thread's definitions resolve in."""
+        return self.registry.scope(thread.shared.row.package)
+
+    def agent_of(self, thread: ThreadRef) -> AgentDefinition:
+        """The definition of the agent that owns a thread now."""
+        row = thread.shared.row
+        return self.registry.scope(row.package).agent(row.agent_id)[0]
+
+    def env_of(self, thread: ThreadRef, name: str) -> str | None:
+        """Resolve a variable of a thread, or None when unset.
+
+        Order, first hit wins: thread, user account, instance, agent, tool config (the running
+        tool's ``PromptToolConfig.env``), prompt (the active one, else side A's).
+        """
+        row = thread.shared.row
+        if name in row.env:
+            return row.env[name]
+        if row.user_id is not None:
+            user_env = self.user_env.get(row.user_id)
+            if user_env and name in user_env:
+                return user_env[name]
+        if name in self.env:
+            return self.env[name]
+        scope: PackScope | None = None
+        agent: AgentDefinition | None = None
+        try:
+            scope = self.registry.scope(row.package)
+            agent = scope.agent(row.agent_id)[0]
+        except DefinitionNotFoundError:
+            pass
+        if agent is not None and name in agent.env:
+            return agent.env[name]
+        if name in thread.tool_env:
+            return thread.tool_env[name]
+        prompt = thread.prompt
+        if prompt is None and agent is not None and scope is not None:
+            prompt = scope.prompts.get(agent.side_a.prompt)
+        if prompt is not None and name in prompt.env:
+            return prompt.env[name]
+        return None
+
+    def secret_values(self, thread: ThreadRef) -> list[str]:
+        """The thread's secret values long enough to redact, longest first."""
+        row = thread.shared.row
+        names = self.secrets.secret_names(self.registry.scope(row.package), row)
+        values = {self.env_of(thread, name) for name in names}
+        found = [v for v in values if v and len(v) >= MIN_SECRET_LENGTH]
+        return sorted(found, key=len, reverse=True)
+
+    async def log(self, thread_id: str, kind: str, data: dict[str, Any]) -> str:
+        """Append a log row to a thread; returns its id."""
+        return await self.models.log(thread_id, kind, data)
