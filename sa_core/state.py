@@ -22,7 +22,6 @@ from sa_core.errors import (
 from sa_core.spec import (
     AgentDefinition,
     AttachmentRef,
-    HookDefinition,
     InjectMessageInput,
     Log,
     Message,
@@ -181,20 +180,6 @@ class ThreadState(ThreadFiles, ThreadResources):
         """The owning agent's definition."""
         row = self._ref.shared.row
         return self._kernel.registry.scope(row.package).agent(row.agent_id)[0]
-
-    def _active_hooks(self, hook: str) -> list[HookDefinition]:
-        """Pack hooks of type ``hook`` the active prompt (else the agent) lists, in order."""
-        scope = self.scope
-        prompt = self._ref.prompt
-        ids = prompt.hooks if prompt is not None and prompt.hooks else None
-        if ids is None:
-            ids = self.agent.hooks
-        found = []
-        for hook_id in ids:
-            definition = scope.hooks.get(hook_id)
-            if definition is not None and definition.hook == hook:
-                found.append(definition)
-        return found
 
     def _check_active(self) -> None:
         if self._row.terminated is not None:
