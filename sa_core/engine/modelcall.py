@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from sa_core.engine.messages import new_id
@@ -11,6 +12,7 @@ from sa_core.engine.promptcache import may_wait_long, prompt_cache_for
 from sa_core.engine.retry import ModelAttempt, call_model
 from sa_core.engine.structured import PartialOutput, apply_to_request
 from sa_core.errors import DefinitionNotFoundError
+from sa_core.offline import offline_model
 from sa_core.providers import OutputSchema, ProviderRequest, ProviderTool, StreamChunk
 from sa_core.spec import Log
 from sa_core.store.clock import now_us
@@ -95,84 +97,16 @@ class ModelCaller:
         Returns:
             The response and the successful attempt's (unsaved) log row.
         """
-        provider_tools = [ProviderTool(t.name, t.description, t.parameters) for t in tools]
-
-        def lookup(name: str) -> str | None:
-            return kernel.env_of(thread, name) or os.environ.get(name)
-
-        chain = []
-        waits_long = may_wait_long(tools, thread.children)
-        offline = self.offline
-        if offline:
-            from sa_core.offline import offline_model
-        scope = kernel.scope_of(thread)
-        for definition in [model, *(scope.model(n) for n in model.fallbacks)]:
-            request = ProviderRequest(
-                model=offline_model(definition.model) if offline else definition.model,
-                messages=messages,
-                tools=provider_tools,
-                tool_choice=tool_choice,
-                parallel_tool_calls=parallel_tool_calls,
-                reasoning=reasoning,
-                provider_options={**definition.provider_options, **(provider_options or {})},
-                max_tokens=definition.max_tokens,
-                user=thread.thread_id,
-                env=lookup,
-                prompt_cache=prompt_cache_for(
-                    thread.thread_id, definition, thread.prompt, waits_long=waits_long
-                ),
-            )
-            provider = self.provider(definition.provider)
-            if output is not None:
-                apply_to_request(provider, request, output)
-            chain.append(
-                ModelAttempt(
-                    model_name=definition.name,
-                    provider=provider,
-                    request=request,
-                    input_price=None if offline else definition.input_price,
-                    output_price=None if offline else definition.output_price,
-                    cached_price=None if offline else definition.cached_price,
-                    cache_write_price=None if offline else definition.cache_write_price,
-                )
-            )
+        chain = self._chain(
+            kernel, thread, model, messages, tools, output,
+            ProviderSettings(tool_choice, parallel_tool_calls, reasoning, provider_options),
+        )  # fmt: skip
         events = self.events
         thread_id = thread.thread_id
         log_ids: list[str] = []
 
         tracker = PartialOutput() if output is not None else None
-
-        def on_chunk(chunk: StreamChunk) -> None:
-            if partial is not None and chunk.type == "content-delta" and chunk.delta:
-                partial.append(chunk.delta)
-            if tracker is not None and events.has_listeners:
-                value = tracker.feed(chunk)
-                if value is not None:
-                    events.publish(
-                        thread_id,
-                        {
-                            "type": "output_chunk",
-                            "message_id": message_id,
-                            "depth": depth,
-                            "output": value,
-                        },
-                    )
-            if not events.has_listeners or chunk.delta is None:
-                return
-            kind: Literal["message_chunk", "reasoning_chunk"]
-            if chunk.type == "content-delta":
-                kind = "message_chunk"
-            elif chunk.type == "reasoning-delta":
-                kind = "reasoning_chunk"
-            else:
-                return
-            frame: ChunkFrame = {
-                "type": kind,
-                "message_id": message_id,
-                "depth": depth,
-                "chunk": chunk.delta,
-            }
-            events.publish(thread_id, frame)
+        on_chunk = chunk_publisher(events, thread_id, message_id, depth, partial, tracker)
 
         succeeded: list[Log] = []
 
@@ -202,6 +136,61 @@ class ModelCaller:
         )
         return response, succeeded[-1]
 
+    def _chain(
+        self,
+        kernel: Kernel,
+        thread: ThreadRef,
+        model: ModelDefinition,
+        messages: list[ProviderMessage],
+        tools: Sequence[OfferedTool],
+        output: OutputSchema | None,
+        settings: ProviderSettings,
+    ) -> list[ModelAttempt]:
+        """One attempt per model of the chain (the model, then its fallbacks), requests built."""
+        provider_tools = [ProviderTool(t.name, t.description, t.parameters) for t in tools]
+
+        def lookup(name: str) -> str | None:
+            return kernel.env_of(thread, name) or os.environ.get(name)
+
+        chain: list[ModelAttempt] = []
+        waits_long = may_wait_long(tools, thread.children)
+        offline = self.offline
+        scope = kernel.scope_of(thread)
+        for definition in [model, *(scope.model(n) for n in model.fallbacks)]:
+            request = ProviderRequest(
+                model=offline_model(definition.model) if offline else definition.model,
+                messages=messages,
+                tools=provider_tools,
+                tool_choice=settings.tool_choice,
+                parallel_tool_calls=settings.parallel_tool_calls,
+                reasoning=settings.reasoning,
+                provider_options={
+                    **definition.provider_options,
+                    **(settings.provider_options or {}),
+                },
+                max_tokens=definition.max_tokens,
+                user=thread.thread_id,
+                env=lookup,
+                prompt_cache=prompt_cache_for(
+                    thread.thread_id, definition, thread.prompt, waits_long=waits_long
+                ),
+            )
+            provider = self.provider(definition.provider)
+            if output is not None:
+                apply_to_request(provider, request, output)
+            chain.append(
+                ModelAttempt(
+                    model_name=definition.name,
+                    provider=provider,
+                    request=request,
+                    input_price=None if offline else definition.input_price,
+                    output_price=None if offline else definition.output_price,
+                    cached_price=None if offline else definition.cached_price,
+                    cache_write_price=None if offline else definition.cache_write_price,
+                )
+            )
+        return chain
+
     async def log(self, thread_id: str, kind: str, data: dict[str, Any]) -> str:
         """Append a log row to a thread; returns its id."""
         log = new_log(kind, data)
@@ -223,6 +212,61 @@ def stream_timeouts() -> tuple[float, float]:
 def new_log(kind: str, data: dict[str, Any]) -> Log:
     """A log row with a fresh id and time (not yet stored)."""
     return Log(id=new_id(), type=kind, data=data, created_at=now_us())
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderSettings:
+    """What a step asks of every model of its chain, beside the messages and tools."""
+
+    tool_choice: Any
+    parallel_tool_calls: bool | None
+    reasoning: ReasoningConfig | None
+    provider_options: Mapping[str, Any] | None
+
+
+def chunk_publisher(
+    events: EventBus,
+    thread_id: str,
+    message_id: str | None,
+    depth: int,
+    partial: list[str] | None,
+    tracker: PartialOutput | None,
+) -> Callable[[StreamChunk], None]:
+    """The streaming callback of a model call: text kept in ``partial``, chunks as frames."""
+
+    def on_chunk(chunk: StreamChunk) -> None:
+        if partial is not None and chunk.type == "content-delta" and chunk.delta:
+            partial.append(chunk.delta)
+        if tracker is not None and events.has_listeners:
+            value = tracker.feed(chunk)
+            if value is not None:
+                events.publish(
+                    thread_id,
+                    {
+                        "type": "output_chunk",
+                        "message_id": message_id,
+                        "depth": depth,
+                        "output": value,
+                    },
+                )
+        if not events.has_listeners or chunk.delta is None:
+            return
+        kind: Literal["message_chunk", "reasoning_chunk"]
+        if chunk.type == "content-delta":
+            kind = "message_chunk"
+        elif chunk.type == "reasoning-delta":
+            kind = "reasoning_chunk"
+        else:
+            return
+        frame: ChunkFrame = {
+            "type": kind,
+            "message_id": message_id,
+            "depth": depth,
+            "chunk": chunk.delta,
+        }
+        events.publish(thread_id, frame)
+
+    return on_chunk
 
 
 def _attempt_data(record: Any) -> dict[str, Any]:

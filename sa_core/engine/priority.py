@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from contextvars import Context
 
+from sa_core.store.backend import detached_context
 from sa_core.store.prioritylock import BACKGROUND
 
 __all__ = ["BACKGROUND", "background_context"]
@@ -19,8 +20,6 @@ __all__ = ["BACKGROUND", "background_context"]
 
 def background_context() -> Context:
     """A context for a background task: no open store transaction, :data:`BACKGROUND` set."""
-    from sa_core.store.backend import detached_context
-
     context = detached_context()
     context.run(BACKGROUND.set, True)
     return context

@@ -26,6 +26,8 @@ import logging
 from collections.abc import Callable
 from typing import Any, cast
 
+from sqlalchemy.engine import make_url
+
 from sa_core.engine.events import EventBus, Frame, FrameDict
 
 STREAM_CHANNEL = "sa_stream"
@@ -39,8 +41,6 @@ log = logging.getLogger("sa_core.relay")
 
 def asyncpg_dsn(url: str) -> str:
     """The plain ``postgresql://`` DSN asyncpg accepts, from a SQLAlchemy URL."""
-    from sqlalchemy.engine import make_url
-
     return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 

@@ -27,7 +27,9 @@ from pydantic import BaseModel
 from pydantic_core import from_json
 
 from sa_core.engine.context import SIDE_ROLE
+from sa_core.engine.flowtypes import SessionOutcome
 from sa_core.providers import OutputSchema, ProviderTool
+from sa_core.spec.records import ToolCall, ToolCallFunction
 from sa_core.spec.schemas import json_schema_of, validate_output
 
 if TYPE_CHECKING:
@@ -199,8 +201,6 @@ async def check_answer(
             flow.prepared = prepared.model_copy(update={"log_id": log.id})
         raise StructuredOutputError(prompt.name, problems)
     if final is None:
-        from sa_core.spec.records import ToolCall, ToolCallFunction
-
         final = ToolCall(
             id=f"call_{uuid.uuid4().hex[:8]}",
             function=ToolCallFunction(name=RETRY_CALL, arguments="{}"),
@@ -228,7 +228,6 @@ async def end_child_session(flow: Flow, answer: Answer) -> Literal["session_stop
         or flow.prompt_override is not None
     ):
         return None
-    from sa_core.engine.flow import SessionOutcome
 
     await flow.end_session(SessionOutcome("session_stop", failed=False, content=answer.content))
     return "session_stop"

@@ -28,6 +28,7 @@ from sa_core.spec import (
     ToolResult,
     tool_entry_name,
 )
+from sa_core.spec.mcp import split_mcp_name
 from sa_core.spec.schemas import EMPTY_OBJECT_SCHEMA, json_schema_of, validate_args
 
 if TYPE_CHECKING:
@@ -127,8 +128,6 @@ def build_tool_table(scope: PackScope, prompt: PromptDefinition) -> ToolTable:
 
 def is_mcp_entry(scope: PackScope, entry: ToolEntry) -> bool:
     """Whether a tools entry is ``"<server>.<tool>"`` for an MCP server of the package."""
-    from sa_core.spec.mcp import split_mcp_name
-
     parts = split_mcp_name(tool_entry_name(entry))
     return parts is not None and parts[0] in scope.mcp_servers
 

@@ -22,8 +22,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
-from sqlalchemy import Float, Integer, and_, case, func, select
+from sqlalchemy import Float, Integer, and_, bindparam, case, func, literal_column, select
 from sqlalchemy.engine import Connection
+
+from sa_core.engine.context import SIDE_ROLE
+from sa_core.engine.flowtypes import SessionOutcome
+from sa_core.engine.messages import create_message, new_message
+from sa_core.store import tables as t
+from sa_core.store.fast import Prepared
+from sa_core.store.threads import descendants
 
 if TYPE_CHECKING:
     from sa_core.engine.flow import Flow
@@ -107,10 +114,6 @@ def _statement(tree: bool) -> Any:
     found = _STATEMENTS.get(tree)
     if found is not None:
         return found
-    from sqlalchemy import bindparam, literal_column
-
-    from sa_core.store import tables as t
-    from sa_core.store.fast import Prepared
 
     logs = t.logs.c
     data = logs.data
@@ -177,7 +180,6 @@ async def thread_usage(
     store: Store, thread_id: str, *, include_descendants: bool = True
 ) -> ThreadUsage:
     """Usage of a thread and (by default) of it plus every descendant, by model."""
-    from sa_core.store.threads import descendants
 
     def op(conn: Connection) -> ThreadUsage:
         mine, everyone = _aggregate(conn, thread_id, include_descendants)
@@ -276,9 +278,6 @@ async def stop_for_budget(flow: Flow, side: str) -> bool:
     text = await budget_exhausted(flow.engine, flow.thread)
     if text is None:
         return False
-    from sa_core.engine.context import SIDE_ROLE
-    from sa_core.engine.flow import SessionOutcome
-    from sa_core.engine.messages import create_message, new_message
 
     row = new_message(
         flow.thread.thread_id,
