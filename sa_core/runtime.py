@@ -11,22 +11,20 @@ task and no connection: a thread's task exists only while it has work.
 from __future__ import annotations
 
 import asyncio
-import functools
 import os
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sa_core.engine.approvals import mark_no_pending
 from sa_core.engine.caches import PromptCaches
+from sa_core.engine.creation import new_thread, unset_variables
 from sa_core.engine.delivery import open_thread, thread_for_message
 from sa_core.engine.effects import EffectScheduler
 from sa_core.engine.events import EventBus
 from sa_core.engine.kernel import Kernel, Life
 from sa_core.engine.leases import attach_workers
 from sa_core.engine.mcp import McpManager
-from sa_core.engine.messages import new_id
 from sa_core.engine.modelcall import ModelCaller
 from sa_core.engine.owed import turn_settled
 from sa_core.engine.placement import LocalPlacement, Placement
@@ -35,10 +33,8 @@ from sa_core.engine.scheduler import Scheduler
 from sa_core.engine.secrets import SecretRedactor, redact
 from sa_core.engine.subagent_spawn import boot_immediate
 from sa_core.engine.subagents import provide_variables
-from sa_core.engine.threads import LiveThreads, ThreadRef
-from sa_core.engine.variables import missing_variables, resolve_agent
+from sa_core.engine.threads import LiveThreads
 from sa_core.errors import (
-    MissingVariablesError,
     PackLoadError,
     PackValidationError,
     ThreadTerminatedError,
@@ -47,7 +43,7 @@ from sa_core.offline import offline_provider
 from sa_core.plugins import create_plugin_host
 from sa_core.registry import Registry
 from sa_core.state import ThreadState, thread_of
-from sa_core.store import ThreadRow, now_us, open_store
+from sa_core.store import open_store
 
 if TYPE_CHECKING:
     from sa_core.engine.leases import Workers
@@ -185,8 +181,7 @@ class Runtime:
             user_env=self.user_env,
             instance_id=self.instance_id,
             life=self._life,
-            make_state=functools.partial(ThreadState, runtime=self),
-            thread_of=thread_of,
+            make_state=ThreadState,
         )
 
     def _installed_packs(self, taken: set[str]) -> list[Pack]:
@@ -269,46 +264,21 @@ class Runtime:
         Raises:
             MissingVariablesError: required variables of the agent's graph have no value.
         """
-        agent, scope = resolve_agent(self.registry, agent_name, package)
-        thread_env = dict(env or {})
-        self.check_variables(scope, agent, thread_env, user_id)
-        row = ThreadRow(
-            id=new_id(),
-            package=scope.package,
-            agent_id=agent.name,
-            created_at=now_us(),
-            user_id=user_id,
+        kernel = self.kernel
+        thread = await new_thread(
+            kernel,
+            agent_name,
+            env,
+            user_id,
+            tags=tags,
+            package=package,
+            env_types=env_types,
             parent_id=parent_id,
-            env=thread_env,
-            env_types=dict(env_types or {}),
-            tags=list(tags),
-            properties=dict(properties or {}),
+            properties=properties,
         )
-        version = self.store.external_version()
-        await self.store.create_thread(row)
-        # a new thread has no children yet: nothing to read
-        shared = self.kernel.threads.add(row, version)
-        if self.kernel.placement.alone:  # nor approval requests (only this process writes them)
-            mark_no_pending(self.kernel, row.id)  # so its first step reads none
-        state = ThreadState(self.kernel, ThreadRef(shared), self)
-        await boot_immediate(state)
+        state = ThreadState(kernel, thread)
+        await boot_immediate(kernel, thread)
         return state
-
-    def check_variables(
-        self,
-        scope: PackScope,
-        agent: AgentDefinition,
-        thread_env: Mapping[str, str],
-        user_id: str | None,
-        *,
-        include_scoped: bool = False,
-    ) -> None:
-        """Raise :class:`MissingVariablesError` for required variables without a value."""
-        missing = self.missing_variables(
-            scope, agent, thread_env, user_id, include_scoped=include_scoped
-        )
-        if missing:
-            raise MissingVariablesError(agent.name, missing)
 
     def missing_variables(
         self,
@@ -320,11 +290,8 @@ class Runtime:
         include_scoped: bool = False,
     ) -> list[tuple[str, str]]:
         """``(variable, declared_by)`` pairs of required variables that resolve nowhere."""
-        return missing_variables(
-            scope,
-            agent,
-            [thread_env, self.user_env.get(user_id or "", {}), self.env],
-            include_scoped=include_scoped,
+        return unset_variables(
+            self.kernel, scope, agent, thread_env, user_id, include_scoped=include_scoped
         )
 
     async def get_thread(self, thread_id: str) -> ThreadState:
@@ -333,7 +300,7 @@ class Runtime:
         Raises:
             ThreadNotFoundError: no thread has this id.
         """
-        return ThreadState(self.kernel, await open_thread(self.kernel, thread_id), self)
+        return ThreadState(self.kernel, await open_thread(self.kernel, thread_id))
 
     async def thread_for_message(self, thread_id: str) -> ThreadState:
         """The thread a message is about to be sent on (the server's hot path).
@@ -343,11 +310,7 @@ class Runtime:
         Raises:
             ThreadNotFoundError: no thread has this id.
         """
-        return ThreadState(self.kernel, await thread_for_message(self.kernel, thread_id), self)
-
-    async def state_for(self, row: ThreadRow) -> ThreadState:
-        """A ThreadState over a stored thread row (sharing live handles of the same thread)."""
-        return ThreadState(self.kernel, await self.kernel.threads.ref_for(row), self)
+        return ThreadState(self.kernel, await thread_for_message(self.kernel, thread_id))
 
     async def delete_thread(self, thread_id: str) -> list[str]:
         """Hard-delete a thread and its descendants; returns the deleted ids."""

@@ -7,12 +7,21 @@ effect or endpoint has ``execution`` None.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from sa_core.engine import delivery
+from sa_core.engine import (
+    approvals,
+    delivery,
+    dispatch,
+    files,
+    messages,
+    runagent,
+    subagent_report,
+    subagent_vars,
+    usage,
+)
 from sa_core.engine.scrub import emit
 from sa_core.engine.threads import NO_TOOL_OPTIONS, ThreadRef, tool_config
 from sa_core.errors import (
@@ -41,7 +50,6 @@ if TYPE_CHECKING:
     from sa_core.engine.kernel import Kernel
     from sa_core.engine.usage import ThreadUsage
     from sa_core.registry import PackScope
-    from sa_core.runtime import Runtime
     from sa_core.store import ThreadRow
 
 
@@ -51,15 +59,13 @@ class ThreadState(ThreadFiles, ThreadResources):
     Args:
         kernel: The engine's services (:mod:`sa_core.engine.kernel`).
         ref: The engine's half of the thread (:class:`~sa_core.engine.threads.ThreadRef`).
-        runtime: The runtime hosting the thread.
     """
 
-    __slots__ = ("__weakref__", "_kernel", "_ref", "_runtime")
+    __slots__ = ("__weakref__", "_kernel", "_ref")
 
-    def __init__(self, kernel: Kernel, ref: ThreadRef, runtime: Runtime) -> None:
+    def __init__(self, kernel: Kernel, ref: ThreadRef) -> None:
         self._kernel = kernel
         self._ref = ref
-        self._runtime = runtime
 
     def __repr__(self) -> str:
         return f"<ThreadState {self.thread_id} agent={self.agent_id!r}>"
@@ -120,29 +126,15 @@ class ThreadState(ThreadFiles, ThreadResources):
         """The registry of subagent instances this thread spawned."""
         return list(self._ref.shared.children)
 
-    @children.setter
-    def children(self, entries: list[SubagentRegistryEntry]) -> None:
-        """Replace the registry as every live handle of the thread sees it (engine use)."""
-        self._ref.shared.children = list(entries)
-
     @property
     def execution(self) -> Flow | None:
         """The running flow (step counts, current side, stop()), or None outside a turn."""
         return self._ref.execution
 
-    @execution.setter
-    def execution(self, flow: Flow | None) -> None:
-        """Attach the flow this handle runs in (engine use)."""
-        self._ref.execution = flow
-
     @property
     def active_prompt(self) -> PromptDefinition | None:
         """The prompt in effect: the one the current step runs (its hooks, env and tools)."""
         return self._ref.prompt
-
-    @active_prompt.setter
-    def active_prompt(self, prompt: PromptDefinition | None) -> None:
-        self._ref.prompt = prompt
 
     def tool_env(
         self, env: Mapping[str, str], options: Mapping[str, Any] = NO_TOOL_OPTIONS
@@ -164,11 +156,6 @@ class ThreadState(ThreadFiles, ThreadResources):
     def context(self) -> dict[str, Any]:
         """A scratch dict shared by the tools and hooks of one flow."""
         return self._ref.context
-
-    @property
-    def runtime(self) -> Runtime:
-        """The runtime hosting the thread."""
-        return self._runtime
 
     @property
     def scope(self) -> PackScope:
@@ -254,9 +241,7 @@ class ThreadState(ThreadFiles, ThreadResources):
         Messages carrying a ``subagent_id`` show that child's registry entry in their
         ``subagent_*`` fields (name, title, description, status, ...), as the registry is now.
         """
-        from sa_core.engine.messages import with_subagent_fields
-
-        messages, total = await self._kernel.store.list_messages(
+        page, total = await self._kernel.store.list_messages(
             self.thread_id,
             limit=limit,
             offset=offset,
@@ -264,19 +249,16 @@ class ThreadState(ThreadFiles, ThreadResources):
             include_silent=include_silent,
             max_depth=max_depth,
         )
-        messages = await with_subagent_fields(self._kernel.store, self.thread_id, messages)
-        return MessagesResult(
-            messages=messages, total=total, has_more=offset + len(messages) < total
-        )
+        page = await messages.with_subagent_fields(self._kernel.store, self.thread_id, page)
+        return MessagesResult(messages=page, total=total, has_more=offset + len(page) < total)
 
     async def get_message(self, message_id: str) -> Message | None:
         """One message by id (silent ones included), ``subagent_*`` fields projected."""
-        from sa_core.engine.messages import with_subagent_fields
-
         message = await self._kernel.store.get_message(self.thread_id, message_id)
         if message is None:
             return None
-        return (await with_subagent_fields(self._kernel.store, self.thread_id, [message]))[0]
+        store = self._kernel.store
+        return (await messages.with_subagent_fields(store, self.thread_id, [message]))[0]
 
     async def inject_message(self, message: InjectMessageInput | Mapping[str, Any]) -> Message:
         """Store a message without starting a turn.
@@ -284,43 +266,22 @@ class ThreadState(ThreadFiles, ThreadResources):
         Inside a run it joins the live history (and the extra context of a flow whose prompt
         does not include the chat).
         """
-        data = InjectMessageInput.model_validate(message)
-        flow = self._ref.execution
-        from sa_core.engine.messages import create_message, new_message
-
-        stored = await create_message(
-            self._kernel,
-            self._ref,
-            new_message(
-                self.thread_id,
-                data.role,
-                data.content,
-                silent=data.silent,
-                metadata=data.metadata,
-                name=data.name,
-                tool_call_id=data.tool_call_id,
-                depth=flow.depth if flow is not None else 0,
-            ),
-        )
-        if flow is not None:
-            flow.remember(stored)
-        return stored
+        return await messages.inject(self._kernel, self._ref, message)
 
     async def queue_message(self, message: QueueMessageInput | Mapping[str, Any]) -> str:
         """Queue a message for the thread's next step; wakes an idle thread.
 
         Returns:
             The queue entry id.
+
+        Raises:
+            ThreadTerminatedError: the thread is terminated.
         """
-        self._check_active()
-        data = QueueMessageInput.model_validate(message)
-        return await delivery.queue(self._kernel, self._ref, data)
+        return await delivery.queue_message(self._kernel, self._ref, message)
 
     async def update_message(self, message_id: str, updates: Mapping[str, Any]) -> Message | None:
         """Update fields of a stored message (runs the update hooks)."""
-        from sa_core.engine.messages import update_message
-
-        return await update_message(self._kernel, self._ref, message_id, dict(updates))
+        return await messages.update_message(self._kernel, self._ref, message_id, dict(updates))
 
     async def delete_message(self, message_id: str) -> bool:
         """Delete a message (or a still-queued entry) and its attachment files."""
@@ -350,9 +311,7 @@ class ThreadState(ThreadFiles, ThreadResources):
             A :class:`~sa_core.engine.usage.ThreadUsage`: ``thread`` for this thread's own
             model calls, ``tree`` for it plus every descendant, each broken down by model.
         """
-        from sa_core.engine.usage import thread_usage
-
-        return await thread_usage(
+        return await usage.thread_usage(
             self._kernel.store, self.thread_id, include_descendants=include_descendants
         )
 
@@ -362,9 +321,7 @@ class ThreadState(ThreadFiles, ThreadResources):
         Each is a dict with ``tool_call_id``, ``name``, ``arguments``, ``requested_at`` and
         ``status`` (``pending``, or ``approved`` / ``denied`` until the runner acts on it).
         """
-        from sa_core.engine.approvals import list_pending
-
-        return await list_pending(self._kernel, self.thread_id)
+        return await approvals.list_pending(self._kernel, self.thread_id)
 
     async def approve(self, tool_call_id: str, arguments: dict[str, Any] | None = None) -> None:
         """Approve a pending tool call; it runs (with ``arguments`` if given) and the flow goes on.
@@ -373,21 +330,17 @@ class ThreadState(ThreadFiles, ThreadResources):
             ApprovalNotFoundError: no such pending call. ApprovalConflictError: already decided.
             ApprovalArgumentsError: ``arguments`` do not match the tool's args.
         """
-        from sa_core.engine.approvals import decide
-
-        await decide(self._kernel, self._ref, tool_call_id, approve=True, arguments=arguments)
+        await approvals.decide(
+            self._kernel, self._ref, tool_call_id, approve=True, arguments=arguments
+        )
 
     async def deny(self, tool_call_id: str, reason: str) -> None:
         """Deny a pending tool call: the model sees a failed tool result with ``reason``."""
-        from sa_core.engine.approvals import decide
-
-        await decide(self._kernel, self._ref, tool_call_id, approve=False, reason=reason)
+        await approvals.decide(self._kernel, self._ref, tool_call_id, approve=False, reason=reason)
 
     async def variables_request(self, request_id: str) -> dict[str, Any] | None:
         """A pending scoped-variables request of this thread (names only), else None."""
-        from sa_core.engine.subagent_vars import variables_request
-
-        return await variables_request(self._kernel.store, self.thread_id, request_id)
+        return await subagent_vars.variables_request(self._kernel.store, self.thread_id, request_id)
 
     # -- env --------------------------------------------------------------------------------
 
@@ -435,9 +388,7 @@ class ThreadState(ThreadFiles, ThreadResources):
 
     async def invoke_tool(self, name: str, args: Mapping[str, Any] | None = None) -> ToolResult:
         """Run a tool now and return its result; no tool message is stored."""
-        from sa_core.engine.dispatch import invoke_tool
-
-        return await invoke_tool(self._kernel, self._ref, name, dict(args or {}))
+        return await dispatch.invoke_tool(self._kernel, self._ref, name, dict(args or {}))
 
     # -- events -----------------------------------------------------------------------------
 
@@ -460,34 +411,19 @@ class ThreadState(ThreadFiles, ThreadResources):
         self, attachment: ToolAttachment | Mapping[str, Any]
     ) -> AttachmentRef:
         """Write a new base64 attachment under ``/attachments/`` and return its reference."""
-        from sa_core.engine.files import store_attachment
-
-        item = ToolAttachment.model_validate(attachment)
-        return await store_attachment(
-            self._kernel.store,
-            self.thread_id,
-            item.name,
-            base64.b64decode(item.data),
-            item.mime_type,
-            width=item.width,
-            height=item.height,
-        )
+        return await files.save_attachment(self._kernel.store, self.thread_id, attachment)
 
     # -- hierarchy and lifecycle ------------------------------------------------------------
 
     async def get_child_thread(self, reference: str) -> ThreadState | None:
         """A child thread by its subagent reference (None unless it is this thread's child)."""
-        row = await self._kernel.store.get_thread(reference)
-        if row is None or row.parent_id != self.thread_id:
-            return None
-        return await self._runtime.state_for(row)
+        child = await self._kernel.threads.child(self._ref, reference)
+        return None if child is None else ThreadState(self._kernel, child)
 
     async def get_parent_thread(self) -> ThreadState | None:
         """The parent thread, or None for top-level threads."""
-        if self._row.parent_id is None:
-            return None
-        row = await self._kernel.store.get_thread(self._row.parent_id)
-        return None if row is None else await self._runtime.state_for(row)
+        parent = await self._kernel.threads.parent(self._ref)
+        return None if parent is None else ThreadState(self._kernel, parent)
 
     async def notify_parent(self, content: str) -> None:
         """Queue a silent message on the parent, tagged with this thread's subagent id.
@@ -495,9 +431,7 @@ class ThreadState(ThreadFiles, ThreadResources):
         Raises:
             NoParentThreadError: this thread has no parent (it is not a subagent).
         """
-        from sa_core.engine.subagent_report import notify_parent
-
-        await notify_parent(self, content)
+        await subagent_report.notify_parent(self._kernel, self._ref, content)
 
     async def set_status(self, status: str) -> None:
         """Set this thread's status in its parent's registry.
@@ -505,9 +439,7 @@ class ThreadState(ThreadFiles, ThreadResources):
         Raises:
             NoParentThreadError: this thread has no parent (it is not a subagent).
         """
-        from sa_core.engine.subagent_report import set_status
-
-        await set_status(self, status)
+        await subagent_report.set_status(self._kernel, self._ref, status)
 
     async def run_agent(self, agent_name: str) -> None:
         """Enqueue a flow of agent ``agent_name`` on this thread (seed 004 ``runAgent``).
@@ -522,27 +454,21 @@ class ThreadState(ThreadFiles, ThreadResources):
             DefinitionNotFoundError: no such agent; the message lists the agents it can run.
         """
         self._check_active()
-        from sa_core.engine.runagent import run_agent
-
-        await run_agent(self._kernel, self._ref, agent_name)
+        await runagent.run_agent(self._kernel, self._ref, agent_name)
 
     async def stop(self) -> None:
         """Abort the in-flight turn; the next message continues the thread."""
         await delivery.stop(self._kernel, self.thread_id)
-        from sa_core.engine.approvals import cancel_pending
-
-        await cancel_pending(
+        await approvals.cancel_pending(
             self._kernel, self._ref, "stopped"
         )  # no orphan approval keeps later turns parked
 
     async def terminate(self) -> None:
         """Soft-terminate: abort in-flight work and reject new messages and queue entries."""
         await delivery.terminate(self._kernel, self._ref)
-        from sa_core.engine.approvals import cancel_pending
-
-        await cancel_pending(self._kernel, self._ref, "terminated")
+        await approvals.cancel_pending(self._kernel, self._ref, "terminated")
 
 
 def thread_of(state: ThreadState) -> ThreadRef:
-    """The engine's handle under a ThreadState (the kernel's ``thread_of``)."""
+    """The engine's handle under a ThreadState (for the composition root and tests)."""
     return state._ref

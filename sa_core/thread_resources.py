@@ -104,10 +104,6 @@ class ThreadResources:
         """
         return self._ref.tool_call_id
 
-    @tool_call_id.setter
-    def tool_call_id(self, value: str | None) -> None:
-        self._ref.tool_call_id = value
-
     @property
     def tool_attempt(self) -> int:
         """While a tool runs: 1 on the first run of its call, else 2.
@@ -117,15 +113,7 @@ class ThreadResources:
         """
         return self._ref.tool_attempt
 
-    @tool_attempt.setter
-    def tool_attempt(self, value: int) -> None:
-        self._ref.tool_attempt = value
-
     @property
     def effect_attempt(self) -> int | None:
         """While an effect runs: 1 on its first run, 2 when a restart interrupted the first."""
         return self._ref.effect_attempt
-
-    @effect_attempt.setter
-    def effect_attempt(self, value: int | None) -> None:
-        self._ref.effect_attempt = value

@@ -56,18 +56,7 @@ adapter translating a driver error; the revision walk alembic's own ``upgrade`` 
 # Nothing may be added to these sets; the lead empties them once the engine rewrite lands.
 
 # (a) to be emptied by issue 34
-ALLOWED_ENGINE_IMPORTS: set[str] = {
-    # spawning and reporting still take a ThreadState: the last part of issue 34 left open
-    "sa_core/engine/subagent_report.py: imports sa_core.runtime",
-    "sa_core/engine/subagent_report.py: imports sa_core.runtime.Runtime",
-    "sa_core/engine/subagent_report.py: imports sa_core.state",
-    "sa_core/engine/subagent_report.py: imports sa_core.state.ThreadState",
-    "sa_core/engine/subagent_report.py: reaches child.runtime",
-    "sa_core/engine/subagent_report.py: reaches state.runtime",
-    "sa_core/engine/subagent_spawn.py: imports sa_core.state",
-    "sa_core/engine/subagent_spawn.py: imports sa_core.state.ThreadState",
-    "sa_core/engine/subagent_spawn.py: reaches state.runtime",
-}
+ALLOWED_ENGINE_IMPORTS: set[str] = set()
 
 # (b) to be emptied by issue 34
 ALLOWED_PRIVATE_REACH: set[str] = {

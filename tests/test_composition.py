@@ -8,6 +8,7 @@ import pytest
 from pydantic import BaseModel
 
 from sa_core import Pack, define_agent, define_model, define_prompt, define_tool
+from sa_core.state import thread_of
 from sa_core.testing import FunctionProvider
 
 PARENT = define_model(name="parent_model", provider="test", model="parent")
@@ -324,7 +325,7 @@ async def test_subagent_create_requires_a_name(sa_runtime_factory):
     async with sa_runtime_factory(packs=[pack], providers={"test": routed(parent=["x"])}) as rt:
         parent = await rt.create_thread("lead")
         await parent.send_message("hi")
-        parent.active_prompt = parent.load_prompt("coordinator")
+        thread_of(parent).prompt = parent.load_prompt("coordinator")  # the engine's handle
         result = await parent.invoke_tool("subagent_create", {"agent": "researcher", "name": " ", "message": "m", "attachments": []})
     assert result.status == "error" and "subagent_create requires name." in result.error
 
@@ -431,6 +432,10 @@ async def test_attachments_are_copied_to_the_child_and_back(sa_runtime_factory):
     pack = research_pack({"name": "researcher", "initUserMessageProperty": "task", "initAttachmentsProperty": "files"})
 
     async def reviewer(request):
+        # the child's own file, written before its reviewer approves it
+        (entry,) = await rt.store.list_children(parent.thread_id)
+        child = await rt.get_thread(entry.reference)
+        await child.write_file("/attachments/report.md", "# Report")
         return {"tool_calls": [{"name": "approve", "arguments": {"summary": "see report", "files": ["/attachments/report.md"]}}]}
 
     provider = routed(
@@ -441,14 +446,6 @@ async def test_attachments_are_copied_to_the_child_and_back(sa_runtime_factory):
     async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
         parent = await rt.create_thread("lead")
         await parent.write_file("/attachments/brief.txt", "the brief")
-        original_create = rt.create_thread
-
-        async def create_and_seed(*args, **kwargs):
-            child = await original_create(*args, **kwargs)
-            await child.write_file("/attachments/report.md", "# Report")
-            return child
-
-        rt.create_thread = create_and_seed
         await parent.send_message("go")
         await parent.refresh()
         child = await parent.get_child_thread(parent.children[0].reference)
@@ -552,18 +549,14 @@ async def test_blocking_result_with_attachments_lists_them_once_and_ends_with_th
     pack = research_pack({"name": "researcher", "initUserMessageProperty": "task"})
 
     async def approve_with_file(request):
+        # the child's own file, written before its reviewer approves it
+        (entry,) = await rt.store.list_children(parent.thread_id)
+        child = await rt.get_thread(entry.reference)
+        await child.write_file("/attachments/out.md", "# out")
         return {"tool_calls": [{"name": "approve", "arguments": {"summary": "done", "files": ["/attachments/out.md"]}}]}
 
     provider = routed(parent=[{"tool_calls": [{"name": "researcher", "arguments": {"task": "x"}}]}, "ok"], worker=["w"], reviewer=[approve_with_file])
     async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
-        original = rt.create_thread
-
-        async def seeded(*args, **kwargs):
-            child = await original(*args, **kwargs)
-            await child.write_file("/attachments/out.md", "# out")
-            return child
-
-        rt.create_thread = seeded
         parent = await rt.create_thread("lead")
         await parent.send_message("go")
         row = (await parent.get_messages()).messages[2]

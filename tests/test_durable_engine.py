@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from sa_core import Pack, define_agent, define_effect, define_model, define_prompt, define_tool
 from sa_core.store import Store, ThreadRow, open_store
 from sa_core.store.executions import ExecutionRecord, ResumePoint
+from sa_core.state import thread_of
 from sa_core.testing import FunctionProvider
 
 _ASYNC_MARKS = (
@@ -289,11 +290,12 @@ async def test_subagent_call_run_again_after_a_restart_reuses_the_child_it_creat
     provider = FunctionProvider(lambda request: "working")
     async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
         thread = await rt.create_thread("lead")
-        thread.active_prompt = lead
-        thread.tool_call_id, thread.tool_attempt = "call_1", 1
+        handle = thread_of(thread)  # the engine's half: the prompt and tool call it runs
+        handle.prompt = lead
+        handle.tool_call_id, handle.tool_attempt = "call_1", 1
         first = await thread.invoke_tool("helper", {"message": "t"})
         requests = len(provider.requests)
-        thread.tool_attempt = 2  # the same call, run again after a restart cut it off
+        handle.tool_attempt = 2  # the same call, run again after a restart cut it off
         again = await thread.invoke_tool("helper", {"message": "t"})
         await rt.wait_idle(timeout=60)
         await thread.refresh()

@@ -46,8 +46,7 @@ class Gate:
 GATE = Gate()
 
 
-async def _slow(state: Any, args: Label) -> str:
-    worker = state.runtime.workers.worker_id
+async def _slow(worker: str, args: Label) -> str:
     GATE.runs.append((worker, "start"))
     GATE.started.set()
     try:
@@ -67,7 +66,14 @@ def _brain(request: ProviderRequest) -> Any:
     return {"tool_calls": [{"name": "slow", "arguments": {"label": last.content}}]}
 
 
-def _pack() -> Pack:
+def _pack(runtime: list[Runtime]) -> Pack:
+    """The pack of one worker: its ``slow`` tool names the worker running it."""
+
+    async def slow(state: Any, args: Label) -> str:
+        workers = runtime[0].workers
+        assert workers is not None
+        return await _slow(workers.worker_id, args)
+
     return Pack(
         name="handover",
         agents=[define_agent(name="helper", side_a={"prompt": "main"})],
@@ -75,7 +81,7 @@ def _pack() -> Pack:
             define_prompt(name="main", model="m", prompt="Help.", include_chat=True, tools=["slow"])
         ],
         models=[define_model(name="m", provider="test", model="fake")],
-        tools=[define_tool(name="slow", description="Slow work.", args=Label, execute=_slow)],
+        tools=[define_tool(name="slow", description="Slow work.", args=Label, execute=slow)],
     )
 
 
@@ -92,12 +98,14 @@ async def workers(url: str, count: int) -> AsyncIterator[list[tuple[Runtime, Fun
         started = []
         for _ in range(count):
             provider = FunctionProvider(_brain)
+            holder: list[Runtime] = []
             runtime = Runtime(
-                packs=[_pack()],
+                packs=[_pack(holder)],
                 providers={"test": provider},
                 database_url=url,
                 load_entrypoints=False,
             )
+            holder.append(runtime)
             started.append((await stack.enter_async_context(runtime), provider))
         yield started
 

@@ -13,6 +13,7 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+from sa_core.engine.files import save_attachment
 from sa_core.engine.flowtypes import side_for_role
 from sa_core.engine.messages import announce_created, new_id, new_message, prepare_message
 from sa_core.engine.owed import ensure_running
@@ -74,7 +75,7 @@ async def attachment_refs(
         if isinstance(item, AttachmentRef):
             refs.append(item)
         elif isinstance(item, ToolAttachment) or (isinstance(item, Mapping) and "data" in item):
-            refs.append(await kernel.user_state(thread).save_attachment(item))
+            refs.append(await save_attachment(kernel.store, thread.thread_id, item))
         else:
             refs.append(AttachmentRef.model_validate(item))
     return refs
@@ -326,6 +327,20 @@ def owed_record(thread: ThreadRef, message: Message, side: Literal["a", "b"]) ->
         turns={"a": int(turns.get("a", 0)), "b": int(turns.get("b", 0))},
     )
     return ExecutionRecord(status="owed", resume=point)
+
+
+async def queue_message(
+    kernel: Kernel, thread: ThreadRef, message: QueueMessageInput | Mapping[str, Any]
+) -> str:
+    """``state.queue_message``: validate a message and queue it on an active thread.
+
+    Raises:
+        ThreadTerminatedError: the thread is terminated.
+    """
+    terminated = thread.shared.row.terminated
+    if terminated is not None:
+        raise ThreadTerminatedError(thread.thread_id, terminated)
+    return await queue(kernel, thread, QueueMessageInput.model_validate(message))
 
 
 async def queue(kernel: Kernel, thread: ThreadRef, data: QueueMessageInput) -> str:

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import base64
 import mimetypes
 import os
 import re
 import secrets
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from sa_core.spec import AttachmentRef, FileRecord
+from sa_core.spec import AttachmentRef, FileRecord, ToolAttachment
 
 if TYPE_CHECKING:
     from sa_core.store import Store
@@ -36,6 +37,22 @@ def ref_from_record(record: FileRecord, description: str | None = None) -> Attac
         width=record.width,
         height=record.height,
         description=description,
+    )
+
+
+async def save_attachment(
+    store: Store, thread_id: str, attachment: ToolAttachment | Mapping[str, Any]
+) -> AttachmentRef:
+    """``state.save_attachment``: store a base64 attachment under ``/attachments/``."""
+    item = ToolAttachment.model_validate(attachment)
+    return await store_attachment(
+        store,
+        thread_id,
+        item.name,
+        base64.b64decode(item.data),
+        item.mime_type,
+        width=item.width,
+        height=item.height,
     )
 
 

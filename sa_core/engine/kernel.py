@@ -61,8 +61,6 @@ class UserThread(Protocol):
 
 UserStateFactory = Callable[["Kernel", "ThreadRef"], UserThread]
 """Builds the facade user code sees over a thread handle (the runtime gives ``ThreadState``)."""
-ThreadOf = Callable[[Any], "ThreadRef"]
-"""The handle under a facade (see :attr:`Kernel.thread_of`)."""
 
 
 @dataclass(slots=True)
@@ -101,9 +99,6 @@ class Kernel:
         instance_id: The name this runtime claims threads under.
         life: Open and closing flags.
         make_state: Builds the facade user code sees (see :meth:`user_state`).
-        thread_of: The handle under a ``ThreadState`` an engine function was handed. For the
-            engine functions not yet converted to take a :class:`ThreadRef` (they still get
-            the facade from their callers); it goes once every engine function takes one.
     """
 
     store: Store
@@ -123,7 +118,6 @@ class Kernel:
     instance_id: str
     life: Life
     make_state: UserStateFactory
-    thread_of: ThreadOf
 
     @property
     def closing(self) -> bool:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from sa_core.spec import Message
+from sa_core.spec import InjectMessageInput, Message
 from sa_core.store.clock import now_us
 
 if TYPE_CHECKING:
@@ -106,6 +106,35 @@ async def create_message(
 ) -> Message:
     """Create one message (see :func:`create_messages`)."""
     return (await create_messages(kernel, thread, [message], tx=tx))[0]
+
+
+async def inject(
+    kernel: Kernel, thread: ThreadRef, message: InjectMessageInput | Mapping[str, Any]
+) -> Message:
+    """``state.inject_message``: store a message without starting a turn.
+
+    Inside a run it joins the live history (and the extra context of a flow whose prompt
+    does not include the chat).
+    """
+    data = InjectMessageInput.model_validate(message)
+    flow = thread.execution
+    stored = await create_message(
+        kernel,
+        thread,
+        new_message(
+            thread.thread_id,
+            data.role,
+            data.content,
+            silent=data.silent,
+            metadata=data.metadata,
+            name=data.name,
+            tool_call_id=data.tool_call_id,
+            depth=flow.depth if flow is not None else 0,
+        ),
+    )
+    if flow is not None:
+        flow.remember(stored)
+    return stored
 
 
 async def update_message(

@@ -116,8 +116,8 @@ async def settle_flow(kernel: Kernel, flow: Flow, reason: StopReason | None = No
 
 async def settle(kernel: Kernel, flow: Flow, reason: str) -> None:
     """Write a flow's end on its thread's row (and a child's outcome, in the same update)."""
-    state = flow.state
-    row = flow.thread.row
+    thread = flow.thread
+    row = thread.row
     execution = dict(row.execution)
     execution.update(
         turns=dict(flow.turns),
@@ -128,12 +128,12 @@ async def settle(kernel: Kernel, flow: Flow, reason: str) -> None:
         else ("awaiting_approval" if reason == "awaiting_approval" else "idle"),
     )
     # a child's outcome (and the call it answers) goes in the same update
-    row.execution = settled_execution(state, flow, reason, execution)
+    row.execution = settled_execution(kernel, thread, flow, reason, execution)
     row.updated_at = now = now_us()
     # a non-resumable child that reported is terminated in the same write
     ended = termination_fields(row, reason, now)
     await kernel.store.set_thread_fields(row.id, execution=row.execution, updated_at=now, **ended)
-    await on_flow_end(state, flow, reason)
+    await on_flow_end(kernel, thread, flow, reason)
 
 
 async def has_approvals(kernel: Kernel, thread_id: str) -> bool:

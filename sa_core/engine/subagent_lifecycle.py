@@ -41,7 +41,7 @@ async def run_lifecycle_tool(
     if name == "subagents":
         return list_instances(thread)
     if name == "subagent_message":
-        return await message_instance(kernel.user_state(thread), arguments)
+        return await message_instance(kernel, thread, arguments)
     if name != "subagent_create":
         return ToolResult(status="error", error=f"Tool not found: {name}")
     problems = []
@@ -74,7 +74,8 @@ async def run_lifecycle_tool(
             error=f'Unknown subagent "{agent_name}". Available: {", ".join(available) or "none"}.',
         )
     return await create(
-        kernel.user_state(thread),
+        kernel,
+        thread,
         flow,
         tool,
         message=str(message),

@@ -22,7 +22,7 @@ import dataclasses
 import json
 from typing import TYPE_CHECKING, Any
 
-from sa_core.engine import owed
+from sa_core.engine import delivery, owed
 from sa_core.engine.approvals import wait_through_approvals
 from sa_core.engine.child_wait import announce_settled
 from sa_core.engine.child_wait import collect as collect_anywhere
@@ -35,15 +35,16 @@ from sa_core.engine.childlink import (
     entry_status,
 )
 from sa_core.engine.files import copy_attachments
+from sa_core.engine.messages import inject
 from sa_core.engine.oneshot import finishes
 from sa_core.errors import NoParentThreadError
 from sa_core.spec import SubagentToolConfig, ToolResult
 
 if TYPE_CHECKING:
     from sa_core.engine.flow import Flow, SessionOutcome
-    from sa_core.runtime import Runtime
+    from sa_core.engine.kernel import Kernel
+    from sa_core.engine.threads import ThreadRef
     from sa_core.spec import SessionToolBinding, ToolCall
-    from sa_core.state import ThreadState
     from sa_core.store import ThreadRow
 
 RESULT_TEXT = "Subagent (reference: {ref}) has returned the following result:\n\n{result}"
@@ -57,34 +58,31 @@ TERMINAL_TOOLS = ("session_stop", "session_fail")
 # ---------------------------------------------------------------------------------------------
 
 
-async def collect(state: ThreadState, child_id: str, config: SubagentToolConfig) -> ToolResult:
+async def collect(
+    kernel: Kernel, thread: ThreadRef, child_id: str, config: SubagentToolConfig
+) -> ToolResult:
     """The tool result of a delivered call: wait for a blocking child, else "initiated"."""
     if not config.blocking:
         return ToolResult(
             status="success", result=INITIATED_TEXT.format(ref=child_id), subagent_id=child_id
         )
-    runtime = state.runtime
-    if (
-        not runtime.kernel.placement.alone
-    ):  # the child may run on any worker: wait through the store
-        return await collect_anywhere(
-            runtime.kernel, state.thread_id, state.tool_call_id or "", child_id
-        )
-    runtime.scheduler.awaited.add(child_id)
+    if not kernel.placement.alone:  # the child may run on any worker: wait through the store
+        return await collect_anywhere(kernel, thread.thread_id, thread.tool_call_id or "", child_id)
+    kernel.scheduler.awaited.add(child_id)
     finished = False
     try:
-        await owed.ensure_running(runtime.kernel, child_id)
-        await runtime.kernel.scheduler.wait(child_id)
-        await wait_through_approvals(runtime.kernel, child_id)
+        await owed.ensure_running(kernel, child_id)
+        await kernel.scheduler.wait(child_id)
+        await wait_through_approvals(kernel, child_id)
         finished = True
     finally:
-        runtime.scheduler.awaited.discard(child_id)
-        if not finished and not runtime.closing:  # stopped: the child reports as usual later
-            await asyncio.shield(release_child(runtime, child_id))
-    return await blocking_result(state, child_id)
+        kernel.scheduler.awaited.discard(child_id)
+        if not finished and not kernel.closing:  # stopped: the child reports as usual later
+            await asyncio.shield(release_child(kernel, child_id))
+    return await blocking_result(kernel, thread, child_id)
 
 
-async def await_child(child: ThreadState, call_id: str) -> None:
+async def await_child(kernel: Kernel, child: ThreadRef, call_id: str) -> None:
     """Record the waiting call on a child and drop its previous session outcome.
 
     A run that is cancelled (stop, terminate) records no outcome; the waiter must then report
@@ -94,16 +92,16 @@ async def await_child(child: ThreadState, call_id: str) -> None:
     before = child.row.execution
     execution = ChildLink.from_execution(before).awaited_by(call_id).to_execution(before)
     child.row.execution = execution
-    await child.runtime.store.update_thread(child.thread_id, execution=execution)
+    await kernel.store.update_thread(child.thread_id, execution=execution)
 
 
-async def release_child(runtime: Runtime, child_id: str, answered: bool = False) -> None:
+async def release_child(kernel: Kernel, child_id: str, answered: bool = False) -> None:
     """Clear a child's recorded waiter: the wait ended, or (``answered``) its call got the result.
 
     An answered call stays recorded as ``answered`` so that the call, run again after a
     restart before its result was stored, re-attaches instead of messaging the child again.
     """
-    row = runtime.kernel.threads.live_row(child_id) or await runtime.store.get_thread(child_id)
+    row = kernel.threads.live_row(child_id) or await kernel.store.get_thread(child_id)
     if row is None:
         return
     link = ChildLink.from_execution(row.execution)
@@ -111,28 +109,27 @@ async def release_child(runtime: Runtime, child_id: str, answered: bool = False)
         return
     execution = link.released(answered).to_execution(row.execution)
     row.execution = execution
-    await runtime.store.update_thread(child_id, execution=execution)
+    await kernel.store.update_thread(child_id, execution=execution)
 
 
-async def blocking_result(state: ThreadState, child_id: str) -> ToolResult:
+async def blocking_result(kernel: Kernel, thread: ThreadRef, child_id: str) -> ToolResult:
     """The finished child's outcome as the call's result.
 
     One transaction: the reads, the copied attachments, the registry status and the call
     marked ``answered`` on the child. When the child's own settle already did those writes
     (see :func:`settled_execution`), the result is read from its live row with no transaction.
     """
-    row = _answered_row(state, child_id)
+    row = _answered_row(kernel, thread, child_id)
     if row is not None:
         return call_result(child_id, row, [])
-    async with state.runtime.store.transaction():
-        return await _blocking_result_in_tx(state, child_id)
+    async with kernel.store.transaction():
+        return await _blocking_result_in_tx(kernel, thread, child_id)
 
 
-def _answered_row(state: ThreadState, child_id: str) -> ThreadRow | None:
+def _answered_row(kernel: Kernel, thread: ThreadRef, child_id: str) -> ThreadRow | None:
     """The child's live row when its settle already answered this call, else ``None``."""
-    runtime = state.runtime
-    call_id = state.tool_call_id
-    row = runtime.kernel.threads.live_row(child_id) if runtime.kernel.placement.alone else None
+    call_id = thread.tool_call_id
+    row = kernel.threads.live_row(child_id) if kernel.placement.alone else None
     if row is None or call_id is None:
         return None
     link = ChildLink.from_execution(row.execution)
@@ -141,22 +138,21 @@ def _answered_row(state: ThreadState, child_id: str) -> ThreadRow | None:
     return row if not link.outcome_attachments() else None
 
 
-async def _blocking_result_in_tx(state: ThreadState, child_id: str) -> ToolResult:
-    runtime = state.runtime
-    row = await runtime.store.get_thread(child_id)
+async def _blocking_result_in_tx(kernel: Kernel, thread: ThreadRef, child_id: str) -> ToolResult:
+    row = await kernel.store.get_thread(child_id)
     outcome = ChildLink.of(row).outcome
     refs = outcome.attachment_refs() if outcome is not None else []
     copied = (
-        await copy_attachments(runtime.store, child_id, refs, state.thread_id)
+        await copy_attachments(kernel.store, child_id, refs, thread.thread_id)
         if (row and refs)
         else []
     )
-    await runtime.kernel.threads.update_child(state.thread_id, child_id, status=entry_status(row))
-    await release_child(runtime, child_id, answered=True)
+    await kernel.threads.update_child(thread.thread_id, child_id, status=entry_status(row))
+    await release_child(kernel, child_id, answered=True)
     return call_result(child_id, row, copied)
 
 
-def _can_answer_here(runtime: Runtime, link: ChildLink) -> bool:
+def _can_answer_here(kernel: Kernel, link: ChildLink) -> bool:
     """Whether a child's settle may answer its waiting blocking call itself.
 
     The settle then commits the registry status and the call marked ``answered`` with the
@@ -165,7 +161,7 @@ def _can_answer_here(runtime: Runtime, link: ChildLink) -> bool:
     process) and an outcome without attachments (the parent copies those, in
     :func:`blocking_result`'s transaction).
     """
-    return runtime.kernel.placement.alone and not runtime.closing and not link.outcome_attachments()
+    return kernel.placement.alone and not kernel.closing and not link.outcome_attachments()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -191,34 +187,35 @@ async def forward_status(
     await flow.engine.threads.update_child(parent_id, thread.thread_id, status=status.strip())
 
 
-async def set_status(state: ThreadState, status: str) -> None:
+async def set_status(kernel: Kernel, thread: ThreadRef, status: str) -> None:
     """``state.set_status``."""
     if not status.strip():
         raise ValueError("set_status needs a non-empty status.")
-    if state.parent_id is None:
-        raise NoParentThreadError(state.thread_id, "set_status")
-    await state.runtime.kernel.threads.update_child(
-        state.parent_id, state.thread_id, status=status.strip()
-    )
+    parent_id = thread.row.parent_id
+    if parent_id is None:
+        raise NoParentThreadError(thread.thread_id, "set_status")
+    await kernel.threads.update_child(parent_id, thread.thread_id, status=status.strip())
 
 
-async def notify_parent(state: ThreadState, content: str) -> None:
+async def notify_parent(kernel: Kernel, thread: ThreadRef, content: str) -> None:
     """``state.notify_parent``: a silent message queued on the parent, tagged with this child."""
     if not content.strip():
         raise ValueError("notify_parent needs non-empty content.")
-    if state.parent_id is None:
-        raise NoParentThreadError(state.thread_id, "notify_parent")
-    parent = await state.get_parent_thread()
-    if parent is None or parent.terminated is not None:
+    if thread.row.parent_id is None:
+        raise NoParentThreadError(thread.thread_id, "notify_parent")
+    parent = await kernel.threads.parent(thread)
+    if parent is None or parent.row.terminated is not None:
         return
-    role = "assistant" if state.row.properties.get("owner_side") == "b" else "user"
-    await parent.queue_message(
+    role = "assistant" if thread.row.properties.get("owner_side") == "b" else "user"
+    await delivery.queue_message(
+        kernel,
+        parent,
         {
             "role": role,
             "content": content,
             "silent": True,
-            "metadata": {"subagent_id": state.thread_id, "subagent_event": "notification"},
-        }
+            "metadata": {"subagent_id": thread.thread_id, "subagent_event": "notification"},
+        },
     )
 
 
@@ -238,7 +235,7 @@ def _final_outcome(flow: Flow) -> SessionOutcome | None:
 
 
 def settled_execution(
-    state: ThreadState, flow: Flow, reason: str, execution: dict[str, Any]
+    kernel: Kernel, thread: ThreadRef, flow: Flow, reason: str, execution: dict[str, Any]
 ) -> dict[str, Any]:
     """A child's execution entry as its flow settles: its outcome, and the call it answers.
 
@@ -247,7 +244,7 @@ def settled_execution(
     The runtime's settle writes it in its one update of the thread's row, and then calls
     :func:`on_flow_end`.
     """
-    if state.parent_id is None:
+    if thread.row.parent_id is None:
         return execution
     final = _final_outcome(flow)
     outcome = (
@@ -262,108 +259,110 @@ def settled_execution(
     )
     link = ChildLink.from_execution(execution)
     settled = link.settled(outcome, reason, answer=False)
-    answer = _answering(state, reason, settled)
+    answer = _answering(kernel, thread, reason, settled)
     if answer and link.waiter:
         settled = link.settled(outcome, reason, answer=True)  # answered in this write
-    elif not state.runtime.kernel.placement.alone and link.waiter:
-        announce_settled(
-            state.runtime.kernel, state.thread_id
-        )  # wakes the waiting call, on any worker, once this commits
+    elif not kernel.placement.alone and link.waiter:
+        # wakes the waiting call, on any worker, once this commits
+        announce_settled(kernel, thread.thread_id)
     return settled.to_execution(execution)
 
 
-def _answering(state: ThreadState, reason: str, link: ChildLink) -> bool:
+def _answering(kernel: Kernel, thread: ThreadRef, reason: str, link: ChildLink) -> bool:
     """Whether a child's settle answers its waiting blocking call itself."""
-    runtime = state.runtime
     return (
         reason != "awaiting_approval"
-        and state.thread_id in runtime.scheduler.awaited
+        and thread.thread_id in kernel.scheduler.awaited
         and bool(link.waiter or link.answered)
-        and _can_answer_here(runtime, link)
+        and _can_answer_here(kernel, link)
     )
 
 
-async def on_flow_end(state: ThreadState, flow: Flow, reason: str) -> None:
+async def on_flow_end(kernel: Kernel, thread: ThreadRef, flow: Flow, reason: str) -> None:
     """After a child's flow settled its row: the registry status, and the parent's report.
 
     The row's execution entry was shaped by :func:`settled_execution` and written before.
     """
-    runtime = state.runtime
-    if state.parent_id is None:
+    row = thread.row
+    parent_id = row.parent_id
+    if parent_id is None:
         return
+    thread_id = thread.thread_id
     outcome = _final_outcome(flow)
-    link = ChildLink.from_execution(state.row.execution)
+    link = ChildLink.from_execution(row.execution)
     if reason == "awaiting_approval":  # parked, not finished: the parent keeps waiting
-        await runtime.kernel.threads.update_child(state.parent_id, state.thread_id, status=reason)
+        await kernel.threads.update_child(parent_id, thread_id, status=reason)
         return
-    if _answering(state, reason, link):
+    if _answering(kernel, thread, reason, link):
         # answered in this settle (or in the settle of a flow before this one, while the
         # call still waits): the waiting call reads the outcome without another transaction
-        await runtime.kernel.threads.update_child(
-            state.parent_id, state.thread_id, status=entry_status(state.row)
-        )
+        await kernel.threads.update_child(parent_id, thread_id, status=entry_status(row))
         return
-    if state.thread_id in runtime.scheduler.awaited or link.waiter:
+    if thread_id in kernel.scheduler.awaited or link.waiter:
         return  # a blocking call receives the outcome as its result
-    entries = await runtime.store.list_children(state.parent_id)
-    entry = next((e for e in entries if e.reference == state.thread_id), None)
+    entries = await kernel.store.list_children(parent_id)
+    entry = next((e for e in entries if e.reference == thread_id), None)
     if entry is None:
         return
-    finished = finishes(state.row, reason)  # a non-resumable child: terminated by this settle
-    if state.terminated is not None and not finished:
+    finished = finishes(row, reason)  # a non-resumable child: terminated by this settle
+    if row.terminated is not None and not finished:
         return
     if outcome is None:
         if reason == "aborted_by_user":  # stopped: not running any more, nothing to report
-            await runtime.kernel.threads.update_child(
-                state.parent_id, state.thread_id, status="idle"
-            )
+            await kernel.threads.update_child(parent_id, thread_id, status="idle")
             return
         if not entry.resumable and reason not in ("awaiting_human",):
             outcome_text, failed = NO_TERMINAL_TEXT.format(reason=reason), True
         else:
-            await runtime.kernel.threads.update_child(
-                state.parent_id, state.thread_id, status="idle"
-            )
+            await kernel.threads.update_child(parent_id, thread_id, status="idle")
             return
     else:
         outcome_text, failed = outcome.content or "", outcome.failed
     status = "terminated" if finished else ("failed" if failed else "idle")
-    await runtime.kernel.threads.update_child(state.parent_id, state.thread_id, status=status)
+    await kernel.threads.update_child(parent_id, thread_id, status=status)
     if entry.parent_communication == "explicit":
         return
-    await _report(state, outcome, outcome_text, failed)
+    await _report(kernel, thread, outcome, outcome_text, failed)
 
 
 async def _report(
-    state: ThreadState, outcome: SessionOutcome | None, outcome_text: str, failed: bool
+    kernel: Kernel,
+    thread: ThreadRef,
+    outcome: SessionOutcome | None,
+    outcome_text: str,
+    failed: bool,
 ) -> None:
     """Queue a finished child's outcome on its parent, and note the report on the child."""
-    parent = await state.get_parent_thread()
-    if parent is None or parent.terminated is not None:
+    parent = await kernel.threads.parent(thread)
+    if parent is None or parent.row.terminated is not None:
         return
     copied = []
     if outcome is not None and outcome.attachments:
         copied = await copy_attachments(
-            state.runtime.store, state.thread_id, outcome.attachments, parent.thread_id
+            kernel.store, thread.thread_id, outcome.attachments, parent.thread_id
         )
     template = FAILURE_TEXT if failed else RESULT_TEXT
-    text = template.format(ref=state.thread_id, result=outcome_text)
+    text = template.format(ref=thread.thread_id, result=outcome_text)
     if copied:
         text += ATTACHMENTS_TEXT.format(paths="\n".join(r.path for r in copied))
-    role = "assistant" if state.row.properties.get("owner_side") == "b" else "user"
-    await parent.queue_message(
+    role = "assistant" if thread.row.properties.get("owner_side") == "b" else "user"
+    await delivery.queue_message(
+        kernel,
+        parent,
         {
             "role": role,
             "content": text,
             "silent": True,
             "attachments": copied,
             "metadata": {
-                "subagent_id": state.thread_id,
+                "subagent_id": thread.thread_id,
                 "subagent_event": "failure" if failed else "result",
             },
-        }
+        },
     )
-    await state.inject_message(
+    await inject(
+        kernel,
+        thread,
         {
             "role": "system",
             "content": "Subagent forwarded "
@@ -371,7 +370,7 @@ async def _report(
             + " to parent thread.",
             "silent": True,
             "metadata": {"status_kind": "subagent_event"},
-        }
+        },
     )
 
 

@@ -17,9 +17,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from sa_core.engine import delivery
 from sa_core.engine.child_start import can_owe_directly, owe_first_turn, start_child
 from sa_core.engine.childlink import ChildLink
+from sa_core.engine.creation import new_thread
 from sa_core.engine.files import attachment_paths, copy_attachments, existing_refs
+from sa_core.engine.messages import inject
 from sa_core.engine.offered import subagent_tools
 from sa_core.engine.oneshot import not_addressable
 from sa_core.engine.subagent_report import await_child, collect
@@ -38,8 +41,9 @@ from sa_core.store import now_us
 
 if TYPE_CHECKING:
     from sa_core.engine.flow import Flow
+    from sa_core.engine.kernel import Kernel
+    from sa_core.engine.threads import ThreadRef
     from sa_core.spec import Message, PromptDefinition
-    from sa_core.state import ThreadState
 
 
 def child_role(config: SubagentToolConfig) -> str:
@@ -53,7 +57,8 @@ def child_role(config: SubagentToolConfig) -> str:
 
 
 async def create(
-    state: ThreadState,
+    kernel: Kernel,
+    thread: ThreadRef,
     flow: Flow | None,
     tool: OfferedTool,
     *,
@@ -76,26 +81,25 @@ async def create(
     assert tool.subagent is not None and tool.agent is not None and tool.agent_scope is not None
     config = tool.subagent
     agent, scope = tool.agent, tool.agent_scope
-    capped = await _at_cap(state, config, agent.name, message, paths)
+    capped = await _at_cap(kernel, thread, config, agent.name, message, paths)
     if capped is not None:
         return capped
-    refs_in, missing_paths = await existing_refs(state.runtime.store, state.thread_id, paths)
+    refs_in, missing_paths = await existing_refs(kernel.store, thread.thread_id, paths)
     if missing_paths:
         return ToolResult(
             status="error",
             error="Provided attachment path(s) not found in this thread: "
             + ", ".join(missing_paths),
         )
-    env = child_env(state.row, scope, agent)
+    env = child_env(thread.row, scope, agent)
     env.update(extra_env or {})
     env.update(provided_env or {})
-    kernel = state.runtime.kernel
-    user_env = kernel.user_env.get(state.user_id or "", {})
+    user_env = kernel.user_env.get(thread.row.user_id or "", {})
     missing = missing_variables(scope, agent, [env, user_env, kernel.env], include_scoped=True)
     if missing:
         return await defer_for_variables(
             kernel,
-            kernel.thread_of(state),
+            thread,
             flow,
             tool,
             message,
@@ -104,32 +108,35 @@ async def create(
             arguments,
             [n for n, _ in missing],
         )
-    call_id = state.tool_call_id
-    if call_id is not None and state.tool_attempt > 1:
-        existing = await _child_for_call(state, call_id)
+    call_id = thread.tool_call_id
+    if call_id is not None and thread.tool_attempt > 1:
+        existing = await _child_for_call(kernel, thread, call_id)
         if existing is not None:  # a restart interrupted this call: re-attach, create nothing
-            return await collect(state, existing, config)
+            return await collect(kernel, thread, existing, config)
     owner = owner_side or (flow.current_side if flow is not None else "a")
     spawn = _Spawn(tool, env, name, arguments, owner, _spawn_group(flow))
-    child = await _spawn(state, spawn, message, refs_in)  # held: the live handle is weak
-    return await collect(state, child.thread_id, config)
+    child = await _spawn(kernel, thread, spawn, message, refs_in)  # held: live handles are weak
+    return await collect(kernel, thread, child.thread_id, config)
 
 
 async def _at_cap(
-    state: ThreadState,
+    kernel: Kernel,
+    thread: ThreadRef,
     config: SubagentToolConfig,
     agent_name: str,
     message: str,
     paths: list[str],
 ) -> ToolResult | None:
     """The result of a create refused (or turned into a message) at the instance cap."""
-    live = [e for e in state.children if e.name == agent_name and e.status != "terminated"]
+    live = [e for e in thread.children if e.name == agent_name and e.status != "terminated"]
     cap = config.resumable.max_instances if isinstance(config.resumable, ResumableConfig) else None
     if cap is None or len(live) < cap:
         return None
     if config.blocking and cap == 1 and len(live) == 1:
         return await message_instance(
-            state, {"referenceId": live[0].reference, "message": message, "attachments": paths}
+            kernel,
+            thread,
+            {"referenceId": live[0].reference, "message": message, "attachments": paths},
         )
     refs = ", ".join(e.reference for e in live)
     return ToolResult(
@@ -155,41 +162,47 @@ class _Spawn:
 
 
 async def _spawn(
-    state: ThreadState, spawn: _Spawn, message: str, refs_in: list[AttachmentRef]
-) -> ThreadState:
+    kernel: Kernel,
+    thread: ThreadRef,
+    spawn: _Spawn,
+    message: str,
+    refs_in: list[AttachmentRef],
+) -> ThreadRef:
     """Create the child, its registry entry and its first message in one transaction.
 
     Returns:
-        The child's handle (keep it while waiting: the runtime's live handle is a weak
-        reference); its runner is started when its first turn was owed directly.
+        The child's handle (keep it while waiting: the live handles are weak references);
+        its runner is started when its first turn was owed directly.
     """
     tool = spawn.tool
     assert tool.subagent is not None and tool.agent is not None and tool.agent_scope is not None
     config, agent, scope = tool.subagent, tool.agent, tool.agent_scope
-    runtime = state.runtime
-    call_id = state.tool_call_id
+    store = kernel.store
+    call_id = thread.tool_call_id
     name = spawn.name
     tags = [f"name:{_normalise_name(name)}"] if name else []
     properties = {
         "owner_side": spawn.owner_side,
         "relationship": tool.name,
-        "prompt": state.active_prompt.name if state.active_prompt is not None else None,
+        "prompt": thread.prompt.name if thread.prompt is not None else None,
         "arguments": spawn.arguments,
         "resumable": config.is_resumable,  # a non-resumable child terminates when it reports
     }
     if call_id is not None:
         properties["tool_call_id"] = call_id
     # the child, its registry entry and its first message commit together
-    async with runtime.store.transaction():
-        child = await runtime.create_thread(
+    async with store.transaction():
+        child = await new_thread(
+            kernel,
             agent.name,
             env=spawn.env,
-            user_id=state.user_id,
+            user_id=thread.row.user_id,
             tags=tags,
             package=scope.package,
-            parent_id=state.thread_id,
+            parent_id=thread.thread_id,
             properties=properties,
         )
+        await boot_immediate(kernel, child)
         entry = SubagentRegistryEntry(
             reference=child.thread_id,
             name=agent.name,
@@ -203,28 +216,28 @@ async def _spawn(
             status="running",
             parent_communication=config.parent_communication,
         )
-        await runtime.store.upsert_child(state.thread_id, entry, new=True)
-        state.children = [*[e for e in state.children if e.reference != entry.reference], entry]
+        await store.upsert_child(thread.thread_id, entry, new=True)
+        shared = thread.shared
+        shared.children = [*[e for e in shared.children if e.reference != entry.reference], entry]
         copied = (
-            await copy_attachments(runtime.store, state.thread_id, refs_in, child.thread_id)
+            await copy_attachments(store, thread.thread_id, refs_in, child.thread_id)
             if refs_in
             else []
         )
-        kernel = runtime.kernel
-        if can_owe_directly(kernel, kernel.thread_of(child)):  # its owed turn: no drain
-            first_message = await _hand_over_first(state, child, config, message, copied)
+        if can_owe_directly(kernel, child):  # its owed turn: no drain
+            first_message = await _hand_over_first(kernel, thread, child, config, message, copied)
         else:
             first_message = None
-            await _hand_over(state, child, config, message, copied, first=True)
+            await _hand_over(kernel, thread, child, config, message, copied, first=True)
     if first_message is not None:
-        start_child(runtime.kernel, child.thread_id, first_message)
+        start_child(kernel, child.thread_id, first_message)
     return child
 
 
-async def _child_for_call(state: ThreadState, call_id: str) -> str | None:
+async def _child_for_call(kernel: Kernel, thread: ThreadRef, call_id: str) -> str | None:
     """The child a tool call created or waits on (recorded durably with the child)."""
-    for entry in state.children:
-        row = await state.runtime.store.get_thread(entry.reference)
+    for entry in thread.children:
+        row = await kernel.store.get_thread(entry.reference)
         if row is not None and (
             row.properties.get("tool_call_id") == call_id
             or ChildLink.from_execution(row.execution).concerns(call_id)
@@ -234,30 +247,30 @@ async def _child_for_call(state: ThreadState, call_id: str) -> str | None:
 
 
 async def _deliver(
-    state: ThreadState,
-    child: ThreadState,
-    entry: SubagentRegistryEntry,
+    kernel: Kernel,
+    thread: ThreadRef,
+    child: ThreadRef,
     config: SubagentToolConfig,
     message: str,
     attachments: list[AttachmentRef],
-    *,
-    first: bool,
 ) -> ToolResult:
-    call_id = state.tool_call_id
+    """Hand a blocking call's message to an existing child, and wait for its outcome."""
+    call_id = thread.tool_call_id
     if (
         config.blocking
         and call_id is not None
-        and state.tool_attempt > 1
+        and thread.tool_attempt > 1
         and ChildLink.from_execution(child.row.execution).concerns(call_id)
     ):
-        return await collect(state, child.thread_id, config)  # delivered before a restart
-    await _hand_over(state, child, config, message, attachments, first=first)
-    return await collect(state, child.thread_id, config)
+        return await collect(kernel, thread, child.thread_id, config)  # delivered before a restart
+    await _hand_over(kernel, thread, child, config, message, attachments, first=False)
+    return await collect(kernel, thread, child.thread_id, config)
 
 
 async def _hand_over(
-    state: ThreadState,
-    child: ThreadState,
+    kernel: Kernel,
+    thread: ThreadRef,
+    child: ThreadRef,
     config: SubagentToolConfig,
     message: str,
     attachments: list[AttachmentRef],
@@ -269,38 +282,42 @@ async def _hand_over(
     One transaction: after a restart the parent finds the child it waits on by its tool call id.
     """
     role = child_role(config)
-    async with state.runtime.store.transaction():
+    async with kernel.store.transaction():
         if first:
-            await _announce_attachments(child, attachments)
+            await _announce_attachments(kernel, child, attachments)
         if config.blocking:
-            await await_child(child, state.tool_call_id or "")
-        await child.queue_message({"role": role, "content": message, "attachments": attachments})
+            await await_child(kernel, child, thread.tool_call_id or "")
+        await delivery.queue_message(
+            kernel, child, {"role": role, "content": message, "attachments": attachments}
+        )
 
 
-async def _announce_attachments(child: ThreadState, attachments: list[AttachmentRef]) -> None:
+async def _announce_attachments(
+    kernel: Kernel, child: ThreadRef, attachments: list[AttachmentRef]
+) -> None:
     """Tell a new child where the files of its first message are (silent user messages)."""
     for ref in attachments:
         content = f"Initial asset attachment path: {ref.path}"
-        await child.inject_message({"role": "user", "content": content, "silent": True})
+        await inject(kernel, child, {"role": "user", "content": content, "silent": True})
 
 
 async def _hand_over_first(
-    state: ThreadState,
-    child: ThreadState,
+    kernel: Kernel,
+    thread: ThreadRef,
+    child: ThreadRef,
     config: SubagentToolConfig,
     message: str,
     attachments: list[AttachmentRef],
 ) -> Message:
     """Like :func:`_hand_over` for a new child: the first message is stored, its turn owed."""
-    async with state.runtime.store.transaction():
-        await _announce_attachments(child, attachments)
+    async with kernel.store.transaction():
+        await _announce_attachments(kernel, child, attachments)
         if config.blocking:
-            await await_child(child, state.tool_call_id or "")
+            await await_child(kernel, child, thread.tool_call_id or "")
         role: Literal["user", "assistant"] = (
             "assistant" if child_role(config) == "assistant" else "user"
         )
-        kernel = state.runtime.kernel
-        return await owe_first_turn(kernel, kernel.thread_of(child), role, message, attachments)
+        return await owe_first_turn(kernel, child, role, message, attachments)
 
 
 def _spawn_group(flow: Flow | None) -> str | None:
@@ -316,7 +333,9 @@ def _normalise_name(name: str) -> str:
     return re.sub(r"\s+", " ", name).strip()[:120]
 
 
-async def message_instance(state: ThreadState, arguments: Mapping[str, Any]) -> ToolResult:
+async def message_instance(
+    kernel: Kernel, thread: ThreadRef, arguments: Mapping[str, Any]
+) -> ToolResult:
     """``subagent_message``: deliver a message to a live resumable instance."""
     reference = arguments.get("referenceId") or arguments.get("reference_id")
     message = arguments.get("message")
@@ -324,90 +343,88 @@ async def message_instance(state: ThreadState, arguments: Mapping[str, Any]) -> 
         return ToolResult(
             status="error", error="subagent_message requires referenceId and message."
         )
-    entry = next((e for e in state.children if e.reference == reference), None)
+    entry = next((e for e in thread.children if e.reference == reference), None)
     refused = not_addressable(entry) if entry is not None else None
     if refused is not None:
         return refused
-    runtime = state.runtime
-    row = await runtime.store.get_thread(reference) if entry else None
+    store = kernel.store
+    row = await store.get_thread(reference) if entry else None
     if entry is None or row is None or row.terminated is not None or entry.status == "terminated":
         return ToolResult(status="error", error=f'Subagent reference "{reference}" is not active.')
     refs, missing = await existing_refs(
-        runtime.store, state.thread_id, attachment_paths(arguments.get("attachments"))
+        store, thread.thread_id, attachment_paths(arguments.get("attachments"))
     )
     if missing:
         return ToolResult(
             status="error",
             error="Provided attachment path(s) not found in this thread: " + ", ".join(missing),
         )
-    child = await runtime.state_for(row)
-    copied = (
-        await copy_attachments(runtime.store, state.thread_id, refs, child.thread_id)
-        if refs
-        else []
-    )
-    config = _config_for(state, row)
-    await runtime.kernel.threads.update_child(state.thread_id, reference, status="running")
+    child = await kernel.threads.ref_for(row)
+    copied = await copy_attachments(store, thread.thread_id, refs, child.thread_id) if refs else []
+    config = _config_for(kernel, thread, row)
+    await kernel.threads.update_child(thread.thread_id, reference, status="running")
     if config is not None and config.blocking:
-        result = await _deliver(state, child, entry, config, message, copied, first=False)
-        return result
+        return await _deliver(kernel, thread, child, config, message, copied)
     role = child_role(config) if config is not None else "user"
-    await child.queue_message({"role": role, "content": message, "attachments": copied})
+    await delivery.queue_message(
+        kernel, child, {"role": role, "content": message, "attachments": copied}
+    )
     return ToolResult(
         status="success", result=f"Message sent to subagent {reference}.", subagent_id=reference
     )
 
 
-def _config_for(state: ThreadState, child_row: Any) -> SubagentToolConfig | None:
+def _config_for(kernel: Kernel, thread: ThreadRef, child_row: Any) -> SubagentToolConfig | None:
     """The relationship a child was created through: its prompt's entry in the parent's package.
 
     Children created before the prompt was recorded fall back to the active prompt, then to any
     prompt of the parent's package; other packages' prompts are never consulted.
     """
     name = child_row.properties.get("relationship") or child_row.agent_id
-    scope = state.scope
+    scope = kernel.scope_of(thread)
     recorded = scope.prompts.get(child_row.properties.get("prompt") or "")
-    candidates = [p for p in (recorded, state.active_prompt) if p is not None]
+    candidates = [p for p in (recorded, thread.prompt) if p is not None]
     for prompt in [*candidates, *scope.prompts.values()]:
-        tool = state.runtime.kernel.caches.tool_table(scope, prompt).tools.get(name)
+        tool = kernel.caches.tool_table(scope, prompt).tools.get(name)
         if tool is not None and tool.subagent is not None:
             return tool.subagent
     return None
 
 
-async def boot_immediate(state: ThreadState) -> None:
+async def boot_immediate(kernel: Kernel, thread: ThreadRef) -> None:
     """Create the immediate subagents of the prompts the thread's agent makes active.
 
     Side A's prompt, and side B's on a ``dual_ai`` agent: both become active with the thread
     (or the handoff), so both sides' immediate entries start then (seed 001, 5.2). A side B
     child is owned by side B: its reports are queued for side B to act on.
     """
-    agent = state.agent
+    agent = kernel.agent_of(thread)
+    scope = kernel.scope_of(thread)
     sides = [("a", agent.side_a)]
     side_b = agent.side_b if agent.type == "dual_ai" else None
     if side_b is not None and side_b.prompt != agent.side_a.prompt:  # a prompt boots once
         sides.append(("b", side_b))
     first = None
     for side, config in sides:
-        prompt = state.scope.prompts.get(config.prompt)
+        prompt = scope.prompts.get(config.prompt)
         if prompt is not None:
             first = first or prompt
-            await _boot_prompt(state, prompt, side)
+            await _boot_prompt(kernel, thread, prompt, side)
     if first is not None:
-        state.active_prompt = first  # side A's, which acts first
+        thread.prompt = first  # side A's, which acts first
 
 
-async def _boot_prompt(state: ThreadState, prompt: PromptDefinition, side: str) -> None:
+async def _boot_prompt(
+    kernel: Kernel, thread: ThreadRef, prompt: PromptDefinition, side: str
+) -> None:
     """Create the immediate subagents of one side's prompt, owned by that side."""
-    state.active_prompt = prompt  # the prompt each child records as its relationship's
-    table = state.runtime.kernel.caches.tool_table(state.scope, prompt)
-    for tool in subagent_tools(
-        state.runtime.kernel, state.runtime.kernel.thread_of(state), table
-    ).values():
+    thread.prompt = prompt  # the prompt each child records as its relationship's
+    table = kernel.caches.tool_table(kernel.scope_of(thread), prompt)
+    for tool in subagent_tools(kernel, thread, table).values():
         config = tool.subagent
         if config is None or not config.immediate:
             continue
-        for index, (name, message, env) in enumerate(_immediate_instances(state, config)):
+        for index, (name, message, env) in enumerate(_immediate_instances(thread, config)):
             cap = (
                 config.resumable.max_instances
                 if isinstance(config.resumable, ResumableConfig)
@@ -419,7 +436,8 @@ async def _boot_prompt(state: ThreadState, prompt: PromptDefinition, side: str) 
                 tool, subagent=config.model_copy(update={"blocking": False})
             )
             await create(
-                state,
+                kernel,
+                thread,
                 None,
                 immediate_tool,
                 message=message,
@@ -433,7 +451,7 @@ async def _boot_prompt(state: ThreadState, prompt: PromptDefinition, side: str) 
 
 
 def _immediate_instances(
-    state: ThreadState, config: SubagentToolConfig
+    thread: ThreadRef, config: SubagentToolConfig
 ) -> list[tuple[str | None, str, dict[str, str]]]:
     """``(name, message, scoped env)`` per instance; the object form fans out per env index."""
     if not isinstance(config.immediate, ImmediateConfig):
@@ -446,11 +464,11 @@ def _immediate_instances(
         env = {
             key: value
             for key in spec.scoped_env
-            if (value := state.row.env.get(key + suffix)) is not None
+            if (value := thread.row.env.get(key + suffix)) is not None
         }
-        name = state.row.env.get(spec.name_env + suffix) if spec.name_env else None
+        name = thread.row.env.get(spec.name_env + suffix) if spec.name_env else None
         description = (
-            state.row.env.get(spec.description_env + suffix) if spec.description_env else None
+            thread.row.env.get(spec.description_env + suffix) if spec.description_env else None
         )
         if index > 1 and not env and name is None and description is None:
             break
@@ -466,7 +484,7 @@ def _immediate_instances(
 async def run_immediate(flow: Flow) -> bool:
     """Boot immediates after a handoff made a new prompt active; never ends the step."""
     if flow.context.pop("_immediate_due", False):
-        await boot_immediate(flow.state)
+        await boot_immediate(flow.engine, flow.thread)
     return False
 
 

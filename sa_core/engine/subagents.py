@@ -67,7 +67,8 @@ async def run_subagent_tool(
         value = arguments.get(config.init_agent_name_property)
         name = str(value) if value else None
     return await create(
-        kernel.user_state(thread),
+        kernel,
+        thread,
         flow,
         tool,
         message=message,
@@ -126,7 +127,8 @@ async def provide_variables(
     tool = dataclasses.replace(tool, subagent=nonblocking)
     parent.prompt = prompt
     result = await create(
-        kernel.user_state(parent),
+        kernel,
+        parent,
         None,
         tool,
         message=payload["message"],

@@ -338,6 +338,21 @@ class LiveThreads:
             return None
         return ThreadRef(await self.shared_for(row, read_at=version, children=children))
 
+    async def parent(self, thread: ThreadRef) -> ThreadRef | None:
+        """A handle of a thread's parent, or None for a top-level thread (or a deleted parent)."""
+        parent_id = thread.shared.row.parent_id
+        if parent_id is None:
+            return None
+        row = await self.store.get_thread(parent_id)
+        return None if row is None else await self.ref_for(row)
+
+    async def child(self, thread: ThreadRef, reference: str) -> ThreadRef | None:
+        """A handle of a thread's child by its reference (None unless it is that thread's)."""
+        row = await self.store.get_thread(reference)
+        if row is None or row.parent_id != thread.thread_id:
+            return None
+        return await self.ref_for(row)
+
     async def ref_for(
         self,
         row: ThreadRow,

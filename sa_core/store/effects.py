@@ -94,12 +94,26 @@ class EffectsMixin(StoreBase):
         return effect
 
     async def list_effects(
-        self, thread_id: str, name: str | None = None, *, tx: Transaction | None = None
+        self,
+        thread_id: str,
+        name: str | None = None,
+        *,
+        any_status: bool = False,
+        tx: Transaction | None = None,
     ) -> list[ScheduledEffect]:
-        """Pending effects of a thread (optionally of one name), soonest first."""
+        """Pending effects of a thread (optionally of one name), soonest first.
+
+        Args:
+            thread_id: The thread.
+            name: Only effects of this name.
+            any_status: Also effects running, done, failed or interrupted (not only pending).
+            tx: The transaction to read in.
+        """
         stmt = select(_E.id, _E.name, _E.args, _E.scheduled_at, _E.created_at).where(
-            _E.thread_id == thread_id, _E.status == "pending"
+            _E.thread_id == thread_id
         )
+        if not any_status:
+            stmt = stmt.where(_E.status == "pending")
         if name is not None:
             stmt = stmt.where(_E.name == name)
         stmt = stmt.order_by(_E.scheduled_at, _E.created_at)

@@ -27,6 +27,7 @@ line each, in the same response as the next calls of the others.
 from __future__ import annotations
 
 import asyncio
+import os
 from typing import Any
 
 from pydantic import BaseModel
@@ -40,6 +41,7 @@ from sa_core import (
     define_prompt,
     define_tool,
 )
+from sa_core.store import Store, open_store
 
 EFFECT_DELAY = 0.2
 """Seconds between scheduling and running ``ledger_effect``."""
@@ -65,9 +67,20 @@ async def _record(state: Any, args: Op) -> str:
     return f"ok {args.op}"
 
 
+_stores: list[Store] = []
+"""The pack's own connection to the server's database (``$CRASH_DATABASE``), once opened."""
+
+
+async def _store() -> Store:
+    """A store on the server's database, to read what a tool run before a kill left there."""
+    if not _stores:
+        _stores.append(await open_store(os.environ["CRASH_DATABASE"]))
+    return _stores[0]
+
+
 async def _note_exists(state: Any, text: str) -> bool:
     # still queued (a restart runs the interrupted call before it drains the queue) or stored
-    queued = await state.runtime.store.list_queue(state.thread_id)
+    queued = await (await _store()).list_queue(state.thread_id)
     if any(entry.content == text for entry in queued):
         return True
     page = await state.get_messages(limit=200, order="desc", include_silent=True)
@@ -78,18 +91,9 @@ async def _effect_exists(state: Any, op: str) -> bool:
     if ledger.recorded_op("effect_start", state.thread_id, op):
         return True
     # any status: the effect the first run scheduled may be claimed (running) or done already
-    from sqlalchemy import func, select
-
-    from sa_core.store import tables
-
-    effects = tables.effects.c
-    stmt = select(func.count()).where(
-        effects.thread_id == state.thread_id,
-        effects.name == "ledger_effect",
-        func.json_extract(effects.args, "$.op") == op,
-    )
-    count = await state.runtime.store._read(lambda conn: conn.execute(stmt).scalar_one())
-    return bool(count)
+    store = await _store()
+    effects = await store.list_effects(state.thread_id, "ledger_effect", any_status=True)
+    return any(effect.args.get("op") == op for effect in effects)
 
 
 async def _note(state: Any, args: Op) -> str:

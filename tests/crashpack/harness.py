@@ -211,6 +211,7 @@ class Server:
             paths.append(env["PYTHONPATH"])
         env["PYTHONPATH"] = os.pathsep.join(paths)
         env["CRASH_LEDGER"] = str(self.ledger_path)
+        env["CRASH_DATABASE"] = self.database_url
         return env
 
     async def start(self, timeout: float = 60.0) -> str:
