@@ -5,15 +5,15 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from sa_core.engine import subagent_lifecycle, subagents, subprompts
 from sa_core.engine.files import attachment_paths, existing_refs
 from sa_core.engine.flowtypes import PendingHandoff
-from sa_core.engine.mcp import resolve_mcp_name
+from sa_core.engine.offered import resolve_any_tool
 from sa_core.engine.threads import tool_config
 from sa_core.engine.tools import (
     LIFECYCLE_TOOLS,
     NOT_AVAILABLE,
     OfferedTool,
-    resolve_entry,
     run_native,
 )
 from sa_core.spec import AttachmentRef, SubpromptConfig, ToolCall, ToolResult
@@ -55,15 +55,6 @@ async def execute_call(
     return await run_offered(flow.engine, flow.thread, flow, tool, arguments, tool_message_id)
 
 
-def resolve_any_tool(kernel: Kernel, thread: ThreadRef, name: str) -> OfferedTool | None:
-    """Any tool of the thread's package by name, offered by its prompt or not (queued calls)."""
-    scope = kernel.scope_of(thread)
-    found = resolve_entry(scope, name)
-    if found is None and "." in name:
-        found = resolve_mcp_name(scope, name)
-    return found
-
-
 async def run_offered(
     kernel: Kernel,
     thread: ThreadRef,
@@ -74,9 +65,9 @@ async def run_offered(
 ) -> ToolResult:
     """Execute a resolved tool of any kind (user code gets the thread's ``ThreadState``)."""
     if tool.kind == "lifecycle":
-        from sa_core.engine.subagent_lifecycle import run_lifecycle_tool  # runs the turn loop
-
-        return await run_lifecycle_tool(kernel, thread, flow, tool.name, arguments, tool_message_id)
+        return await subagent_lifecycle.run_lifecycle_tool(
+            kernel, thread, flow, tool.name, arguments, tool_message_id
+        )
     if tool.kind == "mcp":
         assert tool.mcp is not None
         scope = kernel.registry.scope(tool.mcp.package)
@@ -95,17 +86,17 @@ async def run_offered(
             return ToolResult(
                 status="error", error="Tool argument validation failed: " + "; ".join(problems)
             )
-        from sa_core.engine.subprompts import run_subprompt  # runs the turn loop
-
-        return await run_subprompt(kernel, thread, flow, tool, arguments, tool_message_id)
+        return await subprompts.run_subprompt(
+            kernel, thread, flow, tool, arguments, tool_message_id
+        )
     if problems:
         return ToolResult(
             status="error", error="Tool argument validation failed: " + "; ".join(problems)
         )
     if tool.kind == "subagent":
-        from sa_core.engine.subagents import run_subagent_tool  # runs the turn loop
-
-        return await run_subagent_tool(kernel, thread, flow, tool, arguments, tool_message_id)
+        return await subagents.run_subagent_tool(
+            kernel, thread, flow, tool, arguments, tool_message_id
+        )
     return await _handoff(kernel, thread, flow, tool, arguments)
 
 
@@ -156,9 +147,9 @@ async def invoke_tool(
     """``state.invoke_tool``: run one tool through the dispatcher; store no tool message."""
     flow = thread.execution
     if name in LIFECYCLE_TOOLS:
-        from sa_core.engine.subagent_lifecycle import run_lifecycle_tool
-
-        return await run_lifecycle_tool(kernel, thread, flow, name, arguments, None)
+        return await subagent_lifecycle.run_lifecycle_tool(
+            kernel, thread, flow, name, arguments, None
+        )
     tool = resolve_any_tool(kernel, thread, name)
     if tool is None:
         return ToolResult(status="error", error=f"Tool not found: {name}")

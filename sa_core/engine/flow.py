@@ -14,7 +14,8 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from sa_core.cachepolicy import THREAD_USE
-from sa_core.engine import structured
+from sa_core.engine import resume, structured, toolcall
+from sa_core.engine import step as turn_step
 from sa_core.engine.approvals import settle
 from sa_core.engine.context import IncrementalConverter, Side, converter_for
 from sa_core.engine.drain import drain_queue
@@ -29,10 +30,7 @@ from sa_core.engine.flowtypes import (
 )
 from sa_core.engine.messages import create_message, new_id, new_message
 from sa_core.engine.pastcontext import UNSENT
-from sa_core.engine.resume import resume_step
-from sa_core.engine.step import run_step
 from sa_core.engine.subagent_spawn import reset_immediate, run_immediate
-from sa_core.engine.toolcall import run_call
 from sa_core.engine.toolrows import cleanup_after_abort, record_step_error
 from sa_core.engine.tools import OfferedTool
 from sa_core.engine.usage import stop_for_budget
@@ -235,7 +233,7 @@ class Flow:
 
     async def _loop(self) -> StopReason:
         if self._resume is not None:
-            resumed = await resume_step(self, self._resume)
+            resumed = await resume.resume_step(self, self._resume)
             self._resume = None
             if resumed is not None:
                 decision = await self.after_step(*resumed)
@@ -268,7 +266,7 @@ class Flow:
                 return "budget_exceeded"
             self.side_steps[side] += 1
             self.step_count += 1
-            step = await run_step(self, side, side_config)
+            step = await turn_step.run_step(self, side, side_config)
             if step.settled is not None:
                 return step.settled
             if self.prompt_override is not None:
@@ -432,7 +430,9 @@ class Flow:
         A method so that the approval gate's module, below the tool calls, can run the calls
         it settles without importing them.
         """
-        return await run_call(self, call, offered, config, allow_any=allow_any, attempt=attempt)
+        return await toolcall.run_call(
+            self, call, offered, config, allow_any=allow_any, attempt=attempt
+        )
 
     async def _perform_handoff(self, handoff: PendingHandoff) -> None:
         engine = self.engine

@@ -3,16 +3,17 @@
 The prompt's tools are gated by their optional flags; resumable subagents add
 ``subagent_create``, ``subagent_message`` and ``subagents``.
 
-Low in the engine on purpose: the turn (:mod:`sa_core.engine.step`), approvals and resume ask
-for the offered tools without importing what runs them.
+Low in the engine on purpose: the turn (:mod:`sa_core.engine.step`), approvals, resume and
+the tool rows ask for the offered (or any resolvable) tools without importing what runs them.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from sa_core.engine.mcp import resolve_mcp_name
 from sa_core.engine.oneshot import addressable
-from sa_core.engine.tools import OfferedTool, flag_enabled
+from sa_core.engine.tools import OfferedTool, flag_enabled, resolve_entry
 
 if TYPE_CHECKING:
     from sa_core.engine.kernel import Kernel
@@ -20,6 +21,15 @@ if TYPE_CHECKING:
     from sa_core.engine.tools import ToolTable
     from sa_core.registry import PackScope
     from sa_core.spec import PromptDefinition
+
+
+def resolve_any_tool(kernel: Kernel, thread: ThreadRef, name: str) -> OfferedTool | None:
+    """Any tool of the thread's package by name, offered by its prompt or not (queued calls)."""
+    scope = kernel.scope_of(thread)
+    found = resolve_entry(scope, name)
+    if found is None and "." in name:
+        found = resolve_mcp_name(scope, name)
+    return found
 
 
 def enabled(kernel: Kernel, thread: ThreadRef, tool: OfferedTool) -> bool:

@@ -20,13 +20,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from sa_core.engine import dispatch, toolcall
+from sa_core.engine import step as turn_step
 from sa_core.engine.context import Side
-from sa_core.engine.dispatch import run_offered
 from sa_core.engine.flowtypes import StepResult
 from sa_core.engine.messages import update_message
 from sa_core.engine.offered import offered_tools
-from sa_core.engine.step import EMPTY_RESPONSE, prompt_for
-from sa_core.engine.toolcall import QUEUED_TOOLS, run_call, run_queued_tools
 from sa_core.engine.toolrows import store_error_row
 from sa_core.spec import Message, SideConfig, ToolCall
 
@@ -72,7 +71,7 @@ async def resume_step(flow: Flow, point: ResumePoint) -> tuple[Side, SideConfig,
     config = flow.side_config(point.side)
     if message is None or message.status != "completed" or config is None:
         return None
-    prompt = prompt_for(flow, config)
+    prompt = turn_step.prompt_for(flow, config)
     flow.thread.prompt = prompt
     flow.prompt_path = [prompt.name]
     offered = offered_tools(flow.engine, flow.thread, flow.scope, prompt, point.side)
@@ -90,7 +89,7 @@ async def resume_step(flow: Flow, point: ResumePoint) -> tuple[Side, SideConfig,
         done = answered.get(call.id)
         if tool is not None and tool.kind == "handoff" and done and done.tool_status == "success":
             # the handoff itself commits with a new resume point: it is still to be performed
-            await run_offered(flow.engine, flow.thread, flow, tool, call.arguments, None)
+            await dispatch.run_offered(flow.engine, flow.thread, flow, tool, call.arguments, None)
     flow.unanswered = list(unanswered)
     for index, call in enumerate(unanswered):
         # the first call without a result may have been running; later ones never started
@@ -100,14 +99,16 @@ async def resume_step(flow: Flow, point: ResumePoint) -> tuple[Side, SideConfig,
         await flow.save_point(point)  # the start commits before the call runs
         row: Message | None
         if call.name == "invalid_assistant_response" and not (message.content or "").strip():
-            row = await store_error_row(flow, call, EMPTY_RESPONSE)
+            row = await store_error_row(flow, call, turn_step.EMPTY_RESPONSE)
         else:
             allow_any = call.id in queued_ids
-            row = await run_call(flow, call, offered, config, allow_any=allow_any, attempt=attempt)
+            row = await toolcall.run_call(
+                flow, call, offered, config, allow_any=allow_any, attempt=attempt
+            )
         if row is not None:
             tool_rows.append(row)
     # tools the resumed calls queued
-    tool_rows += await run_queued_tools(flow, point.side, prompt, offered, config)
+    tool_rows += await toolcall.run_queued_tools(flow, point.side, prompt, offered, config)
     flow.unanswered = []
     flow.last_text = message.content or ""
     return point.side, config, StepResult(message, calls, tool_rows, message.content or "")
@@ -120,7 +121,7 @@ def _queued_calls(messages: list[Message], step: Message) -> list[ToolCall]:
     for message in messages:
         if message is step:
             after = True
-        elif after and message.metadata and message.metadata.get(QUEUED_TOOLS):
+        elif after and message.metadata and message.metadata.get(toolcall.QUEUED_TOOLS):
             found += [
                 c if isinstance(c, ToolCall) else ToolCall.model_validate(c)
                 for c in message.tool_calls or []

@@ -20,7 +20,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sa_core.engine import structured
+from sa_core.engine import structured, toolcall
 from sa_core.engine.compaction import compact_history
 from sa_core.engine.context import SIDE_ROLE, Side, dumps_compact, registry_system_message
 from sa_core.engine.flowtypes import StepResult, StopReason, other
@@ -33,7 +33,6 @@ from sa_core.engine.messages import (
 )
 from sa_core.engine.offered import offered_tools
 from sa_core.engine.pastcontext import UNSENT, excluding, filtered_history
-from sa_core.engine.toolcall import run_call, run_queued_tools
 from sa_core.engine.toolrows import store_error_row
 from sa_core.engine.tools import OfferedTool
 from sa_core.providers import ProviderMessage, ReasoningConfig
@@ -359,11 +358,11 @@ async def run_calls(
     else:
         flow.sole_call = calls[0].id if len(calls) == 1 else None
         for call in calls:
-            row = await run_call(flow, call, offered, config)
+            row = await toolcall.run_call(flow, call, offered, config)
             if row is not None:
                 tool_rows.append(row)
         flow.sole_call = None
-    tool_rows += await run_queued_tools(flow, side, prompt, offered, config)
+    tool_rows += await toolcall.run_queued_tools(flow, side, prompt, offered, config)
     flow.unanswered = []
     return tool_rows
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
+from sa_core.engine import dispatch
 from sa_core.engine.approvals import gate
 from sa_core.engine.context import SIDE_ROLE, Side, dumps_compact
-from sa_core.engine.dispatch import execute_call
 from sa_core.engine.messages import create_message, new_id, new_message
 from sa_core.engine.scrub import emit
 from sa_core.engine.subagent_report import forward_status
@@ -108,7 +108,7 @@ async def run_call(
             result = await tool_call(
                 state,
                 call,
-                execute_call(flow, call, offered, tool_message_id, allow_any=allow_any),
+                dispatch.execute_call(flow, call, offered, tool_message_id, allow_any=allow_any),
             )
         finally:
             thread.tool_call_id, thread.tool_attempt = None, 1

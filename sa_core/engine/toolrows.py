@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic_core import to_jsonable_python
 
-from sa_core.engine.dispatch import resolve_any_tool
 from sa_core.engine.files import attachment_paths, existing_refs, store_attachment
 from sa_core.engine.messages import complete_prepared, create_message, new_message
+from sa_core.engine.offered import resolve_any_tool
 from sa_core.engine.secrets import redact
 from sa_core.engine.tools import OfferedTool, normalise_result, result_text
 from sa_core.spec import (
