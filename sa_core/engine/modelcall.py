@@ -13,6 +13,7 @@ from sa_core.engine.retry import ModelAttempt, call_model
 from sa_core.engine.structured import PartialOutput, apply_to_request
 from sa_core.errors import DefinitionNotFoundError
 from sa_core.offline import offline_model
+from sa_core.provider_check import unknown_provider_hint
 from sa_core.providers import OutputSchema, ProviderRequest, ProviderTool, StreamChunk
 from sa_core.spec import Log
 from sa_core.store.clock import now_us
@@ -59,8 +60,6 @@ class ModelCaller:
         try:
             return self.providers[name]
         except KeyError:
-            from sa_core.provider_check import unknown_provider_hint
-
             raise DefinitionNotFoundError(
                 "provider", name, self.providers, hint=unknown_provider_hint(name, self.providers)
             ) from None

@@ -188,12 +188,12 @@ async def thread_usage(
         count = len(descendants(conn, thread_id))
         return ThreadUsage(thread_id=thread_id, thread=mine, tree=everyone, descendant_count=count)
 
-    return await store._read(op)
+    return await store.read(op)
 
 
 async def tree_totals(store: Store, root: str) -> UsageSummary:
     """The rolled-up usage of a root and all its descendants (one prepared statement)."""
-    return await store._read(lambda conn: _aggregate(conn, root, True)[1])
+    return await store.read(lambda conn: _aggregate(conn, root, True)[1])
 
 
 async def _ancestry(kernel: Kernel, thread: ThreadRef) -> list[Any]:

@@ -214,6 +214,14 @@ class StoreBase:
             raise RuntimeError("This transaction is closed or belongs to another store.")
         return tx
 
+    async def read(self, op: Op[T], *, tx: Transaction | None = None) -> T:
+        """Run a read-only query the store has no method for: ``op(connection)``.
+
+        In ``tx``, the task's open transaction, or a read of its own (the engine's usage
+        aggregates are one). ``op`` must not write.
+        """
+        return await self._read(op, tx)
+
     async def _read(self, op: Op[T], tx: Transaction | None = None, *, one: bool = False) -> T:
         """Run a read in ``tx``, the task's open transaction, or a read of its own.
 
