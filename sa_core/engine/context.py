@@ -132,16 +132,7 @@ async def to_provider_messages(
             return entry[1]
         return None
 
-    own_calls: dict[str, str] = {}
-    for message in messages:
-        if message.tool_calls and author_side(message) == acting:
-            for call in message.tool_calls:
-                own_calls[call.id] = call.name
-    results: dict[str, Message] = {}
-    for message in messages:
-        if message.role == "tool" and message.tool_call_id in own_calls:
-            results[message.tool_call_id] = message
-
+    results = _own_call_results(messages, acting)
     image_floor = len(messages) - recent_image_threshold
     out: list[ProviderMessage] = []
     for index, message in enumerate(messages):
@@ -151,46 +142,29 @@ async def to_provider_messages(
         if role == "system":
             out.append(ProviderMessage("system", message.content or ""))
             continue
-        mine = author_side(message) == acting
-        if mine:
+        if author_side(message) == acting:
             converted = cached(message)
             if converted is None:
-                converted = ProviderMessage(
-                    "assistant",
-                    message.content,
-                    tool_calls=[
-                        ProviderToolCall(c.id, c.name, c.arguments, c.extra_content)
-                        for c in (message.tool_calls or [])
-                    ],
-                    reasoning=message.reasoning_content,
-                    reasoning_details=message.reasoning_details,
-                )
+                converted = _assistant_message(message)
                 memo[(message.id, acting)] = (message, converted)
             out.append(converted)
             for provider_call in converted.tool_calls:
                 result = results.get(provider_call.id)
                 if result is None:
-                    out.append(
-                        ProviderMessage(
-                            "tool",
-                            MISSING_RESULT.format(name=provider_call.name),
-                            tool_call_id=provider_call.id,
-                            tool_name=provider_call.name,
-                        )
+                    out.append(_missing_result(provider_call))
+                    continue
+                tool_message = cached(result)
+                if tool_message is None:
+                    tool_message = ProviderMessage(
+                        "tool",
+                        result.content or "",
+                        tool_call_id=provider_call.id,
+                        tool_name=provider_call.name,
+                        images=await _images(result, images_allowed, read_file),
                     )
-                else:
-                    tool_message = cached(result)
-                    if tool_message is None:
-                        tool_message = ProviderMessage(
-                            "tool",
-                            result.content or "",
-                            tool_call_id=provider_call.id,
-                            tool_name=provider_call.name,
-                            images=await _images(result, images_allowed, read_file),
-                        )
-                        if not result.attachments:
-                            memo[(result.id, acting)] = (result, tool_message)
-                    out.append(tool_message)
+                    if not result.attachments:
+                        memo[(result.id, acting)] = (result, tool_message)
+                out.append(tool_message)
             continue
         if not message.attachments:
             converted = cached(message)
@@ -200,17 +174,50 @@ async def to_provider_messages(
             if converted.content:
                 out.append(converted)
             continue
-        content = message.content or ""
-        images: list[ProviderImage] = []
-        if message.attachments:
-            recent = index >= image_floor
-            images, content = await _user_attachments(
-                message, content, recent and images_allowed, read_file
-            )
-        if not content and not images and not message.tool_calls:
-            continue
-        out.append(ProviderMessage("user", content, images=images))
+        images, content = await _user_attachments(
+            message, message.content or "", index >= image_floor and images_allowed, read_file
+        )
+        if content or images or message.tool_calls:
+            out.append(ProviderMessage("user", content, images=images))
     return out
+
+
+def _assistant_message(message: Message) -> ProviderMessage:
+    """An acting side's message as the model sees its own: ``assistant``, with its calls."""
+    return ProviderMessage(
+        "assistant",
+        message.content,
+        tool_calls=[
+            ProviderToolCall(c.id, c.name, c.arguments, c.extra_content)
+            for c in (message.tool_calls or [])
+        ],
+        reasoning=message.reasoning_content,
+        reasoning_details=message.reasoning_details,
+    )
+
+
+def _own_call_results(messages: Sequence[Message], acting: Side) -> dict[str, Message]:
+    """The stored result of each tool call the acting side made, by call id."""
+    own_calls: dict[str, str] = {}
+    for message in messages:
+        if message.tool_calls and author_side(message) == acting:
+            for call in message.tool_calls:
+                own_calls[call.id] = call.name
+    results: dict[str, Message] = {}
+    for message in messages:
+        if message.role == "tool" and message.tool_call_id in own_calls:
+            results[message.tool_call_id] = message
+    return results
+
+
+def _missing_result(call: ProviderToolCall) -> ProviderMessage:
+    """The failed result given to a call that has none, right after it."""
+    return ProviderMessage(
+        "tool",
+        MISSING_RESULT.format(name=call.name),
+        tool_call_id=call.id,
+        tool_name=call.name,
+    )
 
 
 class IncrementalConverter:

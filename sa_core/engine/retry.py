@@ -404,12 +404,17 @@ async def call_model(
                 break
             await sleep(_delay(attempt, base_delay, error.retry_after))
     assert last_error is not None
-    raise ProviderError(
-        f"{last_error} ({_gave_up(chain, index, last_error)})",
-        last_error.code,
-        last_error.status,
-        provider=last_error.provider,
-    ) from last_error
+    raise _exhausted(chain, index, last_error) from last_error
+
+
+def _exhausted(chain: Sequence[ModelAttempt], attempts: int, last: ProviderError) -> ProviderError:
+    """The error of a call whose every attempt failed: the last error, and how far it got."""
+    return ProviderError(
+        f"{last} ({_gave_up(chain, attempts, last)})",
+        last.code,
+        last.status,
+        provider=last.provider,
+    )
 
 
 __all__ = ["AttemptRecord", "ModelAttempt", "call_model"]
