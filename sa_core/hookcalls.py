@@ -101,6 +101,15 @@ class Hooks:
         """
         return bool(self._select(hook, state))
 
+    def wants_for(self, hook: str, pack_has_hooks: bool) -> bool:
+        """Whether lifecycle hook ``hook`` would run for a package with or without hooks.
+
+        :meth:`wants` for a caller that knows the package but holds no thread state (the
+        engine asks before it builds the state a hook call needs).
+        """
+        without = self._without_builtin[hook]
+        return bool(self._impls[hook] if without is None or pack_has_hooks else without)
+
     def impls(self, hook: str) -> tuple[HookImpl, ...]:
         """The implementations of lifecycle hook ``hook`` (no ``sa_`` prefix), in call order."""
         return self._impls[hook]

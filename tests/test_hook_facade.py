@@ -90,6 +90,10 @@ def test_wants_tells_whether_a_call_would_run_anything() -> None:
     assert host.hooks.wants("filter_messages", without)  # a plugin implements it
     assert not host.hooks.wants("before_create_message", without)  # only the builtin one
     assert host.hooks.wants("before_create_message", with_pack_hooks)  # ... for pack hooks
+    # the same answers for a caller that knows only whether the package has hooks
+    assert host.hooks.wants_for("filter_messages", pack_has_hooks=False)
+    assert not host.hooks.wants_for("before_create_message", pack_has_hooks=False)
+    assert host.hooks.wants_for("before_create_message", pack_has_hooks=True)
 
 
 @pytest.mark.asyncio

@@ -134,7 +134,7 @@ def _has_markers(flow: Flow, prompt: PromptDefinition, history: list[Message]) -
     the whole history. A history that starts elsewhere, got shorter or changed within what
     was searched (a deleted message) is searched again.
     """
-    key = (flow.state.thread_id, prompt.include_chat, prompt.include_past_tools)
+    key = (flow.thread.thread_id, prompt.include_chat, prompt.include_past_tools)
     first = history[0] if history else None
     scan = _SCANS.pop(key, None)
     seen = scan.seen if scan is not None else 0
@@ -326,7 +326,7 @@ async def _estimate(flow: Flow, view: View, fixed: int, trigger: int) -> int:
 
 async def _reported_tokens(flow: Flow, view: View) -> int | None:
     """The last step's reported prompt tokens plus the estimate of what came after its call."""
-    logs, _ = await flow.engine.store.list_logs(flow.state.thread_id, limit=8)
+    logs, _ = await flow.engine.store.list_logs(flow.thread.thread_id, limit=8)
     positions = {m.id: i for i, m in enumerate(view.messages) if m.role != "tool"}
     for log in logs:
         data = log.data or {}
@@ -368,7 +368,6 @@ async def _compact_once(
     cut = choose_cut(messages, keep, strategy)
     if cut is None:
         return None
-    state = flow.state
     last = messages[cut - 1]
     marker_id = new_id()
     info: dict[str, Any] = {
@@ -387,7 +386,7 @@ async def _compact_once(
     else:
         content = "Results of earlier tool calls were replaced by stubs to save context."
     marker = new_message(
-        state.thread_id,
+        flow.thread.thread_id,
         "system",
         content,
         id=marker_id,
@@ -400,7 +399,7 @@ async def _compact_once(
     store = flow.engine.store
     async with store.transaction() as tx:  # the marker and its model calls commit together
         for log in logs:
-            await store.insert_log(state.thread_id, log, tx=tx)
+            await store.insert_log(flow.thread.thread_id, log, tx=tx)
         await store.insert_messages([marker], tx=tx)
     await announce_created(flow.engine, flow.thread, [marker])
     flow.remember(marker)

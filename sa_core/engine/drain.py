@@ -30,11 +30,10 @@ async def drain_queue(flow: Flow) -> None:
     that owed the turn read the queue empty (``Scheduler.take_known_empty``).
     """
     engine = flow.engine
-    state = flow.state
     scheduler = engine.scheduler
     known, flow.queued_entries = flow.queued_entries, None
-    if not scheduler.take_queued(state.thread_id) and (
-        flow.step_count or scheduler.take_known_empty(state.thread_id)
+    if not scheduler.take_queued(flow.thread.thread_id) and (
+        flow.step_count or scheduler.take_known_empty(flow.thread.thread_id)
     ):
         return
     # consumed exactly once: the entries leave the queue in the transaction that stores
@@ -53,19 +52,18 @@ async def drain_entries(flow: Flow, known: list[QueueEntry] | None) -> bool:
     whatever is queued. Their frames go out once the messages are committed.
     """
     engine = flow.engine
-    state = flow.state
     kept = (len(flow.messages), dict(flow.turns), flow.current_side, flow.stopped)
     row = flow.thread.row
     owner = (row.agent_id, row.package)  # a run_agent entry may change it
     try:
         async with engine.store.transaction() as tx:
             if known is None:
-                entries = await engine.store.drain_queue(state.thread_id, tx=tx)
+                entries = await engine.store.drain_queue(flow.thread.thread_id, tx=tx)
                 if not entries:
                     return False
             else:
                 entries = known
-                await engine.store.drain_entries(state.thread_id, entries, tx=tx)
+                await engine.store.drain_entries(flow.thread.thread_id, entries, tx=tx)
             stored = await store_entries(flow, entries, tx)
     except QueueChanged:  # (``known`` only) nothing of the transaction stayed
         del flow.messages[kept[0] :]
@@ -81,7 +79,6 @@ async def store_entries(flow: Flow, entries: list[QueueEntry], tx: Transaction) 
 
     An entry queued by ``state.run_agent`` is no message: it makes its agent the owner.
     """
-    state = flow.state
     messages = []
     for entry in entries:
         request = run_agent_request(entry.metadata)
@@ -93,7 +90,7 @@ async def store_entries(flow: Flow, entries: list[QueueEntry], tx: Transaction) 
         message_id = metadata.pop("message_id", None) or entry.id
         refs = [AttachmentRef.model_validate(a) for a in entry.attachments]
         message = new_message(
-            state.thread_id,
+            flow.thread.thread_id,
             entry.role,
             entry.content,
             id=message_id,

@@ -436,10 +436,9 @@ class Flow:
 
     async def _perform_handoff(self, handoff: PendingHandoff) -> None:
         engine = self.engine
-        state = self.state
         async with engine.store.transaction() as tx:
             await engine.store.update_thread(
-                state.thread_id, agent_id=handoff.agent_name, package=handoff.package, tx=tx
+                self.thread.thread_id, agent_id=handoff.agent_name, package=handoff.package, tx=tx
             )
             self.thread.row.agent_id = handoff.agent_name
             self.thread.row.package = handoff.package
@@ -447,7 +446,7 @@ class Flow:
             self.context.update(handoff.arguments)
             if handoff.init_message is not None or handoff.init_attachments:
                 message = new_message(
-                    state.thread_id,
+                    self.thread.thread_id,
                     "user",
                     handoff.init_message or "",
                     attachments=handoff.init_attachments or None,

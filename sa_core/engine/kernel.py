@@ -142,6 +142,14 @@ class Kernel:
             thread.facade = weakref.ref(facade)
         return facade
 
+    def wants_hook(self, hook: str, thread: ThreadRef) -> bool:
+        """Whether lifecycle hook ``hook`` would run any implementation on ``thread``.
+
+        Asked before a hook call (and before :meth:`user_state`): most steps call none.
+        """
+        hooks = self.registry.scope(thread.shared.row.package).hooks
+        return self.host.hooks.wants_for(hook, bool(hooks))
+
     # -- what a thread resolves to -----------------------------------------------------------
 
     def scope_of(self, thread: ThreadRef) -> PackScope:

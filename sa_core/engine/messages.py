@@ -47,10 +47,10 @@ def new_message(thread_id: str, role: Any, content: str | None, **fields: Any) -
 
 async def _observe(kernel: Kernel, thread: ThreadRef, hook: str, message: Message) -> None:
     """Run an observational hook; a failing observer is logged, never fails the write."""
+    if not kernel.wants_hook(hook, thread):
+        return
     hooks = kernel.host.hooks
     state = kernel.user_state(thread)
-    if not hooks.wants(hook, state):
-        return
 
     async def report(plugin: str, exc: BaseException) -> None:
         error = f"{type(exc).__name__}: {exc}"
@@ -64,10 +64,10 @@ async def _observe(kernel: Kernel, thread: ThreadRef, hook: str, message: Messag
 
 
 async def _before_create(kernel: Kernel, thread: ThreadRef, message: Message) -> Message:
+    if not kernel.wants_hook("before_create_message", thread):
+        return message
     hooks = kernel.host.hooks
     state = kernel.user_state(thread)
-    if not hooks.wants("before_create_message", state):
-        return message
     result = await hooks.before_create_message(state, message)
     if isinstance(result, Message):
         return result
@@ -176,8 +176,8 @@ async def complete_prepared(
     """
     hooks = kernel.host.hooks
     changed = updates
-    state = kernel.user_state(thread)
-    if hooks.wants("before_update_message", state):
+    if kernel.wants_hook("before_update_message", thread):
+        state = kernel.user_state(thread)
         changed = await hooks.before_update_message(state, message.id, updates)
     stored = Message.model_validate({**message.__dict__, **dict(changed)})
     await kernel.store.insert_messages([stored], tx=tx)

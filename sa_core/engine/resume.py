@@ -39,8 +39,7 @@ INTERRUPTED_CALL = "Interrupted by a restart while the model was answering; the 
 
 async def mark_interrupted_calls(flow: Flow) -> None:
     """Mark the thread's ``pending`` assistant rows failed: their model call never finished."""
-    state = flow.state
-    for message_id in await flow.engine.store.pending_message_ids(state.thread_id):
+    for message_id in await flow.engine.store.pending_message_ids(flow.thread.thread_id):
         await update_message(
             flow.engine,
             flow.thread,
@@ -56,14 +55,13 @@ async def resume_step(flow: Flow, point: ResumePoint) -> tuple[Side, SideConfig,
         ``(side, side config, step)`` when a committed step was finished (its stops still to
         be evaluated), else ``None`` (the flow continues with a fresh step on ``point.side``).
     """
-    state = flow.state
     flow.current_side = point.side
     flow.turns = {"a": int(point.turns.get("a", 0)), "b": int(point.turns.get("b", 0))}
     flow.step_count = point.step_count
     steps = point.side_steps
     flow.side_steps = {"a": int(steps.get("a", 0)), "b": int(steps.get("b", 0))}
     await mark_interrupted_calls(flow)
-    history = await flow.engine.store.history(state.thread_id, since=point.since - 1)
+    history = await flow.engine.store.history(flow.thread.thread_id, since=point.since - 1)
     flow.messages = [m for m in history if m.parent_id is None]
     if point.step_message_id is None:
         return None

@@ -101,7 +101,7 @@ async def settle_flow(kernel: Kernel, flow: Flow, reason: StopReason | None = No
     collector's full passes free.
     """
     why: str = reason or flow.end_reason or "idle"
-    thread_id = flow.state.thread_id
+    thread_id = flow.thread.thread_id
     try:
         async with kernel.store.transaction() as tx:
             await settle(kernel, flow, why)

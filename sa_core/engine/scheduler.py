@@ -403,7 +403,7 @@ class Scheduler:
         meanwhile waits for that commit (:meth:`wait_settled`). Returns the queue: work that
         waits for the next flow.
         """
-        thread_id = flow.state.thread_id
+        thread_id = flow.thread.thread_id
         runner = self._runners.get(thread_id)
         if runner is not None:
             runner.settling = True

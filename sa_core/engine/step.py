@@ -90,7 +90,7 @@ async def context_messages(flow: Flow, prompt: PromptDefinition) -> list[Message
     if not (prompt.include_chat and flow.depth == 0):
         return list(sent)
     if flow.before is None:
-        thread_id = flow.state.thread_id
+        thread_id = flow.thread.thread_id
         history = flow.history
         if history is None:
             history = await flow.engine.store.history(thread_id)
@@ -167,7 +167,7 @@ async def provider_messages(
     # compaction (issue 36): markers applied, a new one written when over the trigger
     history = await compact_history(flow, prompt, model, system_text, offered, history)
     hooks = engine.host.hooks
-    if hooks.wants("filter_messages", state):
+    if engine.wants_hook("filter_messages", thread):
         history = await hooks.filter_messages(state, history)
     provider_messages = [ProviderMessage("system", system_text)]
     if flow.depth == 0 and thread.children:
@@ -179,9 +179,9 @@ async def provider_messages(
         acting=side,
         images_allowed=model.capabilities.supports_images,
         recent_image_threshold=prompt.recent_image_threshold,
-        read_file=lambda path: engine.store.read_file(state.thread_id, path),
+        read_file=lambda path: engine.store.read_file(flow.thread.thread_id, path),
     )
-    if hooks.wants("prefilter_llm_history", state):
+    if engine.wants_hook("prefilter_llm_history", thread):
         provider_messages = await hooks.prefilter_llm_history(state, provider_messages)
     return provider_messages
 
@@ -196,9 +196,8 @@ async def call_model(
 ) -> tuple[Message, ProviderResponse, Log]:
     """Publish the step's ``pending`` message and call the model: ``(pending, response, log)``."""
     engine = flow.engine
-    state = flow.state
     pending = new_message(
-        state.thread_id,
+        flow.thread.thread_id,
         SIDE_ROLE[side],
         None,
         status="pending",
@@ -296,7 +295,6 @@ async def commit_answer(
         this commit.
     """
     engine = flow.engine
-    state = flow.state
     calls, content, rejection = read.calls, read.content, read.rejection
     updates: dict[str, Any] = {
         "content": content or None,
@@ -314,7 +312,7 @@ async def commit_answer(
     settled: StopReason | None = None
     try:
         async with engine.store.transaction() as tx:
-            await engine.store.insert_log(state.thread_id, log, tx=tx)
+            await engine.store.insert_log(flow.thread.thread_id, log, tx=tx)
             updated = await complete_prepared(flow.engine, flow.thread, pending, updates, tx=tx)
             settled = None if rejection else last_step(flow, side, config, calls, content)
             if settled is not None:  # the flow settles in this commit: no resume point

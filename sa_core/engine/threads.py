@@ -48,6 +48,7 @@ class ThreadRef:
 
     Attributes:
         shared: The row and child registry every handle of the thread shares.
+        thread_id: The thread's id (a plain attribute: read on every write of a turn).
         prompt: The prompt in effect (the one the current step runs), else ``None``.
         tool_env: While a prompt's tool config applies: its ``env``.
         tool_options: While a tool runs: the ``options`` of the tools entry that offered it.
@@ -70,11 +71,13 @@ class ThreadRef:
         "tool_attempt",
         "tool_call_id",
         "tool_env",
+        "thread_id",
         "tool_options",
     )
 
     def __init__(self, shared: SharedThread, flow: Flow | None = None) -> None:
         self.shared = shared
+        self.thread_id: str = shared.row.id
         self.prompt: PromptDefinition | None = None
         self.tool_env: Mapping[str, str] = {}
         self.tool_options: Mapping[str, Any] = NO_TOOL_OPTIONS
@@ -89,11 +92,6 @@ class ThreadRef:
     def row(self) -> ThreadRow:
         """The thread's stored record (shared by every handle of the thread)."""
         return self.shared.row
-
-    @property
-    def thread_id(self) -> str:
-        """The thread id."""
-        return self.shared.row.id
 
     @property
     def children(self) -> list[SubagentRegistryEntry]:

@@ -60,7 +60,7 @@ async def run_queued_tools(
             for name, args in batch
         ]
         carrier = new_message(
-            flow.state.thread_id,
+            flow.thread.thread_id,
             SIDE_ROLE[side],
             None,
             tool_calls=calls,
@@ -117,7 +117,7 @@ async def run_call(
     hooks = engine.host.hooks
     succeeded = result.status == "success"
     after = "after_tool_call_success" if succeeded else "after_tool_call_failure"
-    if hooks.wants(after, state):
+    if engine.wants_hook(after, flow.thread):
         if succeeded:
             replaced = await hooks.after_tool_call_success(state, call, result)
         else:

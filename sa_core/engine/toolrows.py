@@ -65,7 +65,7 @@ async def store_tool_row(
     """
     state = flow.state
     hooks = flow.engine.host.hooks
-    if not raw and hooks.wants("before_store_tool_result", state):
+    if not raw and flow.engine.wants_hook("before_store_tool_result", flow.thread):
         stored = await hooks.before_store_tool_result(state, call, result)
         result = as_result(stored, result)
     refs = await _stored_refs(flow, result)
@@ -76,7 +76,7 @@ async def store_tool_row(
     if refs and call.name not in terminal and result.status == "success" and not listed_by_result:
         content += "".join(f'\nAttachment path for "{r.name}": {r.path}' for r in refs)
     row = new_message(
-        state.thread_id,
+        flow.thread.thread_id,
         "tool",
         content,
         id=message_id,
@@ -214,7 +214,6 @@ async def cleanup_after_abort(flow: Flow) -> None:
     ``Failed to execute tool: ...`` rows, except on a shutdown of a durable flow (they run on
     resume).
     """
-    state = flow.state
     closing = flow.engine.closing
     reason = INTERRUPTED if closing else STOPPED_BY_USER
     said = "".join(flow.partial)
@@ -230,7 +229,7 @@ async def cleanup_after_abort(flow: Flow) -> None:
         flow.unanswered = []
     for call in list(flow.unanswered):
         row = new_message(
-            state.thread_id,
+            flow.thread.thread_id,
             "tool",
             f"Failed to execute tool: {reason}",
             name=call.name,
@@ -257,7 +256,6 @@ async def fail_unanswered_message(flow: Flow, updates: dict[str, Any]) -> None:
 
 async def record_step_error(flow: Flow, exc: Exception) -> None:
     """A step crashed: fail its model call and its unanswered calls, and log the error."""
-    state = flow.state
     text = f"{type(exc).__name__}: {exc}"
     data: dict[str, Any] = {"error": text, "depth": flow.depth}
     try:
@@ -266,7 +264,7 @@ async def record_step_error(flow: Flow, exc: Exception) -> None:
             await store_error_row(flow, call, text)
     except Exception as again:  # e.g. the hook that failed the step fails these writes too
         data["recording_error"] = f"{type(again).__name__}: {again}"
-    await flow.engine.log(state.thread_id, "step_error", data)
+    await flow.engine.log(flow.thread.thread_id, "step_error", data)
     flow.stopped_by = "step_error"
 
 
