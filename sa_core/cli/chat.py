@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from sa_core.cli.chat_render import PlainRenderer, RichRenderer
 
 if TYPE_CHECKING:
+    from sa_core.engine.events import Delivered
     from sa_core.runtime import Runtime
     from sa_core.state import ThreadState
 
@@ -231,7 +232,7 @@ async def run_turn(
 async def _follow(
     runtime: Runtime,
     thread: ThreadState,
-    frames: asyncio.Queue[dict[str, Any]],
+    frames: asyncio.Queue[Delivered],
     renderer: PlainRenderer,
 ) -> bool:
     """Print the thread's frames until its runner is done; whether Ctrl-C stopped the turn."""
@@ -275,7 +276,7 @@ async def ask_approvals(
     return bool(pending)
 
 
-async def _print_frames(frames: asyncio.Queue[dict[str, Any]], renderer: PlainRenderer) -> None:
+async def _print_frames(frames: asyncio.Queue[Delivered], renderer: PlainRenderer) -> None:
     while True:
         renderer.frame(await frames.get())
 

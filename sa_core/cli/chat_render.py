@@ -11,6 +11,7 @@ import json
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
+    from sa_core.engine.events import Delivered, MessageDataFrame
     from sa_core.spec import Message
 
 SHORT = 120
@@ -88,25 +89,27 @@ class PlainRenderer:
 
     # -- frames -----------------------------------------------------------------------------
 
-    def frame(self, frame: dict[str, Any]) -> None:
+    def frame(self, frame: Delivered) -> None:
         """Print one event frame of the running turn."""
-        kind = frame.get("type")
-        prefix = f"[{frame['subagent_id'][:8]}] " if frame.get("subagent_id") else ""
-        if kind == "message_chunk" and frame.get("depth", 0) == 0 and not prefix:
-            message_id = str(frame.get("message_id"))
-            if message_id not in self._streamed:
-                self.close_answer()
-                self._streamed.add(message_id)
-                self._open = message_id
-                self.start_answer(message_id)
-            self.answer_chunk(str(frame.get("chunk") or ""))
-        elif kind == "message_data":
-            self._message(frame, prefix)
+        if frame["type"] == "message_chunk":
+            if frame["depth"] == 0 and not frame.get("subagent_id"):
+                self._chunk(str(frame["message_id"]), frame["chunk"])
+        elif frame["type"] == "message_data":
+            child = frame.get("subagent_id")
+            self._message(frame, f"[{child[:8]}] " if child else "")
         self.flush()
 
-    def _message(self, frame: dict[str, Any], prefix: str) -> None:
-        data: dict[str, Any] = frame.get("data") or {}
-        message_id = str(frame.get("message_id"))
+    def _chunk(self, message_id: str, chunk: str) -> None:
+        if message_id not in self._streamed:
+            self.close_answer()
+            self._streamed.add(message_id)
+            self._open = message_id
+            self.start_answer(message_id)
+        self.answer_chunk(chunk)
+
+    def _message(self, frame: MessageDataFrame, prefix: str) -> None:
+        data = frame["data"]
+        message_id = frame["message_id"]
         if data.get("status") in ("pending", "failed") or message_id in self._shown:
             return
         role = data.get("role")

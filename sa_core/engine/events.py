@@ -5,21 +5,27 @@ A frame is one of the typed dicts below (:data:`Frame`), told apart by ``type``:
 ``reasoning_chunk`` (streamed deltas), ``output_chunk`` (a structured answer, parsed so far),
 ``event`` (``state.emit``, ``tool_call_started``, ``tool_call_done``) and ``queued`` (a queue
 entry). A child thread's frames are also delivered to its ancestors with ``subagent_id`` set.
-Publishing with no subscribers costs one dict lookup.
-Subscribers receive them as plain dicts (:data:`FrameDict`), ready to encode.
+Publishing with no subscribers costs one dict lookup. Subscribers receive the frames as
+published (:data:`Delivered`: a :data:`Frame`, or :data:`OVERFLOW`), plain dicts ready to
+encode; an ancestor receives a tagged copy, so the frame a thread's own subscribers hold is
+never changed.
 
 A subscription may bound its backlog (``max_backlog``): a subscriber that falls that many
 frames behind is dropped at once, its queued frames are released and it receives
 :data:`OVERFLOW` as its last frame, so a client that stops reading holds a bounded amount of
 memory however long the thread keeps publishing.
+
+A subscriber that wakes its reader with items of its own (a heartbeat, a close) subscribes a
+queue of its own that holds them too (:meth:`EventBus.subscribe_into`); the bus only puts
+:data:`Delivered` frames into it (:class:`Inbox`).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
-from typing import Any, Literal, TypedDict, cast
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any, Literal, Protocol, TypedDict, TypeVar
 
 
 class _Relayed(TypedDict, total=False):
@@ -72,20 +78,48 @@ class QueuedFrame(_Relayed):
     silent: bool
 
 
+class OverflowFrame(TypedDict):
+    """The last frame of a subscriber dropped for falling ``max_backlog`` frames behind."""
+
+    type: Literal["overflow"]
+
+
 Frame = MessageDataFrame | ChunkFrame | OutputFrame | EventFrame | QueuedFrame
 """Every frame the engine publishes."""
-FrameDict = dict[str, Any]
-"""A frame as subscribers receive it."""
-OVERFLOW: FrameDict = {"type": "overflow"}
-"""The last frame of a subscriber dropped for falling ``max_backlog`` frames behind."""
+Delivered = Frame | OverflowFrame
+"""What a subscriber receives: the published frames, then perhaps :data:`OVERFLOW`."""
+OVERFLOW: OverflowFrame = {"type": "overflow"}
+"""The one :class:`OverflowFrame` (subscribers may test for it with ``is``)."""
+
+
+class Inbox(Protocol):
+    """A subscriber's queue as the bus uses it: any ``asyncio.Queue`` that holds :data:`Delivered`.
+
+    The bus puts frames in, and empties the queue when it drops the subscriber.
+    """
+
+    def put_nowait(self, item: Delivered, /) -> None:
+        """Queue a frame."""
+
+    def qsize(self) -> int:
+        """How many items wait."""
+
+    def empty(self) -> bool:
+        """Whether nothing waits."""
+
+    def get_nowait(self) -> object:
+        """Take the next item (the bus discards what it takes)."""
+
+
+InboxT = TypeVar("InboxT", bound=Inbox)
 
 
 class EventBus:
     """Fan-out of frames to per-thread subscriber queues."""
 
     def __init__(self) -> None:
-        self._subscribers: dict[str, set[asyncio.Queue[FrameDict]]] = {}
-        self._limits: dict[asyncio.Queue[FrameDict], int] = {}
+        self._subscribers: dict[str, set[Inbox]] = {}
+        self._limits: dict[Inbox, int] = {}
         self.parent_of: Callable[[str], str | None] = lambda _thread_id: None
 
     def subscriber_count(self, thread_id: str | None = None) -> int:
@@ -104,9 +138,8 @@ class EventBus:
         """Whether anyone is subscribed at all (lets publishers skip building frames)."""
         return bool(self._subscribers)
 
-    def publish(self, thread_id: str, typed: Frame) -> None:
-        """Deliver a frame to the thread's subscribers, and its ancestors' (tagged)."""
-        frame = cast(FrameDict, typed)
+    def publish(self, thread_id: str, frame: Frame) -> None:
+        """Deliver a frame to the thread's subscribers, and a tagged copy to its ancestors'."""
         queues = self._subscribers.get(thread_id)
         if queues:
             for queue in list(queues):
@@ -119,13 +152,14 @@ class EventBus:
         while parent is not None and hops < 16:
             parent_queues = self._subscribers.get(parent)
             if parent_queues:
-                tagged = {**frame, "subagent_id": frame.get("subagent_id") or child}
+                tagged = frame.copy()
+                tagged["subagent_id"] = frame.get("subagent_id") or child
                 for queue in list(parent_queues):
                     self._put(parent, queue, tagged)
             child, parent = parent, self.parent_of(parent)
             hops += 1
 
-    def _put(self, thread_id: str, queue: asyncio.Queue[FrameDict], frame: FrameDict) -> None:
+    def _put(self, thread_id: str, queue: Inbox, frame: Frame) -> None:
         limit = self._limits.get(queue)
         if limit is not None and queue.qsize() >= limit:
             self._drop(thread_id, queue)
@@ -135,7 +169,7 @@ class EventBus:
             return
         queue.put_nowait(frame)
 
-    def _drop(self, thread_id: str, queue: asyncio.Queue[FrameDict]) -> None:
+    def _drop(self, thread_id: str, queue: Inbox) -> None:
         self._limits.pop(queue, None)
         subscribers = self._subscribers.get(thread_id)
         if subscribers is not None:
@@ -143,11 +177,10 @@ class EventBus:
             if not subscribers:
                 del self._subscribers[thread_id]
 
-    @asynccontextmanager
-    async def subscribe(
+    def subscribe(
         self, thread_id: str, *, max_backlog: int | None = None
-    ) -> AsyncIterator[asyncio.Queue[FrameDict]]:
-        """Receive the thread's frames while the context is open.
+    ) -> AbstractAsyncContextManager[asyncio.Queue[Delivered]]:
+        """Receive the thread's frames in a new queue while the context is open.
 
         Args:
             thread_id: the thread whose frames (and its descendants' frames) to receive.
@@ -155,11 +188,31 @@ class EventBus:
                 frames are released and :data:`OVERFLOW` is the last frame. ``None``: no bound.
 
         Raises:
+            ValueError: ``max_backlog`` is below 1 (on entering the context).
+        """
+        queue: asyncio.Queue[Delivered] = asyncio.Queue()
+        return self.subscribe_into(thread_id, queue, max_backlog=max_backlog)
+
+    @asynccontextmanager
+    async def subscribe_into(
+        self, thread_id: str, queue: InboxT, *, max_backlog: int | None = None
+    ) -> AsyncIterator[InboxT]:
+        """Receive the thread's frames in ``queue`` while the context is open.
+
+        For a subscriber that puts items of its own into its queue too (a heartbeat, a close):
+        its queue's type says so, ``asyncio.Queue[Delivered | Own]``, and the bus puts only
+        :data:`Delivered` into it.
+
+        Args:
+            thread_id: the thread whose frames (and its descendants' frames) to receive.
+            queue: an empty queue, subscribed to no other thread.
+            max_backlog: as for :meth:`subscribe` (items of the subscriber's own count too).
+
+        Raises:
             ValueError: ``max_backlog`` is below 1.
         """
         if max_backlog is not None and max_backlog < 1:
             raise ValueError(f"max_backlog must be a whole number >= 1 or None, got {max_backlog}.")
-        queue: asyncio.Queue[FrameDict] = asyncio.Queue()
         self._subscribers.setdefault(thread_id, set()).add(queue)
         if max_backlog is not None:
             self._limits[queue] = max_backlog

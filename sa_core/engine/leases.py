@@ -45,6 +45,7 @@ from sa_core.store.clock import now_us
 from sa_core.store.leases import LeaseLost, lease_guard, lease_valid
 
 if TYPE_CHECKING:
+    from sa_core.engine.events import Frame
     from sa_core.engine.kernel import Kernel
     from sa_core.engine.scheduler import Scheduler
     from sa_core.store import Store
@@ -566,7 +567,7 @@ class Workers:
         async with self._lock:
             await self._conn.executemany("SELECT pg_notify($1, $2)", notes)
 
-    async def _store_frame(self, thread_id: str, frame: dict[str, Any]) -> int:
+    async def _store_frame(self, thread_id: str, frame: Frame) -> int:
         return await self.store.put_stream_frame(thread_id, frame)
 
     async def _fetch_frame(self, seq: int) -> dict[str, Any] | None:

@@ -15,6 +15,10 @@ written to ``stream_frames`` and its note carries only the row number (``"s"``);
 it. Frames are sent by one task per worker, in publish order, and received in order by one task.
 The ancestors travel with the frame, so a client on another worker watching a parent thread
 receives its child threads' frames (tagged ``subagent_id``) just as locally.
+
+Frames are typed (:data:`~sa_core.engine.events.Frame`) on both sides; the one place untyped
+JSON becomes a frame is :func:`as_frame`, which every frame read back from a notification or
+from ``stream_frames`` passes (it checks the ``type`` tag, as the other workers run this code).
 """
 
 from __future__ import annotations
@@ -23,12 +27,12 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Callable
-from typing import Any, cast
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeGuard, get_args, get_type_hints
 
 from sqlalchemy.engine import make_url
 
-from sa_core.engine.events import EventBus, Frame, FrameDict
+from sa_core.engine.events import EventBus, Frame
 
 STREAM_CHANNEL = "sa_stream"
 MAX_NOTIFY_BYTES = 7000
@@ -36,7 +40,21 @@ MAX_NOTIFY_BYTES = 7000
 FRAME_RETENTION_US = 60 * 1_000_000
 """Relayed large frames are deleted after a minute."""
 
+FRAME_TYPES = frozenset(
+    tag for kind in get_args(Frame) for tag in get_args(get_type_hints(kind)["type"])
+)
+"""The ``type`` tags of :data:`~sa_core.engine.events.Frame`."""
+
 log = logging.getLogger("sa_core.relay")
+
+
+def as_frame(value: object) -> TypeGuard[Frame]:
+    """Whether JSON read back from another worker is a frame (the one place it becomes one).
+
+    Only the ``type`` tag is checked: the frame was published, typed, by this same code on the
+    other worker and went through JSON unchanged (values JSON cannot hold became strings).
+    """
+    return isinstance(value, dict) and value.get("type") in FRAME_TYPES
 
 
 def asyncpg_dsn(url: str) -> str:
@@ -58,9 +76,9 @@ class RelayBus(EventBus):
     def __init__(
         self,
         worker_id: str,
-        send: Callable[[list[tuple[str, str]]], Any],
-        store_frame: Callable[[str, FrameDict], Any],
-        fetch_frame: Callable[[int], Any],
+        send: Callable[[list[tuple[str, str]]], Awaitable[object]],
+        store_frame: Callable[[str, Frame], Awaitable[int]],
+        fetch_frame: Callable[[int], Awaitable[object]],
     ) -> None:
         super().__init__()
         self.worker_id = worker_id
@@ -118,7 +136,7 @@ class RelayBus(EventBus):
         if not payload.startswith(self._prefix):
             self._inbox.put_nowait(payload)
 
-    def deliver(self, thread_id: str, frame: FrameDict, ancestors: list[str]) -> None:
+    def deliver(self, thread_id: str, frame: Frame, ancestors: list[str]) -> None:
         """Hand a frame from another worker to this worker's subscribers (and ancestors')."""
         queues = self._subscribers.get(thread_id)
         if queues:
@@ -128,7 +146,8 @@ class RelayBus(EventBus):
         for parent in ancestors:
             parent_queues = self._subscribers.get(parent)
             if parent_queues:
-                tagged = {**frame, "subagent_id": frame.get("subagent_id") or child}
+                tagged = frame.copy()
+                tagged["subagent_id"] = frame.get("subagent_id") or child
                 for queue in parent_queues:
                     queue.put_nowait(tagged)
             child = parent
@@ -144,7 +163,7 @@ class RelayBus(EventBus):
                     body: dict[str, Any] = {"t": thread_id, "a": ancestors}
                     note = json.dumps({**body, "f": frame}, separators=(",", ":"), default=str)
                     if len(note) > MAX_NOTIFY_BYTES:  # ASCII: json.dumps escapes the rest
-                        body["s"] = await self._store_frame(thread_id, cast(FrameDict, frame))
+                        body["s"] = await self._store_frame(thread_id, frame)
                         note = json.dumps(body, separators=(",", ":"))
                     notes.append(note)
                 await self._send([(STREAM_CHANNEL, payload) for payload in self._pack(notes)])
@@ -173,7 +192,7 @@ class RelayBus(EventBus):
         frame = note.get("f")
         if frame is None and "s" in note:
             frame = await self._fetch_frame(int(note["s"]))
-        if isinstance(frame, dict):
+        if as_frame(frame):
             self.deliver(str(note["t"]), frame, list(note.get("a") or []))
 
     def _pack(self, notes: list[str]) -> list[str]:

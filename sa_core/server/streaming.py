@@ -8,15 +8,21 @@ child threads carry ``subagent_id``. Silent messages are left out unless ``inclu
 A client too slow to keep up (``MAX_BACKLOG`` frames behind) is dropped by the event bus at
 once, so its unread frames are released while it is still blocked; it then gets an ``error``
 frame (``slow_consumer``) and the stream ends (a WebSocket is closed).
+
+Frames are typed up to the encoder: the engine's (:data:`~sa_core.engine.events.Frame`) and the
+server's own (:class:`ConnectedFrame`, :class:`ErrorFrame`), together :data:`StreamFrame`. A
+stream's queue also holds the server's control items, :class:`Signal` (a heartbeat, the end),
+which are never sent.
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final, Literal, TypedDict
 
 import msgspec
 from litestar import Controller, WebSocket, get, websocket
@@ -25,24 +31,55 @@ from litestar.exceptions import NotAuthorizedException, WebSocketDisconnect
 from litestar.params import FromPath, FromQuery, SkipValidation
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 
-from sa_core.engine.events import OVERFLOW
+from sa_core.engine.events import Delivered, Frame
 from sa_core.runtime import Runtime
 from sa_core.server.auth import PUBLIC, QUERY_TOKEN, check_key
 from sa_core.server.context import PackDep, RuntimeDep, ThreadDep, load_thread
 from sa_core.server.errors import ApiError, errors
 
-Frame = dict[str, Any]
 HEARTBEAT_SECONDS = 15.0
 MAX_BACKLOG = 10_000
-_PING: Frame = {"type": "_ping"}
-_CLOSE: Frame = {"type": "_close"}
+
+
+class ConnectedFrame(TypedDict):
+    """The first frame of a stream, once it is subscribed."""
+
+    type: Literal["connected"]
+    thread_id: str
+
+
+class ErrorFrame(TypedDict):
+    """The last frame of a stream whose client fell ``MAX_BACKLOG`` frames behind."""
+
+    type: Literal["error"]
+    error: Literal["slow_consumer"]
+    detail: str
+
+
+StreamFrame = Frame | ConnectedFrame | ErrorFrame
+"""Every frame a stream sends (what :func:`encode` takes)."""
+
+
+class Signal(enum.Enum):
+    """The server's own items in a stream's queue, never sent."""
+
+    PING = "ping"
+    """Time for a heartbeat."""
+    CLOSE = "close"
+    """End the stream after the frames queued before it."""
+
+
+_PING: Final = Signal.PING
+_CLOSE: Final = Signal.CLOSE
+Queued = Delivered | Signal
+"""What a stream's queue holds: the event bus's frames and the server's signals."""
 
 
 class StreamHub:
     """The open streams of an app, so shutdown can end them at once."""
 
     def __init__(self) -> None:
-        self._queues: set[asyncio.Queue[Frame]] = set()
+        self._queues: set[asyncio.Queue[Queued]] = set()
 
     def __len__(self) -> int:
         return len(self._queues)
@@ -55,7 +92,8 @@ class StreamHub:
     @asynccontextmanager
     async def listen(self, runtime: Runtime, thread_id: str) -> AsyncIterator[LiveStream]:
         """Subscribe to a thread's frames while the context is open."""
-        async with runtime.events.subscribe(thread_id, max_backlog=MAX_BACKLOG) as queue:
+        queue: asyncio.Queue[Queued] = asyncio.Queue()
+        async with runtime.events.subscribe_into(thread_id, queue, max_backlog=MAX_BACKLOG):
             self._queues.add(queue)
             stream = LiveStream(thread_id, queue)
             try:
@@ -68,7 +106,7 @@ class StreamHub:
 class LiveStream:
     """One subscription: iterate :meth:`frames`; :meth:`close` ends it from elsewhere."""
 
-    def __init__(self, thread_id: str, queue: asyncio.Queue[Frame]) -> None:
+    def __init__(self, thread_id: str, queue: asyncio.Queue[Queued]) -> None:
         self.thread_id = thread_id
         self._queue = queue
         self._timer: asyncio.TimerHandle | None = None
@@ -89,7 +127,7 @@ class LiveStream:
 
     async def frames(
         self, *, include_silent: FromQuery[bool] = False, heartbeat: float = HEARTBEAT_SECONDS
-    ) -> AsyncIterator[Frame | None]:
+    ) -> AsyncIterator[StreamFrame | None]:
         """Frames to send; ``None`` is a heartbeat (send a keep-alive, or nothing)."""
         async for batch in self.batches(include_silent=include_silent, heartbeat=heartbeat):
             for frame in batch:
@@ -97,7 +135,7 @@ class LiveStream:
 
     async def batches(
         self, *, include_silent: bool = False, heartbeat: float = HEARTBEAT_SECONDS
-    ) -> AsyncIterator[list[Frame | None]]:
+    ) -> AsyncIterator[list[StreamFrame | None]]:
         """The frames of :meth:`frames`, each batch holding every frame queued at the time.
 
         A turn of a fast model queues several frames at once; sending them in one write saves
@@ -107,7 +145,7 @@ class LiveStream:
         yield [{"type": "connected", "thread_id": self.thread_id}]
         queue = self._queue
         while True:
-            batch: list[Frame | None] = []
+            batch: list[StreamFrame | None] = []
             frame = await queue.get()
             while True:
                 if frame is _CLOSE:
@@ -116,15 +154,8 @@ class LiveStream:
                     return
                 if frame is _PING:
                     batch.append(None)
-                elif frame is OVERFLOW:
-                    batch.append(
-                        {
-                            "type": "error",
-                            "error": "slow_consumer",
-                            "detail": f"The client fell {MAX_BACKLOG} frames behind; "
-                            "reconnect and reload the thread's messages.",
-                        }
-                    )
+                elif frame["type"] == "overflow":
+                    batch.append(_slow_consumer())
                     yield batch
                     return
                 elif include_silent or not _is_silent(frame):
@@ -139,14 +170,23 @@ class LiveStream:
 HubDep = NamedDependency[SkipValidation[StreamHub]]
 
 
+def _slow_consumer() -> ErrorFrame:
+    return {
+        "type": "error",
+        "error": "slow_consumer",
+        "detail": f"The client fell {MAX_BACKLOG} frames behind; "
+        "reconnect and reload the thread's messages.",
+    }
+
+
 def _is_silent(frame: Frame) -> bool:
-    if frame.get("type") != "message_data":
+    if frame["type"] != "message_data":
         return False
-    data = frame.get("data")
+    data = frame["data"]
     return isinstance(data, dict) and bool(data.get("silent"))
 
 
-def encode(frame: Frame) -> str:
+def encode(frame: StreamFrame) -> str:
     """Encode a frame as JSON text (values JSON cannot hold are written as strings)."""
     return msgspec.json.encode(frame, enc_hook=str).decode()
 
@@ -252,11 +292,11 @@ class StreamController(Controller):
             await socket.close()
 
 
-def _sse(frame: Frame | None) -> ServerSentEventMessage:
+def _sse(frame: StreamFrame | None) -> ServerSentEventMessage:
     """One frame as a server-sent event (a heartbeat is a ``: ping`` comment)."""
     if frame is None:
         return ServerSentEventMessage(comment="ping", data=None)
-    return ServerSentEventMessage(event=str(frame["type"]), data=encode(frame))
+    return ServerSentEventMessage(event=frame["type"], data=encode(frame))
 
 
 @dataclass

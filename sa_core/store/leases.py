@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from sqlalchemy import bindparam, delete, exists, literal, select, update
@@ -332,7 +332,7 @@ class LeasesMixin(StoreBase):
         return await self._read(lambda conn: list(conn.execute(stmt).scalars()), tx)
 
     async def put_stream_frame(
-        self, thread_id: str, frame: dict[str, Any], *, tx: Transaction | None = None
+        self, thread_id: str, frame: Mapping[str, object], *, tx: Transaction | None = None
     ) -> int:
         """Store a frame too large for a notification; returns its row number."""
         stmt = (

@@ -25,7 +25,7 @@ from litestar.types import Receive, Scope, Send
 from sa_core.runtime import Runtime
 from sa_core.server.protocols.mcp_progress import describe
 from sa_core.server.protocols.mcp_turns import TurnError, open_thread, run_turn
-from sa_core.server.streaming import StreamHub
+from sa_core.server.streaming import StreamFrame, StreamHub
 
 if TYPE_CHECKING:
     import mcp_types
@@ -209,7 +209,7 @@ class Progress:
         self._ctx = ctx
         self._count = 0
 
-    async def frame(self, frame: dict[str, Any]) -> None:
+    async def frame(self, frame: StreamFrame) -> None:
         """Report what ``frame`` shows the agent doing, if anything."""
         line = describe(frame)
         if line is None:

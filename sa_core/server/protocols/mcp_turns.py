@@ -11,15 +11,18 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sa_core.errors import MissingVariablesError, ThreadNotFoundError, ThreadTerminatedError
 from sa_core.runtime import Runtime
-from sa_core.server.streaming import LiveStream, StreamHub
+from sa_core.server.streaming import LiveStream, StreamFrame, StreamHub
 from sa_core.spec import Message
 from sa_core.state import ThreadState
 
-FrameHandler = Callable[[dict[str, Any]], Awaitable[None]]
+if TYPE_CHECKING:
+    from sa_core.engine.events import MessageDataFrame
+
+FrameHandler = Callable[[StreamFrame], Awaitable[None]]
 """Called with every live frame of the thread (and its children) while the turn runs."""
 
 MCP_TAG = "mcp"
@@ -139,10 +142,10 @@ class _Frames:
 
     async def _pump(self) -> None:
         async for frame in self.live.frames():
-            if frame is None or frame.get("type") == "connected":
+            if frame is None or frame["type"] == "connected":
                 continue
-            data = frame.get("data")
-            if _is_answer_frame(frame) and isinstance(data, dict):
+            if frame["type"] == "message_data" and _is_answer(frame):
+                data = frame["data"]
                 if data.get("status") != "pending":
                     self.answered.add(str(data.get("id")))
                 self.wake.set()
@@ -170,15 +173,10 @@ class _Frames:
         await asyncio.gather(self.task, return_exceptions=True)
 
 
-def _is_answer_frame(frame: dict[str, Any]) -> bool:
-    """Whether the frame is a top-level assistant message (streamed, or stored)."""
-    data = frame.get("data")
-    return (
-        frame.get("type") == "message_data"
-        and "subagent_id" not in frame
-        and isinstance(data, dict)
-        and data.get("role") == "assistant"
-    )
+def _is_answer(frame: MessageDataFrame) -> bool:
+    """Whether the message is a top-level assistant message (in progress, or stored)."""
+    data = frame["data"]
+    return "subagent_id" not in frame and isinstance(data, dict) and data.get("role") == "assistant"
 
 
 async def _answer(thread: ThreadState, sent: Message) -> Message | None:

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any
+import enum
+from typing import Any, Final
 
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
@@ -28,6 +29,7 @@ from a2a.types.a2a_pb2 import (
 from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
 from google.protobuf.struct_pb2 import Struct
 
+from sa_core.engine.events import Delivered
 from sa_core.errors import ThreadTerminatedError
 from sa_core.server.protocols.a2a.convert import (
     ANSWER_ARTIFACT,
@@ -44,7 +46,15 @@ from sa_core.state import ThreadState
 RECHECK_SECONDS = 1.0
 """While the turn runs on another worker (no local runner to wait for), how often to re-read it
 besides each frame."""
-_WAKE: dict[str, Any] = {"type": "_runner_done"}
+
+
+class _Wake(enum.Enum):
+    """Put into a task's frame queue when the thread's local runner is done (never sent)."""
+
+    RUNNER_DONE = "runner_done"
+
+
+_WAKE: Final = _Wake.RUNNER_DONE
 
 
 class ThreadAgentExecutor(AgentExecutor):
@@ -75,7 +85,8 @@ class ThreadAgentExecutor(AgentExecutor):
         message_ids = [str(i) for i in sa_meta(task).get("message_ids") or []]
         self.route.live.add(task_id)
         try:
-            async with self.route.runtime.events.subscribe(context_id) as frames:
+            frames: asyncio.Queue[Delivered | _Wake] = asyncio.Queue()
+            async with self.route.runtime.events.subscribe_into(context_id, frames):
                 try:
                     sent = await thread.send_message(text, "user", attachments, wait=False)
                 except ThreadTerminatedError as exc:
@@ -91,7 +102,7 @@ class ThreadAgentExecutor(AgentExecutor):
         thread: ThreadState,
         task_id: str,
         message_ids: list[str],
-        frames: asyncio.Queue[dict[str, Any]],
+        frames: asyncio.Queue[Delivered | _Wake],
         event_queue: EventQueue,
     ) -> None:
         runtime = self.route.runtime
@@ -122,17 +133,18 @@ class ThreadAgentExecutor(AgentExecutor):
 
     async def _stream(
         self,
-        frame: dict[str, Any],
+        frame: Delivered | _Wake,
         task_id: str,
         context_id: str,
         streamed: set[str],
         event_queue: EventQueue,
     ) -> bool:
         """Forward a frame; True when the turn's state may have changed (read it again)."""
-        if frame.get("subagent_id"):
+        if frame is _WAKE:
+            return True
+        if frame["type"] == "overflow" or frame.get("subagent_id"):
             return False
-        kind = frame.get("type")
-        if kind == "message_chunk" and frame.get("depth", 0) == 0:
+        if frame["type"] == "message_chunk" and not frame["depth"]:
             message_id = str(frame["message_id"])
             artifact = Artifact(
                 artifact_id=message_id, name=ANSWER_ARTIFACT, parts=[Part(text=frame["chunk"])]
@@ -147,7 +159,7 @@ class ThreadAgentExecutor(AgentExecutor):
             )
             streamed.add(message_id)
             return False
-        return kind in ("message_data", "event", "_runner_done")
+        return frame["type"] in ("message_data", "event")
 
     async def _settle(
         self, thread: ThreadState, task_id: str, outcome: TurnOutcome, event_queue: EventQueue

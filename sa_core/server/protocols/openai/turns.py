@@ -15,7 +15,6 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sa_core.engine.events import OVERFLOW
 from sa_core.engine.usage import UsageTotals
 from sa_core.runtime import Runtime
 from sa_core.spec import Message
@@ -94,21 +93,22 @@ class Turn:
                     if await runtime.turn_settled(thread_id):
                         break
                     continue
-                if frame is OVERFLOW:  # fell behind: stop streaming, wait for the end
+                if frame["type"] == "overflow":  # fell behind: stop streaming, wait for the end
                     watching = False
                     continue
-                if not watching or frame.get("subagent_id") or frame.get("depth", 0):
+                if not watching or frame.get("subagent_id"):
                     continue
-                kind = frame.get("type")
-                if self.output_schema is not None:  # structured: the validated answer only
-                    if kind == "message_data" and await runtime.turn_settled(thread_id):
-                        break
-                    continue
-                if kind == "message_chunk":
-                    for piece in self._chunk(texts, frame.get("message_id"), frame["chunk"]):
+                if frame["type"] == "message_chunk":
+                    if frame["depth"] or self.output_schema is not None:
+                        continue
+                    for piece in self._chunk(texts, frame["message_id"], frame["chunk"]):
                         yield piece
-                elif kind == "message_data":
-                    data = frame.get("data") or {}
+                elif frame["type"] == "message_data" and not frame["depth"]:
+                    if self.output_schema is not None:  # structured: the validated answer only
+                        if await runtime.turn_settled(thread_id):
+                            break
+                        continue
+                    data = frame["data"]
                     if data.get("role") != "assistant" or data.get("status") == "pending":
                         continue
                     if data.get("status") == "completed":
