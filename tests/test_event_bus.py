@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from sa_core.engine.events import ChunkFrame, Delivered, EventBus
+from sa_core.engine.events import OVERFLOW, ChunkFrame, Delivered, EventBus
 from sa_core.engine.relay import RelayBus, as_frame
 
 
@@ -79,6 +79,30 @@ async def test_json_from_another_worker_is_delivered_once_it_is_a_frame() -> Non
             assert drained(parent) == [{**chunk(), "subagent_id": "child"}]
     finally:
         await bus.stop()
+
+
+@pytest.mark.asyncio
+async def test_a_slow_subscriber_of_relayed_frames_is_cut_off_at_its_backlog() -> None:
+    async def send(_notes: list[tuple[str, str]]) -> None:
+        return None
+
+    async def store_frame(_thread_id: str, _frame: object) -> int:
+        return 0
+
+    async def fetch_frame(_seq: int) -> object:
+        return None
+
+    bus = RelayBus("here", send, store_frame, fetch_frame)
+    async with (
+        bus.subscribe("child", max_backlog=2) as own,
+        bus.subscribe("parent", max_backlog=2) as parent,
+    ):
+        for _ in range(3):  # frames of a thread running on another worker
+            bus.deliver("child", chunk(), ["parent"])
+        assert drained(own) == [OVERFLOW] and drained(parent) == [OVERFLOW]
+        assert bus.subscriber_count() == 0  # both dropped: nothing more piles up
+        bus.deliver("child", chunk(), ["parent"])
+        assert own.empty() and parent.empty()
 
 
 def test_only_json_objects_with_a_known_frame_type_count_as_frames() -> None:

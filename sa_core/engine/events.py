@@ -140,24 +140,31 @@ class EventBus:
 
     def publish(self, thread_id: str, frame: Frame) -> None:
         """Deliver a frame to the thread's subscribers, and a tagged copy to its ancestors'."""
-        queues = self._subscribers.get(thread_id)
-        if queues:
-            for queue in list(queues):
-                self._put(thread_id, queue, frame)
         if not self._subscribers:
             return
+        if thread_id in self._subscribers:
+            self._deliver(thread_id, frame)
         child = thread_id
         parent = self.parent_of(child)
         hops = 0
         while parent is not None and hops < 16:
-            parent_queues = self._subscribers.get(parent)
-            if parent_queues:
-                tagged = frame.copy()
-                tagged["subagent_id"] = frame.get("subagent_id") or child
-                for queue in list(parent_queues):
-                    self._put(parent, queue, tagged)
+            self._deliver_tagged(parent, child, frame)
             child, parent = parent, self.parent_of(parent)
             hops += 1
+
+    def _deliver(self, thread_id: str, frame: Frame) -> None:
+        """Put a frame in each subscriber queue of one thread (within its backlog bound)."""
+        queues = self._subscribers.get(thread_id)
+        if queues:
+            for queue in list(queues):
+                self._put(thread_id, queue, frame)
+
+    def _deliver_tagged(self, ancestor: str, child: str, frame: Frame) -> None:
+        """Deliver to an ancestor's subscribers a copy tagged with the child it came through."""
+        if ancestor in self._subscribers:
+            tagged = frame.copy()
+            tagged["subagent_id"] = frame.get("subagent_id") or child
+            self._deliver(ancestor, tagged)
 
     def _put(self, thread_id: str, queue: Inbox, frame: Frame) -> None:
         limit = self._limits.get(queue)

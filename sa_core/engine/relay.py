@@ -137,19 +137,14 @@ class RelayBus(EventBus):
             self._inbox.put_nowait(payload)
 
     def deliver(self, thread_id: str, frame: Frame, ancestors: list[str]) -> None:
-        """Hand a frame from another worker to this worker's subscribers (and ancestors')."""
-        queues = self._subscribers.get(thread_id)
-        if queues:
-            for queue in queues:
-                queue.put_nowait(frame)
+        """Hand a frame from another worker to this worker's subscribers (and ancestors').
+
+        As for a frame published here, a subscriber's ``max_backlog`` bounds what waits for it.
+        """
+        self._deliver(thread_id, frame)
         child = thread_id
         for parent in ancestors:
-            parent_queues = self._subscribers.get(parent)
-            if parent_queues:
-                tagged = frame.copy()
-                tagged["subagent_id"] = frame.get("subagent_id") or child
-                for queue in parent_queues:
-                    queue.put_nowait(tagged)
+            self._deliver_tagged(parent, child, frame)
             child = parent
 
     async def _sender(self) -> None:
