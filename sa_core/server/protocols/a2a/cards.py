@@ -19,9 +19,9 @@ from a2a.types.a2a_pb2 import (
 )
 
 from sa_core.registry import PackScope
+from sa_core.server.protocols.a2a import PREFIX
 
 SCHEME = "bearer"
-PREFIX = "/a2a"
 
 
 def agent_path(package: str, agent: str) -> str:

@@ -20,14 +20,12 @@ from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.server.routes import create_jsonrpc_routes
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
-from litestar import asgi
-from litestar.handlers import ASGIRouteHandler
 from litestar.types import Receive, Scope, Send
 from starlette.routing import Router
 
 from sa_core.runtime import Runtime
-from sa_core.server.auth import PUBLIC
-from sa_core.server.protocols.a2a.cards import PREFIX, agent_card, agent_path
+from sa_core.server.protocols.a2a import PREFIX
+from sa_core.server.protocols.a2a.cards import agent_card, agent_path
 from sa_core.server.protocols.a2a.contexts import ThreadContextBuilder
 from sa_core.server.protocols.a2a.executor import ThreadAgentExecutor
 from sa_core.server.protocols.a2a.taskstore import AgentRoute, ThreadTaskStore
@@ -131,14 +129,6 @@ class A2AServer:
         """Drain the SDK handlers' running tasks (at shutdown)."""
         for handler in self._handlers:
             await handler.aclose()
-
-    def handler(self) -> ASGIRouteHandler:
-        """The Litestar mount of these endpoints at ``/a2a``."""
-
-        async def a2a_endpoints(scope: Scope, receive: Receive, send: Send) -> None:
-            await self(scope, receive, send)
-
-        return asgi(PREFIX, is_mount=True, opt={PUBLIC: True}, copy_scope=False)(a2a_endpoints)
 
 
 def _base(scope: Scope) -> str:
