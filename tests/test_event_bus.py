@@ -22,6 +22,21 @@ def drained(queue: asyncio.Queue[Delivered]) -> list[Delivered]:
     return found
 
 
+def relay_bus(worker_id: str) -> RelayBus:
+    """A relay bus whose database side does nothing (frames are handed to it directly)."""
+
+    async def send(_notes: list[tuple[str, str]]) -> None:
+        return None
+
+    async def store_frame(_thread_id: str, _frame: object) -> int:
+        return 0
+
+    async def fetch_frame(_seq: int) -> object:
+        return None
+
+    return RelayBus(worker_id, send, store_frame, fetch_frame)
+
+
 @pytest.mark.asyncio
 async def test_ancestors_receive_tagged_copies_and_the_threads_own_frame_is_untouched() -> None:
     bus = EventBus()
@@ -52,16 +67,7 @@ async def test_a_frame_already_tagged_keeps_its_subagent_id_for_every_ancestor()
 
 @pytest.mark.asyncio
 async def test_json_from_another_worker_is_delivered_once_it_is_a_frame() -> None:
-    async def send(_notes: list[tuple[str, str]]) -> None:
-        return None
-
-    async def store_frame(_thread_id: str, _frame: object) -> int:
-        return 0
-
-    async def fetch_frame(_seq: int) -> object:
-        return None
-
-    bus = RelayBus("here", send, store_frame, fetch_frame)
+    bus = relay_bus("here")
     bus.start()
     notes = [
         {"t": "child", "a": ["parent"], "f": chunk()},
@@ -83,16 +89,7 @@ async def test_json_from_another_worker_is_delivered_once_it_is_a_frame() -> Non
 
 @pytest.mark.asyncio
 async def test_a_slow_subscriber_of_relayed_frames_is_cut_off_at_its_backlog() -> None:
-    async def send(_notes: list[tuple[str, str]]) -> None:
-        return None
-
-    async def store_frame(_thread_id: str, _frame: object) -> int:
-        return 0
-
-    async def fetch_frame(_seq: int) -> object:
-        return None
-
-    bus = RelayBus("here", send, store_frame, fetch_frame)
+    bus = relay_bus("here")
     async with (
         bus.subscribe("child", max_backlog=2) as own,
         bus.subscribe("parent", max_backlog=2) as parent,
