@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
+from loopback import HTTPLoopback, send
 from pydantic import BaseModel
 from replay import Cassette, Interaction
 
@@ -29,49 +29,19 @@ _CALL_ID = re.compile(r"\b(toolu|call|fc)_[A-Za-z0-9]{8,}")
 
 
 @dataclass
-class LoopbackServer:
+class LoopbackServer(HTTPLoopback):
     """Answers request ``i`` with ``pick(i)`` (a recorded interaction) on 127.0.0.1."""
 
     pick: Callable[[int], Interaction]
     bodies: list[bytes] = field(default_factory=list)
 
-    def __post_init__(self) -> None:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-                length = int(self.headers.get("Content-Length") or 0)
-                server.bodies.append(self.rfile.read(length))
-                index = len(server.bodies) - 1
-                interaction = server.pick(index)
-                # each step's tool calls get their own ids, as a real model's would
-                text = _CALL_ID.sub(lambda m: f"{m.group(1)}_step{index}", interaction.body)
-                payload = text.encode()
-                self.send_response(interaction.status)
-                self.send_header("Content-Type", interaction.content_type)
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def __enter__(self) -> LoopbackServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(5)
+    def reply(self, request: BaseHTTPRequestHandler, body: bytes) -> None:
+        self.bodies.append(body)
+        index = len(self.bodies) - 1
+        interaction = self.pick(index)
+        # each step's tool calls get their own ids, as a real model's would
+        text = _CALL_ID.sub(lambda m: f"{m.group(1)}_step{index}", interaction.body)
+        send(request, interaction.status, interaction.content_type, text.encode())
 
 
 class Location(BaseModel):
