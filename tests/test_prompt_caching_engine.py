@@ -18,6 +18,7 @@ import pytest
 from loopback import HTTPLoopback, send
 from pydantic import BaseModel
 from replay import Cassette, Interaction
+from subagent_tree import research_tree
 
 from sa_core import Pack, define_agent, define_model, define_prompt, define_tool
 from sa_core.engine.promptcache import thread_cache_key
@@ -179,68 +180,20 @@ async def test_a_model_can_turn_caching_off(sa_runtime_factory):
 # ---------------------------------------------------------------------------------------------
 
 
-class Task(BaseModel):
-    task: str
-
-
-class Summary(BaseModel):
-    summary: str
-
-
-APPROVE = define_tool(
-    name="approve", description="Finish.", args=Summary, execute=lambda state, args: "ok"
-)
-
-
 def tree_pack() -> Pack:
-    """A lead offering a blocking ``researcher`` subagent whose prompt only calls ``weather``.
+    """The lead and its blocking ``researcher`` subagent (:func:`subagent_tree.research_tree`).
 
     Prices, USD per million: input 1, output 2, cache reads 0.10, cache writes 1.25.
     """
     prices = {"input_price": 1.0, "output_price": 2.0, "cached_price": 0.1}
-    models = [
+    return research_tree(
+        "tree",
         define_model(
             name="lead_model", provider="test", model="lead", **prices, cache_write_price=1.25
         ),
         define_model(
             name="worker_model", provider="test", model="worker", **prices, cache_write_price=1.25
         ),
-    ]
-    lead_prompt = define_prompt(
-        name="lead",
-        model="lead_model",
-        prompt="Coordinate.",
-        include_chat=True,
-        tools=[{"name": "researcher", "blocking": True, "initUserMessageProperty": "task"}],
-    )
-    worker_prompt = define_prompt(
-        name="worker",
-        model="worker_model",
-        prompt="Research.",
-        include_chat=True,
-        tools=["approve"],
-        required_schema=Task,
-    )
-    researcher = define_agent(
-        name="researcher",
-        type="dual_ai",
-        expose_as_tool=True,
-        tool_description="Researches a task.",
-        max_session_turns=3,
-        side_a={
-            "prompt": "worker",
-            "stop_on_response": False,
-            "session_stop": {"name": "approve", "message_property": "summary"},
-        },
-        side_b={"prompt": "worker", "stop_on_response": False},
-    )
-    lead = define_agent(name="lead", side_a={"prompt": "lead"})
-    return Pack(
-        name="tree",
-        agents=[lead, researcher],
-        prompts=[lead_prompt, worker_prompt],
-        models=models,
-        tools=[APPROVE],
     )
 
 
