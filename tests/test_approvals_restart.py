@@ -9,15 +9,12 @@ call must receive the child's result (no second child, no duplicate notification
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from worker_kill import kill_at_marker
 
 from sa_core import Runtime
 from sa_core.engine.approvals import ApprovalNotFoundError
@@ -94,34 +91,7 @@ async def test_blocking_parent_gets_its_child_result_after_a_clean_restart_and_a
 def kill_while_child_awaits_approval(tmp_path: Path) -> tuple[Path, Path, str]:
     """Run ``approval_worker.py`` until the child parks, SIGKILL it; returns (db, ledger, lead)."""
     database, ledger = tmp_path / "sa.db", tmp_path / "ledger.jsonl"
-    process = subprocess.Popen(
-        [sys.executable, str(WORKER), str(database), str(ledger)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    lead_id = ""
-    try:
-        assert process.stdout is not None
-        for line in process.stdout:
-            if line.startswith("THREAD "):
-                lead_id = line.split()[1]
-            if line.strip() == "POINT":
-                break
-        else:
-            error = process.stderr.read() if process.stderr else ""
-            raise AssertionError(f"worker ended early: {error}")
-        os.kill(process.pid, signal.SIGKILL)
-        process.wait(timeout=30)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        for stream in (process.stdout, process.stderr):
-            if stream is not None:
-                stream.close()
-    assert process.returncode == -signal.SIGKILL and lead_id
-    return database, ledger, lead_id
+    return database, ledger, kill_at_marker(WORKER, str(database), str(ledger))
 
 
 @pytest.mark.asyncio

@@ -7,13 +7,11 @@ compaction: exactly one marker, every message kept, the turn answered.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from worker_kill import kill_at_marker
 
 from sa_core import Runtime
 from sa_core.engine.compaction import is_marker
@@ -27,34 +25,7 @@ WORKER = Path(__file__).with_name("compaction_worker.py")
 
 def kill_in_compaction(mode: str, database: Path) -> str:
     """Run the worker until its summarizer blocks, SIGKILL it; returns the thread id printed."""
-    process = subprocess.Popen(
-        [sys.executable, str(WORKER), mode, str(database)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    thread_id = ""
-    try:
-        assert process.stdout is not None
-        for line in process.stdout:
-            if line.startswith("THREAD "):
-                thread_id = line.split()[1]
-            if line.strip() == "POINT":
-                break
-        else:
-            error = process.stderr.read() if process.stderr else ""
-            raise AssertionError(f"worker ended early: {error}")
-        os.kill(process.pid, signal.SIGKILL)
-        process.wait(timeout=30)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        for stream in (process.stdout, process.stderr):
-            if stream is not None:
-                stream.close()
-    assert process.returncode == -signal.SIGKILL
-    return thread_id
+    return kill_at_marker(WORKER, mode, str(database))
 
 
 async def restart_and_read(database: Path, thread_id: str) -> tuple[list, list]:

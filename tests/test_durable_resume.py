@@ -13,11 +13,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
-import os
-import signal
 import sqlite3
-import subprocess
-import sys
 import time
 from contextlib import closing
 from pathlib import Path
@@ -25,6 +21,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from worker_kill import kill_at_marker
 
 from sa_core import Runtime
 
@@ -45,36 +42,8 @@ worker = _load_worker()
 def kill_at_point(mode: str, tmp_path: Path) -> tuple[Path, Path, str]:
     """Run the worker in ``mode`` until its point, SIGKILL it; returns (db, ledger, thread)."""
     database, ledger = tmp_path / "sa.db", tmp_path / "ledger.jsonl"
-    process = subprocess.Popen(
-        [sys.executable, str(WORKER), mode, str(database), str(ledger)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    thread_id = ""
-    try:
-        assert process.stdout is not None
-        for line in process.stdout:
-            if line.startswith("THREAD "):
-                thread_id = line.split()[1]
-            if line.strip() in ("POINT", "ACK"):
-                break
-        else:
-            error = process.stderr.read() if process.stderr else ""
-            raise AssertionError(f"worker ended early: {error}")
-        if process.poll() is None:
-            os.kill(process.pid, signal.SIGKILL)
-        process.wait(timeout=30)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        for stream in (process.stdout, process.stderr):
-            if stream is not None:
-                stream.close()
-    assert process.returncode == -signal.SIGKILL
-    assert thread_id
-    return database, ledger, thread_id
+    args = (mode, str(database), str(ledger))
+    return database, ledger, kill_at_marker(WORKER, *args, markers=("POINT", "ACK"))
 
 
 def kill_twice(mode: str, tmp_path: Path) -> tuple[Path, Path, str]:

@@ -5,25 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from echo_agent import echo_pack, echo_provider
 from settle_helpers import hold_settlement, note_enqueued
 
-from sa_core import Pack, define_agent, define_model, define_prompt
 from sa_core.engine import owed
-from sa_core.testing import FunctionProvider
-
-
-def echo_pack() -> Pack:
-    prompt = define_prompt(name="main", model="m", prompt="Echo.", include_chat=True)
-    return Pack(
-        name="echo",
-        agents=[define_agent(name="helper", side_a={"prompt": "main"})],
-        prompts=[prompt],
-        models=[define_model(name="m", provider="test", model="x")],
-    )
-
-
-def echo_provider() -> FunctionProvider:
-    return FunctionProvider(lambda request: f"echo: {request.messages[-1].content}")
 
 
 @pytest.mark.asyncio

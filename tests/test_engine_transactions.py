@@ -13,25 +13,11 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from echo_agent import echo_pack, echo_provider
 from pydantic import BaseModel
 
 from sa_core import Pack, define_agent, define_model, define_prompt, define_tool
 from sa_core.testing import FunctionProvider
-
-
-def echo_pack() -> Pack:
-    prompt = define_prompt(name="main", model="m", prompt="Echo.", include_chat=True)
-    return Pack(
-        name="echo",
-        agents=[define_agent(name="helper", side_a={"prompt": "main"})],
-        prompts=[prompt],
-        models=[define_model(name="m", provider="test", model="x")],
-    )
-
-
-def echo_provider() -> FunctionProvider:
-    return FunctionProvider(lambda request: f"echo: {request.messages[-1].content}")
-
 
 LEASE_TAKES = {"sqlite": 0, "postgresql": 1}
 """Writes of their own when a thread first runs: on PostgreSQL a worker takes the thread's lease

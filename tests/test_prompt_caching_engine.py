@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
+from loopback import HTTPLoopback, send
 from pydantic import BaseModel
 from replay import Cassette, Interaction
+from subagent_tree import research_tree
 
 from sa_core import Pack, define_agent, define_model, define_prompt, define_tool
 from sa_core.engine.promptcache import thread_cache_key
@@ -29,49 +30,19 @@ _CALL_ID = re.compile(r"\b(toolu|call|fc)_[A-Za-z0-9]{8,}")
 
 
 @dataclass
-class LoopbackServer:
+class LoopbackServer(HTTPLoopback):
     """Answers request ``i`` with ``pick(i)`` (a recorded interaction) on 127.0.0.1."""
 
     pick: Callable[[int], Interaction]
     bodies: list[bytes] = field(default_factory=list)
 
-    def __post_init__(self) -> None:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-                length = int(self.headers.get("Content-Length") or 0)
-                server.bodies.append(self.rfile.read(length))
-                index = len(server.bodies) - 1
-                interaction = server.pick(index)
-                # each step's tool calls get their own ids, as a real model's would
-                text = _CALL_ID.sub(lambda m: f"{m.group(1)}_step{index}", interaction.body)
-                payload = text.encode()
-                self.send_response(interaction.status)
-                self.send_header("Content-Type", interaction.content_type)
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def __enter__(self) -> LoopbackServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(5)
+    def reply(self, request: BaseHTTPRequestHandler, body: bytes) -> None:
+        self.bodies.append(body)
+        index = len(self.bodies) - 1
+        interaction = self.pick(index)
+        # each step's tool calls get their own ids, as a real model's would
+        text = _CALL_ID.sub(lambda m: f"{m.group(1)}_step{index}", interaction.body)
+        send(request, interaction.status, interaction.content_type, text.encode())
 
 
 class Location(BaseModel):
@@ -209,68 +180,20 @@ async def test_a_model_can_turn_caching_off(sa_runtime_factory):
 # ---------------------------------------------------------------------------------------------
 
 
-class Task(BaseModel):
-    task: str
-
-
-class Summary(BaseModel):
-    summary: str
-
-
-APPROVE = define_tool(
-    name="approve", description="Finish.", args=Summary, execute=lambda state, args: "ok"
-)
-
-
 def tree_pack() -> Pack:
-    """A lead offering a blocking ``researcher`` subagent whose prompt only calls ``weather``.
+    """The lead and its blocking ``researcher`` subagent (:func:`subagent_tree.research_tree`).
 
     Prices, USD per million: input 1, output 2, cache reads 0.10, cache writes 1.25.
     """
     prices = {"input_price": 1.0, "output_price": 2.0, "cached_price": 0.1}
-    models = [
+    return research_tree(
+        "tree",
         define_model(
             name="lead_model", provider="test", model="lead", **prices, cache_write_price=1.25
         ),
         define_model(
             name="worker_model", provider="test", model="worker", **prices, cache_write_price=1.25
         ),
-    ]
-    lead_prompt = define_prompt(
-        name="lead",
-        model="lead_model",
-        prompt="Coordinate.",
-        include_chat=True,
-        tools=[{"name": "researcher", "blocking": True, "initUserMessageProperty": "task"}],
-    )
-    worker_prompt = define_prompt(
-        name="worker",
-        model="worker_model",
-        prompt="Research.",
-        include_chat=True,
-        tools=["approve"],
-        required_schema=Task,
-    )
-    researcher = define_agent(
-        name="researcher",
-        type="dual_ai",
-        expose_as_tool=True,
-        tool_description="Researches a task.",
-        max_session_turns=3,
-        side_a={
-            "prompt": "worker",
-            "stop_on_response": False,
-            "session_stop": {"name": "approve", "message_property": "summary"},
-        },
-        side_b={"prompt": "worker", "stop_on_response": False},
-    )
-    lead = define_agent(name="lead", side_a={"prompt": "lead"})
-    return Pack(
-        name="tree",
-        agents=[lead, researcher],
-        prompts=[lead_prompt, worker_prompt],
-        models=models,
-        tools=[APPROVE],
     )
 
 

@@ -9,13 +9,13 @@ call, that the tool result the model receives is the one our tool produced, and 
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
+from loopback import HTTPLoopback, send
 from pydantic import BaseModel
 from replay import Cassette
 
@@ -23,7 +23,7 @@ from sa_core import Pack, Runtime, define_agent, define_model, define_prompt, de
 
 
 @dataclass
-class ReplayServer:
+class ReplayServer(HTTPLoopback):
     """Serves a cassette's responses in order on 127.0.0.1 and records what it was sent."""
 
     cassette: Cassette
@@ -31,47 +31,17 @@ class ReplayServer:
     bodies: list[dict[str, Any]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
 
-    def __post_init__(self) -> None:
-        replay = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-                length = int(self.headers.get("Content-Length") or 0)
-                replay.bodies.append(json.loads(self.rfile.read(length) or b"{}"))
-                replay.paths.append(self.path)
-                replay.headers.append(dict(self.headers))
-                index = len(replay.paths) - 1
-                if index >= len(replay.cassette.interactions):
-                    self.send_response(500)
-                    self.end_headers()
-                    return
-                interaction = replay.cassette.interactions[index]
-                payload = interaction.body.encode()
-                self.send_response(interaction.status)
-                self.send_header("Content-Type", interaction.content_type)
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def __enter__(self) -> ReplayServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(5)
+    def reply(self, request: BaseHTTPRequestHandler, body: bytes) -> None:
+        self.bodies.append(json.loads(body or b"{}"))
+        self.paths.append(request.path)
+        self.headers.append(dict(request.headers))
+        index = len(self.paths) - 1
+        if index >= len(self.cassette.interactions):
+            request.send_response(500)
+            request.end_headers()
+            return
+        interaction = self.cassette.interactions[index]
+        send(request, interaction.status, interaction.content_type, interaction.body.encode())
 
 
 class Location(BaseModel):

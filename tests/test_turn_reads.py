@@ -14,20 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from echo_agent import echo_pack
 
-from sa_core import Pack, Runtime, define_agent, define_model, define_prompt
+from sa_core import Runtime
 from sa_core.store import open_store
 from sa_core.testing import FunctionProvider
-
-
-def chat_pack() -> Pack:
-    prompt = define_prompt(name="main", model="m", prompt="Echo.", include_chat=True)
-    return Pack(
-        name="echo",
-        agents=[define_agent(name="helper", side_a={"prompt": "main"})],
-        prompts=[prompt],
-        models=[define_model(name="m", provider="test", model="x")],
-    )
 
 
 def count_row_reads(runtime: Runtime) -> Counter[str]:
@@ -62,7 +53,7 @@ def runtime_on(url: str, seen: list[str]) -> Runtime:
         return "ok"
 
     return Runtime(
-        packs=[chat_pack()],
+        packs=[echo_pack()],
         providers={"test": FunctionProvider(answer)},
         database_url=url,
         load_entrypoints=False,

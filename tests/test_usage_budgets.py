@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
+from subagent_tree import Task, research_tree
 
 from sa_core import Pack, Runtime, define_agent, define_model, define_prompt, define_tool
 from sa_core.testing import FunctionProvider
@@ -19,14 +19,6 @@ WORKER = define_model(
 )
 
 
-class Task(BaseModel):
-    task: str
-
-
-class Summary(BaseModel):
-    summary: str
-
-
 def usage(prompt: int, completion: int, reasoning: int = 0) -> dict[str, int]:
     return {
         "prompt_tokens": prompt,
@@ -37,46 +29,8 @@ def usage(prompt: int, completion: int, reasoning: int = 0) -> dict[str, int]:
 
 
 def tree_pack(**lead_fields: Any) -> Pack:
-    """A lead whose prompt can call a blocking ``researcher`` subagent that finishes by approve."""
-    approve = define_tool(
-        name="approve", description="Finish.", args=Summary, execute=lambda s, a: "ok"
-    )
-    coordinator = define_prompt(
-        name="coordinator",
-        model="parent_model",
-        prompt="Coordinate.",
-        include_chat=True,
-        tools=[{"name": "researcher", "blocking": True, "initUserMessageProperty": "task"}],
-    )
-    worker = define_prompt(
-        name="worker",
-        model="worker_model",
-        prompt="Research.",
-        include_chat=True,
-        tools=["approve"],
-        required_schema=Task,
-    )
-    researcher = define_agent(
-        name="researcher",
-        type="dual_ai",
-        expose_as_tool=True,
-        tool_description="Researches a task.",
-        max_session_turns=3,
-        side_a={
-            "prompt": "worker",
-            "stop_on_response": False,
-            "session_stop": {"name": "approve", "message_property": "summary"},
-        },
-        side_b={"prompt": "worker", "stop_on_response": False},
-    )
-    lead = define_agent(name="lead", side_a={"prompt": "coordinator"}, **lead_fields)
-    return Pack(
-        name="budget",
-        agents=[lead, researcher],
-        prompts=[coordinator, worker],
-        models=[PARENT, WORKER],
-        tools=[approve],
-    )
+    """The lead and its blocking ``researcher`` subagent (:func:`subagent_tree.research_tree`)."""
+    return research_tree("budget", PARENT, WORKER, **lead_fields)
 
 
 def provider() -> FunctionProvider:
