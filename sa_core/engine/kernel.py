@@ -2,9 +2,9 @@
 
 Start here to learn the engine. Every engine function receives the kernel and, when it works
 on one thread, a :class:`~sa_core.engine.threads.ThreadRef` (the engine's half of a thread):
-never the :class:`~sa_core.runtime.Runtime` (the composition root, which builds the kernel
-when it starts) nor a :class:`~sa_core.state.ThreadState` (the facade tools, hooks, effects
-and thread endpoints see). The engine may not import either (``tests/test_architecture.py``).
+never the ``Runtime`` (the composition root, which builds the kernel when it starts) nor a
+``ThreadState`` (the facade tools, hooks, effects and thread endpoints see). The engine may
+not import either (``tests/test_architecture.py``).
 
 What the kernel holds, by layer:
 

@@ -3,7 +3,7 @@
 ``state.emit(event, data)`` publishes whatever a tool or hook hands it. A tool that reads a
 secret variable could put its value in that payload; this module replaces the values of the
 thread's secret variables with ``[redacted]``, the same rule
-:meth:`sa_core.runtime.Runtime.redact_secrets` applies to tool results, so a secret never reaches
+``Runtime.redact_secrets`` applies to tool results, so a secret never reaches
 an SSE or WebSocket client.
 """
 

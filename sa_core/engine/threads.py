@@ -1,6 +1,6 @@
 """The engine's half of a thread, and the live handles of the threads this process knows.
 
-A thread as code running on it sees it is a :class:`~sa_core.state.ThreadState`, a facade. The
+A thread as code running on it sees it is a ``ThreadState``, a facade. The
 engine never sees that facade's insides: it works on a :class:`ThreadRef` (the stored row and
 child registry every handle of the thread shares, plus what one handle carries while a turn, a
 tool or an effect runs on it) and on the :class:`~sa_core.engine.kernel.Kernel`.
