@@ -14,7 +14,8 @@ the store instead.
   termination, a deletion). It is woken by the child's settle: in the same process directly,
   on another worker by a ``settled`` note on the workers' ``sa_work`` channel, sent once the
   settle has committed (:func:`announce_settled`). A note can be lost (its sender killed
-  right after the commit), so the wait also re-reads the row every :func:`reread_seconds`.
+  right after the commit), so the wait also re-reads the row every
+  ``Placement.reread_seconds()``.
 * **Exactly once.** The call's result is the child's outcome, answered in one transaction
   (:func:`answer_call`): the attachments copied to the parent, the registry status and the
   child's ``waiter`` turned into ``answered``, computed from the row read in that
@@ -47,15 +48,6 @@ _WAITS: weakref.WeakKeyDictionary[Kernel, dict[str, asyncio.Event]] = weakref.We
 
 SETTLED_REASONS_NOT_DONE = ("awaiting_approval",)
 """Settles that park the child without finishing the call (it settles again later)."""
-
-
-def reread_seconds(kernel: Kernel) -> float:
-    """How long a waiting call sleeps between two reads of its child's row at most.
-
-    A quarter of the lease expiry (at least 0.25 s): a settle whose note was lost (a worker
-    killed right after its commit) is seen that much later.
-    """
-    return kernel.placement.reread_seconds()
 
 
 def wake(kernel: Kernel, child_id: str) -> None:
@@ -146,7 +138,7 @@ async def wait_for_child(kernel: Kernel, child_id: str, call_id: str) -> None:
             if not waits_for(row, call_id, await _stopped_idle(kernel, row)):
                 return
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(event.wait(), reread_seconds(kernel))
+                await asyncio.wait_for(event.wait(), kernel.placement.reread_seconds())
     finally:
         if waits.get(child_id) is event:
             del waits[child_id]
@@ -209,11 +201,7 @@ async def answer_call(
             return None
         link = ChildLink.of(row)
         refs = link.outcome.attachment_refs() if link.outcome is not None else []
-        copied = (
-            await copy_attachments(store, child_id, refs, thread_id)
-            if (row is not None and refs)
-            else []
-        )
+        copied = await copy_attachments(store, child_id, refs, thread_id)
         await kernel.threads.update_child(thread_id, child_id, status=entry_status(row))
         if row is not None and call_id and link.waiter == call_id:
             execution = link.released(answered=True).to_execution(row.execution)
@@ -235,7 +223,6 @@ __all__ = [
     "answer_call",
     "collect",
     "release",
-    "reread_seconds",
     "settled_here",
     "wait_for_child",
     "waits_for",

@@ -21,8 +21,8 @@ import asyncio
 import inspect
 from typing import TYPE_CHECKING, Any
 
+from sa_core.engine.delivery import open_thread
 from sa_core.engine.priority import background_context
-from sa_core.errors import ThreadNotFoundError
 from sa_core.spec.schemas import validate_args
 from sa_core.store.clock import now_us
 from sa_core.waits import event_set_within
@@ -109,13 +109,11 @@ class EffectScheduler:
         kernel = self._bound()
         store = kernel.store
         try:
-            thread = await kernel.threads.open(run.thread_id)
-            if thread is None:
-                raise ThreadNotFoundError(run.thread_id)
+            thread = await open_thread(kernel, run.thread_id)
             if thread.row.terminated is not None:
                 await store.finish_effect(run.id, "failed", "thread terminated")
                 return
-            effect = kernel.registry.scope(thread.row.package).effect(run.name)
+            effect = kernel.scope_of(thread).effect(run.name)
             value, problems = validate_args(effect.args, dict(run.args))
             if problems:
                 raise ValueError(f"Effect '{run.name}' arguments invalid: " + "; ".join(problems))

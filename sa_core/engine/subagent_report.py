@@ -142,11 +142,7 @@ async def _blocking_result_in_tx(kernel: Kernel, thread: ThreadRef, child_id: st
     row = await kernel.store.get_thread(child_id)
     outcome = ChildLink.of(row).outcome
     refs = outcome.attachment_refs() if outcome is not None else []
-    copied = (
-        await copy_attachments(kernel.store, child_id, refs, thread.thread_id)
-        if (row and refs)
-        else []
-    )
+    copied = await copy_attachments(kernel.store, child_id, refs, thread.thread_id)
     await kernel.threads.update_child(thread.thread_id, child_id, status=entry_status(row))
     await release_child(kernel, child_id, answered=True)
     return call_result(child_id, row, copied)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from sa_core.engine import delivery
 from sa_core.engine.child_start import can_owe_directly, owe_first_turn, start_child
 from sa_core.engine.childlink import ChildLink
-from sa_core.engine.creation import new_thread
+from sa_core.engine.creation import new_thread, unset_variables
 from sa_core.engine.files import attachment_paths, copy_attachments, existing_refs
 from sa_core.engine.messages import inject
 from sa_core.engine.offered import subagent_tools
@@ -28,7 +28,6 @@ from sa_core.engine.oneshot import not_addressable
 from sa_core.engine.subagent_report import await_child, collect
 from sa_core.engine.subagent_vars import child_env, defer_for_variables
 from sa_core.engine.tools import OfferedTool
-from sa_core.engine.variables import missing_variables
 from sa_core.spec import (
     AttachmentRef,
     ImmediateConfig,
@@ -94,8 +93,7 @@ async def create(
     env = child_env(thread.row, scope, agent)
     env.update(extra_env or {})
     env.update(provided_env or {})
-    user_env = kernel.user_env.get(thread.row.user_id or "", {})
-    missing = missing_variables(scope, agent, [env, user_env, kernel.env], include_scoped=True)
+    missing = unset_variables(kernel, scope, agent, env, thread.row.user_id, include_scoped=True)
     if missing:
         return await defer_for_variables(
             kernel,
@@ -219,11 +217,7 @@ async def _spawn(
         await store.upsert_child(thread.thread_id, entry, new=True)
         shared = thread.shared
         shared.children = [*[e for e in shared.children if e.reference != entry.reference], entry]
-        copied = (
-            await copy_attachments(store, thread.thread_id, refs_in, child.thread_id)
-            if refs_in
-            else []
-        )
+        copied = await copy_attachments(store, thread.thread_id, refs_in, child.thread_id)
         if can_owe_directly(kernel, child):  # its owed turn: no drain
             first_message = await _hand_over_first(kernel, thread, child, config, message, copied)
         else:
@@ -360,7 +354,7 @@ async def message_instance(
             error="Provided attachment path(s) not found in this thread: " + ", ".join(missing),
         )
     child = await kernel.threads.ref_for(row)
-    copied = await copy_attachments(store, thread.thread_id, refs, child.thread_id) if refs else []
+    copied = await copy_attachments(store, thread.thread_id, refs, child.thread_id)
     config = _config_for(kernel, thread, row)
     await kernel.threads.update_child(thread.thread_id, reference, status="running")
     if config is not None and config.blocking:

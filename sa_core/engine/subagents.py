@@ -32,10 +32,11 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from sa_core.engine.delivery import open_thread
 from sa_core.engine.files import attachment_paths
 from sa_core.engine.subagent_spawn import create
 from sa_core.engine.tools import resolve_entry
-from sa_core.errors import ConfigurationError, ThreadNotFoundError
+from sa_core.errors import ConfigurationError
 from sa_core.spec import SubagentToolConfig, ToolResult
 
 if TYPE_CHECKING:
@@ -106,9 +107,7 @@ async def provide_variables(
         raise ConfigurationError(
             f"Variables still missing for request {request_id}: {', '.join(still_missing)}."
         )
-    parent = await kernel.threads.open(parent_id)
-    if parent is None:
-        raise ThreadNotFoundError(parent_id)
+    parent = await open_thread(kernel, parent_id)
     parent_scope = kernel.scope_of(parent)
     scope = kernel.registry.scope(payload["package"])
     found = scope.find_agent(payload["agent"])
