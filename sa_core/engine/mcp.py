@@ -22,6 +22,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from sa_core.engine.secrets import redact
 from sa_core.engine.tools import OfferedTool, flag_enabled
 from sa_core.errors import ConfigurationError
 from sa_core.spec import PromptToolConfig, ToolAttachment, ToolResult, tool_entry_name
@@ -379,9 +380,7 @@ def scrub(result: ToolResult, secrets: list[str]) -> ToolResult:
     for field_name in ("result", "error"):
         value = getattr(result, field_name)
         if isinstance(value, str):
-            for secret in secrets:
-                value = value.replace(secret, "[redacted]")
-            updates[field_name] = value
+            updates[field_name] = redact(value, secrets)
     return result.model_copy(update=updates)
 
 

@@ -3,7 +3,7 @@
 ``state.emit(event, data)`` publishes whatever a tool or hook hands it. A tool that reads a
 secret variable could put its value in that payload; this module replaces the values of the
 thread's secret variables with ``[redacted]``, the same rule
-``Runtime.redact_secrets`` applies to tool results, so a secret never reaches
+:func:`~sa_core.engine.secrets.redact` applies to tool results, so a secret never reaches
 an SSE or WebSocket client.
 """
 
@@ -13,15 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic_core import to_jsonable_python
 
+from sa_core.engine.secrets import redact
 from sa_core.store.clock import now_us
 
 if TYPE_CHECKING:
     from sa_core.engine.events import EventFrame
     from sa_core.engine.kernel import Kernel
     from sa_core.engine.threads import ThreadRef
-
-REDACTED = "[redacted]"
-
 
 def scrub_payload(kernel: Kernel, thread: ThreadRef, data: Any) -> Any:
     """Return ``data`` with every secret value of the thread replaced by ``[redacted]``.
@@ -44,7 +42,7 @@ def scrub_payload(kernel: Kernel, thread: ThreadRef, data: Any) -> Any:
     if not values:
         return data
     if isinstance(data, str):
-        return _scrub_text(data, values)
+        return redact(data, values)
     plain = to_jsonable_python(data, fallback=str)
     if not any(_contains(plain, value) for value in values):
         return data
@@ -61,16 +59,9 @@ def _contains(value: Any, secret: str) -> bool:
     return False
 
 
-def _scrub_text(text: str, values: list[str]) -> str:
-    for value in values:
-        if value in text:
-            text = text.replace(value, REDACTED)
-    return text
-
-
 def _walk(value: Any, values: list[str]) -> Any:
     if isinstance(value, str):
-        return _scrub_text(value, values)
+        return redact(value, values)
     if isinstance(value, dict):
         return {_walk(k, values): _walk(v, values) for k, v in value.items()}
     if isinstance(value, list):

@@ -42,6 +42,8 @@ class SecretRedactor:
 
 MIN_SECRET_LENGTH = 4
 """Secret values shorter than this are left alone (too likely to occur by chance)."""
+REDACTED = "[redacted]"
+"""What stands in for a secret value wherever one is scrubbed."""
 
 
 def redact(text: str, values: Iterable[str]) -> str:
@@ -52,5 +54,5 @@ def redact(text: str, values: Iterable[str]) -> str:
     """
     for value in values:
         if value in text:
-            text = text.replace(value, "[redacted]")
+            text = text.replace(value, REDACTED)
     return text
