@@ -8,6 +8,7 @@ effect or endpoint has ``execution`` None.
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -66,13 +67,10 @@ class ThreadState(ThreadFiles, ThreadResources):
     def __init__(self, kernel: Kernel, ref: ThreadRef) -> None:
         self._kernel = kernel
         self._ref = ref
+        ref.facade = weakref.ref(self)  # hooks and tools on this handle get this object
 
     def __repr__(self) -> str:
         return f"<ThreadState {self.thread_id} agent={self.agent_id!r}>"
-
-    @property
-    def _row(self) -> ThreadRow:
-        return self._ref.shared.row
 
     # -- identity ---------------------------------------------------------------------------
 
@@ -84,42 +82,42 @@ class ThreadState(ThreadFiles, ThreadResources):
     @property
     def thread_id(self) -> str:
         """The thread id."""
-        return self._ref.shared.row.id
+        return self._ref.thread_id
 
     @property
     def agent_id(self) -> str:
         """The name of the agent that owns the thread now (changes on handoff)."""
-        return self._row.agent_id
+        return self.row.agent_id
 
     @property
     def package(self) -> str:
         """The package (pack name) of the owning agent."""
-        return self._row.package
+        return self.row.package
 
     @property
     def user_id(self) -> str | None:
         """The user the thread belongs to."""
-        return self._row.user_id
+        return self.row.user_id
 
     @property
     def parent_id(self) -> str | None:
         """The parent thread id, for subagent threads."""
-        return self._row.parent_id
+        return self.row.parent_id
 
     @property
     def created_at(self) -> int:
         """Creation time, microseconds since the epoch."""
-        return self._row.created_at
+        return self.row.created_at
 
     @property
     def terminated(self) -> int | None:
         """Termination time in microseconds, or None while the thread is active."""
-        return self._row.terminated
+        return self.row.terminated
 
     @property
     def tags(self) -> list[str]:
         """The thread's tags (``name:<value>`` for named subagent instances)."""
-        return list(self._row.tags)
+        return list(self.row.tags)
 
     @property
     def children(self) -> list[SubagentRegistryEntry]:
@@ -160,17 +158,16 @@ class ThreadState(ThreadFiles, ThreadResources):
     @property
     def scope(self) -> PackScope:
         """The package scope definitions resolve in."""
-        return self._kernel.registry.scope(self._ref.shared.row.package)
+        return self._kernel.scope_of(self._ref)
 
     @property
     def agent(self) -> AgentDefinition:
         """The owning agent's definition."""
-        row = self._ref.shared.row
-        return self._kernel.registry.scope(row.package).agent(row.agent_id)[0]
+        return self._kernel.agent_of(self._ref)
 
     def _check_active(self) -> None:
-        if self._row.terminated is not None:
-            raise ThreadTerminatedError(self.thread_id, self._row.terminated)
+        if self.row.terminated is not None:
+            raise ThreadTerminatedError(self.thread_id, self.row.terminated)
 
     async def refresh(self) -> ThreadState:
         """Reload the thread row and registry from the database."""
@@ -368,7 +365,7 @@ class ThreadState(ThreadFiles, ThreadResources):
         Declared ``secret`` anywhere in the thread's package or by a plugin tool, or typed secret
         on the thread.
         """
-        return self._kernel.secrets.secret_names(self.scope, self._row)
+        return self._kernel.secrets.secret_names(self.scope, self.row)
 
     async def set_env(
         self, name: str, value: str, *, type: Literal["text", "secret"] | None = None

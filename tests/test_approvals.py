@@ -81,8 +81,8 @@ async def test_gated_call_parks_the_thread_until_approved(sa_runtime_factory):
     async with sa_runtime_factory(packs=[bank_pack(executed)], providers={"test": provider}) as rt:
         thread = await start(rt)
         assert executed == []
-        assert thread._row.execution["status"] == "awaiting_approval"
-        assert thread._row.execution["last_stop_reason"] == "awaiting_approval"
+        assert thread.row.execution["status"] == "awaiting_approval"
+        assert thread.row.execution["last_stop_reason"] == "awaiting_approval"
         pending = await thread.pending_approvals()
         assert [(p["tool_call_id"], p["name"], p["arguments"], p["status"]) for p in pending] == [
             ("t1", "transfer", {"to": "bob", "amount": 5}, "pending")
@@ -97,7 +97,7 @@ async def test_gated_call_parks_the_thread_until_approved(sa_runtime_factory):
     tool = [m for m in page.messages if m.role == "tool"][0]
     assert (tool.tool_call_id, tool.content, tool.tool_status) == ("t1", "Sent 5 to bob", "success")
     assert page.messages[-1].content == "Result: ['Sent 5 to bob']"
-    assert thread._row.execution["status"] == "awaiting_human"
+    assert thread.row.execution["status"] == "awaiting_human"
 
 
 @pytest.mark.asyncio
@@ -166,7 +166,7 @@ async def test_a_new_message_while_awaiting_approval_keeps_the_thread_parked(sa_
         await rt.wait_idle(60)
         await thread.refresh()
         assert len(provider.requests) == 1
-        assert thread._row.execution["status"] == "awaiting_approval"
+        assert thread.row.execution["status"] == "awaiting_approval"
         await thread.approve("t1")
         await rt.wait_idle(60)
     assert executed == [("bob", 5)] and len(provider.requests) == 2
@@ -185,7 +185,7 @@ async def test_pending_approval_survives_a_restart(sa_runtime_factory):
         await rt.wait_idle(60)
         thread = await rt.get_thread(thread_id)
         assert executed == []
-        assert thread._row.execution["status"] == "awaiting_approval"
+        assert thread.row.execution["status"] == "awaiting_approval"
         assert [p["tool_call_id"] for p in await thread.pending_approvals()] == ["t1"]
         await thread.approve("t1")
         await rt.wait_idle(60)
@@ -275,7 +275,7 @@ async def test_blocking_parent_waits_for_an_approval_inside_its_child(sa_runtime
                 break
         assert child_id is not None, "the parent's registry never showed awaiting_approval"
         child = await rt.get_thread(child_id)
-        assert child._row.execution["status"] == "awaiting_approval"
+        assert child.row.execution["status"] == "awaiting_approval"
         assert rt.is_running(lead.thread_id)  # the blocking parent still waits
         await child.approve("w1")
         await send

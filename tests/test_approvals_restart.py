@@ -44,7 +44,7 @@ async def check_after_restart(
     lead = await rt.get_thread(lead_id)
     child = await rt.get_thread(child_id)
     assert executed == []
-    assert child._row.execution["status"] == "awaiting_approval"
+    assert child.row.execution["status"] == "awaiting_approval"
     assert [(p["tool_call_id"], p["status"]) for p in await child.pending_approvals()] == [
         ("w1", "pending")
     ]
@@ -68,7 +68,7 @@ async def check_after_restart(
     assert [m.content for m in child_page.messages if m.role == "tool"][:1] == ["Sent 3 to cy"]
     assert await child.pending_approvals() == []
     await lead.refresh()
-    assert lead._row.execution["status"] == "awaiting_human"
+    assert lead.row.execution["status"] == "awaiting_human"
 
 
 @pytest.mark.asyncio
@@ -136,8 +136,8 @@ async def test_stopping_a_thread_cancels_its_pending_approvals_and_the_next_turn
         await thread.stop()
         await thread.refresh()
         assert await thread.pending_approvals() == []
-        assert thread._row.execution["status"] == "idle"
-        assert thread._row.execution["last_stop_reason"] == "aborted_by_user"
+        assert thread.row.execution["status"] == "idle"
+        assert thread.row.execution["last_stop_reason"] == "aborted_by_user"
         page = await thread.get_messages()
         tools = [
             (m.tool_call_id, m.tool_status, m.content) for m in page.messages if m.role == "tool"
@@ -152,7 +152,7 @@ async def test_stopping_a_thread_cancels_its_pending_approvals_and_the_next_turn
     assert executed == []
     assert len(provider.requests) == 2  # the next turn ran: nothing kept it parked
     assert page.messages[-1].content == "Fine, nothing sent."
-    assert thread._row.execution["status"] == "awaiting_human"
+    assert thread.row.execution["status"] == "awaiting_human"
 
 
 @pytest.mark.asyncio
@@ -204,7 +204,7 @@ async def test_terminating_a_child_with_pending_approvals_releases_its_blocking_
     assert [c.status for c in lead.children] == ["terminated"]
     tools = [m for m in page.messages if m.role == "tool"]
     assert len(tools) == 1 and tools[0].subagent_id == child_id
-    assert lead._row.execution["status"] == "awaiting_human"
+    assert lead.row.execution["status"] == "awaiting_human"
 
 
 @pytest.mark.asyncio

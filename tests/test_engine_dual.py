@@ -131,7 +131,7 @@ async def test_session_fail_wins_over_session_stop_in_the_same_step(sa_runtime_f
         thread = await rt.create_thread("duo")
         await thread.send_message("Go")
         state = await rt.get_thread(thread.thread_id)
-    assert state._row.execution["last_stop_reason"] == "session_fail"
+    assert state.row.execution["last_stop_reason"] == "session_fail"
 
 
 @pytest.mark.asyncio
@@ -163,7 +163,7 @@ async def test_max_session_turns_ends_a_conversation_that_never_stops(sa_runtime
         await thread.send_message("Go")
         state = await rt.get_thread(thread.thread_id)
         assert [r.model for r in provider.requests] == ["writer", "reviewer", "writer"]
-        assert state._row.execution["last_stop_reason"] == "max_session_turns"
+        assert state.row.execution["last_stop_reason"] == "max_session_turns"
         # the session ended: its counters start again, so the next message gets a full session
         await thread.send_message("Again")
         page = await thread.get_messages()
@@ -187,7 +187,7 @@ async def test_max_session_turns_does_not_cap_an_ai_human_agent(sa_runtime_facto
     last = [(m.role, m.content) for m in page.messages][-2:]
     assert last == [("user", "four"), ("assistant", "reply 3")]
     assert len(provider.requests) == 4
-    assert state._row.execution["last_stop_reason"] == "stop_on_response"
+    assert state.row.execution["last_stop_reason"] == "stop_on_response"
 
 
 @pytest.mark.asyncio

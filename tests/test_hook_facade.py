@@ -119,6 +119,26 @@ async def test_pack_hooks_still_run_through_the_builtin_plugin(sa_runtime_factor
     ]  # replies arrive as updates
 
 
+@pytest.mark.asyncio
+async def test_a_hook_outside_a_turn_gets_the_thread_object_the_caller_holds(
+    sa_runtime_factory,
+) -> None:
+    seen: list[Any] = []
+    pack = Pack(
+        name="watch",
+        agents=[define_agent(name="helper", side_a={"prompt": "main"}, hooks=["watch"])],
+        prompts=[define_prompt(name="main", model="m", prompt="Hi.")],
+        models=[define_model(name="m", provider="test", model="m")],
+        hooks=[define_hook(id="watch", hook="after_create_message", execute=lambda s, m: seen.append(s))],
+    )
+    async with sa_runtime_factory(packs=[pack], providers={"test": TestProvider()}) as rt:
+        thread = await rt.create_thread("helper")
+        await thread.inject_message({"role": "user", "content": "a note"})
+        reopened = await rt.get_thread(thread.thread_id)
+        await reopened.inject_message({"role": "user", "content": "another"})
+    assert seen[0] is thread and seen[1] is reopened  # not a copy built for the hook
+
+
 @pytest.mark.parametrize("option", ["wrapper", "hookwrapper"])
 def test_a_wrapper_on_a_chained_hook_is_refused_naming_plugin_and_hook(option: str) -> None:
     class Wrapping:

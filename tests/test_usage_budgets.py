@@ -93,7 +93,7 @@ async def test_cost_budget_stops_the_turn_with_budget_exceeded(sa_runtime_factor
         assert child is not None
         child_page = await child.get_messages()
         usage_all = await lead.usage()
-    assert lead._row.execution["last_stop_reason"] == "budget_exceeded"
+    assert lead.row.execution["last_stop_reason"] == "budget_exceeded"
     stopped = page.messages[-1]
     assert stopped.role == "assistant" and stopped.status == "failed"
     assert "SA_MAX_COST_USD" in stopped.content and "Budget exceeded" in stopped.content
