@@ -99,7 +99,7 @@ class Hooks:
         A caller on the hot path checks it first and skips the call (and its coroutine) when
         nothing would run; the call itself would return its subject unchanged.
         """
-        return bool(self._select(hook, state))
+        return self.wants_for(hook, _has_pack_hooks(state))
 
     def wants_for(self, hook: str, pack_has_hooks: bool) -> bool:
         """Whether lifecycle hook ``hook`` would run for a package with or without hooks.

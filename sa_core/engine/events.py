@@ -142,8 +142,7 @@ class EventBus:
         """Deliver a frame to the thread's subscribers, and a tagged copy to its ancestors'."""
         if not self._subscribers:
             return
-        if thread_id in self._subscribers:
-            self._deliver(thread_id, frame)
+        self._deliver(thread_id, frame)
         child = thread_id
         parent = self.parent_of(child)
         hops = 0
@@ -161,10 +160,12 @@ class EventBus:
 
     def _deliver_tagged(self, ancestor: str, child: str, frame: Frame) -> None:
         """Deliver to an ancestor's subscribers a copy tagged with the child it came through."""
-        if ancestor in self._subscribers:
+        queues = self._subscribers.get(ancestor)
+        if queues:
             tagged = frame.copy()
             tagged["subagent_id"] = frame.get("subagent_id") or child
-            self._deliver(ancestor, tagged)
+            for queue in list(queues):
+                self._put(ancestor, queue, tagged)
 
     def _put(self, thread_id: str, queue: Inbox, frame: Frame) -> None:
         limit = self._limits.get(queue)

@@ -20,16 +20,13 @@ from sa_core.engine.approvals import settle
 from sa_core.engine.context import IncrementalConverter, Side, converter_for
 from sa_core.engine.drain import drain_queue
 from sa_core.engine.flowtypes import (
-    SESSION_END_REASONS,
     PendingHandoff,
     SessionOutcome,
     StepResult,
     StopReason,
     other,
-    side_for_role,
 )
 from sa_core.engine.messages import create_message, new_id, new_message
-from sa_core.engine.pastcontext import UNSENT
 from sa_core.engine.subagent_spawn import reset_immediate, run_immediate
 from sa_core.engine.toolrows import cleanup_after_abort, record_step_error
 from sa_core.engine.tools import OfferedTool
@@ -46,17 +43,7 @@ if TYPE_CHECKING:
     from sa_core.store import Transaction
     from sa_core.store.rows import QueueEntry
 
-__all__ = [
-    "SESSION_END_REASONS",
-    "UNSENT",
-    "Flow",
-    "PendingHandoff",
-    "SessionOutcome",
-    "StepResult",
-    "StopReason",
-    "other",
-    "side_for_role",
-]
+__all__ = ["Flow"]
 
 GLOBAL_STEP_CEILING = 250
 REPEATED_ERROR_LIMIT = 8

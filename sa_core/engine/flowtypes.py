@@ -31,9 +31,6 @@ StopReason = Literal[
     "budget_exceeded",
     "awaiting_approval",
 ]
-SESSION_END_REASONS = frozenset(
-    {"session_stop", "session_fail", "max_session_turns", "state_stop_session"}
-)
 
 
 def other(side: Side) -> Side:

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 async def ensure_running(kernel: Kernel, thread_id: str) -> None:
     """Start a thread's runner if it owes work (a turn or queued entries) and has none."""
-    if kernel.scheduler.is_running(thread_id) or not kernel.life.open:
+    if kernel.scheduler.is_running(thread_id) or not kernel.is_open:
         return
     record = await kernel.store.get_execution(thread_id)
     point = record.owed_resume if record is not None else None

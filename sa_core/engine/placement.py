@@ -28,14 +28,11 @@ class Admission:
         busy: The message queues (the thread runs, or owes a turn, elsewhere or here).
         elsewhere: Another worker holds the thread.
         holder: That worker, when known (to address the work notice to).
-        settled: This worker's runner settled the thread's last turn and kept it (nothing
-            owed since).
     """
 
     busy: bool
     elsewhere: bool = False
     holder: str | None = None
-    settled: bool = False
 
 
 HERE = Admission(busy=False)

@@ -11,6 +11,7 @@ thread resumes.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 KEY_PREFIX = "sa-"
 
 
+@functools.lru_cache(maxsize=4096)
 def thread_cache_key(thread_id: str) -> str:
     """The prompt cache key of a thread: a digest of its id (32 hex digits after ``sa-``)."""
     return KEY_PREFIX + hashlib.sha256(thread_id.encode()).hexdigest()[:32]

@@ -168,7 +168,7 @@ class Scheduler:
 
     def accepts_work(self) -> bool:
         """Whether :meth:`kick` starts runners (the runtime is open and not closing)."""
-        return not self._closed and self.kernel is not None and self.kernel.life.open
+        return not self._closed and self.kernel is not None and self.kernel.is_open
 
     def note_queued(self, thread_id: str, *, committed_here: bool = False) -> None:
         """Note a new queue entry: a running flow drains it before its next step.
@@ -280,11 +280,6 @@ class Scheduler:
         """The flow the thread's runner is running, if any."""
         runner = self._runners.get(thread_id)
         return runner.flow if runner is not None else None
-
-    def in_own_runner(self, thread_id: str) -> bool:
-        """Whether the caller runs inside the thread's own runner (a tool, a hook)."""
-        task = self.runner(thread_id)
-        return task is not None and task is asyncio.current_task()
 
     def pending(self) -> list[asyncio.Task[Any]]:
         """Every runner and background task."""

@@ -41,7 +41,8 @@ from sa_core.errors import NoParentThreadError
 from sa_core.spec import SubagentToolConfig, ToolResult
 
 if TYPE_CHECKING:
-    from sa_core.engine.flow import Flow, SessionOutcome
+    from sa_core.engine.flow import Flow
+    from sa_core.engine.flowtypes import SessionOutcome
     from sa_core.engine.kernel import Kernel
     from sa_core.engine.threads import ThreadRef
     from sa_core.spec import SessionToolBinding, ToolCall
