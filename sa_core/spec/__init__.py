@@ -1,6 +1,12 @@
 """Spec models and the ``define_*`` API."""
 
-from sa_core.spec.agents import AgentDefinition, SessionToolBinding, SideConfig, define_agent
+from sa_core.spec.agents import (
+    AgentDefinition,
+    ServingPolicy,
+    SessionToolBinding,
+    SideConfig,
+    define_agent,
+)
 from sa_core.spec.caching import PromptCaching
 from sa_core.spec.effects import EffectDefinition, define_effect
 from sa_core.spec.endpoints import ThreadEndpointDefinition, define_thread_endpoint
@@ -73,6 +79,7 @@ __all__ = [
     "ResumableConfig",
     "ScheduledEffect",
     "SessionToolBinding",
+    "ServingPolicy",
     "SideConfig",
     "SubagentRegistryEntry",
     "SubagentToolConfig",

@@ -64,6 +64,29 @@ class SideConfig(SpecModel):
         return [b.name for b in (self.session_stop, self.session_fail, self.session_status) if b]
 
 
+ClientSettingsPolicy = Literal["apply", "ignore", "refuse"]
+"""What a served agent does with sampling and length settings a client sends (``temperature``,
+``max_tokens``, ...): apply them to that turn's model calls, accept but ignore them, or refuse
+the request naming every such field."""
+
+
+class ServingPolicy(SpecModel):
+    """How an agent treats what clients of the served protocols (OpenAI ``/v1``, ...) ask for.
+
+    Example::
+
+        define_agent(name="triage", side_a={"prompt": "main"},
+                     serving={"client_settings": "refuse", "client_tools": False})
+    """
+
+    client_settings: ClientSettingsPolicy | None = None
+    """``apply`` | ``ignore`` | ``refuse``; ``None``: the server's default (``sa serve
+    --client-settings``, itself ``apply`` unless set)."""
+    client_tools: bool = True
+    """Whether tools a client declares are offered to the agent's model for that turn (their
+    calls are returned to the client); ``False`` refuses them with a 400."""
+
+
 class AgentDefinition(SpecModel):
     """An agent: the top-level conversation orchestrator."""
 
@@ -81,6 +104,8 @@ class AgentDefinition(SpecModel):
     env: dict[str, str] = Field(default_factory=dict)
     variables: list[VariableDefinition] = Field(default_factory=list)
     hooks: list[str] = Field(default_factory=list)
+    serving: ServingPolicy = Field(default_factory=ServingPolicy)
+    """What clients of the served protocols may change for a turn (see :class:`ServingPolicy`)."""
     primary: bool = True
     package_name: str | None = None
     version: str | None = None
