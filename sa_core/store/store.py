@@ -15,6 +15,7 @@ from sa_core.store.leases import LeasesMixin
 from sa_core.store.messages import MessagesMixin
 from sa_core.store.queue import QueueMixin
 from sa_core.store.registry import RegistryMixin
+from sa_core.store.schedules import SchedulesMixin
 from sa_core.store.sqlitebackend import SQLiteBackend
 from sa_core.store.threads import ThreadsMixin
 from sa_core.store.turnstart import TurnStartMixin
@@ -31,8 +32,9 @@ class Store(
     ApiKeysMixin,
     ExecutionsMixin,
     LeasesMixin,
+    SchedulesMixin,
 ):
-    """Durable state of threads, messages, logs, files, queues, effects, registries, keys, leases.
+    """Durable state: threads, messages, logs, files, queues, effects, keys, leases, schedules.
 
     Every method takes an optional ``tx=`` from :meth:`transaction`; without it, a method runs
     in its own short transaction (or joins the transaction open in the calling task).

@@ -320,6 +320,39 @@ class StreamFrameTable(SQLModel, table=True):
     created_at: int = Field(sa_column=_c(BigInteger, nullable=False))
 
 
+class ScheduleTable(SQLModel, table=True):
+    """A schedule of a package and where it stands (see :class:`sa_core.spec.ScheduleRecord`).
+
+    ``status`` is ``active``, ``paused`` or ``deleted`` (a pack's schedule deleted at run time,
+    kept so that the next start does not bring it back). A due run is claimed by moving
+    ``next_run_at`` on from the value read (compare-and-set) in the transaction that stores
+    the run's thread and message.
+    """
+
+    __tablename__ = "schedules"
+    __table_args__ = (Index("ix_schedules_status_next", "status", "next_run_at"),)
+
+    package: str = Field(sa_column=_c(String, primary_key=True))
+    name: str = Field(sa_column=_c(String, primary_key=True))
+    agent: str = Field(sa_column=_c(String, nullable=False))
+    message: str = Field(sa_column=_c(String, nullable=False))
+    cron: str | None = Field(default=None, sa_column=_c(String))
+    every: str | None = Field(default=None, sa_column=_c(String))
+    timezone: str = Field(sa_column=_c(String, nullable=False))
+    thread: str = Field(sa_column=_c(String, nullable=False))
+    description: str = Field(default="", sa_column=_c(String, nullable=False, default=""))
+    status: str = Field(sa_column=_c(String, nullable=False))
+    source: str = Field(sa_column=_c(String, nullable=False))
+    next_run_at: int | None = Field(default=None, sa_column=_c(BigInteger))
+    last_run_at: int | None = Field(default=None, sa_column=_c(BigInteger))
+    last_thread_id: str | None = Field(default=None, sa_column=_c(String))
+    thread_id: str | None = Field(default=None, sa_column=_c(String))
+    runs: int = Field(default=0, sa_column=_c(Integer, nullable=False, default=0))
+    last_error: str | None = Field(default=None, sa_column=_c(String))
+    created_at: int = Field(sa_column=_c(BigInteger, nullable=False))
+    updated_at: int = Field(sa_column=_c(BigInteger, nullable=False))
+
+
 def _table(name: str) -> Table:
     return SQLModel.metadata.tables[name]
 
@@ -339,6 +372,7 @@ executions = _table("executions")
 thread_leases = _table("thread_leases")
 stream_frames = _table("stream_frames")
 workers = _table("workers")
+schedules = _table("schedules")
 
 PER_THREAD_TABLES: tuple[tuple[Table, str], ...] = (
     (thread_tags, "thread_id"),
