@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection, RowMapping
 
 from sa_core.spec.schedules import ScheduleRecord
@@ -73,20 +75,18 @@ class SchedulesMixin(StoreBase):
     ) -> bool:
         """Store a new schedule; returns False when one of that name exists (not deleted).
 
-        A deleted one of that name is replaced.
+        A deleted one of that name is replaced. Workers starting together may insert the same
+        pack schedule at once: one insert wins, the others change nothing.
         """
         values = record.model_dump(include=set(_COLUMNS))
         replace = update(t.schedules).where(_key(record.package, record.name), ~_LIVE)
-        exists = select(func.count()).select_from(t.schedules)
-        exists = exists.where(_key(record.package, record.name))
 
         def op(conn: Connection) -> bool:
             if conn.execute(replace.values(values)).rowcount > 0:
                 return True
-            if conn.execute(exists).scalar():
-                return False
-            conn.execute(insert(t.schedules).values(values))
-            return True
+            upsert = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
+            stmt = upsert(t.schedules).values(values).on_conflict_do_nothing()
+            return bool(conn.execute(stmt).rowcount > 0)
 
         return await self._write(op, tx)
 
