@@ -120,7 +120,7 @@ class ScheduleDefinition(SpecModel):
     Attributes:
         name: Unique in the pack; runs are tagged ``schedule:{name}``.
         agent: The agent each run talks to, an agent of the schedule's pack.
-        cron: A cron expression read in ``timezone`` (five fields, or six with seconds last).
+        cron: A cron expression read in ``timezone`` (five fields, or six with seconds first).
         every: An interval: a number and ``s``, ``m``, ``h`` or ``d`` (``"30s"``, ``"15m"``).
         message: The user message each run sends.
         timezone: The IANA time zone ``cron`` is read in (default UTC).
