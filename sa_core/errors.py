@@ -231,12 +231,13 @@ class ScheduleError(SAError):
 class ScheduleNotFoundError(ScheduleError):
     """No schedule of this name in the package."""
 
-    def __init__(self, package: str, name: str) -> None:
+    def __init__(self, package: str | None, name: str) -> None:
         self.package = package
         self.name = name
+        where = f"Package '{package}' has" if package is not None else "No package has"
         super().__init__(
-            f"Package '{package}' has no schedule '{name}'; list the schedules with "
-            f"runtime.schedules.list() or GET /api/packages/{package}/schedules."
+            f"{where} no schedule '{name}'; list the schedules with runtime.schedules.list() "
+            f"or GET /api/packages/{{package}}/schedules."
         )
 
 

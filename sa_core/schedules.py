@@ -26,7 +26,16 @@ class Schedules:
     """
 
     def __init__(self, kernel: Callable[[], Kernel]) -> None:
-        self._kernel = kernel
+        self._kernel_of = kernel
+
+    def _kernel(self) -> Kernel:
+        try:
+            return self._kernel_of()
+        except AttributeError:
+            raise RuntimeError(
+                "runtime.schedules works once the runtime has started: use it inside "
+                "'async with Runtime(...) as runtime:' or after 'await runtime.start()'."
+            ) from None
 
     async def create(
         self,

@@ -253,3 +253,11 @@ async def test_creating_a_bad_duplicate_or_unknown_agent_schedule_says_what_is_w
         await runtime.schedules.create(name="x", agent="helper", every="1m", message="m")
         with pytest.raises(ScheduleExistsError, match="already has a schedule 'x'"):
             await runtime.schedules.create(name="x", agent="helper", every="5m", message="m")
+
+
+async def test_schedules_before_the_runtime_starts_say_to_start_it_first(
+    sa_database_url: str,
+) -> None:
+    runtime = Runtime(packs=[pack_with()], database_url=sa_database_url, load_entrypoints=False)
+    with pytest.raises(RuntimeError, match="works once the runtime has started"):
+        await runtime.schedules.list()

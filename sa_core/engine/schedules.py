@@ -297,7 +297,7 @@ async def find_schedule(kernel: Kernel, name: str, package: str | None = None) -
     if len(matches) == 1:
         return matches[0]
     if not matches:
-        raise ScheduleNotFoundError("(any)", name)
+        raise ScheduleNotFoundError(None, name)
     raise DefinitionNotFoundError(
         "schedule",
         name,
