@@ -23,6 +23,7 @@ do next::
     │   ├── ApprovalConflictError     the call was already decided
     │   └── ApprovalArgumentsError    edited arguments do not fit the tool (.problems)
     ├── EffectError                   an effect is unknown or failed
+    ├── StoreError                    a pack store call got a bad namespace, key, value or ttl
     ├── ScheduleError                 a schedule cannot be found or created
     │   ├── ScheduleNotFoundError     no schedule of this name in the package
     │   └── ScheduleExistsError       a schedule of this name exists already
@@ -222,6 +223,15 @@ class ScheduleDefinitionError(ConfigurationError):
         self.problems = list(problems)
         lines = "\n".join(f"  - {p}" for p in self.problems)
         super().__init__(f"Schedule '{schedule}' has {len(self.problems)} problem(s):\n{lines}")
+
+
+class StoreError(SAError):
+    """A pack store call got bad arguments; ``problems`` lists every one."""
+
+    def __init__(self, operation: str, problems: Sequence[str]) -> None:
+        self.operation = operation
+        self.problems = list(problems)
+        super().__init__(f"store.{operation}: " + "; ".join(self.problems))
 
 
 class ScheduleError(SAError):

@@ -40,6 +40,7 @@ from sa_core.errors import (
     PackValidationError,
     ThreadTerminatedError,
 )
+from sa_core.memory import PackStore
 from sa_core.offline import offline_provider
 from sa_core.plugins import create_plugin_host
 from sa_core.registry import Registry
@@ -359,6 +360,15 @@ class Runtime:
     def redact_secrets(self, state: ThreadState, text: str) -> str:
         """Replace the values of the thread's secret variables in ``text`` with ``[redacted]``."""
         return redact(text, self.kernel.secret_values(thread_of(state)))
+
+    def pack_store(self, package: str) -> PackStore:
+        """The store of ``package``: what its threads see as ``state.store``.
+
+        Raises:
+            DefinitionNotFoundError: no such package.
+        """
+        self.registry.scope(package)
+        return PackStore(self.store, package)
 
     async def provide_variables(
         self, parent_thread_id: str, request_id: str, env: Mapping[str, str]

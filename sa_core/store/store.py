@@ -13,6 +13,7 @@ from sa_core.store.files import FilesMixin
 from sa_core.store.interface import Backend
 from sa_core.store.leases import LeasesMixin
 from sa_core.store.messages import MessagesMixin
+from sa_core.store.packstore import PackStoreMixin
 from sa_core.store.queue import QueueMixin
 from sa_core.store.registry import RegistryMixin
 from sa_core.store.schedules import SchedulesMixin
@@ -33,8 +34,9 @@ class Store(
     ExecutionsMixin,
     LeasesMixin,
     SchedulesMixin,
+    PackStoreMixin,
 ):
-    """Durable state: threads, messages, logs, files, queues, effects, keys, leases, schedules.
+    """Durable state: threads, messages, files, queues, effects, keys, leases, schedules, stores.
 
     Every method takes an optional ``tx=`` from :meth:`transaction`; without it, a method runs
     in its own short transaction (or joins the transaction open in the calling task).
