@@ -34,6 +34,7 @@ from sa_core.server.routes.graph import GraphController
 from sa_core.server.routes.messages import MessagesController
 from sa_core.server.routes.queue import QueueController
 from sa_core.server.routes.schedules import SchedulesController
+from sa_core.server.routes.store import StoreController
 from sa_core.server.routes.threads import ThreadsController
 from sa_core.server.routes.usage import UsageController
 from sa_core.server.streaming import StreamController, StreamHub
@@ -130,6 +131,7 @@ class StandardAgentsPlugin(InitPluginProtocol):
                 FilesController,
                 QueueController,
                 SchedulesController,
+                StoreController,
                 StreamController,
                 *endpoint_handlers(scope),
                 *mcp_handlers(self.runtime, self.hub, scope.package),
