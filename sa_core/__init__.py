@@ -69,6 +69,8 @@ _EXPORTS: dict[str, str] = {
     "MissingVariablesError": "sa_core.errors",
     "PackValidationError": "sa_core.errors",
     "ScheduleDefinitionError": "sa_core.errors",
+    "StoreError": "sa_core.errors",
+    "StoreItem": "sa_core.memory",
     "ProviderError": "sa_core.errors",
     "SAError": "sa_core.errors",
     "ThreadNotFoundError": "sa_core.errors",
@@ -112,6 +114,8 @@ __all__ = [
     "ServingPolicy",
     "SessionToolBinding",
     "SideConfig",
+    "StoreError",
+    "StoreItem",
     "SubagentRegistryEntry",
     "SubagentToolConfig",
     "SubpromptConfig",
@@ -158,9 +162,11 @@ if TYPE_CHECKING:
         ProviderError,
         SAError,
         ScheduleDefinitionError,
+        StoreError,
         ThreadNotFoundError,
         ThreadTerminatedError,
     )
+    from sa_core.memory import StoreItem
     from sa_core.providers import BaseProvider, Provider, ProviderRequest, ProviderResponse
     from sa_core.runtime import Runtime
     from sa_core.server.endpoints import EndpointRequest, EndpointResponse
