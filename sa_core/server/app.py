@@ -34,6 +34,8 @@ from sa_core.server.routes.files import FilesController
 from sa_core.server.routes.graph import GraphController
 from sa_core.server.routes.messages import MessagesController
 from sa_core.server.routes.queue import QueueController
+from sa_core.server.routes.schedules import SchedulesController
+from sa_core.server.routes.store import StoreController
 from sa_core.server.routes.threads import ThreadsController
 from sa_core.server.routes.usage import UsageController
 from sa_core.server.streaming import StreamController, StreamHub
@@ -116,7 +118,7 @@ class StandardAgentsPlugin(InitPluginProtocol):
         return app_config
 
     def package_router(self, scope: PackScope) -> Router:
-        """Build one package's router: catalog, threads, messages, files, streams, endpoints."""
+        """Build one package's router: catalog, threads, messages, files, schedules, streams..."""
         layer = self._layer()
         layer["dependencies"].update(package_dependencies(scope, self.runtime))
         return Router(
@@ -130,6 +132,8 @@ class StandardAgentsPlugin(InitPluginProtocol):
                 MessagesController,
                 FilesController,
                 QueueController,
+                SchedulesController,
+                StoreController,
                 StreamController,
                 *endpoint_handlers(scope),
                 *mcp_handlers(self.runtime, self.hub, scope.package),
