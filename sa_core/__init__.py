@@ -29,6 +29,7 @@ _EXPORTS: dict[str, str] = {
     "PromptDefinition": "sa_core.spec",
     "PromptToolConfig": "sa_core.spec",
     "QueueMessageInput": "sa_core.spec",
+    "RemoteAgentDefinition": "sa_core.spec",
     "ScheduledEffect": "sa_core.spec",
     "ServingPolicy": "sa_core.spec",
     "SessionToolBinding": "sa_core.spec",
@@ -48,6 +49,7 @@ _EXPORTS: dict[str, str] = {
     "define_mcp_server": "sa_core.spec",
     "define_model": "sa_core.spec",
     "define_prompt": "sa_core.spec",
+    "define_remote_agent": "sa_core.spec",
     "define_thread_endpoint": "sa_core.spec",
     "define_tool": "sa_core.spec",
     # runtime
@@ -99,6 +101,7 @@ __all__ = [
     "ProviderRequest",
     "ProviderResponse",
     "QueueMessageInput",
+    "RemoteAgentDefinition",
     "Runtime",
     "SAError",
     "ScheduledEffect",
@@ -123,6 +126,7 @@ __all__ = [
     "define_mcp_server",
     "define_model",
     "define_prompt",
+    "define_remote_agent",
     "define_thread_endpoint",
     "define_tool",
 ]
@@ -172,6 +176,7 @@ if TYPE_CHECKING:
         PromptDefinition,
         PromptToolConfig,
         QueueMessageInput,
+        RemoteAgentDefinition,
         ScheduledEffect,
         SessionToolBinding,
         SideConfig,
@@ -190,6 +195,7 @@ if TYPE_CHECKING:
         define_mcp_server,
         define_model,
         define_prompt,
+        define_remote_agent,
         define_thread_endpoint,
         define_tool,
     )

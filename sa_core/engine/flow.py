@@ -27,6 +27,7 @@ from sa_core.engine.flowtypes import (
     other,
 )
 from sa_core.engine.messages import create_message, new_id, new_message
+from sa_core.engine.remote_step import run_remote_step
 from sa_core.engine.subagent_spawn import reset_immediate, run_immediate
 from sa_core.engine.toolrows import cleanup_after_abort, record_step_error
 from sa_core.engine.tools import OfferedTool
@@ -253,7 +254,11 @@ class Flow:
                 return "budget_exceeded"
             self.side_steps[side] += 1
             self.step_count += 1
-            step = await turn_step.run_step(self, side, side_config)
+            remote = self.scope.remote_agent(agent.name) if self.prompt_override is None else None
+            if remote is not None:  # a remote subagent's child: an A2A exchange, no model
+                step = await run_remote_step(self, remote)
+            else:
+                step = await turn_step.run_step(self, side, side_config)
             if step.settled is not None:
                 return step.settled
             if self.prompt_override is not None:

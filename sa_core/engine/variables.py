@@ -147,6 +147,9 @@ def resolve_agent(
     """
     if package is not None:
         scope = registry.scope(package)
+        remote = scope.remote_agent(agent_name)
+        if remote is not None and agent_name not in scope.agents:  # a remote subagent's child
+            return remote.as_agent(), scope
         if agent_name not in scope.agents:
             raise DefinitionNotFoundError("agent", agent_name, scope.agents, package=package)
         return scope.agents[agent_name], scope

@@ -47,6 +47,7 @@ from sa_core.spec.records import (
     ToolCallFunction,
     ToolResult,
 )
+from sa_core.spec.remote import RemoteAgentDefinition, define_remote_agent
 from sa_core.spec.tools import ToolDefinition, define_tool
 from sa_core.spec.variables import VariableDefinition
 
@@ -76,6 +77,7 @@ __all__ = [
     "PromptToolConfig",
     "QueueMessageInput",
     "ReasoningSpec",
+    "RemoteAgentDefinition",
     "ResumableConfig",
     "ScheduledEffect",
     "SessionToolBinding",
@@ -99,6 +101,7 @@ __all__ = [
     "define_mcp_server",
     "define_model",
     "define_prompt",
+    "define_remote_agent",
     "define_thread_endpoint",
     "define_tool",
     "tool_entry_name",
