@@ -254,3 +254,83 @@ async def test_subagent_terminate_cancels_the_remote_task(sa_runtime_factory: An
     assert child_entry.status == "terminated"
     [(_, task_id, _)] = agent.messages
     assert agent.canceled == [task_id]
+
+
+def secured_pack(agent: SdkAgent, **remote: Any) -> Pack:
+    headers = {"Authorization": "Bearer ${HELPER_TOKEN}"}
+    return pack_for(agent, {"name": "helper", "blocking": True}, headers=headers, **remote)
+
+
+async def test_wrong_credentials_are_a_clear_auth_error(sa_runtime_factory: Any) -> None:
+    with SdkAgent(token="right-token-1234") as agent:
+        provider = calls(("helper", {"message": "echo: hi"}), "ok")
+        async with sa_runtime_factory(packs=[secured_pack(agent)], providers={"test": provider}) as rt:
+            thread = await rt.create_thread(
+                "boss", env={"HELPER_TOKEN": "wrong-token-5678"}, env_types={"HELPER_TOKEN": "secret"}
+            )
+            await thread.send_message("go")
+            await rt.wait_idle()
+            [refused] = tool_results((await thread.get_messages()).messages)
+    assert refused.startswith(
+        f"Failed to execute tool: Remote agent 'helper' ({agent.card_url}) refused"
+    )
+    assert "(HTTP 401): check the credentials in its headers." in refused
+    assert "wrong-token-5678" not in refused
+
+
+async def test_a_missing_header_variable_names_itself(sa_runtime_factory: Any) -> None:
+    with SdkAgent(token="right-token-1234") as agent:
+        provider = calls(("helper", {"message": "echo: hi"}), "ok")
+        async with sa_runtime_factory(packs=[secured_pack(agent)], providers={"test": provider}) as rt:
+            thread = await rt.create_thread("boss")
+            await thread.send_message("go")
+            await rt.wait_idle()
+            [missing] = tool_results((await thread.get_messages()).messages)
+    assert "header variable 'HELPER_TOKEN' has no value" in missing
+    assert agent.authorizations == []  # nothing was sent
+
+
+async def test_a_secret_header_never_reaches_messages_logs_or_the_model(
+    sa_runtime_factory: Any,
+) -> None:
+    token = "right-token-1234"
+    with SdkAgent(token=token) as agent:
+        provider = calls(("helper", {"message": "headers"}), "ok")
+        async with sa_runtime_factory(packs=[secured_pack(agent)], providers={"test": provider}) as rt:
+            thread = await rt.create_thread(
+                "boss", env={"HELPER_TOKEN": token}, env_types={"HELPER_TOKEN": "secret"}
+            )
+            await thread.send_message("go")
+            await rt.wait_idle()
+            child = await rt.get_thread(thread.children[0].reference)
+            stored = [
+                *(await thread.get_messages(include_silent=True)).messages,
+                *(await child.get_messages(include_silent=True)).messages,
+            ]
+            logs = [*await thread.get_logs(limit=100), *await child.get_logs(limit=100)]
+    assert agent.authorizations[-1] == f"Bearer {token}"  # the remote got it
+    [result] = tool_results(stored)
+    assert result.startswith("I was sent: [redacted]")
+    everything = " ".join(
+        [m.model_dump_json() for m in stored]
+        + [log.model_dump_json() for log in logs]
+        + [str(r.messages) for r in provider.seen]  # type: ignore[attr-defined]
+    )
+    assert token not in everything
+
+
+async def test_an_exchange_past_its_timeout_fails_and_cancels_the_task(
+    sa_runtime_factory: Any,
+) -> None:
+    with SdkAgent() as agent:
+        pack = pack_for(agent, {"name": "helper", "blocking": True}, timeout=1)
+        provider = calls(("helper", {"message": "slow forever"}), "ok")
+        async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
+            thread = await rt.create_thread("boss")
+            await thread.send_message("go")
+            await rt.wait_idle()
+            [late] = tool_results((await thread.get_messages()).messages)
+    assert late.startswith(f"Failed to execute tool: Remote agent 'helper' ({agent.card_url})")
+    assert "did not finish within 1 seconds (its timeout)" in late
+    [(_, task_id, _)] = agent.messages
+    assert agent.canceled == [task_id]

@@ -72,6 +72,18 @@ def _outcome(
     return state, text or "(The remote agent answered with no content.)", False
 
 
+def _scrubbed(data: Any, secrets: list[str]) -> Any:
+    """Structured output with the secret values redacted (kept as it is when none occurs)."""
+    dumped = json.dumps(data, ensure_ascii=False)
+    cleaned = redact(dumped, secrets)
+    if cleaned == dumped:
+        return data
+    try:
+        return json.loads(cleaned)
+    except ValueError:
+        return cleaned
+
+
 def _stop_reason(state: str, failed: bool) -> StopReason:
     if state in WAITING:
         return "awaiting_human"
@@ -84,12 +96,17 @@ async def commit(
     record: Record,
     view: TaskView,
     error: RemoteError | None,
+    header_values: list[str],
 ) -> StepResult:
-    """Store the answer and end the session, settling the flow in the same commit if it can."""
+    """Store the answer and end the session, settling the flow in the same commit if it can.
+
+    ``header_values``: the resolved header values, scrubbed (with the thread's secrets) from
+    everything stored.
+    """
     kernel, thread = flow.engine, flow.thread
     answer = view.answer() if error is None else Answer("", [], [])
     state, text, failed = _outcome(remote, view, answer, error, thread.thread_id)
-    secrets = kernel.secret_values(thread)
+    secrets = [*header_values, *kernel.secret_values(thread)]
     text = redact(text, secrets)
     shown = redact(answer.text, secrets) if state == "completed" else text
     meta: dict[str, Any] = {
@@ -98,7 +115,7 @@ async def commit(
               "failed": failed, **({"error_code": error.code} if error is not None else {})},
     }  # fmt: skip
     if answer.data:
-        meta[OUTPUT] = answer.data[0] if len(answer.data) == 1 else answer.data
+        meta[OUTPUT] = _scrubbed(answer.data[0] if len(answer.data) == 1 else answer.data, secrets)
     ended = record.replace(
         context_id=view.context_id or record.context_id,
         task_id=view.task_id if state in WAITING else None,

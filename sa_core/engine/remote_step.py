@@ -13,7 +13,8 @@ One step, in order:
    unchanged, their attachments as file parts);
 2. the record (:mod:`sa_core.engine.remote_record`) is committed as ``sending``, the message
    goes out and the task is followed (:mod:`sa_core.engine.remote_exchange`) within the
-   definition's ``timeout``; the task's id is committed as soon as the remote names it, and
+   definition's ``timeout``; the task's id is committed as soon as the remote names it (the
+   parent's registry then shows the remote state, ``submitted`` or ``working``), and
    each status text it sends while working is stored as a note (an ``assistant`` message
    marked ``metadata.a2a.kind == "status"``) (and shown as the
    child's status in the parent's registry);
@@ -90,7 +91,9 @@ async def run_remote_step(flow: Flow, remote: RemoteAgentDefinition) -> StepResu
         if task_id and not kernel.closing and not kernel.scheduler.interrupted(thread.thread_id):
             await asyncio.shield(cancel_task(kernel, thread, remote, task_id))  # stop, terminate
         raise
-    return await commit(flow, remote, exchange.record, exchange.view, exchange.error)
+    return await commit(
+        flow, remote, exchange.record, exchange.view, exchange.error, exchange.secrets
+    )
 
 
 async def _run(
@@ -154,11 +157,15 @@ async def _progress(flow: Flow, exchange: Exchange, view: TaskView) -> None:
     """After each item: commit the task's id once known, store status texts as notes."""
     kernel, thread = flow.engine, flow.thread
     record = exchange.record
+    parent_id = thread.row.parent_id
     if view.task_id and (view.task_id != record.task_id or record.state == SENDING):
         record = record.replace(
             task_id=view.task_id, context_id=view.context_id or record.context_id, state=view.state
         )
-        await save(kernel, thread.thread_id, record)
+        async with kernel.store.transaction():  # acknowledged: followed, never sent again
+            await save(kernel, thread.thread_id, record)
+            if parent_id is not None and not view.settled:
+                await kernel.threads.update_child(parent_id, thread.thread_id, status=view.state)
         exchange.record = record
     notes = view.take_notes()
     if view.settled:
@@ -168,7 +175,6 @@ async def _progress(flow: Flow, exchange: Exchange, view: TaskView) -> None:
         meta: dict[str, Any] = {A2A: {"kind": "status", "state": view.state}}
         note = new_message(thread.thread_id, "assistant", text, metadata=meta)
         flow.remember(await create_message(kernel, thread, note))
-        parent_id = thread.row.parent_id
         if parent_id is not None:
             status = text if len(text) <= STATUS_LENGTH else text[: STATUS_LENGTH - 1] + "…"
             await kernel.threads.update_child(parent_id, thread.thread_id, status=status)
