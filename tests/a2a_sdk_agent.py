@@ -4,7 +4,8 @@
 ``DefaultRequestHandler`` with an ``InMemoryTaskStore``, its JSON-RPC routes and its agent
 card route. What the agent does is chosen by the message text:
 
-* ``echo: TEXT``: a ``working`` status with a note, then the artifact ``TEXT``, completed;
+* ``echo: TEXT``: a ``working`` status with a note, then the artifact ``TEXT``, completed
+  with usage in the status metadata (12 input tokens, 5 output tokens, 0.25 USD);
 * ``ask``: ``input-required`` ("Which colour?"); the next message into the same task completes
   it with ``You chose <text>``;
 * ``slow NAME``: works until the test releases ``NAME`` (:meth:`SdkAgent.release`), then
@@ -79,7 +80,9 @@ class Behaviour(AgentExecutor):
         elif text.startswith("echo: "):
             note = updater.new_agent_message([new_text_part("thinking it over")])
             await updater.start_work(note)
-            await self._finish(updater, text.removeprefix("echo: "))
+            await updater.add_artifact([new_text_part(text.removeprefix("echo: "))], name="answer")
+            usage = {"usage": {"input_tokens": 12, "output_tokens": 5, "cost_usd": 0.25}}
+            await updater.update_status(TaskState.TASK_STATE_COMPLETED, metadata=usage)
         elif text == "file":
             parts = [
                 new_text_part("Here is the report."),

@@ -76,7 +76,12 @@ async def test_blocking_call_returns_the_remote_answer_and_mirrors_the_exchange(
             [entry] = thread.children
             child = await rt.get_thread(entry.reference)
             child_messages = (await child.get_messages()).messages
+            usage = await thread.usage()
     [result] = tool_results(messages)
+    assert usage.tree is not None
+    remote_usage = usage.tree.by_model["a2a:helper"]
+    assert (remote_usage.input_tokens, remote_usage.output_tokens) == (12, 5)
+    assert remote_usage.cost_usd == 0.25
     assert result == f"hello there\n\nReference: {entry.reference}"
     assert entry.name == "helper" and entry.status == "terminated"
     assert [(m.role, m.content, m.metadata.get("a2a", {}).get("kind")) for m in child_messages] == [
@@ -334,3 +339,30 @@ async def test_an_exchange_past_its_timeout_fails_and_cancels_the_task(
     assert "did not finish within 1 seconds (its timeout)" in late
     [(_, task_id, _)] = agent.messages
     assert agent.canceled == [task_id]
+
+
+async def test_immediate_remote_child_starts_with_its_parent(sa_runtime_factory: Any) -> None:
+    with SdkAgent() as agent:
+        pack = pack_for(agent, {"name": "helper", "blocking": False, "immediate": True})
+        async with sa_runtime_factory(packs=[pack], providers={"test": calls("noted")}) as rt:
+            thread = await rt.create_thread("boss")
+            [entry] = thread.children
+            await rt.wait_idle()
+            messages = (await thread.get_messages(include_silent=True)).messages
+    assert [text for _, _, text in agent.messages] == ["Begin your work as helper."]
+    [note] = [m for m in messages if (m.metadata or {}).get("subagent_id") == entry.reference]
+    assert note.content.endswith("has returned the following result:\n\nyou said: Begin your work as helper.")
+
+
+async def test_an_agent_that_does_not_stream_is_polled(sa_runtime_factory: Any) -> None:
+    with SdkAgent(streaming=False) as agent:
+        pack = pack_for(agent, {"name": "helper", "blocking": True})
+        provider = calls(("helper", {"message": "slow polled"}), "ok")
+        async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
+            thread = await rt.create_thread("boss")
+            await thread.send_message("go", wait=False)
+            await wait_for(lambda: agent.messages)
+            agent.release("polled")
+            await rt.wait_idle()
+            [result] = tool_results((await thread.get_messages()).messages)
+    assert result.startswith("released polled\n\nReference: ")

@@ -211,6 +211,29 @@ async def prefetch_cards(kernel: Kernel, seconds: float = PREFETCH_SECONDS) -> N
             await asyncio.gather(*(read(r) for r in remotes))
 
 
+async def card_problems(
+    remote: RemoteAgentDefinition, seconds: float = CONNECT_SECONDS
+) -> list[str]:
+    """What reading the agent's card now finds wrong (``sa validate --online``); [] when fine.
+
+    Headers are resolved from the process environment; one that cannot be is reported, and
+    the card is read without headers.
+    """
+    problems: list[str] = []
+    try:
+        headers, _ = resolve_headers(None, None, remote)
+    except RemoteError as exc:
+        problems.append(f"{exc} (checked without headers)")
+        headers = {}
+    try:
+        async with httpx.AsyncClient(headers=headers, timeout=seconds) as http:
+            card = await fetch_card(http, remote)
+        check_endpoint(card, remote, headers)
+    except RemoteError as exc:
+        problems.append(str(exc))
+    return problems
+
+
 def endpoint(card: Any) -> Any:
     """The interface the client uses: the card's first one with a binding we speak."""
     return next((i for i in card.supported_interfaces if i.protocol_binding in BINDINGS), None)
@@ -301,6 +324,7 @@ __all__ = [
     "Connection",
     "RemoteError",
     "card_for",
+    "card_problems",
     "card_summary",
     "check_endpoint",
     "connect",
