@@ -366,3 +366,19 @@ async def test_an_agent_that_does_not_stream_is_polled(sa_runtime_factory: Any) 
             await rt.wait_idle()
             [result] = tool_results((await thread.get_messages()).messages)
     assert result.startswith("released polled\n\nReference: ")
+
+
+async def test_stopping_the_parent_cancels_its_remote_tasks(sa_runtime_factory: Any) -> None:
+    with SdkAgent() as agent:
+        pack = pack_for(agent, {"name": "helper", "blocking": True})
+        provider = calls(("helper", {"message": "slow forever"}), "ok")
+        async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
+            thread = await rt.create_thread("boss")
+            await thread.send_message("go", wait=False)
+            await wait_for(lambda: agent.messages)
+            await thread.stop()
+            await rt.wait_idle()
+            child = await rt.get_thread(thread.children[0].reference)
+    [(_, task_id, _)] = agent.messages
+    assert agent.canceled == [task_id]
+    assert child.row.stopped
