@@ -135,3 +135,41 @@ def test_validate_online_reads_the_card(tmp_path: Path) -> None:
     assert gone.returncode == 1
     card = f"{agent.base}/.well-known/agent-card.json"
     assert f"- Remote agent 'helper' ({card})" in gone.stdout
+
+
+DESK_PROJECT = """
+from sa_core import Pack, define_agent, define_model, define_prompt, define_remote_agent
+
+research = define_remote_agent(
+    name="research",
+    url="https://agents.example.com/a2a/r/researcher/.well-known/agent-card.json",
+    headers={"Authorization": "Bearer ${RESEARCH_KEY}"},
+    timeout=120,
+)
+pack = Pack(
+    name="desk",
+    agents=[define_agent(name="boss", side_a={"prompt": "main"},
+                         variables=[{"name": "RESEARCH_KEY", "type": "secret"}])],
+    prompts=[define_prompt(name="main", model="m", prompt="Boss.",
+                           tools=[{"name": "research", "blocking": False}])],
+    models=[define_model(name="m", provider="openai", model="gpt-4o-mini")],
+    remote_agents=[research],
+)
+"""
+
+
+def test_sa_pack_carries_the_remote_agents_an_agent_uses(tmp_path: Path) -> None:
+    from sa_core.packaging import pack_agent
+    from sa_core.packloader import load_packs_from
+
+    project = tmp_path / "desk_project"
+    project.mkdir()
+    (project / "__init__.py").write_text(DESK_PROJECT)
+    result = pack_agent(str(project), "boss", out=tmp_path / "out", build=False)
+    (pack,) = load_packs_from(str(result.project))
+    [remote] = pack.remote_agents
+    assert (remote.name, remote.timeout) == ("research", 120)
+    assert remote.headers == {"Authorization": "Bearer ${RESEARCH_KEY}"}
+    external = " ".join(result.closure.external)
+    assert "remote agent 'research' (an A2A agent at https://agents.example.com" in external
+    assert "and set RESEARCH_KEY" in external

@@ -30,6 +30,11 @@ CANCEL_SECONDS = 10.0
 """How long a ``tasks/cancel`` may take before the child is left stopped without it."""
 
 
+def any_remote_agents(kernel: Kernel) -> bool:
+    """Whether any loaded pack declares a remote agent (else nothing here reads anything)."""
+    return any(scope.remote_agents for scope in kernel.registry.scopes.values())
+
+
 def remote_of(kernel: Kernel, row: ThreadRow) -> RemoteAgentDefinition | None:
     """The remote agent a thread is a child of, if it is a remote child."""
     scope = kernel.registry.scopes.get(row.package)
@@ -50,6 +55,8 @@ async def cancel_task(
 
 async def cancel_outstanding(kernel: Kernel, thread_id: str) -> None:
     """Cancel the task a remote child holds, if any (its runner, if any, is stopped already)."""
+    if not any_remote_agents(kernel):
+        return
     row = kernel.threads.live_row(thread_id) or await kernel.store.get_thread(thread_id)
     remote = remote_of(kernel, row) if row is not None else None
     if remote is None:
@@ -64,6 +71,8 @@ async def cancel_outstanding(kernel: Kernel, thread_id: str) -> None:
 
 async def remote_children(kernel: Kernel, parent_id: str) -> list[str]:
     """The remote children of a thread that are not terminated (a stopped parent stops them)."""
+    if not any_remote_agents(kernel):
+        return []
     row = kernel.threads.live_row(parent_id) or await kernel.store.get_thread(parent_id)
     scope = kernel.registry.scopes.get(row.package) if row is not None else None
     if scope is None or not scope.remote_agents:
@@ -74,4 +83,11 @@ async def remote_children(kernel: Kernel, parent_id: str) -> list[str]:
     ]
 
 
-__all__ = ["CANCEL_SECONDS", "cancel_outstanding", "cancel_task", "remote_children", "remote_of"]
+__all__ = [
+    "any_remote_agents",
+    "CANCEL_SECONDS",
+    "cancel_outstanding",
+    "cancel_task",
+    "remote_children",
+    "remote_of",
+]

@@ -77,6 +77,14 @@ class RemoteAgentDefinition(SpecModel):
                     names.append(name)
         return names
 
+    def __eq__(self, other: object) -> bool:
+        """Equal fields make equal definitions (what was learnt from the card is not compared)."""
+        if not isinstance(other, RemoteAgentDefinition):
+            return NotImplemented
+        return self.model_dump() == other.model_dump()
+
+    __hash__ = None  # type: ignore[assignment]
+
     def describe(self) -> str:
         """The tool description: ``tool_description``, else the card's summary, else a default."""
         if self.tool_description:
