@@ -39,7 +39,14 @@ from sa_core.engine.messages import create_message, new_message
 from sa_core.engine.remote_answer import A2A, commit, replay
 from sa_core.engine.remote_cancel import cancel_task
 from sa_core.engine.remote_client import RemoteError, connect, where
-from sa_core.engine.remote_exchange import follow, new_view, request_for, send
+from sa_core.engine.remote_exchange import (
+    BACKOFF_FIRST,
+    BACKOFF_MAX,
+    follow,
+    new_view,
+    request_for,
+    send,
+)
 from sa_core.engine.remote_record import SENDING, Record, load, save
 from sa_core.engine.secrets import redact
 from sa_core.store.clock import now_us
@@ -103,8 +110,7 @@ async def _run(
     kernel, thread = flow.engine, flow.thread
     ids = [m.id for m in inputs]
     record = exchange.record
-    following = record.follows(ids)
-    if following:
+    if record.follows(ids):
         exchange.view.task_id = record.task_id or ""
         exchange.view.context_id = record.context_id or ""
     else:
@@ -116,19 +122,9 @@ async def _run(
         await save(kernel, thread.thread_id, record)
         exchange.record = record
     left = record.started_at / 1e6 + remote.timeout - time.time()
-
-    async def progress(view: TaskView) -> None:
-        await _progress(flow, exchange, view)
-
     try:
-        async with asyncio.timeout(max(left, 0.001)), connect(kernel, thread, remote) as conn:
-            exchange.secrets = conn.secrets
-            if following:
-                await follow(conn, exchange.view, progress)
-            else:
-                files = await _files(flow, inputs)
-                request = request_for(record, ids[0], [m.content or "" for m in inputs], files)
-                await send(conn, request, exchange.view, progress)
+        async with asyncio.timeout(max(left, 0.001)):
+            await _connected(flow, remote, exchange, inputs)
     except TimeoutError:
         exchange.error = RemoteError(
             f"{where(remote)} did not finish within {remote.timeout:g} seconds (its timeout).",
@@ -139,6 +135,40 @@ async def _run(
             await cancel_task(kernel, thread, remote, task_id)
     except RemoteError as exc:
         exchange.error = exc
+
+
+async def _connected(
+    flow: Flow, remote: RemoteAgentDefinition, exchange: Exchange, inputs: list[Message]
+) -> None:
+    """Send the inputs, or follow their task; an unreachable agent is retried once it has one.
+
+    Before the remote acknowledged the message, an unreachable agent fails the exchange at
+    once; a task it acknowledged is followed again with a backoff (the caller's timeout
+    bounds it), so a remote briefly away, say while this server restarts, loses nothing.
+    """
+    kernel, thread = flow.engine, flow.thread
+
+    async def progress(view: TaskView) -> None:
+        await _progress(flow, exchange, view)
+
+    delay = BACKOFF_FIRST
+    while True:
+        try:
+            async with connect(kernel, thread, remote) as conn:
+                exchange.secrets = conn.secrets
+                if exchange.view.task_id:
+                    await follow(conn, exchange.view, progress)
+                else:
+                    files = await _files(flow, inputs)
+                    texts = [m.content or "" for m in inputs]
+                    request = request_for(exchange.record, inputs[0].id, texts, files)
+                    await send(conn, request, exchange.view, progress)
+            return
+        except RemoteError as exc:
+            if exc.code != "remote_unreachable" or not exchange.view.task_id:
+                raise
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, BACKOFF_MAX)
 
 
 async def _files(flow: Flow, inputs: list[Message]) -> list[tuple[str, str, bytes]]:
