@@ -23,8 +23,10 @@ Every request's ``Authorization`` header is kept in :attr:`SdkAgent.authorizatio
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -34,7 +36,12 @@ from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
-from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.server.tasks import (
+    BasePushNotificationSender,
+    InMemoryPushNotificationConfigStore,
+    InMemoryTaskStore,
+    TaskUpdater,
+)
 from a2a.types.a2a_pb2 import (
     AgentCapabilities,
     AgentCard,
@@ -115,10 +122,30 @@ class Behaviour(AgentExecutor):
         await updater.cancel()
 
 
-class SdkAgent:
-    """The agent on a loopback port, in a background thread (see the module docstring)."""
+class CountingHandler(DefaultRequestHandler):
+    """The SDK's request handler, counting ``tasks/get`` calls."""
 
-    def __init__(self, token: str | None = None, *, streaming: bool = True) -> None:
+    def __init__(self, agent: SdkAgent, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.agent = agent
+
+    async def on_get_task(self, *args: Any, **kwargs: Any) -> Any:
+        self.agent.gets += 1
+        return await super().on_get_task(*args, **kwargs)
+
+
+class SdkAgent:
+    """The agent on a loopback port, in a background thread (see the module docstring).
+
+    With ``push`` the card says the agent pushes, and it posts a notification (the SDK's
+    ``BasePushNotificationSender``) for every event of a task registered with a config; the
+    configs it received are in :attr:`push_configs`, the answers to its posts in
+    :attr:`pushed`.
+    """
+
+    def __init__(
+        self, token: str | None = None, *, streaming: bool = True, push: bool = False
+    ) -> None:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.card_url = f"{self.base}/.well-known/agent-card.json"
@@ -128,6 +155,9 @@ class SdkAgent:
         """``(context_id, task_id, text)`` of every message received."""
         self.released: set[str] = set()
         self.canceled: list[str] = []
+        self.gets = 0
+        self.push_client: httpx.AsyncClient | None = None
+        self.pushed: list[int] = []
         card = AgentCard(
             name="SDK helper",
             description="An agent made with the a2a-sdk alone.",
@@ -136,20 +166,40 @@ class SdkAgent:
                 AgentInterface(url=self.base + "/rpc", protocol_binding="JSONRPC",
                                protocol_version="1.0")
             ],
-            capabilities=AgentCapabilities(streaming=streaming),
+            capabilities=AgentCapabilities(streaming=streaming, push_notifications=push),
             default_input_modes=["text/plain"],
             default_output_modes=["text/plain"],
             skills=[AgentSkill(id="echo", name="Echo", description="Says it back.", tags=["t"])],
         )  # fmt: skip
-        handler = DefaultRequestHandler(
-            agent_executor=Behaviour(self), task_store=InMemoryTaskStore(), agent_card=card
+        self.push_configs = InMemoryPushNotificationConfigStore()
+        sender = None
+        if push:
+
+            async def record(response: httpx.Response) -> None:
+                self.pushed.append(response.status_code)
+
+            self.push_client = httpx.AsyncClient(event_hooks={"response": [record]})
+            sender = BasePushNotificationSender(self.push_client, self.push_configs)
+        handler = CountingHandler(
+            self,
+            agent_executor=Behaviour(self),
+            task_store=InMemoryTaskStore(),
+            agent_card=card,
+            push_config_store=self.push_configs if push else None,
+            push_sender=sender,
         )
         routes = [*create_agent_card_routes(card), *create_jsonrpc_routes(handler, "/rpc")]
-        app = Starlette(routes=routes)
+        app = Starlette(routes=routes, lifespan=self._lifespan)
         app.add_middleware(BaseHTTPMiddleware, dispatch=self._check)
         config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    @contextlib.asynccontextmanager
+    async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        yield
+        if self.push_client is not None:  # closed on the loop that used it
+            await self.push_client.aclose()
 
     async def _check(self, request: Request, call_next: Any) -> Response:
         if request.url.path == "/rpc":

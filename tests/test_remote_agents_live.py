@@ -342,3 +342,64 @@ def test_the_remote_key_never_shows(pair: Pair) -> None:
     assert pair.b_key not in printed
     for text in seen:
         assert pair.b_key not in text
+
+
+SDK_PACK = """
+import os
+from sa_core import Pack, define_agent, define_model, define_prompt, define_remote_agent
+
+pack = Pack(
+    name="adesk",
+    agents=[define_agent(name="boss", side_a={"prompt": "boss_main"})],
+    prompts=[define_prompt(name="boss_main", model="m", prompt="Boss.", include_chat=True,
+                           tools=[{"name": "helper", "blocking": True}])],
+    models=[define_model(name="m", provider="openai", model="gpt-4o-mini")],
+    remote_agents=[define_remote_agent(name="helper", url=os.environ["SDK_URL"])],
+)
+"""
+
+
+def test_push_notifications_wake_the_follower_and_need_the_task_token(tmp_path: Path) -> None:
+    """An agent that pushes (and does not stream) is followed by push, never by polling alone.
+
+    Polling is set to once an hour, so the answer can only come this quickly through the
+    agent's notification to ``--public-url``; a notification with another token is refused.
+    """
+    from a2a_sdk_agent import SdkAgent
+
+    (tmp_path / "a_pack.py").write_text(SDK_PACK)
+    port = free_port()
+    with SdkAgent(streaming=False, push=True) as agent:
+        env = offline_env({"SDK_URL": agent.base, "SA_A2A_PUSH_POLL_SECONDS": "3600"})
+        a = ServeProcess(
+            tmp_path, f"sqlite:///{tmp_path / 'a.db'}", "--pack", str(tmp_path / "a_pack.py"),
+            "--test-provider", "--public-url", f"http://127.0.0.1:{port}", env=env, port=port,
+        )  # fmt: skip
+        try:
+            a.wait_line("Try it")
+            key = a.printed_key()
+            with httpx.Client(
+                base_url=a.url, headers={"Authorization": f"Bearer {key}"}, timeout=30
+            ) as http:
+                boss = thread_of(http, "boss")
+                posted = http.post(
+                    f"{A_API}/threads/{boss}/messages",
+                    json={"content": tool("helper", message="slow p1")},
+                )
+                assert posted.status_code == 202
+                until(lambda: agent.messages, "the agent to get the message")
+                [child] = until(lambda: detail(http, A_API, boss)["children"], "the child")
+                forged = httpx.post(
+                    f"{a.url}/a2a/_push/{child['reference']}",
+                    json={},
+                    headers={"X-A2A-Notification-Token": "not-the-token"},
+                )
+                assert forged.status_code == 401
+                agent.release("p1")
+                until(lambda: not detail(http, A_API, boss)["running"], "the answer")
+                [result] = tool_results(http, boss)
+        finally:
+            a.stop()
+    assert result == f"released p1\n\nReference: {child['reference']}"
+    assert agent.pushed and set(agent.pushed) == {200}
+    assert agent.gets <= 1 + len(agent.pushed)  # a read after the send, then one per wake

@@ -18,6 +18,7 @@ known and stores status notes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from sa_core.engine.remote_record import Record
 
 Progress = Callable[[TaskView], Awaitable[None]]
+Wake = tuple[asyncio.Event, float] | None
 BACKOFF_FIRST = 0.5
 BACKOFF_MAX = 10.0
 RESUBSCRIBES = 3
@@ -44,7 +46,11 @@ def new_view() -> TaskView:
 
 
 def request_for(
-    record: Record, message_id: str, texts: Sequence[str], files: Sequence[tuple[str, str, bytes]]
+    record: Record,
+    message_id: str,
+    texts: Sequence[str],
+    files: Sequence[tuple[str, str, bytes]],
+    push: tuple[str, str] | None = None,
 ) -> Any:
     """The ``SendMessageRequest``: one text part per message, one raw part per file.
 
@@ -54,8 +60,15 @@ def request_for(
         message_id: The A2A ``messageId`` (our first message's id).
         texts: The messages' texts, unchanged.
         files: ``(name, mime type, bytes)`` of their attachments.
+        push: ``(URL, token)`` of a push-notification config to register with the task.
     """
-    from a2a.types.a2a_pb2 import Message, Part, Role, SendMessageRequest
+    from a2a.types.a2a_pb2 import (
+        Message,
+        Part,
+        Role,
+        SendMessageRequest,
+        TaskPushNotificationConfig,
+    )
 
     parts = [Part(text=text) for text in texts if text]
     parts += [Part(raw=data, filename=name, media_type=mime) for name, mime, data in files]
@@ -66,7 +79,11 @@ def request_for(
         task_id=record.task_id or "",
         parts=parts or [Part(text="")],
     )
-    return SendMessageRequest(message=message)
+    request = SendMessageRequest(message=message)
+    if push is not None:
+        config = TaskPushNotificationConfig(url=push[0], token=push[1])
+        request.configuration.task_push_notification_config.CopyFrom(config)
+    return request
 
 
 def fatal(exc: BaseException) -> bool:
@@ -80,7 +97,9 @@ def fatal(exc: BaseException) -> bool:
     return status in (401, 403)
 
 
-async def send(conn: Connection, request: Any, view: TaskView, progress: Progress) -> None:
+async def send(
+    conn: Connection, request: Any, view: TaskView, progress: Progress, wake: Wake = None
+) -> None:
     """Send the message and follow its task until it settles (see the module docstring).
 
     Raises:
@@ -99,11 +118,14 @@ async def send(conn: Connection, request: Any, view: TaskView, progress: Progres
         raise RemoteError(
             conn.scrub(f"{where(conn.remote)} answered with neither a task nor a reply.")
         )
-    await follow(conn, view, progress)
+    await follow(conn, view, progress, wake)
 
 
-async def follow(conn: Connection, view: TaskView, progress: Progress) -> None:
+async def follow(conn: Connection, view: TaskView, progress: Progress, wake: Wake = None) -> None:
     """Follow a sent task until it settles: resubscribe while streaming, else poll.
+
+    ``wake``: ``(event, seconds)`` when the task pushes notifications: between polls, wait
+    for the event (set by a notification) for at most ``seconds`` instead of the backoff.
 
     Raises:
         RemoteError: a refusal, or a task the remote does not know.
@@ -119,6 +141,12 @@ async def follow(conn: Connection, view: TaskView, progress: Progress) -> None:
             resubscribes = 0  # the remote cannot: poll from now on
         if await _poll(conn, view, progress):
             return
+        if wake is not None:
+            event, seconds = wake
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(event.wait(), seconds)
+            event.clear()
+            continue
         await asyncio.sleep(delay)
         delay = min(delay * 2, BACKOFF_MAX)
 

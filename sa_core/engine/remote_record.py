@@ -9,7 +9,9 @@ One JSON value per remote child thread:
   ``auth-required``); cleared when a task ends;
 * ``message_ids``: the child's messages that exchange sent (the A2A ``messageId`` is the first
   one's id, so a remote that deduplicates sees a resend as the same message);
-* ``started_at``: when the exchange began (µs), so a restart keeps its ``timeout``.
+* ``started_at``: when the exchange began (µs), so a restart keeps its ``timeout``;
+* ``push_hash``: the SHA-256 of the exchange's push-notification token, when one was made
+  (:mod:`sa_core.engine.remote_push`).
 
 It is written before the message is sent (``sending``) and again as soon as the remote names
 its task, each in a commit of its own: after a crash the restarted runtime follows that task
@@ -45,6 +47,7 @@ class Record:
     state: str = "idle"
     message_ids: tuple[str, ...] = ()
     started_at: int = 0
+    push_hash: str | None = None
 
     @classmethod
     def from_json(cls, value: Any) -> Record:
@@ -57,6 +60,7 @@ class Record:
             state=str(value.get("state") or "idle"),
             message_ids=tuple(value.get("message_ids") or ()),
             started_at=int(value.get("started_at") or 0),
+            push_hash=value.get("push_hash") or None,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -67,6 +71,7 @@ class Record:
             "state": self.state,
             "message_ids": list(self.message_ids),
             "started_at": self.started_at,
+            "push_hash": self.push_hash,
         }
 
     def follows(self, message_ids: list[str]) -> bool:

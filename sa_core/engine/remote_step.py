@@ -42,11 +42,13 @@ from sa_core.engine.remote_client import RemoteError, connect, where
 from sa_core.engine.remote_exchange import (
     BACKOFF_FIRST,
     BACKOFF_MAX,
+    Progress,
     follow,
     new_view,
     request_for,
     send,
 )
+from sa_core.engine.remote_push import forget, new_token, push_poll_seconds, push_target, waker
 from sa_core.engine.remote_record import SENDING, Record, load, save
 from sa_core.engine.secrets import redact
 from sa_core.store.clock import now_us
@@ -54,6 +56,7 @@ from sa_core.store.clock import now_us
 if TYPE_CHECKING:
     from sa_core.engine.flow import Flow
     from sa_core.engine.flowtypes import StepResult
+    from sa_core.engine.remote_client import Connection
     from sa_core.engine.remote_task import TaskView
     from sa_core.spec import Message, RemoteAgentDefinition
 
@@ -69,6 +72,8 @@ class Exchange:
     view: TaskView
     secrets: list[str] = field(default_factory=list)
     error: RemoteError | None = None
+    push_token: str | None = None
+    """The push-notification token this exchange registers (when the server has a public URL)."""
 
 
 def unanswered(messages: list[Message]) -> list[Message]:
@@ -116,8 +121,15 @@ async def _run(
     else:
         started = record.started_at if record.resends(ids) else now_us()
         task = record.task_id if record.resends(ids) else record.waiting_task
+        push_hash = None
+        if push_target(kernel, thread.thread_id) is not None:
+            exchange.push_token, push_hash = new_token()
         record = record.replace(
-            state=SENDING, message_ids=tuple(ids), started_at=started, task_id=task
+            state=SENDING,
+            message_ids=tuple(ids),
+            started_at=started,
+            task_id=task,
+            push_hash=push_hash,
         )
         await save(kernel, thread.thread_id, record)
         exchange.record = record
@@ -152,23 +164,42 @@ async def _connected(
         await _progress(flow, exchange, view)
 
     delay = BACKOFF_FIRST
-    while True:
-        try:
-            async with connect(kernel, thread, remote) as conn:
-                exchange.secrets = conn.secrets
-                if exchange.view.task_id:
-                    await follow(conn, exchange.view, progress)
-                else:
-                    files = await _files(flow, inputs)
-                    texts = [m.content or "" for m in inputs]
-                    request = request_for(exchange.record, inputs[0].id, texts, files)
-                    await send(conn, request, exchange.view, progress)
-            return
-        except RemoteError as exc:
-            if exc.code != "remote_unreachable" or not exchange.view.task_id:
-                raise
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, BACKOFF_MAX)
+    try:
+        while True:
+            try:
+                async with connect(kernel, thread, remote) as conn:
+                    await _talk(flow, conn, exchange, inputs, progress)
+                return
+            except RemoteError as exc:
+                if exc.code != "remote_unreachable" or not exchange.view.task_id:
+                    raise
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, BACKOFF_MAX)
+    finally:
+        forget(kernel, thread.thread_id)
+
+
+async def _talk(
+    flow: Flow,
+    conn: Connection,
+    exchange: Exchange,
+    inputs: list[Message],
+    progress: Progress,
+) -> None:
+    """Over one connection: send the inputs (registering push when the agent pushes) or follow."""
+    kernel, thread = flow.engine, flow.thread
+    exchange.secrets = conn.secrets
+    pushes = bool(conn.card.capabilities.push_notifications) and exchange.record.push_hash
+    wake = (waker(kernel, thread.thread_id), push_poll_seconds()) if pushes else None
+    if exchange.view.task_id:
+        await follow(conn, exchange.view, progress, wake)
+        return
+    target = push_target(kernel, thread.thread_id)
+    push = (target, exchange.push_token) if pushes and target and exchange.push_token else None
+    files = await _files(flow, inputs)
+    texts = [m.content or "" for m in inputs]
+    request = request_for(exchange.record, inputs[0].id, texts, files, push)
+    await send(conn, request, exchange.view, progress, wake if push else None)
 
 
 async def _files(flow: Flow, inputs: list[Message]) -> list[tuple[str, str, bytes]]:
