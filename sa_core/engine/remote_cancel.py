@@ -70,17 +70,27 @@ async def cancel_outstanding(kernel: Kernel, thread_id: str) -> None:
 
 
 async def remote_children(kernel: Kernel, parent_id: str) -> list[str]:
-    """The remote children of a thread that are not terminated (a stopped parent stops them)."""
+    """The remote children of a thread at work: running here, or holding a remote task.
+
+    A stopped parent stops them (and their remote tasks); idle ones are left as they are.
+    """
     if not any_remote_agents(kernel):
         return []
     row = kernel.threads.live_row(parent_id) or await kernel.store.get_thread(parent_id)
     scope = kernel.registry.scopes.get(row.package) if row is not None else None
     if scope is None or not scope.remote_agents:
         return []
-    entries = await kernel.store.list_children(parent_id)
-    return [
-        e.reference for e in entries if e.name in scope.remote_agents and e.status != "terminated"
-    ]
+    found = []
+    for entry in await kernel.store.list_children(parent_id):
+        if entry.name not in scope.remote_agents or entry.status == "terminated":
+            continue
+        if kernel.scheduler.is_running(entry.reference):
+            found.append(entry.reference)
+            continue
+        record = await load(kernel, entry.reference)
+        if record.task_id is not None and record.state not in TERMINAL:
+            found.append(entry.reference)
+    return found
 
 
 __all__ = [
