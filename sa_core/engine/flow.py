@@ -33,6 +33,7 @@ from sa_core.engine.toolrows import cleanup_after_abort, record_step_error
 from sa_core.engine.tools import OfferedTool
 from sa_core.engine.usage import stop_for_budget
 from sa_core.spec import AgentDefinition, Message, PromptDefinition, SideConfig, ToolCall
+from sa_core.spec.remote import REMOTE_PROMPT_PREFIX
 from sa_core.store.clock import now_us
 from sa_core.store.executions import ResumePoint
 from sa_core.telemetry import turn
@@ -254,8 +255,10 @@ class Flow:
                 return "budget_exceeded"
             self.side_steps[side] += 1
             self.step_count += 1
-            remote = self.scope.remote_agent(agent.name) if self.prompt_override is None else None
-            if remote is not None:  # a remote subagent's child: an A2A exchange, no model
+            remote = None
+            if side_config.prompt.startswith(REMOTE_PROMPT_PREFIX):  # no prompt: a remote agent
+                remote = self.scope.remote_agent(agent.name)
+            if remote is not None and self.prompt_override is None:  # an A2A exchange, no model
                 step = await run_remote_step(self, remote)
             else:
                 step = await turn_step.run_step(self, side, side_config)

@@ -5,8 +5,9 @@ child's variables, then the process environment), reads the agent card (cached f
 :data:`CARD_TTL` seconds per runtime), checks that the endpoint the card names is on the
 card's own origin when headers are sent (so a card cannot send our keys elsewhere), and
 yields a :class:`Connection`: the a2a-sdk's client over one ``httpx`` client carrying the
-headers. Every failure becomes a :class:`RemoteError` naming the agent and its URL, with the
-header values scrubbed. The ``a2a`` extra is imported only here, inside functions.
+headers (:mod:`sa_core.remote_http`, which imports ``httpx`` only then). Every failure
+becomes a :class:`RemoteError` naming the agent and its URL, with the header values
+scrubbed. The ``a2a`` extra is imported only inside functions.
 """
 
 from __future__ import annotations
@@ -22,9 +23,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-import httpx
-
 from sa_core.engine.secrets import MIN_SECRET_LENGTH, redact
+from sa_core.remote_http import failure, new_client
 from sa_core.spec.mcp import substitute
 
 if TYPE_CHECKING:
@@ -105,27 +105,21 @@ def resolve_headers(
 
 def explain(remote: RemoteAgentDefinition, exc: BaseException, doing: str) -> RemoteError:
     """A :class:`RemoteError` for an SDK or HTTP failure while ``doing`` something."""
-    from a2a.client.errors import A2AClientTimeoutError, AgentCardResolutionError
+    from a2a.client.errors import AgentCardResolutionError
     from a2a.utils.errors import A2AError
 
     if isinstance(exc, RemoteError):
         return exc
-    status = getattr(exc, "status_code", None)
-    cause = exc.__cause__
-    if isinstance(cause, httpx.HTTPStatusError):
-        status = cause.response.status_code
-    if isinstance(exc, httpx.HTTPStatusError):
-        status = exc.response.status_code
-    if status in (401, 403):
+    kind, detail = failure(exc)
+    if kind == "auth":
         return RemoteError(
-            f"{where(remote)} refused {doing} (HTTP {status}): check the credentials in its "
+            f"{where(remote)} refused {doing} (HTTP {detail}): check the credentials in its "
             f"headers.",
             "remote_auth",
         )
-    if isinstance(exc, A2AClientTimeoutError | httpx.TimeoutException | TimeoutError):
+    if kind == "timeout":
         return RemoteError(f"{where(remote)} timed out while {doing}.", "remote_timeout")
-    if isinstance(cause, httpx.RequestError) or isinstance(exc, httpx.RequestError):
-        detail = str(cause or exc) or type(cause or exc).__name__
+    if kind == "network":
         return RemoteError(
             f"{where(remote)} could not be reached while {doing}: {detail}", "remote_unreachable"
         )
@@ -134,7 +128,7 @@ def explain(remote: RemoteAgentDefinition, exc: BaseException, doing: str) -> Re
             f"{where(remote)}: its agent card could not be read: {exc.message}",
             "remote_unreachable",
         )
-    detail = exc.message if isinstance(exc, A2AError) else (str(exc) or type(exc).__name__)
+    detail = exc.message if isinstance(exc, A2AError) else detail
     return RemoteError(f"{where(remote)} failed while {doing}: {detail}")
 
 
@@ -152,7 +146,7 @@ def card_summary(card: Any) -> str:
     return text
 
 
-async def fetch_card(http: httpx.AsyncClient, remote: RemoteAgentDefinition) -> Any:
+async def fetch_card(http: Any, remote: RemoteAgentDefinition) -> Any:
     """Read the agent card (``AgentCard``).
 
     Raises:
@@ -167,7 +161,7 @@ async def fetch_card(http: httpx.AsyncClient, remote: RemoteAgentDefinition) -> 
 
 
 async def card_for(
-    kernel: Kernel, http: httpx.AsyncClient, remote: RemoteAgentDefinition, fresh: bool = False
+    kernel: Kernel, http: Any, remote: RemoteAgentDefinition, fresh: bool = False
 ) -> Any:
     """The agent card, reused for :data:`CARD_TTL` seconds per runtime (``fresh``: read now)."""
     cards = _CARDS.setdefault(kernel, {})
@@ -203,7 +197,7 @@ async def prefetch_cards(kernel: Kernel, seconds: float = PREFETCH_SECONDS) -> N
         except RemoteError:
             headers = {}  # a variable set per thread: try the (usually public) card without
         with contextlib.suppress(RemoteError):
-            async with httpx.AsyncClient(headers=headers, timeout=seconds) as http:
+            async with new_client(headers, seconds, seconds) as http:
                 await card_for(kernel, http, remote, fresh=True)
 
     with contextlib.suppress(TimeoutError):
@@ -226,7 +220,7 @@ async def card_problems(
         problems.append(f"{exc} (checked without headers)")
         headers = {}
     try:
-        async with httpx.AsyncClient(headers=headers, timeout=seconds) as http:
+        async with new_client(headers, seconds, seconds) as http:
             card = await fetch_card(http, remote)
         check_endpoint(card, remote, headers)
     except RemoteError as exc:
@@ -298,8 +292,7 @@ async def connect(
     from a2a.client import ClientConfig, ClientFactory
 
     headers, secrets = resolve_headers(kernel, thread, remote)
-    timeout = httpx.Timeout(CONNECT_SECONDS, read=None)
-    async with httpx.AsyncClient(headers=headers, timeout=timeout) as http:
+    async with new_client(headers, CONNECT_SECONDS, None) as http:
         try:
             card = await card_for(kernel, http, remote)
         except RemoteError as exc:

@@ -22,10 +22,9 @@ import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
 from sa_core.engine.remote_client import RemoteError, where
 from sa_core.engine.remote_task import TaskView
+from sa_core.remote_http import http_status
 
 if TYPE_CHECKING:
     from sa_core.engine.remote_client import Connection
@@ -92,9 +91,7 @@ def fatal(exc: BaseException) -> bool:
 
     if isinstance(exc, RemoteError | TaskNotFoundError):
         return True
-    cause = exc.__cause__
-    status = cause.response.status_code if isinstance(cause, httpx.HTTPStatusError) else None
-    return status in (401, 403)
+    return http_status(exc) in (401, 403)
 
 
 async def send(
