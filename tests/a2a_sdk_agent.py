@@ -51,12 +51,11 @@ from a2a.types.a2a_pb2 import (
     TaskState,
     TaskStatus,
 )
+from serve_process import free_port
 from starlette.applications import Starlette
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-
-from serve_process import free_port
 
 
 class Behaviour(AgentExecutor):

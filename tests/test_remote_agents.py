@@ -8,7 +8,6 @@ API and checks what the parent, the child thread and the remote saw.
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 import pytest
@@ -269,9 +268,13 @@ def secured_pack(agent: SdkAgent, **remote: Any) -> Pack:
 async def test_wrong_credentials_are_a_clear_auth_error(sa_runtime_factory: Any) -> None:
     with SdkAgent(token="right-token-1234") as agent:
         provider = calls(("helper", {"message": "echo: hi"}), "ok")
-        async with sa_runtime_factory(packs=[secured_pack(agent)], providers={"test": provider}) as rt:
+        async with sa_runtime_factory(
+            packs=[secured_pack(agent)], providers={"test": provider}
+        ) as rt:
             thread = await rt.create_thread(
-                "boss", env={"HELPER_TOKEN": "wrong-token-5678"}, env_types={"HELPER_TOKEN": "secret"}
+                "boss",
+                env={"HELPER_TOKEN": "wrong-token-5678"},
+                env_types={"HELPER_TOKEN": "secret"},
             )
             await thread.send_message("go")
             await rt.wait_idle()
@@ -286,7 +289,9 @@ async def test_wrong_credentials_are_a_clear_auth_error(sa_runtime_factory: Any)
 async def test_a_missing_header_variable_names_itself(sa_runtime_factory: Any) -> None:
     with SdkAgent(token="right-token-1234") as agent:
         provider = calls(("helper", {"message": "echo: hi"}), "ok")
-        async with sa_runtime_factory(packs=[secured_pack(agent)], providers={"test": provider}) as rt:
+        async with sa_runtime_factory(
+            packs=[secured_pack(agent)], providers={"test": provider}
+        ) as rt:
             thread = await rt.create_thread("boss")
             await thread.send_message("go")
             await rt.wait_idle()
@@ -301,7 +306,9 @@ async def test_a_secret_header_never_reaches_messages_logs_or_the_model(
     token = "right-token-1234"
     with SdkAgent(token=token) as agent:
         provider = calls(("helper", {"message": "headers"}), "ok")
-        async with sa_runtime_factory(packs=[secured_pack(agent)], providers={"test": provider}) as rt:
+        async with sa_runtime_factory(
+            packs=[secured_pack(agent)], providers={"test": provider}
+        ) as rt:
             thread = await rt.create_thread(
                 "boss", env={"HELPER_TOKEN": token}, env_types={"HELPER_TOKEN": "secret"}
             )
@@ -351,7 +358,9 @@ async def test_immediate_remote_child_starts_with_its_parent(sa_runtime_factory:
             messages = (await thread.get_messages(include_silent=True)).messages
     assert [text for _, _, text in agent.messages] == ["Begin your work as helper."]
     [note] = [m for m in messages if (m.metadata or {}).get("subagent_id") == entry.reference]
-    assert note.content.endswith("has returned the following result:\n\nyou said: Begin your work as helper.")
+    assert note.content.endswith(
+        "has returned the following result:\n\nyou said: Begin your work as helper."
+    )
 
 
 async def test_an_agent_that_does_not_stream_is_polled(sa_runtime_factory: Any) -> None:
@@ -382,3 +391,33 @@ async def test_stopping_the_parent_cancels_its_remote_tasks(sa_runtime_factory: 
     [(_, task_id, _)] = agent.messages
     assert agent.canceled == [task_id]
     assert child.row.stopped
+
+
+async def test_nonblocking_child_waiting_for_input_is_answered_later(
+    sa_runtime_factory: Any,
+) -> None:
+    with SdkAgent() as agent:
+        pack = pack_for(agent, {"name": "helper", "blocking": False})
+        seen: dict[str, str] = {}
+
+        def answer_it(request: Any) -> Any:  # the turn the question's notification starts
+            note = request.messages[-1].content
+            seen["question"] = note
+            ref = note.split("(reference: ", 1)[1].split(")", 1)[0]
+            args = {"referenceId": ref, "message": "green", "attachments": []}
+            return {"tool_calls": [{"name": "subagent_message", "arguments": args}]}
+
+        provider = calls(("helper", {"message": "ask"}), "asked", answer_it, "sent", "done")
+        async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
+            thread = await rt.create_thread("boss")
+            await thread.send_message("go")
+            await rt.wait_idle()
+            messages = (await thread.get_messages(include_silent=True)).messages
+            await thread.refresh()
+            final = thread.children[0].status
+    assert "needs more input to continue (input-required): Which colour?" in seen["question"]
+    reports = [m.content for m in messages if (m.metadata or {}).get("subagent_id")]
+    assert reports[-1].endswith("has returned the following result:\n\nYou chose green")
+    assert final == "terminated"
+    assert [text for _, _, text in agent.messages] == ["ask", "green"]
+    assert len({task for _, task, _ in agent.messages}) == 1

@@ -242,7 +242,9 @@ def test_nonblocking_call_reports_once(pair: Pair) -> None:
         until(lambda: results(a, boss), "the result notification")
         until(lambda: not detail(a, A_API, boss)["running"], "the parent's turn to end")
         [note] = results(a, boss)
-        assert note.endswith("has returned the following result:\n\nwait_release returned: released n1")
+        assert note.endswith(
+            "has returned the following result:\n\nwait_release returned: released n1"
+        )
         assert detail(a, A_API, boss)["children"][0]["status"] == "terminated"
 
 
@@ -278,7 +280,9 @@ def test_immediate_remote_child_starts_with_its_parent(pair: Pair) -> None:
         [child] = until(lambda: detail(a, A_API, over)["children"], "the immediate child")
         assert child["name"] == "watcher"
         until(lambda: results(a, over), "the immediate child's result")
-        first = [m["content"] for m in messages(a, A_API, child["reference"]) if m["role"] == "user"]
+        first = [
+            m["content"] for m in messages(a, A_API, child["reference"]) if m["role"] == "user"
+        ]
         assert first == ["Begin your work as watcher."]
         context = answer_meta(a, child["reference"])["context_id"]
         remote = [m["content"] for m in messages(b, B_API, context) if m["role"] == "user"]
