@@ -27,11 +27,13 @@ from sa_core.engine.flowtypes import (
     other,
 )
 from sa_core.engine.messages import create_message, new_id, new_message
+from sa_core.engine.remote_step import run_remote_step
 from sa_core.engine.subagent_spawn import reset_immediate, run_immediate
 from sa_core.engine.toolrows import cleanup_after_abort, record_step_error
 from sa_core.engine.tools import OfferedTool
 from sa_core.engine.usage import stop_for_budget
 from sa_core.spec import AgentDefinition, Message, PromptDefinition, SideConfig, ToolCall
+from sa_core.spec.remote import REMOTE_PROMPT_PREFIX
 from sa_core.store.clock import now_us
 from sa_core.store.executions import ResumePoint
 from sa_core.telemetry import turn
@@ -253,7 +255,13 @@ class Flow:
                 return "budget_exceeded"
             self.side_steps[side] += 1
             self.step_count += 1
-            step = await turn_step.run_step(self, side, side_config)
+            remote = None
+            if side_config.prompt.startswith(REMOTE_PROMPT_PREFIX):  # no prompt: a remote agent
+                remote = self.scope.remote_agent(agent.name)
+            if remote is not None and self.prompt_override is None:  # an A2A exchange, no model
+                step = await run_remote_step(self, remote)
+            else:
+                step = await turn_step.run_step(self, side, side_config)
             if step.settled is not None:
                 return step.settled
             if self.prompt_override is not None:

@@ -47,6 +47,7 @@ from sa_core.spec.records import (
     ToolCallFunction,
     ToolResult,
 )
+from sa_core.spec.remote import RemoteAgentDefinition, define_remote_agent
 from sa_core.spec.schedules import ScheduleDefinition, ScheduleRecord, define_schedule
 from sa_core.spec.tools import ToolDefinition, define_tool
 from sa_core.spec.variables import VariableDefinition
@@ -77,6 +78,7 @@ __all__ = [
     "PromptToolConfig",
     "QueueMessageInput",
     "ReasoningSpec",
+    "RemoteAgentDefinition",
     "ResumableConfig",
     "ScheduleDefinition",
     "ScheduleRecord",
@@ -103,6 +105,7 @@ __all__ = [
     "define_model",
     "define_prompt",
     "define_schedule",
+    "define_remote_agent",
     "define_thread_endpoint",
     "define_tool",
     "tool_entry_name",
