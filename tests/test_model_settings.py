@@ -177,3 +177,32 @@ def test_settings_replace_the_prompts_reasoning_and_matching_options() -> None:
         "text": {}, "base_url": "http://x",
     }  # fmt: skip
     assert options["temperature"] == 0.1  # the definition's own dict is left alone
+
+
+@pytest.mark.asyncio
+async def test_the_messages_api_takes_model_settings(tmp_path: Any) -> None:
+    from sa_core import Runtime
+    from sa_core.server import create_app
+    from sa_core.server.testing import live_server
+
+    provider = TestProvider(TestScript().add_text_response("one"))
+    runtime = Runtime(
+        packs=[pack_with()],
+        providers={"test": provider},
+        database_url=f"sqlite:///{tmp_path / 'sa.db'}",
+        load_entrypoints=False,
+    )
+    async with live_server(create_app(runtime)) as base:
+        key, _ = await runtime.store.create_api_key("t")
+        thread = await runtime.create_thread("a")
+        url = f"{base}/api/packages/s/threads/{thread.thread_id}/messages"
+        async with httpx.AsyncClient(headers={"Authorization": f"Bearer {key}"}) as http:
+            bad = await http.post(
+                url, json={"content": "Hi", "model_settings": {"seed": "x", "top_k": 3}}
+            )
+            posted = await http.post(url, json={"content": "Hi", "model_settings": ASKED})
+            await runtime.wait_idle(timeout=10)
+    assert bad.status_code == 400
+    assert "model_settings.seed" in bad.text and "model_settings.top_k" in bad.text
+    assert posted.status_code == 202, posted.text
+    assert (provider.requests[0].temperature, provider.requests[0].seed) == (0.9, 7)

@@ -32,18 +32,23 @@ DEFAULT_POLICY: ClientSettingsPolicy = "apply"
 POLICY_OPT = "sa_client_settings"
 """The ``/v1`` router's ``opt`` key holding the server's default policy."""
 
-SAMPLING = ("temperature", "top_p", "seed", "stop", "frequency_penalty", "presence_penalty")
+SAMPLING = {name: name for name in ("seed", "stop", "frequency_penalty", "presence_penalty")}
 CHAT_SETTINGS: dict[str, str] = {
-    **{name: name for name in SAMPLING},
+    "temperature": "temperature",
+    "top_p": "top_p",
     "max_tokens": "max_tokens",
     "max_completion_tokens": "max_tokens",
+    **SAMPLING,
     "reasoning_effort": "reasoning_effort",
     "verbosity": "verbosity",
 }
-"""Chat completions' setting fields, each with the ``model_settings`` key it sets."""
+"""Chat completions' setting fields, each with the ``model_settings`` key it sets, in the
+order errors and :data:`IGNORED_HEADER` name them."""
 RESPONSES_SETTINGS: dict[str, str] = {
-    **{name: name for name in SAMPLING},
+    "temperature": "temperature",
+    "top_p": "top_p",
     "max_output_tokens": "max_tokens",
+    **SAMPLING,
     "reasoning.effort": "reasoning_effort",
     "text.verbosity": "verbosity",
 }
@@ -78,18 +83,15 @@ def policy_for(model: Model, request: Request[Any, Any, Any]) -> ClientSettingsP
 
 
 def asked_settings(body: Mapping[str, Any], fields: Mapping[str, str]) -> dict[str, Any]:
-    """The setting fields ``body`` sets (not ``null``), in its order; nested: ``outer.inner``."""
+    """The setting fields ``body`` sets (not ``null``), nested ones named ``outer.inner``."""
     asked: dict[str, Any] = {}
-    for key, value in body.items():
-        if value is None:
-            continue
-        if key in fields:
-            asked[key] = value
-        elif isinstance(value, dict):
-            for name in fields:
-                outer, _, inner = name.partition(".")
-                if outer == key and value.get(inner) is not None:
-                    asked[name] = value[inner]
+    for name in fields:
+        outer, _, inner = name.partition(".")
+        value = body.get(outer)
+        if inner:
+            value = value.get(inner) if isinstance(value, dict) else None
+        if value is not None:
+            asked[name] = value
     return asked
 
 
