@@ -86,7 +86,7 @@ def test_invalid_settings_are_named_each_with_the_clients_field() -> None:
 def test_ignore_accepts_and_names_the_settings() -> None:
     data = chat("ignore", temperature=9, seed="not even a number", max_tokens=5)
     assert data.settings.applied is None
-    assert data.settings.headers() == {IGNORED_HEADER: "temperature,seed,max_tokens"}
+    assert data.settings.headers() == {IGNORED_HEADER: "temperature,max_tokens,seed"}
     nested = responses("ignore", reasoning={"effort": "low"}, text={"verbosity": "low"})
     assert nested.settings.headers() == {IGNORED_HEADER: "reasoning.effort,text.verbosity"}
 
