@@ -188,9 +188,13 @@ def chat_messages(raw: Any, problems: Problems) -> list[Turn]:
     if not isinstance(raw, list) or not raw:
         problems.add(invalid("messages", "expected a non-empty list of messages."))
         return []
-    messages: list[Turn] = []
-    for index, message in enumerate(raw):
-        messages.append(problems.attempt(chat_message, message, index, default=("", "")))
+    try:  # every message at once; on a problem, again one by one to name each bad one
+        messages = [chat_message(message, index) for index, message in enumerate(raw)]
+    except OpenAIError:
+        messages = [
+            problems.attempt(chat_message, message, index, default=("", ""))
+            for index, message in enumerate(raw)
+        ]
     if messages[-1][0] not in ("user", ""):
         problems.add(invalid(f"messages[{len(messages) - 1}].role",
                              "the last message must be a user message (the agent answers it)."))

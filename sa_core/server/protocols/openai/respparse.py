@@ -146,11 +146,12 @@ def input_items(raw: Any, problems: Problems) -> list[Turn]:
     if not isinstance(raw, list) or not raw:
         problems.add(invalid("input", "expected a string or a non-empty list of messages."))
         return []
-    items: list[Turn] = []
     found = len(problems.errors)
-    for index, item in enumerate(raw):
-        if (turn := problems.attempt(input_item, item, index, default=None)) is not None:
-            items.append(turn)
+    try:  # every item at once; on a problem, again one by one to name each bad one
+        turns = [input_item(item, index) for index, item in enumerate(raw)]
+    except OpenAIError:
+        turns = [problems.attempt(input_item, item, i, default=None) for i, item in enumerate(raw)]
+    items = [turn for turn in turns if turn is not None]
     if len(problems.errors) == found and (not items or items[-1][0] != "user"):
         problems.add(invalid(f"input[{len(raw) - 1}]",
                              "the last input message must be a user's (the agent answers it)."))
