@@ -13,6 +13,7 @@ from sa_core.spec.endpoints import ThreadEndpointDefinition, define_thread_endpo
 from sa_core.spec.hooks import HookDefinition, HookName, define_hook
 from sa_core.spec.mcp import MCPServerDefinition, define_mcp_server
 from sa_core.spec.models import ModelCapabilities, ModelDefinition, define_model
+from sa_core.spec.modelsettings import ModelSettings
 from sa_core.spec.packs import Pack
 from sa_core.spec.prompts import (
     CompactionConfig,
@@ -71,6 +72,7 @@ __all__ = [
     "MessagesResult",
     "ModelCapabilities",
     "ModelDefinition",
+    "ModelSettings",
     "Pack",
     "PromptCaching",
     "CompactionConfig",
