@@ -43,6 +43,9 @@ class ModelDefinition(SpecModel):
         max_context_tokens: accepted as a keyword of :func:`define_model` and stored as
             ``capabilities.max_context_tokens``: the model's context window, the ceiling no
             request of a thread exceeds (see docs/context-cost.md).
+        record: record this model's calls (the request's hash and the full answer) so a
+            thread can be replayed without calling the model (see docs/time-travel.md); on
+            by default, ``False`` keeps only the usage log of each call.
     """
 
     name: str
@@ -59,6 +62,7 @@ class ModelDefinition(SpecModel):
     provider_options: dict[str, Any] = Field(default_factory=dict)
     max_tokens: int | None = None
     prompt_caching: PromptCaching = Field(default_factory=PromptCaching)
+    record: bool = True
 
     @model_validator(mode="before")
     @classmethod

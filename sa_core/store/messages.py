@@ -24,9 +24,9 @@ from sa_core.store.messagerows import (
     message_to_row,
     messages_from_rows,
 )
+from sa_core.store.modelcalls import ModelCallsMixin, staged_write
 from sa_core.store.pghistory import SUMMARY_KEY, apply_history_read, history_params, history_read_pg
 from sa_core.store.rows import UNSET, Unset
-from sa_core.store.storebase import StoreBase
 
 _M = t.messages.c
 _L = t.logs.c
@@ -119,8 +119,8 @@ def _update_statement(keys: tuple[str, ...], returning: bool) -> Prepared:
     return prepared
 
 
-class MessagesMixin(StoreBase):
-    """Messages and logs."""
+class MessagesMixin(ModelCallsMixin):
+    """Messages and logs (an ``llm_call`` log with the model call recorded for it)."""
 
     async def insert_messages(
         self, messages: Sequence[Message], *, tx: Transaction | None = None
@@ -384,7 +384,11 @@ class MessagesMixin(StoreBase):
         extra = {key: value for key, value in dumped.items() if key not in _LOG_FIELDS}
         row["p_thread_id"] = thread_id
         row["p_extra"] = extra or None
-        await self._write_deferred([Deferred(_INSERT_LOG.for_row(row), row)], tx)
+        items = [Deferred(_INSERT_LOG.for_row(row), row)]
+        call = staged_write(self, log.id)  # a model call's recording commits with its log
+        if call is not None:
+            items.append(call)
+        await self._write_deferred(items, tx)
 
     async def list_logs(
         self,

@@ -1,0 +1,329 @@
+"""A recorded run: each model call's canonical request hash and the provider's full answer.
+
+For every answer the engine uses, :class:`Recorder` builds a
+:class:`~sa_core.store.modelcalls.RecordedCall` and stages it with the store, which writes it
+with the call's ``llm_call`` log, in the step's own transaction (no write of its own). A replay
+(:mod:`sa_core.engine.replaying`) serves the answers from these rows and compares each new
+request's hash with the recorded one.
+
+**The canonical request.** The request is hashed in parts: the leading system messages
+(``system``), the rest of the conversation (``messages``, one digest per message), each offered
+tool (``tools``), the settings (``settings``: tool choice, reasoning, output schema, sampling,
+provider options) and the model id. Left out, because they change from run to run without
+changing what the model is asked: tool-call ids (calls pair with their results by position),
+the thread id the request carries for abuse tracking, the prompt-cache key, and in every text
+the ids (UUIDs), tool-call ids, timestamps and attachment file names (replaced by
+placeholders, :func:`normalise`). Secret variable values are never in a request (the system
+prompt renders them empty, tool results are scrubbed), so they are never in a recording.
+
+**Cheap on the hot path.** A thread's conversation grows by a few messages per step, and the
+converter hands the same message objects on: the digests of the messages seen at the previous
+step are reused (a list comparison by identity), so a step hashes only its new messages. The
+texts of the system messages and tools are stored only when they changed since the thread's
+previous recorded call in this process, so a replay can show what changed in words.
+
+Recording is on by default. ``define_model(..., record=False)`` turns it off for one model's
+calls, and the environment variable ``STANDARD_AGENTS_RECORD_MODEL_CALLS=0`` (``sa serve
+--no-record``) for the whole process; a replay of a thread with unrecorded calls refuses to run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections import OrderedDict
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from sa_core.providers import ProviderImage, ProviderResponse, ProviderToolCall, Usage
+from sa_core.store.modelcalls import RecordedCall
+
+if TYPE_CHECKING:
+    from sa_core.providers import ProviderMessage, ProviderRequest, ProviderTool
+    from sa_core.spec import Log
+    from sa_core.store import Store
+
+RECORD_ENV = "STANDARD_AGENTS_RECORD_MODEL_CALLS"
+"""``0`` / ``false`` / ``no`` / ``off``: this process records no model calls."""
+KEPT_THREADS = 1024
+"""Threads whose message digests are kept between steps (least recently used dropped)."""
+
+_VOLATILE = re.compile(
+    r"(?P<id>\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b)"
+    r"|(?P<call>\b(?:call|queued)_[0-9a-zA-Z]{8,}\b)"
+    r"|(?P<time>\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)"
+    r"|(?P<date>\b\d{4}-\d{2}-\d{2}\b)"
+    r"|(?P<file>/attachments/\d{10,}-[0-9a-f]{8})"
+)
+_PLACEHOLDERS = {
+    "id": "<id>",
+    "call": "<call>",
+    "time": "<time>",
+    "date": "<date>",
+    "file": "/attachments/<file>",
+}
+
+
+def normalise(text: str) -> str:
+    """``text`` with ids, tool-call ids, timestamps and attachment names as placeholders."""
+    return _VOLATILE.sub(lambda m: _PLACEHOLDERS[m.lastgroup or "id"], text)
+
+
+def canonical_json(value: Any) -> str:
+    """The canonical JSON text of ``value`` (sorted keys, no spaces), normalised."""
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    return normalise(text)
+
+
+def _sha(text: str) -> bytes:
+    return hashlib.sha256(text.encode()).digest()
+
+
+def message_form(message: ProviderMessage) -> list[Any]:
+    """What of a provider message counts for the request's hash (see the module docstring)."""
+    return [
+        message.role,
+        message.content,
+        [[c.name, c.arguments] for c in message.tool_calls],
+        message.tool_name,
+        [hashlib.sha256(i.data.encode()).hexdigest() for i in message.images],
+        message.reasoning,
+    ]
+
+
+def message_digest(message: ProviderMessage) -> bytes:
+    """The digest of one message of a request."""
+    return _sha(canonical_json(message_form(message)))
+
+
+def tool_form(tool: ProviderTool) -> dict[str, Any]:
+    """What of an offered tool counts for the request's hash."""
+    return {"description": tool.description, "parameters": tool.parameters}
+
+
+def settings_form(request: ProviderRequest) -> dict[str, Any]:
+    """The request's settings that count for its hash (everything but messages and tools)."""
+    return {
+        "tool_choice": request.tool_choice,
+        "parallel_tool_calls": request.parallel_tool_calls,
+        "reasoning": None if request.reasoning is None else asdict(request.reasoning),
+        "provider_options": request.provider_options,
+        "max_tokens": request.max_tokens,
+        "output_schema": None if request.output_schema is None else asdict(request.output_schema),
+        "temperature": request.temperature,
+        "top_p": request.top_p,
+        "seed": request.seed,
+        "stop": request.stop,
+        "frequency_penalty": request.frequency_penalty,
+        "presence_penalty": request.presence_penalty,
+        "verbosity": request.verbosity,
+    }
+
+
+def split_head(messages: list[ProviderMessage]) -> int:
+    """How many system messages lead the conversation (the prompt, the child registry)."""
+    index = 0
+    while index < len(messages) and messages[index].role == "system":
+        index += 1
+    return index
+
+
+@dataclass(slots=True)
+class _Conversation:
+    """A thread's message digests as of its last hashed request."""
+
+    messages: list[ProviderMessage] = field(default_factory=list)
+    digests: list[bytes] = field(default_factory=list)
+    hasher: Any = field(default_factory=hashlib.sha256)
+    texts_for: tuple[str, ...] | None = None
+    """The part digests whose texts the thread's last recorded call carried."""
+
+
+@dataclass(slots=True)
+class RequestDigest:
+    """A request's hash and its parts' hashes.
+
+    Attributes:
+        hash: The canonical request's hash (hex).
+        parts: ``model``, ``system``, ``messages``, ``count``, ``tools`` (by name),
+            ``settings``.
+        digests: One digest per message after the leading system messages.
+    """
+
+    hash: str
+    parts: dict[str, Any]
+    digests: list[bytes]
+
+
+class Recorder:
+    """Hashes requests and records calls for one runtime (its caches are the runtime's).
+
+    Args:
+        store: Where recorded calls are staged (written with their logs).
+        enabled: Record calls at all (default: the environment's :data:`RECORD_ENV`).
+    """
+
+    def __init__(self, store: Store, enabled: bool | None = None) -> None:
+        self.store = store
+        self.enabled = record_by_default() if enabled is None else enabled
+        self._conversations: OrderedDict[str, _Conversation] = OrderedDict()
+        self._tools: dict[str, tuple[dict[str, Any], str, str]] = {}
+
+    def _conversation(self, thread_id: str) -> _Conversation:
+        conversations = self._conversations
+        held = conversations.get(thread_id)
+        if held is None:
+            held = conversations[thread_id] = _Conversation()
+            if len(conversations) > KEPT_THREADS:
+                conversations.popitem(last=False)
+        else:
+            conversations.move_to_end(thread_id)
+        return held
+
+    def _tool_digest(self, tool: ProviderTool) -> str:
+        """A tool's digest, computed once per tool definition (its schema object)."""
+        held = self._tools.get(tool.name)
+        if held is not None and held[0] is tool.parameters and held[1] == tool.description:
+            return held[2]
+        digest = _sha(canonical_json(tool_form(tool))).hex()
+        if len(self._tools) > 4096:
+            self._tools.clear()
+        self._tools[tool.name] = (tool.parameters, tool.description, digest)
+        return digest
+
+    def digest(self, thread_id: str, request: ProviderRequest) -> RequestDigest:
+        """The hash of ``request``, made for ``thread_id`` (reusing the thread's digests)."""
+        messages = request.messages
+        head = split_head(messages)
+        rest = messages[head:]
+        held = self._conversation(thread_id)
+        known = len(held.messages)
+        if known and len(rest) >= known and rest[:known] == held.messages:
+            new = [message_digest(m) for m in rest[known:]]
+            hasher = held.hasher.copy()
+            digests = held.digests + new
+        else:
+            new = digests = [message_digest(m) for m in rest]
+            hasher = hashlib.sha256()
+        for one in new:
+            hasher.update(one)
+        held.messages, held.digests, held.hasher = list(rest), digests, hasher
+        system = hashlib.sha256()
+        for message in messages[:head]:
+            system.update(message_digest(message))
+        parts: dict[str, Any] = {
+            "model": request.model,
+            "system": system.hexdigest(),
+            "messages": hasher.hexdigest(),
+            "count": len(rest),
+            "tools": {t.name: self._tool_digest(t) for t in request.tools},
+            "settings": _sha(canonical_json(settings_form(request))).hex(),
+        }
+        whole = _sha(json.dumps(parts, sort_keys=True)).hex()
+        return RequestDigest(whole, parts, digests)
+
+    def record(
+        self,
+        thread_id: str,
+        request: ProviderRequest,
+        response: ProviderResponse,
+        log: Log,
+        message_id: str | None,
+        digest: RequestDigest | None = None,
+    ) -> None:
+        """Stage the call's recording; it is stored with ``log`` (see the module docstring)."""
+        digest = digest or self.digest(thread_id, request)
+        described = dict(digest.parts)
+        held = self._conversation(thread_id)
+        key = (digest.parts["system"], json.dumps(digest.parts["tools"]), digest.parts["settings"])
+        if held.texts_for != key:  # changed since the thread's last call: keep the words
+            described["texts"] = request_texts(request)
+            held.texts_for = key
+        self.store.stage_model_call(
+            RecordedCall(
+                thread_id=thread_id,
+                log_id=log.id,
+                message_id=message_id,
+                request_hash=digest.hash,
+                request=described,
+                response=response_document(response),
+                created_at=log.created_at,
+            )
+        )
+
+
+def request_texts(request: ProviderRequest) -> dict[str, Any]:
+    """The readable parts of a request: its system messages, tools and settings."""
+    head = split_head(request.messages)
+    return {
+        "system": [m.content or "" for m in request.messages[:head]],
+        "tools": {t.name: tool_form(t) for t in request.tools},
+        "settings": settings_form(request),
+    }
+
+
+def record_by_default() -> bool:
+    """Whether this process records model calls (:data:`RECORD_ENV`; on unless turned off)."""
+    value = os.environ.get(RECORD_ENV, "").strip().lower()
+    return value not in ("0", "false", "no", "off")
+
+
+# -- the response -----------------------------------------------------------------------------
+
+
+def response_document(response: ProviderResponse) -> dict[str, Any]:
+    """The provider's answer as JSON: content, tool calls, reasoning, images, usage, finish."""
+    return {
+        "content": response.content,
+        "tool_calls": [
+            {"id": c.id, "name": c.name, "arguments": c.arguments, "extra_content": c.extra_content}
+            for c in response.tool_calls
+        ],
+        "reasoning": response.reasoning,
+        "reasoning_details": response.reasoning_details,
+        "images": [asdict(i) for i in response.images],
+        "finish_reason": response.finish_reason,
+        "usage": asdict(response.usage),
+        "response_id": response.response_id,
+        "metadata": response.metadata,
+    }
+
+
+def response_from_document(document: dict[str, Any]) -> ProviderResponse:
+    """The :class:`ProviderResponse` :func:`response_document` recorded."""
+    usage = dict(document.get("usage") or {})
+    return ProviderResponse(
+        content=document.get("content"),
+        tool_calls=[
+            ProviderToolCall(
+                c.get("id") or "",
+                c["name"],
+                dict(c.get("arguments") or {}),
+                c.get("extra_content"),
+            )
+            for c in document.get("tool_calls") or []
+        ],
+        reasoning=document.get("reasoning"),
+        reasoning_details=document.get("reasoning_details"),
+        images=[ProviderImage(**i) for i in document.get("images") or []],
+        finish_reason=document.get("finish_reason") or "stop",
+        usage=Usage(**{k: v for k, v in usage.items() if k in Usage.__dataclass_fields__}),
+        response_id=document.get("response_id"),
+        metadata=dict(document.get("metadata") or {}),
+    )
+
+
+__all__ = [
+    "RECORD_ENV",
+    "Recorder",
+    "RequestDigest",
+    "canonical_json",
+    "message_digest",
+    "normalise",
+    "record_by_default",
+    "request_texts",
+    "response_document",
+    "response_from_document",
+]
