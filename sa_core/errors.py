@@ -33,7 +33,9 @@ do next::
     └── ThreadError                   thread lifecycle problems
         ├── ThreadNotFoundError
         ├── ThreadTerminatedError
-        └── NoParentThreadError       notify_parent / set_status on a top-level thread
+        ├── NoParentThreadError       notify_parent / set_status on a top-level thread
+        └── ThreadDocumentError       an exported thread cannot be imported (.problems)
+            └── ReplayUnavailableError  its model calls were not recorded (.unrecorded)
 """
 
 from __future__ import annotations
@@ -315,6 +317,37 @@ class NoParentThreadError(ThreadError):
             f"{operation} needs a parent thread, but thread {thread_id} has none: only a "
             f"subagent (a thread created by a subagent tool or subagent_create) has a parent. "
             f"Check state.parent_id before calling it."
+        )
+
+
+class ThreadDocumentError(ThreadError):
+    """An exported thread (``sa-thread/1``) cannot be imported or replayed here.
+
+    ``problems`` lists every problem at once (an unknown format, agents this runtime lacks).
+    """
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        self.problems = list(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"The thread document cannot be used here:\n{lines}")
+
+
+class ReplayUnavailableError(ThreadDocumentError):
+    """A thread cannot be replayed: some of its model answers were not recorded.
+
+    ``unrecorded`` lists ``(thread path, count)`` of the model calls without a recording.
+    """
+
+    def __init__(self, unrecorded: Sequence[tuple[str, int]]) -> None:
+        self.unrecorded = list(unrecorded)
+        where = ", ".join(f"{path}: {count}" for path, count in self.unrecorded)
+        super().__init__(
+            [
+                f"model calls were not recorded ({where}), so the replay cannot answer them; "
+                "recording was off for them (define_model(..., record=False), or the "
+                "server ran with STANDARD_AGENTS_RECORD_MODEL_CALLS=0 / sa serve --no-record). "
+                "Turn recording on and run the thread again to replay it."
+            ]
         )
 
 

@@ -15,7 +15,7 @@ import os
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from sa_core.engine.caches import PromptCaches
 from sa_core.engine.creation import new_thread, unset_variables
@@ -45,6 +45,7 @@ from sa_core.memory import PackStore
 from sa_core.offline import offline_provider
 from sa_core.plugins import create_plugin_host
 from sa_core.registry import Registry
+from sa_core.replay import ReplayReport, import_thread, replay_thread
 from sa_core.schedules import Schedules
 from sa_core.state import ThreadState, thread_of
 from sa_core.store import open_store
@@ -339,6 +340,30 @@ class Runtime:
             if gone is not None:
                 threads.forget_current(gone)
         return deleted
+
+    async def import_thread(self, document: Mapping[str, Any]) -> ThreadState:
+        """Recreate an exported thread tree (``thread.export()``) here, as a new tree.
+
+        Raises:
+            ThreadDocumentError: not an ``sa-thread/1`` document, or it needs agents this
+                runtime lacks (named all at once).
+        """
+        thread_id = await import_thread(self.kernel, document)
+        return await self.get_thread(thread_id)
+
+    async def replay_thread(
+        self,
+        thread_id_or_document: str | Mapping[str, Any],
+        tools: Literal["recorded", "execute"] = "recorded",
+        stop_at_first: bool = True,
+    ) -> ReplayReport:
+        """Run a recorded thread again on a new thread, its model answers from the recording.
+
+        See :func:`sa_core.replay.driver.replay_thread` and docs/time-travel.md.
+        """
+        return await replay_thread(
+            self.kernel, thread_id_or_document, tools=tools, stop_at_first=stop_at_first
+        )
 
     def is_running(self, thread_id: str) -> bool:
         """Whether the thread has a turn in flight or queued."""

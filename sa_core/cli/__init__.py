@@ -28,6 +28,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "publish",
     "unpack",
     "plugins",
+    "thread",
+    "replay",
 )
 
 

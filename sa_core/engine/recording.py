@@ -48,10 +48,15 @@ if TYPE_CHECKING:
 RECORD_ENV = "STANDARD_AGENTS_RECORD_MODEL_CALLS"
 """``0`` / ``false`` / ``no`` / ``off``: this process records no model calls."""
 KEPT_THREADS = 1024
-"""Threads whose message digests are kept between steps (least recently used dropped)."""
+"""Threads whose conversation hash is kept between steps (least recently used dropped)."""
+KEPT_MESSAGES = 50_000
+"""Messages those hold at most, all threads together (as the engine's other caches)."""
 
+_UUID = r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
+VOLATILE_ID = re.compile(_UUID)
+"""An id in a text (the UUIDs of threads, messages and logs)."""
 _VOLATILE = re.compile(
-    r"(?P<id>\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b)"
+    rf"(?P<id>{_UUID})"
     r"|(?P<call>\b(?:call|queued)_[0-9a-zA-Z]{8,}\b)"
     r"|(?P<time>\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)"
     r"|(?P<date>\b\d{4}-\d{2}-\d{2}\b)"
@@ -81,21 +86,28 @@ def _sha(text: str) -> bytes:
     return hashlib.sha256(text.encode()).digest()
 
 
-def message_form(message: ProviderMessage) -> list[Any]:
-    """What of a provider message counts for the request's hash (see the module docstring)."""
-    return [
-        message.role,
-        message.content,
-        [[c.name, c.arguments] for c in message.tool_calls],
-        message.tool_name,
-        [hashlib.sha256(i.data.encode()).hexdigest() for i in message.images],
-        message.reasoning,
-    ]
+def message_form(message: ProviderMessage) -> str:
+    """What of a provider message counts for the request's hash, as text (normalised).
+
+    Each part is labelled, so no two different messages give the same text; the tool calls'
+    arguments are canonical JSON (sorted keys).
+    """
+    parts = [f"r:{message.role}", f"c:{message.content or ''}"]
+    if message.tool_calls:
+        calls = [[c.name, c.arguments] for c in message.tool_calls]
+        parts.append("t:" + json.dumps(calls, sort_keys=True, ensure_ascii=False, default=str))
+    if message.tool_name:
+        parts.append(f"n:{message.tool_name}")
+    for image in message.images:
+        parts.append("i:" + hashlib.sha256(image.data.encode()).hexdigest())
+    if message.reasoning:
+        parts.append(f"q:{message.reasoning}")
+    return normalise("\x1e".join(parts))
 
 
 def message_digest(message: ProviderMessage) -> bytes:
     """The digest of one message of a request."""
-    return _sha(canonical_json(message_form(message)))
+    return _sha(message_form(message))
 
 
 def tool_form(tool: ProviderTool) -> dict[str, Any]:
@@ -132,12 +144,16 @@ def split_head(messages: list[ProviderMessage]) -> int:
 
 @dataclass(slots=True)
 class _Conversation:
-    """A thread's message digests as of its last hashed request."""
+    """A thread's conversation as of its last hashed request."""
 
     messages: list[ProviderMessage] = field(default_factory=list)
-    digests: list[bytes] = field(default_factory=list)
     hasher: Any = field(default_factory=hashlib.sha256)
-    texts_for: tuple[str, ...] | None = None
+    """The running hash of ``messages``' digests (copied and extended by the next request)."""
+    system: tuple[list[str | None], str] = ([], "")
+    """The last system texts and their digest (most steps send the same again)."""
+    settings: tuple[dict[str, Any] | None, str] = (None, "")
+    """The last settings and their digest."""
+    texts_for: tuple[Any, ...] | None = None
     """The part digests whose texts the thread's last recorded call carried."""
 
 
@@ -149,12 +165,10 @@ class RequestDigest:
         hash: The canonical request's hash (hex).
         parts: ``model``, ``system``, ``messages``, ``count``, ``tools`` (by name),
             ``settings``.
-        digests: One digest per message after the leading system messages.
     """
 
     hash: str
     parts: dict[str, Any]
-    digests: list[bytes]
 
 
 class Recorder:
@@ -169,6 +183,8 @@ class Recorder:
         self.store = store
         self.enabled = record_by_default() if enabled is None else enabled
         self._conversations: OrderedDict[str, _Conversation] = OrderedDict()
+        self._held = 0
+        """Messages the kept conversations hold."""
         self._tools: dict[str, tuple[dict[str, Any], str, str]] = {}
 
     def _conversation(self, thread_id: str) -> _Conversation:
@@ -176,10 +192,12 @@ class Recorder:
         held = conversations.get(thread_id)
         if held is None:
             held = conversations[thread_id] = _Conversation()
-            if len(conversations) > KEPT_THREADS:
-                conversations.popitem(last=False)
         else:
             conversations.move_to_end(thread_id)
+        while len(conversations) > 1 and (
+            len(conversations) > KEPT_THREADS or self._held > KEPT_MESSAGES
+        ):
+            self._held -= len(conversations.popitem(last=False)[1].messages)
         return held
 
     def _tool_digest(self, tool: ProviderTool) -> str:
@@ -201,28 +219,50 @@ class Recorder:
         held = self._conversation(thread_id)
         known = len(held.messages)
         if known and len(rest) >= known and rest[:known] == held.messages:
-            new = [message_digest(m) for m in rest[known:]]
             hasher = held.hasher.copy()
-            digests = held.digests + new
+            new = rest[known:]
         else:
-            new = digests = [message_digest(m) for m in rest]
             hasher = hashlib.sha256()
-        for one in new:
-            hasher.update(one)
-        held.messages, held.digests, held.hasher = list(rest), digests, hasher
-        system = hashlib.sha256()
-        for message in messages[:head]:
-            system.update(message_digest(message))
+            new = rest
+        for message in new:
+            hasher.update(message_digest(message))
+        self._held += len(rest) - known
+        held.messages, held.hasher = rest, hasher
         parts: dict[str, Any] = {
             "model": request.model,
-            "system": system.hexdigest(),
+            "system": self._system_digest(held, messages[:head]),
             "messages": hasher.hexdigest(),
             "count": len(rest),
             "tools": {t.name: self._tool_digest(t) for t in request.tools},
-            "settings": _sha(canonical_json(settings_form(request))).hex(),
+            "settings": self._settings_digest(held, request),
         }
-        whole = _sha(json.dumps(parts, sort_keys=True)).hex()
-        return RequestDigest(whole, parts, digests)
+        tools = ",".join(f"{name}={value}" for name, value in sorted(parts["tools"].items()))
+        whole = "|".join(
+            (parts["model"], parts["system"], parts["messages"], str(len(rest)), tools,
+             parts["settings"])
+        )  # fmt: skip
+        return RequestDigest(_sha(whole).hex(), parts)
+
+    @staticmethod
+    def _system_digest(held: _Conversation, head: list[ProviderMessage]) -> str:
+        """The digest of the leading system messages (computed again only when they change)."""
+        texts = [m.content for m in head]
+        if texts == held.system[0] and held.system[1]:
+            return held.system[1]
+        system = hashlib.sha256()
+        for message in head:
+            system.update(message_digest(message))
+        held.system = (texts, system.hexdigest())
+        return held.system[1]
+
+    @staticmethod
+    def _settings_digest(held: _Conversation, request: ProviderRequest) -> str:
+        """The digest of the request's settings (computed again only when they change)."""
+        settings = settings_form(request)
+        if settings == held.settings[0]:
+            return held.settings[1]
+        held.settings = (settings, _sha(canonical_json(settings)).hex())
+        return held.settings[1]
 
     def record(
         self,
@@ -237,7 +277,11 @@ class Recorder:
         digest = digest or self.digest(thread_id, request)
         described = dict(digest.parts)
         held = self._conversation(thread_id)
-        key = (digest.parts["system"], json.dumps(digest.parts["tools"]), digest.parts["settings"])
+        key = (
+            digest.parts["system"],
+            tuple(digest.parts["tools"].items()),
+            digest.parts["settings"],
+        )
         if held.texts_for != key:  # changed since the thread's last call: keep the words
             described["texts"] = request_texts(request)
             held.texts_for = key
@@ -274,20 +318,46 @@ def record_by_default() -> bool:
 
 
 def response_document(response: ProviderResponse) -> dict[str, Any]:
-    """The provider's answer as JSON: content, tool calls, reasoning, images, usage, finish."""
-    return {
+    """The provider's answer as JSON.
+
+    Content, tool calls, finish reason and usage always; reasoning, images, the response id
+    and metadata when the answer has them.
+    """
+    calls = []
+    for call in response.tool_calls:
+        item = {"id": call.id, "name": call.name, "arguments": call.arguments}
+        if call.extra_content is not None:
+            item["extra_content"] = call.extra_content
+        calls.append(item)
+    document: dict[str, Any] = {
         "content": response.content,
-        "tool_calls": [
-            {"id": c.id, "name": c.name, "arguments": c.arguments, "extra_content": c.extra_content}
-            for c in response.tool_calls
-        ],
-        "reasoning": response.reasoning,
-        "reasoning_details": response.reasoning_details,
-        "images": [asdict(i) for i in response.images],
+        "tool_calls": calls,
         "finish_reason": response.finish_reason,
-        "usage": asdict(response.usage),
-        "response_id": response.response_id,
-        "metadata": response.metadata,
+        "usage": usage_document(response.usage),
+    }
+    if response.reasoning is not None:
+        document["reasoning"] = response.reasoning
+    if response.reasoning_details is not None:
+        document["reasoning_details"] = response.reasoning_details
+    if response.images:
+        document["images"] = [asdict(i) for i in response.images]
+    if response.response_id is not None:
+        document["response_id"] = response.response_id
+    if response.metadata:
+        document["metadata"] = response.metadata
+    return document
+
+
+def usage_document(usage: Usage) -> dict[str, Any]:
+    """A call's usage as JSON."""
+    return {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "total_tokens": usage.total_tokens,
+        "reasoning_tokens": usage.reasoning_tokens,
+        "cached_tokens": usage.cached_tokens,
+        "cost": usage.cost,
+        "cache_write_tokens": usage.cache_write_tokens,
     }
 
 
@@ -319,6 +389,7 @@ __all__ = [
     "RECORD_ENV",
     "Recorder",
     "RequestDigest",
+    "VOLATILE_ID",
     "canonical_json",
     "message_digest",
     "normalise",

@@ -105,6 +105,8 @@ class RecordedThread:
     calls: list[RecordedCall]
     thread_id: str = ""
     """The recorded thread's id (its children's results name it)."""
+    created_by: str | None = None
+    """The tool call that created the thread (a child), when known."""
     files: dict[str, bytes] = field(default_factory=dict)
     """The thread's files at the end of the recording, by path."""
     file_meta: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -211,7 +213,9 @@ class ThreadCursor:
     tool_calls: int = 0
     used_tool_calls: set[str] = field(default_factory=set)
     children: Counter[str] = field(default_factory=Counter)
-    """Children created so far, by agent (their rank makes their path)."""
+    """Children created so far, by agent."""
+    matched: Counter[str] = field(default_factory=Counter)
+    """Children matched with the recording's so far, by agent (their rank makes their path)."""
     delivered: set[str] = field(default_factory=set)
     """Recorded queued user messages this replay queued (by recorded message id)."""
 

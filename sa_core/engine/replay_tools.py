@@ -238,7 +238,8 @@ def _origin(cursor: ThreadCursor, recorded: RecordedThread, message: Message) ->
     child = recorded.child_by_id(child_id)
     if child is None:
         return "?"
-    return next((c.thread_id for c in cursor.session.cursors.values() if c.path == child.path), "?")
+    cursors = cursor.session.cursors.values()
+    return next((c.thread_id for c in cursors if c.recorded is child), "?")
 
 
 def _match(

@@ -103,20 +103,27 @@ class Replays:
         parent = self.cursors.get(row.parent_id or "")
         if parent is None:
             return
-        parent.children[row.agent_id] += 1
-        path = f"{parent.path}/{row.agent_id}#{parent.children[row.agent_id]}"
-        recorded = parent.recorded.child(path) if parent.recorded is not None else None
+        agent = row.agent_id
+        parent.children[agent] += 1
+        creator = (row.properties or {}).get("tool_call_id")
+        recorded = _recorded_child(parent, agent, creator)
         session = parent.session
+        if recorded is not None:
+            parent.matched[agent] += 1
+            path = recorded.path
+        else:
+            path = f"{parent.path}/{agent}#{parent.children[agent]}"
         cursor = ThreadCursor(session, row.id, path, recorded)
         session.cursors[row.id] = self.cursors[row.id] = cursor
         if recorded is None and parent.recorded is not None:
             known = ", ".join(c.path for c in parent.recorded.children) or "none"
+            by = f" by tool call {creator}" if creator else ""
             session.diverge(
                 Divergence(
                     "extra_child",
                     path,
                     None,
-                    f"the replay created a child of agent '{row.agent_id}' the recording does "
+                    f"the replay created a child of agent '{agent}'{by} that the recording does "
                     f"not have (recorded children of {parent.path}: {known})",
                 )
             )
@@ -182,6 +189,20 @@ class Replays:
             entry.cache_write_price,
         )
         return [served], digest
+
+
+def _recorded_child(parent: ThreadCursor, agent: str, creator: str | None) -> RecordedThread | None:
+    """The recorded child a new child of ``parent`` stands for, else ``None``.
+
+    That is the next recorded child of its agent, made by the same tool call (when both calls
+    are known).
+    """
+    if parent.recorded is None:
+        return None
+    found = parent.recorded.child(f"{parent.path}/{agent}#{parent.matched[agent] + 1}")
+    if found is None or None in (found.created_by, creator) or found.created_by == creator:
+        return found
+    return None  # the next recorded one came from another call
 
 
 def _failing(entry: ModelAttempt, error: str) -> ModelAttempt:

@@ -22,6 +22,7 @@ from sa_core.errors import (
     FileSystemError,
     MissingVariablesError,
     SAError,
+    ThreadDocumentError,
     ThreadNotFoundError,
     ThreadTerminatedError,
 )
@@ -189,6 +190,10 @@ def to_api_error(exc: SAError) -> ApiError:
         return ApiError(422, "missing_variables", str(exc), missing=missing)
     if isinstance(exc, ThreadNotFoundError):
         return ApiError(404, "thread_not_found", str(exc))
+    if isinstance(exc, ThreadDocumentError):
+        return ApiError(
+            422, "thread_document", str(exc), errors=[{"message": p} for p in exc.problems]
+        )
     if isinstance(exc, ThreadTerminatedError):
         return ApiError(409, "thread_terminated", str(exc))
     if isinstance(exc, DefinitionNotFoundError):

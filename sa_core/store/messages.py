@@ -24,7 +24,7 @@ from sa_core.store.messagerows import (
     message_to_row,
     messages_from_rows,
 )
-from sa_core.store.modelcalls import ModelCallsMixin, staged_write
+from sa_core.store.modelcalls import ModelCallsMixin, staged_recording
 from sa_core.store.pghistory import SUMMARY_KEY, apply_history_read, history_params, history_read_pg
 from sa_core.store.rows import UNSET, Unset
 
@@ -384,11 +384,8 @@ class MessagesMixin(ModelCallsMixin):
         extra = {key: value for key, value in dumped.items() if key not in _LOG_FIELDS}
         row["p_thread_id"] = thread_id
         row["p_extra"] = extra or None
-        items = [Deferred(_INSERT_LOG.for_row(row), row)]
-        call = staged_write(self, log.id)  # a model call's recording commits with its log
-        if call is not None:
-            items.append(call)
-        await self._write_deferred(items, tx)
+        row["p_recording"] = staged_recording(self, log.id)  # a model call's, in its row
+        await self._write_deferred([Deferred(_INSERT_LOG.for_row(row), row)], tx)
 
     async def list_logs(
         self,
@@ -401,7 +398,7 @@ class MessagesMixin(ModelCallsMixin):
     ) -> tuple[list[Log], int]:
         """List a thread's logs (newest first by default) and their total count."""
         sort = (_L.created_at, _L.seq) if order == "asc" else (_L.created_at.desc(), _L.seq.desc())
-        columns = [c for c in t.logs.c if c.name not in ("seq", "thread_id")]
+        columns = [c for c in t.logs.c if c.name not in ("seq", "thread_id", "recording")]
         page = (
             select(*columns)
             .where(_L.thread_id == thread_id)

@@ -1,34 +1,32 @@
-"""Recorded model calls: the ``model_calls`` rows a replay serves answers from.
+"""Recorded model calls: what a replay serves answers from, kept on their ``llm_call`` logs.
 
 The engine builds a :class:`RecordedCall` for each model answer it uses and *stages* it under
 the id of the call's ``llm_call`` log (:meth:`ModelCallsMixin.stage_model_call`). Whoever then
 stores that log (the step's commit, a compaction's marker, a rejected structured answer) stores
-the call with it, in the same transaction and the same batch of writes
-(:meth:`~sa_core.store.messages.MessagesMixin.insert_log` calls :func:`staged_write`): no
-transaction of its own, and a step that rolls back leaves neither.
+the call in the same row (``logs.recording``, :func:`staged_recording`): no statement, page or
+index entry of its own, and a step that rolls back leaves neither. A thread's recorded calls
+are its logs that carry one, in the order they were written (the first is ordinal 1).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from sqlalchemy import bindparam, insert, select
+from sqlalchemy import bindparam, select
 from sqlalchemy.engine import Connection
 
 from sa_core.store import tables as t
-from sa_core.store.fast import Deferred, Prepared
+from sa_core.store.fast import Prepared
 from sa_core.store.interface import Backend, Transaction
 from sa_core.store.storebase import StoreBase
 
-_MC = t.model_calls.c
-_COLUMNS = [c for c in t.model_calls.c if c.name != "seq"]
-_INSERT = Prepared(
-    insert(t.model_calls).values({c.name: bindparam(f"p_{c.name}") for c in _COLUMNS})
-)
+_L = t.logs.c
 _LIST = Prepared(
-    select(*_COLUMNS).where(_MC.thread_id == bindparam("b_tid")).order_by(_MC.seq), _COLUMNS
+    select(_L.id, _L.created_at, _L.recording)
+    .where(_L.thread_id == bindparam("b_tid"), _L.recording.is_not(None))
+    .order_by(_L.created_at, _L.seq),
+    [_L.id, _L.created_at, _L.recording],
 )
 MAX_STAGED = 4096
 """Staged calls kept at most: a call whose log is never stored (its step was cancelled between
@@ -37,16 +35,16 @@ the answer and the commit) is dropped, oldest first, instead of being held forev
 
 @dataclass(slots=True)
 class RecordedCall:
-    """One recorded model call (a row of ``model_calls``).
+    """One recorded model call.
 
     Attributes:
         thread_id: The thread the call was made for.
         log_id: Its ``llm_call`` log row.
         message_id: The message the answer became (a compaction's marker for a summary).
-        request_hash: The canonical request's hash (:func:`sa_core.engine.recording.digest`).
+        request_hash: The canonical request's hash (see :mod:`sa_core.engine.recording`).
         request: The hashes of the request's parts, and their text where it changed.
-        response: The provider's answer (:func:`sa_core.engine.recording.response_document`).
-        created_at: When the answer arrived, microseconds since the epoch.
+        response: The provider's answer (content, tool calls, reasoning, usage, finish).
+        created_at: When the answer arrived (the log's time), microseconds since the epoch.
     """
 
     thread_id: str
@@ -75,17 +73,20 @@ class RecordedCall:
         )
 
 
-def _params(call: RecordedCall) -> dict[str, Any]:
-    return {f"p_{key}": value for key, value in asdict(call).items()}
-
-
-def staged_write(store: ModelCallsMixin, log_id: str) -> Deferred | None:
-    """The insert of the call staged under ``log_id``, taken off the stage; ``None`` if none."""
+def staged_recording(store: ModelCallsMixin, log_id: str) -> dict[str, Any] | None:
+    """The ``logs.recording`` value of the call staged under ``log_id``, taken off the stage."""
     staged = store.staged_calls
     if not staged:
         return None
     call = staged.pop(log_id, None)
-    return None if call is None else Deferred(_INSERT, _params(call))
+    if call is None:
+        return None
+    return {
+        "message_id": call.message_id,
+        "request_hash": call.request_hash,
+        "request": call.request,
+        "response": call.response,
+    }
 
 
 class ModelCallsMixin(StoreBase):
@@ -97,7 +98,7 @@ class ModelCallsMixin(StoreBase):
         """Calls waiting for their log to be stored, by log id (see the module docstring)."""
 
     def stage_model_call(self, call: RecordedCall) -> None:
-        """Hold ``call`` until its ``llm_call`` log (``call.log_id``) is stored, then store both."""
+        """Hold ``call`` until its ``llm_call`` log (``call.log_id``) is stored, with it."""
         staged = self.staged_calls
         staged[call.log_id] = call
         if len(staged) > MAX_STAGED:
@@ -110,14 +111,17 @@ class ModelCallsMixin(StoreBase):
         params = {"b_tid": thread_id}
 
         def op(conn: Connection) -> list[RecordedCall]:
-            return [RecordedCall(**row) for row in _LIST.rows(conn, params)]
+            return [
+                RecordedCall(
+                    thread_id=thread_id,
+                    log_id=row["id"],
+                    message_id=row["recording"].get("message_id"),
+                    request_hash=row["recording"]["request_hash"],
+                    request=row["recording"].get("request") or {},
+                    response=row["recording"].get("response") or {},
+                    created_at=row["created_at"],
+                )
+                for row in _LIST.rows(conn, params)
+            ]
 
         return await self._read_one(op, tx)
-
-    async def insert_model_calls(
-        self, calls: Iterable[RecordedCall], *, tx: Transaction | None = None
-    ) -> None:
-        """Store recorded calls as they are (an imported thread's)."""
-        items = [Deferred(_INSERT, _params(call)) for call in calls]
-        if items:
-            await self._write_deferred(items, tx)

@@ -19,6 +19,7 @@ from sa_core.store.registry import RegistryMixin
 from sa_core.store.schedules import SchedulesMixin
 from sa_core.store.sqlitebackend import SQLiteBackend
 from sa_core.store.threads import ThreadsMixin
+from sa_core.store.treecopy import TreeCopyMixin
 from sa_core.store.turnstart import TurnStartMixin
 
 
@@ -35,6 +36,7 @@ class Store(
     LeasesMixin,
     SchedulesMixin,
     PackStoreMixin,
+    TreeCopyMixin,
 ):
     """Durable state: threads, messages, files, queues, effects, keys, leases, schedules, stores.
 

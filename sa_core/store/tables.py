@@ -145,6 +145,10 @@ class LogTable(SQLModel, table=True):
     created_at: int = Field(sa_column=_c(BigInteger, nullable=False))
     parent_id: str | None = Field(default=None, sa_column=_c(String))
     extra: dict[str, Any] | None = Field(default=None, sa_column=_c(_json()))
+    recording: dict[str, Any] | None = Field(default=None, sa_column=_c(_json()))
+    """An ``llm_call`` log's recorded model call: the canonical request's hash, the hashes of
+    its parts and the provider's full answer (:mod:`sa_core.store.modelcalls`); ``NULL`` for
+    other logs, failed attempts, and calls made with recording off."""
 
 
 class FileTable(SQLModel, table=True):
@@ -381,30 +385,6 @@ class StoreItemTable(SQLModel, table=True):
     expires_at: int | None = Field(default=None, sa_column=_c(BigInteger))
 
 
-class ModelCallTable(SQLModel, table=True):
-    """A recorded model call: the canonical request's hash and the provider's full answer.
-
-    One row per model call whose answer the engine used (the successful attempt), written in
-    the transaction that stores its ``llm_call`` log (``log_id``). ``request`` holds the
-    hashes of the request's parts (and their text when it changed, so a replay can show a
-    readable diff); ``response`` is the answer as the provider gave it. The row's position
-    among its thread's rows (by ``seq``) is the call's ordinal. See
-    :mod:`sa_core.engine.recording`.
-    """
-
-    __tablename__ = "model_calls"
-    __table_args__ = (Index("ix_model_calls_thread_created", "thread_id", "created_at"),)
-
-    seq: int | None = Field(default=None, sa_column=_c(_Seq, primary_key=True, autoincrement=True))
-    thread_id: str = Field(sa_column=_c(String, _thread_fk(), nullable=False))
-    log_id: str = Field(sa_column=_c(String, nullable=False))
-    message_id: str | None = Field(default=None, sa_column=_c(String))
-    request_hash: str = Field(sa_column=_c(String, nullable=False))
-    request: dict[str, Any] | None = Field(default=None, sa_column=_c(_json()))
-    response: dict[str, Any] | None = Field(default=None, sa_column=_c(_json()))
-    created_at: int = Field(sa_column=_c(BigInteger, nullable=False))
-
-
 STORE_TEXT_DDL = {
     "sqlite": "CREATE VIRTUAL TABLE IF NOT EXISTS store_items_fts USING fts5(text)",
     "postgresql": (
@@ -439,7 +419,6 @@ stream_frames = _table("stream_frames")
 workers = _table("workers")
 schedules = _table("schedules")
 store_items = _table("store_items")
-model_calls = _table("model_calls")
 
 _ddl: Any = DDL  # untyped in SQLAlchemy
 for _dialect, _statement in STORE_TEXT_DDL.items():
@@ -462,6 +441,5 @@ PER_THREAD_TABLES: tuple[tuple[Table, str], ...] = (
     (thread_values, "thread_id"),
     (executions, "thread_id"),
     (thread_leases, "thread_id"),
-    (model_calls, "thread_id"),
 )
 """Every table holding rows of a thread, with the column naming the thread."""
