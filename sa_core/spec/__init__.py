@@ -48,6 +48,7 @@ from sa_core.spec.records import (
     ToolResult,
 )
 from sa_core.spec.schedules import ScheduleDefinition, ScheduleRecord, define_schedule
+from sa_core.spec.stores import StoreConfig
 from sa_core.spec.tools import ToolDefinition, define_tool
 from sa_core.spec.variables import VariableDefinition
 
@@ -81,6 +82,7 @@ __all__ = [
     "ScheduleDefinition",
     "ScheduleRecord",
     "ScheduledEffect",
+    "StoreConfig",
     "SessionToolBinding",
     "ServingPolicy",
     "SideConfig",
