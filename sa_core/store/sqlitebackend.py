@@ -78,16 +78,22 @@ def _run_in_raw(conn: Connection, begin: str, op: Op[T]) -> T:
 class SQLiteBackend(Backend):
     """SQLite through the stdlib driver, run inline: a writer and a reader connection."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, vectors: bool = False) -> None:
         memory = is_memory(url)
         self.serialize_reads = memory
+        options: dict[str, Any] = {}
+        if vectors:  # sqlite-vec in every connection (see sa_core.store.vectors)
+            from sa_core.store.vectors import sqlite_module
+
+            options["module"] = sqlite_module()
         self._engine = create_engine(
             url,
             poolclass=StaticPool if memory else NullPool,
             connect_args={"check_same_thread": False},
             json_serializer=jsontext.dumps,
+            **options,
         )
-        install_sqlite_listeners(self._engine, memory=memory)
+        install_sqlite_listeners(self._engine, memory=memory, vectors=vectors)
         self._memory = memory
         self._writer: Connection | None = None
         self._reader: Connection | None = None
