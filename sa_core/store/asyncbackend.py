@@ -29,6 +29,7 @@ from sa_core.store.fast import (
 )
 from sa_core.store.interface import Backend, Op, T, Transaction
 from sa_core.store.migrate import ensure_schema
+from sa_core.store.vectors import ensure_pgvector, refuse_aiosqlite
 
 POOL_SIZE = 5
 """Connections of a PostgreSQL store's pool kept open (SQLAlchemy's default)."""
@@ -317,8 +318,6 @@ class AsyncBackend(Backend):
         self._vectors = vectors and postgres
         if self._engine.dialect.name == "sqlite":
             if vectors:
-                from sa_core.store.vectors import refuse_aiosqlite
-
                 refuse_aiosqlite()
             memory = is_memory(url)
             self.serialize_reads = memory
@@ -329,8 +328,6 @@ class AsyncBackend(Backend):
         async with self._engine.begin() as conn:
             await conn.run_sync(ensure_schema)
             if self._vectors:
-                from sa_core.store.vectors import ensure_pgvector
-
                 await conn.run_sync(ensure_pgvector)
 
     async def _checkout(self, write: bool) -> Any:

@@ -9,6 +9,7 @@ from sqlalchemy import Engine, event
 from sqlalchemy.engine import Connection, make_url
 
 from sa_core.store.checkpoint import AUTOCHECKPOINT_PAGES, CheckpointerSet
+from sa_core.store.vectors import load_sqlite_vec
 
 BUSY_TIMEOUT_MS = 5000
 WRITE_OPTION = "sa_store_write"
@@ -88,8 +89,6 @@ def install_sqlite_listeners(engine: Engine, *, memory: bool, vectors: bool = Fa
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
         if vectors:
-            from sa_core.store.vectors import load_sqlite_vec
-
             load_sqlite_vec(dbapi_connection)
 
     def on_begin(conn: Connection) -> None:

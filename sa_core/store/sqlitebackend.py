@@ -17,6 +17,7 @@ from sa_core import jsontext
 from sa_core.store.connect import WRITE_OPTION, install_sqlite_listeners, is_memory
 from sa_core.store.interface import Backend, Op, T, Transaction
 from sa_core.store.migrate import ensure_schema
+from sa_core.store.vectors import sqlite_module
 
 
 class _SQLiteTransaction(Transaction):
@@ -83,8 +84,6 @@ class SQLiteBackend(Backend):
         self.serialize_reads = memory
         options: dict[str, Any] = {}
         if vectors:  # sqlite-vec in every connection (see sa_core.store.vectors)
-            from sa_core.store.vectors import sqlite_module
-
             options["module"] = sqlite_module()
         self._engine = create_engine(
             url,

@@ -17,6 +17,7 @@ Vectors are stored as float32 values (:func:`encode`) and compared by cosine dis
 
 from __future__ import annotations
 
+import sqlite3
 import struct
 from collections.abc import Sequence
 from types import ModuleType
@@ -52,8 +53,6 @@ def sqlite_module() -> ModuleType:
             "A pack's store declares an embedding model, and search by meaning on SQLite "
             f"needs the sqlite-vec package: {INSTALL} (or pip install sqlite-vec)."
         ) from None
-    import sqlite3
-
     if _loads_extensions(sqlite3):
         return sqlite3
     try:
