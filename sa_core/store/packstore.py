@@ -105,8 +105,19 @@ def _live(now: int) -> Any:
     return or_(_I.expires_at.is_(None), _I.expires_at > now)
 
 
-def _under(prefix: str) -> Any:
-    return func.substr(_I.namespace, 1, len(prefix)) == prefix
+def _under(prefix: str, dialect: str) -> Any:
+    """Namespaces starting with ``prefix`` (labels, each ending with the separator).
+
+    As a range of byte order (``prefix <= namespace < prefix'``, where ``prefix'`` ends with the
+    character after the separator), which the ``(package, namespace, key)`` index serves;
+    ``COLLATE "C"`` keeps PostgreSQL to byte order whatever the database's collation.
+    """
+    upper = prefix[:-1] + chr(ord(SEPARATOR) + 1)
+    column = _I.namespace
+    if not prefix.endswith(SEPARATOR):  # not a namespace column: compare characters
+        return func.substr(column, 1, len(prefix)) == prefix
+    collated = column.collate("C") if dialect == "postgresql" else column
+    return and_(collated >= prefix, collated < upper)
 
 
 def _purge(conn: Connection, now: int) -> None:
@@ -297,7 +308,7 @@ class PackStoreMixin(StoreBase):
             row = conn.execute(stmt).mappings().first()
             return _item(row) if row is not None else None
 
-        return await self._read(op, tx)
+        return await self._read_one(op, tx)
 
     async def delete_item(
         self, package: str, namespace: str, key: str, *, tx: Transaction | None = None
@@ -328,7 +339,7 @@ class PackStoreMixin(StoreBase):
         def op(conn: Connection) -> list[StoreItem]:
             stmt = select(*_COLUMNS).where(_I.package == package, _live(now))
             if prefix:
-                stmt = stmt.where(_under(prefix))
+                stmt = stmt.where(_under(prefix, conn.dialect.name))
             if vector is not None:
                 distance, comparable = cosine_distance(conn, vector)
                 stmt = stmt.join(t.store_vectors, _V.seq == _I.seq).where(
@@ -354,11 +365,14 @@ class PackStoreMixin(StoreBase):
         self, package: str, prefix: str, *, now: int, tx: Transaction | None = None
     ) -> list[str]:
         """The namespaces of a package's live items under a prefix (as stored), sorted."""
-        stmt = select(_I.namespace).where(_I.package == package, _live(now)).distinct()
-        if prefix:
-            stmt = stmt.where(_under(prefix))
-        stmt = stmt.order_by(_I.namespace)
-        return await self._read(lambda conn: list(conn.execute(stmt).scalars()), tx)
+
+        def op(conn: Connection) -> list[str]:
+            stmt = select(_I.namespace).where(_I.package == package, _live(now)).distinct()
+            if prefix:
+                stmt = stmt.where(_under(prefix, conn.dialect.name))
+            return list(conn.execute(stmt.order_by(_I.namespace)).scalars())
+
+        return await self._read(op, tx)
 
     async def expire_items(self, now: int, *, tx: Transaction | None = None) -> None:
         """Delete every expired item now (writes do it too)."""
