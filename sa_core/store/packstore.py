@@ -244,6 +244,38 @@ def _delete(conn: Connection, package: str, namespace: str, key: str) -> bool:
     return True
 
 
+def _nearest(
+    conn: Connection,
+    items: Any,
+    vector: Sequence[float],
+    model: str | None,
+    limit: int,
+    offset: int,
+) -> list[StoreItem]:
+    """The ``items`` (a select) with a vector of ``model``, nearest to ``vector`` first.
+
+    The nearest are found first by ``seq`` and distance alone, then their columns are read:
+    sorting whole rows (values and all) would cost far more on a large store.
+    """
+    distance, comparable = cosine_distance(conn, vector)
+    candidates = items.with_only_columns(_I.seq).scalar_subquery()
+    nearest = (
+        select(_V.seq, distance.label("distance"))
+        .where(_V.model == model, comparable, _V.seq.in_(candidates))
+        .order_by(distance, _V.seq.desc())
+        .limit(limit)
+        .offset(offset)
+        .subquery("nearest")
+    )
+    stmt = (
+        select(*_COLUMNS, nearest.c.distance)
+        .join(nearest, nearest.c.seq == _I.seq)
+        .order_by(nearest.c.distance, _I.seq.desc())
+    )
+    rows = conn.execute(stmt).mappings()
+    return [_item(row, 1.0 - float(row["distance"])) for row in rows]
+
+
 class PackStoreMixin(StoreBase):
     """The items of the packs' stores."""
 
@@ -341,14 +373,7 @@ class PackStoreMixin(StoreBase):
             if prefix:
                 stmt = stmt.where(_under(prefix, conn.dialect.name))
             if vector is not None:
-                distance, comparable = cosine_distance(conn, vector)
-                stmt = stmt.join(t.store_vectors, _V.seq == _I.seq).where(
-                    _V.model == model, comparable
-                )
-                stmt = stmt.add_columns(distance.label("distance"))
-                stmt = stmt.order_by(distance, _I.updated_at.desc(), _I.seq.desc())
-                rows = conn.execute(stmt.limit(limit).offset(offset)).mappings()
-                return [_item(row, 1.0 - float(row["distance"])) for row in rows]
+                return _nearest(conn, stmt, vector, model, limit, offset)
             if query is None or not words(query):
                 stmt = stmt.order_by(_I.updated_at.desc(), _I.seq.desc())
                 rows = conn.execute(stmt.limit(limit).offset(offset)).mappings()
