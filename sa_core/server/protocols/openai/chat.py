@@ -103,7 +103,7 @@ async def open_turn(
     "/chat/completions",
     status_code=200,
     summary="Create a chat completion",
-    responses=error_specs(404, 502),
+    responses=error_specs(403, 404, 502),
 )
 async def chat_completions(
     request: Request[Any, Any, Any], runtime: RuntimeDep
@@ -116,7 +116,7 @@ async def chat_completions(
     """
     key = await authenticate(runtime, request)
     data = chat_request(await read_json(request))
-    model = resolve_model(runtime, data.model)
+    model = resolve_model(runtime, data.model, key=key)
     thread, turn, fresh = await open_turn(runtime, key.id, model, data)
     before = None if fresh else await usage_before(thread)
     created = int(time.time())

@@ -28,10 +28,11 @@ from sa_core.server.protocols.openai.threads import (
 )
 from sa_core.server.protocols.openai.turns import Turn, joined, replies_after
 from sa_core.spec import Message
+from sa_core.store import ApiKeyRow
 
 
 @post(
-    "/responses", status_code=200, summary="Create a response", responses=error_specs(404, 502)
+    "/responses", status_code=200, summary="Create a response", responses=error_specs(403, 404, 502)
 )
 async def create_response(request: Request[Any, Any, Any], runtime: RuntimeDep) -> Response[Any]:
     """Run the model's agent for one turn (OpenAI Responses).
@@ -39,9 +40,9 @@ async def create_response(request: Request[Any, Any, Any], runtime: RuntimeDep) 
     ``previous_response_id`` or ``conversation`` continue that response's thread; without
     them a new thread starts. The thread's id is in the ``x-sa-thread-id`` header.
     """
-    await authenticate(runtime, request)
+    key = await authenticate(runtime, request)
     data = responses_request(await read_json(request))
-    model = resolve_model(runtime, data.model)
+    model = resolve_model(runtime, data.model, key=key)
     thread, turn, before = await open_response_turn(runtime, model, data)
     headers = {THREAD_HEADER: thread.thread_id}
     created = int(time.time())
@@ -89,14 +90,14 @@ async def get_response(
     request: Request[Any, Any, Any], runtime: RuntimeDep, response_id: FromPath[str]
 ) -> dict[str, Any]:
     """A response as stored on its thread (usage is given only when it is created)."""
-    await authenticate(runtime, request)
-    return await stored_response(runtime, response_id)
+    key = await authenticate(runtime, request)
+    return await stored_response(runtime, response_id, key)
 
 
-async def stored_response(runtime: Runtime, value: str) -> dict[str, Any]:
-    """Rebuild a response from its thread's messages."""
+async def stored_response(runtime: Runtime, value: str, key: ApiKeyRow) -> dict[str, Any]:
+    """Rebuild a response from its thread's messages (404 for a package ``key`` does not open)."""
     thread_id, message_id = respids.decode(value, respids.RESPONSE, 2, "response_id")
-    thread = await any_thread(runtime, thread_id)
+    thread = await any_thread(runtime, thread_id, key)
     started = None if thread is None else await thread.get_message(message_id)
     if thread is None or started is None or started.role != "user":
         raise respids.not_found(value, "response_id")
