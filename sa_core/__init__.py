@@ -29,6 +29,8 @@ _EXPORTS: dict[str, str] = {
     "PromptDefinition": "sa_core.spec",
     "PromptToolConfig": "sa_core.spec",
     "QueueMessageInput": "sa_core.spec",
+    "ScheduleDefinition": "sa_core.spec",
+    "ScheduleRecord": "sa_core.spec",
     "ScheduledEffect": "sa_core.spec",
     "ServingPolicy": "sa_core.spec",
     "SessionToolBinding": "sa_core.spec",
@@ -48,6 +50,7 @@ _EXPORTS: dict[str, str] = {
     "define_mcp_server": "sa_core.spec",
     "define_model": "sa_core.spec",
     "define_prompt": "sa_core.spec",
+    "define_schedule": "sa_core.spec",
     "define_thread_endpoint": "sa_core.spec",
     "define_tool": "sa_core.spec",
     # runtime
@@ -65,6 +68,9 @@ _EXPORTS: dict[str, str] = {
     "ConfigurationError": "sa_core.errors",
     "MissingVariablesError": "sa_core.errors",
     "PackValidationError": "sa_core.errors",
+    "ScheduleDefinitionError": "sa_core.errors",
+    "StoreError": "sa_core.errors",
+    "StoreItem": "sa_core.memory",
     "ProviderError": "sa_core.errors",
     "SAError": "sa_core.errors",
     "ThreadNotFoundError": "sa_core.errors",
@@ -101,10 +107,15 @@ __all__ = [
     "QueueMessageInput",
     "Runtime",
     "SAError",
+    "ScheduleDefinition",
+    "ScheduleDefinitionError",
+    "ScheduleRecord",
     "ScheduledEffect",
     "ServingPolicy",
     "SessionToolBinding",
     "SideConfig",
+    "StoreError",
+    "StoreItem",
     "SubagentRegistryEntry",
     "SubagentToolConfig",
     "SubpromptConfig",
@@ -123,6 +134,7 @@ __all__ = [
     "define_mcp_server",
     "define_model",
     "define_prompt",
+    "define_schedule",
     "define_thread_endpoint",
     "define_tool",
 ]
@@ -149,9 +161,12 @@ if TYPE_CHECKING:
         PackValidationError,
         ProviderError,
         SAError,
+        ScheduleDefinitionError,
+        StoreError,
         ThreadNotFoundError,
         ThreadTerminatedError,
     )
+    from sa_core.memory import StoreItem
     from sa_core.providers import BaseProvider, Provider, ProviderRequest, ProviderResponse
     from sa_core.runtime import Runtime
     from sa_core.server.endpoints import EndpointRequest, EndpointResponse
@@ -173,6 +188,8 @@ if TYPE_CHECKING:
         PromptToolConfig,
         QueueMessageInput,
         ScheduledEffect,
+        ScheduleDefinition,
+        ScheduleRecord,
         SessionToolBinding,
         SideConfig,
         SubagentRegistryEntry,
@@ -190,6 +207,7 @@ if TYPE_CHECKING:
         define_mcp_server,
         define_model,
         define_prompt,
+        define_schedule,
         define_thread_endpoint,
         define_tool,
     )

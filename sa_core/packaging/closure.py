@@ -38,6 +38,7 @@ from sa_core.spec import (
     ModelDefinition,
     Pack,
     PromptDefinition,
+    ScheduleDefinition,
     SubagentToolConfig,
     ThreadEndpointDefinition,
     ToolDefinition,
@@ -55,6 +56,7 @@ KINDS: tuple[str, ...] = (
     "effects",
     "endpoints",
     "mcp_servers",
+    "schedules",
 )
 """The definition kinds of a pack, in the order they are listed."""
 
@@ -74,6 +76,7 @@ class Closure:
         pack: the pack the agent comes from.
         agent: the entry agent.
         agents, prompts, models, tools, hooks, effects, endpoints: the definitions that go in.
+        schedules: the pack's schedules of the agents that go in.
         roles: how each agent other than the entry agent is used (``subagent`` or ``handoff``).
         external: references the pack does not define, described for people.
 
@@ -89,6 +92,7 @@ class Closure:
     effects: list[EffectDefinition] = field(default_factory=list)
     endpoints: list[ThreadEndpointDefinition] = field(default_factory=list)
     mcp_servers: list[MCPServerDefinition] = field(default_factory=list)
+    schedules: list[ScheduleDefinition] = field(default_factory=list)
     roles: dict[str, str] = field(default_factory=dict)
     external: list[str] = field(default_factory=list)
 
@@ -307,6 +311,9 @@ def compute_closure(pack: Pack, agent_name: str, *, known_tools: Iterable[str] =
     for endpoint in pack.endpoints:
         walker.found["endpoints"][endpoint.name] = endpoint
     walker.effects()
+    for schedule in pack.schedules:  # a schedule goes with the agent it runs
+        if schedule.agent in walker.found["agents"]:
+            walker.found["schedules"][schedule.name] = schedule
     closure = Closure(pack=pack, agent=agents[agent_name])
     for kind in KINDS:
         setattr(closure, kind, _ordered(getattr(pack, kind), kind, walker.found[kind]))

@@ -35,6 +35,7 @@ _CLASSES: dict[str, str] = {
     "effects": "EffectDefinition",
     "endpoints": "ThreadEndpointDefinition",
     "mcp_servers": "MCPServerDefinition",
+    "schedules": "ScheduleDefinition",
 }
 _OBJECT_FIELDS: dict[str, tuple[str, ...]] = {
     "prompts": ("required_schema", "output_schema"),

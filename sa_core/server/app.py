@@ -35,6 +35,8 @@ from sa_core.server.routes.graph import GraphController
 from sa_core.server.routes.keys import KeysController
 from sa_core.server.routes.messages import MessagesController
 from sa_core.server.routes.queue import QueueController
+from sa_core.server.routes.schedules import SchedulesController
+from sa_core.server.routes.store import StoreController
 from sa_core.server.routes.threads import ThreadsController
 from sa_core.server.routes.usage import UsageController
 from sa_core.server.streaming import StreamController, StreamHub
@@ -123,7 +125,7 @@ class StandardAgentsPlugin(InitPluginProtocol):
         return app_config
 
     def package_router(self, scope: PackScope) -> Router:
-        """Build one package's router: catalog, threads, messages, files, streams, endpoints."""
+        """Build one package's router: catalog, threads, messages, files, schedules, streams..."""
         layer = self._layer(scope.package)
         layer["dependencies"].update(package_dependencies(scope, self.runtime))
         return Router(
@@ -137,6 +139,8 @@ class StandardAgentsPlugin(InitPluginProtocol):
                 MessagesController,
                 FilesController,
                 QueueController,
+                SchedulesController,
+                StoreController,
                 StreamController,
                 *endpoint_handlers(scope),
                 *mcp_handlers(self.runtime, self.hub, scope.package),

@@ -47,6 +47,7 @@ from sa_core.spec.records import (
     ToolCallFunction,
     ToolResult,
 )
+from sa_core.spec.schedules import ScheduleDefinition, ScheduleRecord, define_schedule
 from sa_core.spec.tools import ToolDefinition, define_tool
 from sa_core.spec.variables import VariableDefinition
 
@@ -77,6 +78,8 @@ __all__ = [
     "QueueMessageInput",
     "ReasoningSpec",
     "ResumableConfig",
+    "ScheduleDefinition",
+    "ScheduleRecord",
     "ScheduledEffect",
     "SessionToolBinding",
     "ServingPolicy",
@@ -99,6 +102,7 @@ __all__ = [
     "define_mcp_server",
     "define_model",
     "define_prompt",
+    "define_schedule",
     "define_thread_endpoint",
     "define_tool",
     "tool_entry_name",

@@ -67,6 +67,7 @@ class _Validator(ToolChecks, AgentChecks):
         self.check_secrets_in_prompts()
         for agent in self.pack.agents:
             self.check_agent(agent)
+        self.check_schedules()
         return self.problems
 
     # -- pack-level ---------------------------------------------------------------------------
@@ -98,6 +99,7 @@ class _Validator(ToolChecks, AgentChecks):
             ("tool", "tools", [t.name for t in pack.tools]),
             ("hook id", "hooks", [h.id for h in pack.hooks]),
             ("effect", "effects", [e.name for e in pack.effects]),
+            ("schedule", "schedules", [s.name for s in pack.schedules]),
             (
                 "endpoint",
                 "endpoints",
@@ -142,6 +144,15 @@ class _Validator(ToolChecks, AgentChecks):
                 self.add(
                     f"tool '{tool.name}': name is not a valid function name for model APIs; use "
                     f"1-64 letters, digits, '_' or '-'."
+                )
+
+    def check_schedules(self) -> None:
+        for schedule in self.pack.schedules:
+            if schedule.agent not in self.agents:
+                self.add(
+                    f"schedule '{schedule.name}': agent '{schedule.agent}' is not an agent of the "
+                    f"pack{hint(schedule.agent, self.agents)}; a schedule runs an agent of its "
+                    f"own pack, so define the agent or fix the name."
                 )
 
     def check_includes(self) -> None:

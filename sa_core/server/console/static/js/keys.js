@@ -40,7 +40,7 @@ function createForm(packages, reload) {
   const status = h("p", { role: "status", id: "k-status" });
   const created = h("div", { id: "k-created" });
   const form = h("form", {
-    class: "card",
+    class: "card key-form",
     "aria-labelledby": "k-create-title",
     onsubmit: async (event) => {
       event.preventDefault();

@@ -4,15 +4,15 @@
 from writing. Keys made before keep their full access: ``packages`` is NULL (every package)
 and ``read_only`` false.
 
-Revision ID: 0005_key_scopes
-Revises: 0004_write_path_indexes
+Revision ID: 0007_key_scopes
+Revises: 0006_store_items
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0005_key_scopes"
-down_revision = "0004_write_path_indexes"
+revision = "0007_key_scopes"
+down_revision = "0006_store_items"
 branch_labels = None
 depends_on = None
 
