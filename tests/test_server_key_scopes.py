@@ -8,10 +8,11 @@ not in the schema (``/mcp``, ``/a2a``, the WebSocket upgrade) and ``/v1`` are dr
 - A key of ``beta`` gets, from every operation of ``alpha``, the very 404 a package that is not
   served gets; it never sees ``alpha`` in ``GET /api/packages``, ``/v1/models``, MCP
   ``tools/list`` or the A2A index, and ``alpha``'s thread ids are 404 wherever an id is looked up.
-- A read-only key gets 403 from every write: every operation that is not ``GET``. No REST
-  operation is an exception (none reads through another method). The JSON-RPC protocols carry
-  reads in ``POST`` bodies too, so there the reads are told apart by method, and named below:
-  MCP ``initialize`` and ``tools/list``, A2A ``GetTask``.
+- A read-only key gets 403 from every write: every operation that is not ``GET``, except the
+  two that read by nature, named in ``READS_BY_NATURE``: the pack store's search and namespace
+  list take their query as a ``POST`` body. The JSON-RPC protocols carry reads in ``POST``
+  bodies too, so there the reads are told apart by method, and named below: MCP
+  ``initialize`` and ``tools/list``, A2A ``GetTask``.
 - Keys made before (no scope) are unchanged: full access, and only they manage keys.
 """
 
@@ -39,7 +40,16 @@ PACKAGES = ("alpha", "beta")
 ENV = {"alpha": {}, "beta": {"BETA_KEY": "b"}}
 MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
 A2A_HEADERS = {"A2A-Version": "1.0"}
+READS_BY_NATURE = {
+    "/store/items/search": "a full-text search of the pack store: the body is the query",
+    "/store/namespaces": "lists the pack store's namespaces: the body is the prefix and page",
+}
+"""The operations that are not ``GET`` but only read, so a read-only key may call them."""
 WRITE_BODIES: dict[str, Any] = {
+    "/store/items/search": {"query": "needle"},
+    "/store/namespaces": {},
+    "/store/items": {"namespace": ["notes"], "key": "k", "value": {"text": "walk"}},
+    "/schedules": {"name": "walk", "agent": "helper", "every": "1h", "message": "Hi"},
     "/threads": {"agent": "helper"},
     "/messages": {"content": "Hi"},
     "/approvals/{tool_call_id}": {"approve": True},
@@ -169,6 +179,9 @@ async def state_of(scene: Scene) -> dict[str, Any]:
                 row.terminated,
                 row.stopped,
             )
+        pack_store = scene.runtime.pack_store(package)
+        found[package]["store"] = [i.key for i in await pack_store.search((), limit=100)]
+        found[package]["schedules"] = len(await scene.runtime.schedules.list(package))
     found["keys"] = len(await store.list_api_keys())
     return found
 
@@ -332,6 +345,10 @@ async def test_every_write_answers_a_read_only_key_403_and_every_read_is_served(
                 continue
             if is_public(operation):
                 continue  # needs no key (none of the public endpoints writes here anyway)
+            if any(path.endswith(suffix) for suffix in READS_BY_NATURE):
+                reads.append(path)
+                assert response.status_code == 200, (path, response.text)
+                continue
             writes.append((method, path))
             assert response.status_code == 403, (method, path, response.text)
             body = response.json()
@@ -350,6 +367,7 @@ async def test_every_write_answers_a_read_only_key_403_and_every_read_is_served(
             assert f"{method} {url.split('?')[0]} needs a read-write key." in detail, path
     assert {m for m, _ in writes} == {"POST", "PUT", "DELETE"} and len(writes) >= 25
     assert "/api/packages/alpha/threads/{thread_id}/stream" in reads
+    assert "/api/packages/beta/store/items/search" in reads
     assert await state_of(scene) == before  # nothing was written
 
 

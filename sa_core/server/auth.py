@@ -8,7 +8,8 @@ declared ``public``) skip the check.
 A key may be scoped (:class:`~sa_core.store.ApiKeyRow`): limited to some packages, and
 read-only. :func:`authorize` is the one decision: a package the key does not open answers 404
 exactly as a package that is not served; a read-only key's write (any method but ``GET``,
-``HEAD``, ``OPTIONS``) answers 403 saying what the key may do; routes marked ``sa_admin``
+``HEAD``, ``OPTIONS``, unless the route is marked ``sa_read_by_nature``) answers 403 saying
+what the key may do; routes marked ``sa_admin``
 (managing keys) need a key with full access. The REST guard, the WebSocket stream and each
 protocol's own key check (``/v1``, ``/mcp``, ``/a2a``) call it.
 """
@@ -47,6 +48,9 @@ PUBLIC = "sa_public"
 QUERY_TOKEN = "sa_query_token"
 ADMIN = "sa_admin"
 """Route option: only a key with full access (every package, read-write) may call it."""
+READ_BY_NATURE = "sa_read_by_nature"
+"""Route option: a method other than ``GET`` that only reads (a search whose query is the
+body): a read-only key may call it."""
 WRITES_CHECKED_INSIDE = "sa_writes_checked_inside"
 """Route option: the handler tells a read-only key's reads from its writes itself (JSON-RPC
 over ``POST``: MCP's ``tools/list`` reads, its ``tools/call`` writes)."""
@@ -130,7 +134,8 @@ def authorize(
         method: the HTTP method (``GET`` for a WebSocket).
         path: the request's path, named in the refusal.
         package: the package the route belongs to, if any.
-        opt: the route's options (``sa_admin``, ``sa_writes_checked_inside``).
+        opt: the route's options (``sa_admin``, ``sa_read_by_nature``,
+            ``sa_writes_checked_inside``).
 
     Raises:
         ApiError: 404 ``not_found`` for a package the key does not open (as for one not
@@ -149,7 +154,12 @@ def authorize(
             f"{method} {path} needs an API key with full access (every package, read-write); "
             f"this key is {key.describe_access()}.",
         )
-    if key.read_only and method not in READ_METHODS and not options.get(WRITES_CHECKED_INSIDE):
+    if (
+        key.read_only
+        and method not in READ_METHODS
+        and not options.get(READ_BY_NATURE)
+        and not options.get(WRITES_CHECKED_INSIDE)
+    ):
         raise ApiError(403, "read_only_key", read_only_detail(key, f"{method} {path}"))
 
 
