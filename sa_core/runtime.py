@@ -28,6 +28,7 @@ from sa_core.engine.mcp import McpManager
 from sa_core.engine.modelcall import ModelCaller
 from sa_core.engine.owed import turn_settled
 from sa_core.engine.placement import LocalPlacement, Placement
+from sa_core.engine.remote_client import prefetch_cards
 from sa_core.engine.running import resume_interrupted
 from sa_core.engine.scheduler import Scheduler
 from sa_core.engine.schedules import ScheduleTimer
@@ -150,6 +151,7 @@ class Runtime:
         await kernel.placement.start()
         await kernel.schedules.start(kernel)  # the packs' schedules, stored
         await kernel.effects.start(kernel)  # its loop runs due effects and schedules
+        await prefetch_cards(kernel)  # remote agents described by their cards (bounded wait)
         await resume_interrupted(kernel)
         kernel.placement.run()
 

@@ -38,6 +38,7 @@ from sa_core.spec import (
     ModelDefinition,
     Pack,
     PromptDefinition,
+    RemoteAgentDefinition,
     ScheduleDefinition,
     SubagentToolConfig,
     ThreadEndpointDefinition,
@@ -57,6 +58,7 @@ KINDS: tuple[str, ...] = (
     "endpoints",
     "mcp_servers",
     "schedules",
+    "remote_agents",
 )
 """The definition kinds of a pack, in the order they are listed."""
 
@@ -93,6 +95,7 @@ class Closure:
     endpoints: list[ThreadEndpointDefinition] = field(default_factory=list)
     mcp_servers: list[MCPServerDefinition] = field(default_factory=list)
     schedules: list[ScheduleDefinition] = field(default_factory=list)
+    remote_agents: list[RemoteAgentDefinition] = field(default_factory=list)
     roles: dict[str, str] = field(default_factory=dict)
     external: list[str] = field(default_factory=list)
 
@@ -233,6 +236,15 @@ class _Walker:
                 return
         if name in self.index["agents"]:
             self.agent(name, self.role_of(name))
+            return
+        if name in self.index["remote_agents"]:
+            remote = self.take("remote_agents", name)
+            if remote is not None:
+                needs = ", ".join(remote.referenced_variables())
+                self.note(
+                    f"remote agent '{name}' (an A2A agent at {remote.card_url}; the installing "
+                    f"environment must reach it{f' and set {needs}' if needs else ''})"
+                )
             return
         self.note(f"tool '{name}' (a plugin tool, or another pack's entry agent)")
 

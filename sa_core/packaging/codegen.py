@@ -36,6 +36,7 @@ _CLASSES: dict[str, str] = {
     "endpoints": "ThreadEndpointDefinition",
     "mcp_servers": "MCPServerDefinition",
     "schedules": "ScheduleDefinition",
+    "remote_agents": "RemoteAgentDefinition",
 }
 _OBJECT_FIELDS: dict[str, tuple[str, ...]] = {
     "prompts": ("required_schema", "output_schema"),

@@ -28,6 +28,7 @@ from sa_core.spec.prompts import (
     TextPart,
     tool_entry_name,
 )
+from sa_core.spec.remote import remote_agent_problems, remote_agent_warnings
 from sa_core.spec.toolchecks import ToolChecks
 from sa_core.spec.validatorbase import (
     ENDPOINT_PARAM,
@@ -61,6 +62,7 @@ class _Validator(ToolChecks, AgentChecks):
         self.check_models()
         self.check_tools()
         self.problems += mcp_server_problems(self.pack)
+        self.problems += remote_agent_problems(self.pack)
         for prompt in self.pack.prompts:
             self.check_prompt(prompt)
         self.check_includes()
@@ -386,4 +388,5 @@ def pack_warnings(pack: Pack) -> list[str]:
                 f"entry '{agent.name}' runs the prompt as a subprompt, not the agent; rename "
                 f"the agent or the prompt."
             )
+    warnings += remote_agent_warnings(pack)
     return warnings
