@@ -250,18 +250,20 @@ async def test_the_protocols_and_streams_of_another_package_answer_404(scene: Sc
     alpha = scene.threads["alpha"]
     async with scene.client(scene.beta) as http:
         # /v1: another package's model is OpenAI's 404 for a model the key cannot access
-        for method, url, body in (
-            ("GET", "/v1/models/alpha/helper", None),
+        for method, url, body, name in (
+            ("GET", "/v1/models/alpha/helper", None, "alpha/helper"),
+            ("GET", "/v1/models/alpha:helper", None, "alpha:helper"),
             ("POST", "/v1/chat/completions",
-             {"model": "alpha/helper", "messages": [{"role": "user", "content": "Hi"}]}),
-            ("POST", "/v1/responses", {"model": "alpha/helper", "input": "Hi"}),
+             {"model": "alpha/helper", "messages": [{"role": "user", "content": "Hi"}]},
+             "alpha/helper"),
+            ("POST", "/v1/responses", {"model": "alpha:helper", "input": "Hi"}, "alpha:helper"),
         ):  # fmt: skip
             refused = await http.request(method, url, json=body)
             assert refused.status_code == 404, url
             error = refused.json()["error"]
             assert error["code"] == "model_not_found" and error["type"] == "invalid_request_error"
             assert error["message"] == (
-                "The model 'alpha/helper' does not exist or you do not have access to it (this "
+                f"The model '{name}' does not exist or you do not have access to it (this "
                 "API key's models: beta/helper)."
             )
         assert (await http.get("/v1/models/beta/helper")).status_code == 200
