@@ -1,15 +1,15 @@
 """The packs' stores: a vector per item, for search by meaning (``store_vectors``).
 
-Revision ID: 0007_store_vectors
-Revises: 0006_store_items
+Revision ID: 0008_store_vectors
+Revises: 0007_key_scopes
 """
 
 import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-revision = "0007_store_vectors"
-down_revision = "0006_store_items"
+revision = "0008_store_vectors"
+down_revision = "0007_key_scopes"
 branch_labels = None
 depends_on = None
 
