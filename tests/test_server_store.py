@@ -28,6 +28,7 @@ def client(sa_database_url: str) -> Iterator[TestClient[Any]]:
     with TestClient(create_app(runtime)) as test_client:
         token, _ = test_client.blocking_portal.call(runtime.store.create_api_key, "tests")
         test_client.headers["Authorization"] = f"Bearer {token}"
+        test_client.runtime = runtime  # type: ignore[attr-defined]
         yield test_client
 
 
@@ -130,3 +131,32 @@ def test_a_packs_embedding_model_ranks_searches_and_its_failure_is_a_502(
         assert failed.status_code == 502
         assert failed.json()["error"] == "embedding_failed"
         assert client.post(f"{ST}/items/search", json={"query": "x"}).status_code == 502
+
+
+def test_a_key_scoped_to_another_package_gets_404_and_a_read_only_key_only_reads(
+    client: TestClient[Any],
+) -> None:
+    portal = client.blocking_portal
+    store = client.runtime.store  # type: ignore[attr-defined]
+    other, _ = portal.call(lambda: store.create_api_key("other", packages=["other"]))
+    reader, _ = portal.call(lambda: store.create_api_key("reader", packages=["echo"], read_only=True))
+    body = {"namespace": ["n"], "key": "k", "value": {"text": "hello"}}
+    assert client.put(f"{ST}/items", json=body).status_code == 200
+    as_other = {"Authorization": f"Bearer {other}"}
+    for method, path, kwargs in [
+        ("PUT", "/items", {"json": body}),
+        ("GET", "/items", {"params": {"namespace": "n", "key": "k"}}),
+        ("DELETE", "/items", {"params": {"namespace": "n", "key": "k"}}),
+        ("POST", "/items/search", {"json": {}}),
+        ("POST", "/namespaces", {"json": {}}),
+    ]:
+        answer = client.request(method, f"{ST}{path}", headers=as_other, **kwargs)
+        assert answer.status_code == 404, (method, path, answer.text)
+    assert client.post("/api/packages/other/store/items/search", json={}, headers=as_other).json() == {
+        "items": []
+    }
+    as_reader = {"Authorization": f"Bearer {reader}"}
+    assert client.post(f"{ST}/items/search", json={}, headers=as_reader).status_code == 200
+    got = client.get(f"{ST}/items", params={"namespace": "n", "key": "k"}, headers=as_reader)
+    assert got.status_code == 200
+    assert client.put(f"{ST}/items", json=body, headers=as_reader).status_code == 403
