@@ -34,7 +34,15 @@ trap 'rm -rf "$work"' EXIT
 echo "==> building pgvector for PostgreSQL $version from Debian's $suite source package"
 apt-get install -y --no-install-recommends "postgresql-server-dev-$version" make gcc
 mkdir -p "$work/lists/partial" "$work/cache/archives/partial"
-echo "deb-src http://deb.debian.org/debian $suite main" > "$work/sources.list"
+# the Debian mirror this machine already uses (its main archive), for the other suite's sources
+mirror=$(grep -hoE '^(URIs:[[:space:]]*|deb[[:space:]]+)[a-z]+://[^[:space:]]+/debian/?([[:space:]]|$)' \
+         /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null \
+         | grep -oE '[a-z]+://[^[:space:]]+' | head -n 1 || true)
+if [ -z "$mirror" ]; then
+    echo "install-pgvector: no Debian archive in the apt sources; install pgvector by hand" >&2
+    exit 0
+fi
+echo "deb-src ${mirror%/} $suite main" > "$work/sources.list"
 apt_private=(-o "Dir::Etc::sourcelist=$work/sources.list" -o "Dir::Etc::sourceparts=/dev/null"
              -o "Dir::State::Lists=$work/lists" -o "Dir::Cache=$work/cache")
 apt-get "${apt_private[@]}" update
