@@ -1,14 +1,14 @@
 """Recorded model calls: an ``llm_call`` log's request hash and full answer (time travel).
 
-Revision ID: 0007_log_recordings
-Revises: 0006_store_items
+Revision ID: 0009_log_recordings
+Revises: 0008_store_vectors
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0007_log_recordings"
-down_revision = "0006_store_items"
+revision = "0009_log_recordings"
+down_revision = "0008_store_vectors"
 branch_labels = None
 depends_on = None
 
