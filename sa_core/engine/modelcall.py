@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from sa_core.engine.messages import new_id
 from sa_core.engine.promptcache import may_wait_long, prompt_cache_for
 from sa_core.engine.recording import Recorder
+from sa_core.engine.replaying import ReplayProvider
 from sa_core.engine.retry import AttemptRecord, ModelAttempt, call_model
 from sa_core.engine.structured import PartialOutput, apply_to_request
 from sa_core.engine.turnsettings import apply_turn_settings
@@ -150,6 +151,17 @@ class ModelCaller:
         self._record(kernel, thread, model, chain, record, (response, log, message_id, digest))
         return response, log
 
+    def _provider_for(self, kernel: Kernel, thread: ThreadRef, name: str) -> Provider:
+        """The provider ``name``.
+
+        For a replayed thread a stand-in when it is not installed here: a replay never calls
+        it (the recording answers).
+        """
+        found = self.providers.get(name)
+        if found is None and kernel.replays.active and kernel.replays.cursor(thread):
+            return ReplayProvider(name, None, f"provider {name!r} is not installed here")
+        return found if found is not None else self.provider(name)
+
     def _replayed(
         self, kernel: Kernel, thread: ThreadRef, chain: list[ModelAttempt]
     ) -> tuple[list[ModelAttempt], RequestDigest | None]:
@@ -219,7 +231,7 @@ class ModelCaller:
             )
             if settings.turn:
                 apply_turn_settings(request, settings.turn)
-            provider = self.provider(definition.provider)
+            provider = self._provider_for(kernel, thread, definition.provider)
             if output is not None:
                 apply_to_request(provider, request, output)
             chain.append(
