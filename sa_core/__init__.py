@@ -62,6 +62,7 @@ _EXPORTS: dict[str, str] = {
     "EndpointResponse": "sa_core.server.endpoints",
     "Runtime": "sa_core.runtime",
     "ThreadState": "sa_core.state",
+    "ReplayReport": "sa_core.replay",
     # providers
     "BaseProvider": "sa_core.providers",
     "Provider": "sa_core.providers",
@@ -77,6 +78,7 @@ _EXPORTS: dict[str, str] = {
     "StoreConfig": "sa_core.spec",
     "ProviderError": "sa_core.errors",
     "SAError": "sa_core.errors",
+    "ThreadDocumentError": "sa_core.errors",
     "ThreadNotFoundError": "sa_core.errors",
     "ThreadTerminatedError": "sa_core.errors",
 }
@@ -111,6 +113,7 @@ __all__ = [
     "ProviderResponse",
     "QueueMessageInput",
     "RemoteAgentDefinition",
+    "ReplayReport",
     "Runtime",
     "SAError",
     "ScheduleDefinition",
@@ -126,6 +129,7 @@ __all__ = [
     "SubagentRegistryEntry",
     "SubagentToolConfig",
     "SubpromptConfig",
+    "ThreadDocumentError",
     "ThreadEndpointDefinition",
     "ThreadNotFoundError",
     "ThreadState",
@@ -141,8 +145,8 @@ __all__ = [
     "define_mcp_server",
     "define_model",
     "define_prompt",
-    "define_schedule",
     "define_remote_agent",
+    "define_schedule",
     "define_thread_endpoint",
     "define_tool",
 ]
@@ -171,11 +175,13 @@ if TYPE_CHECKING:
         SAError,
         ScheduleDefinitionError,
         StoreError,
+        ThreadDocumentError,
         ThreadNotFoundError,
         ThreadTerminatedError,
     )
     from sa_core.memory import StoreItem
     from sa_core.providers import BaseProvider, Provider, ProviderRequest, ProviderResponse
+    from sa_core.replay import ReplayReport
     from sa_core.runtime import Runtime
     from sa_core.server.endpoints import EndpointRequest, EndpointResponse
     from sa_core.spec import (

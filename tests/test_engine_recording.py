@@ -5,13 +5,14 @@ Runs on SQLite and PostgreSQL (``test_engine_*``).
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
-from sa_core import Pack, define_agent, define_model, define_prompt, define_tool
+from sa_core import Pack, Runtime, define_agent, define_model, define_prompt, define_tool
 from sa_core.engine.recording import RECORD_ENV
 from sa_core.testing import FunctionProvider, TestProvider, TestScript
 
@@ -21,7 +22,8 @@ class Note(BaseModel):
 
 
 def tool_pack(prompt_text: str = "You keep notes.", *, record: bool = True) -> Pack:
-    def note(state: Any, args: Note) -> str:
+    async def note(state: Any, args: Note) -> str:
+        await state.write_file("/notes.txt", f"{args.text} with token {state.env('API_TOKEN')}")
         return f"noted {args.text} (token {state.env('API_TOKEN')})"
 
     return Pack(
@@ -209,3 +211,33 @@ async def test_a_fallback_answer_is_recorded_and_the_failed_attempts_are_not(
     assert calls[0].response["content"] == "from the spare"
     used = [log for log in logs if log.type == "llm_call" and not log.data.get("error")]
     assert [c.log_id for c in calls] == [used[0].id]
+
+
+@pytest.mark.asyncio
+async def test_an_export_leaves_secret_values_out_and_still_replays(
+    sa_runtime_factory: Any, tmp_path: Any
+) -> None:
+    secret = "sk-very-secret-value-123"
+    async with sa_runtime_factory(
+        packs=[tool_pack()], providers={"test": TestProvider(note_script())}
+    ) as rt:
+        thread = await rt.create_thread("keeper", env={"API_TOKEN": secret, "CITY": "Oslo"})
+        await thread.send_message("buy milk")
+        await rt.wait_idle(timeout=30)
+        document = await thread.export()
+    text = json.dumps(document)
+    assert secret not in text
+    root = document["thread"]
+    assert root["env"] == {"CITY": "Oslo"} and root["secrets"] == ["API_TOKEN"]
+    (note,) = [f for f in root["files"] if f["path"] == "/notes.txt"]
+    assert base64.b64decode(note["data"]) == b"milk with token [redacted]"
+
+    fresh = Runtime(
+        packs=[tool_pack()],
+        providers={},
+        database_url=f"sqlite:///{tmp_path / 'replay.db'}",
+        load_entrypoints=False,
+    )
+    async with fresh:
+        report = await fresh.replay_thread(document)
+    assert report.identical, str(report)

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from sa_core.engine import approvals
 from sa_core.engine.creation import new_thread
-from sa_core.engine.delivery import open_thread, send
-from sa_core.engine.replay_record import RecordedThread, ReplaySession, ToolReplay
+from sa_core.engine.delivery import open_thread, send, stop
+from sa_core.engine.replay_record import Divergence, RecordedThread, ReplaySession, ToolReplay
 from sa_core.engine.replay_tools import write_recorded_files
 from sa_core.engine.secrets import REDACTED
 from sa_core.engine.subagent_spawn import boot_immediate
@@ -159,14 +159,32 @@ async def _reach(kernel: Kernel, session: ReplaySession, root_id: str, position:
 
 
 async def _settle(kernel: Kernel, session: ReplaySession) -> None:
-    """Wait until no thread of the replay runs (deciding the approvals they wait for)."""
+    """Wait until no thread of the replay runs (deciding the approvals they wait for).
+
+    A replay still running after :data:`SETTLE_TIMEOUT` is stopped (its threads through the
+    normal stop path, so nothing of it runs once the replay's cursors are gone) and diverges.
+    """
     scheduler = kernel.scheduler
-    async with asyncio.timeout(SETTLE_TIMEOUT):
-        while True:
-            decided = await _decide_approvals(kernel, session)
-            if not decided and not any(scheduler.is_running(t) for t in session.cursors):
-                return
-            await asyncio.sleep(POLL_SECONDS)
+    try:
+        async with asyncio.timeout(SETTLE_TIMEOUT):
+            while True:
+                decided = await _decide_approvals(kernel, session)
+                if not decided and not any(scheduler.is_running(t) for t in session.cursors):
+                    return
+                await asyncio.sleep(POLL_SECONDS)
+    except TimeoutError:
+        running = [c.path for t, c in session.cursors.items() if scheduler.is_running(t)]
+        for thread_id in list(session.cursors):
+            await stop(kernel, thread_id)
+        session.diverge(
+            Divergence(
+                "different_end_state",
+                session.root.path,
+                None,
+                f"the replay did not come to rest within {SETTLE_TIMEOUT:g}s "
+                f"(still running: {', '.join(running)}); it was stopped",
+            )
+        )
 
 
 async def _decide_approvals(kernel: Kernel, session: ReplaySession) -> bool:
