@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from sa_core.cli.thread import add_store_options, open_runtime, read_document
+from sa_core.cli.thread_transfer import add_store_options, open_runtime, read_document
 
 
 def register(subparsers: Any) -> None:

@@ -1,135 +1,22 @@
-"""``sa thread``: work on one stored thread tree (export it to a file, import a file).
+"""``sa thread``: work on one stored thread tree (see docs/time-travel.md).
 
-``sa thread export ID -o FILE`` writes the thread and its children as an ``sa-thread/1``
-document (``-o -``: to standard output); ``sa thread import FILE`` recreates a document as a
-new tree and prints its id. Both open the database and the installed packs as ``sa serve``
-does (``--db``, default ``sqlite:///.sa/sa.db``; ``--pack`` loads more packs): run them on a
-database no server is using at the moment, or use the HTTP routes
-(``GET .../threads/{id}/export``, ``POST .../threads/import``). See docs/time-travel.md.
-
-The subcommands of ``sa thread`` come from the modules in :data:`SUBCOMMAND_MODULES`, each with
-``register(subparsers)`` like the top-level commands (a missing one is skipped).
+Its actions: ``export`` and ``import`` (:mod:`sa_core.cli.thread_transfer`).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
-import json
-import sys
-from contextlib import asynccontextmanager
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
-
-    from sa_core.runtime import Runtime
-
-SUBCOMMAND_MODULES: tuple[str, ...] = ("thread", "thread_fork")
-"""Modules adding ``sa thread`` subcommands: this one (export, import), and the fork and
-rewind commands where installed."""
+from sa_core.cli import thread_transfer
 
 
 def register(subparsers: Any) -> None:
     """Add the ``thread`` command group to the ``sa`` parser."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "thread",
-        help="export, import (and fork, rewind) a stored thread tree",
+        help="export or import a stored thread tree",
         description="Work on one stored thread tree. See docs/time-travel.md.",
     )
-    commands = parser.add_subparsers(dest="thread_command", metavar="SUBCOMMAND")
-
-    def usage(args: argparse.Namespace) -> int:
-        parser.print_help()
-        return 2
-
-    parser.set_defaults(func=usage)
-    for name in SUBCOMMAND_MODULES:
-        try:
-            module = importlib.import_module(f"sa_core.cli.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"sa_core.cli.{name}":
-                continue
-            raise
-        module.register_thread(commands)
-
-
-def add_store_options(parser: argparse.ArgumentParser) -> None:
-    """``--db`` and ``--pack``, as ``sa serve`` has them."""
-    parser.add_argument(
-        "--db", metavar="URL", default=None, help="database URL (default sqlite:///.sa/sa.db)"
-    )
-    parser.add_argument(
-        "--pack",
-        dest="packs",
-        action="append",
-        default=[],
-        metavar="MODULE_OR_PATH",
-        help="also load the packs of a module, module:attribute, .py file or project directory "
-        "(repeatable)",
-    )
-
-
-def register_thread(commands: Any) -> None:
-    """Add ``sa thread export`` and ``sa thread import``."""
-    export = commands.add_parser(
-        "export", help="write a thread tree as an sa-thread/1 JSON document"
-    )
-    export.add_argument("thread_id", metavar="ID", help="the root thread's id")
-    export.add_argument(
-        "-o", "--output", required=True, metavar="FILE", help="the file to write ('-': stdout)"
-    )
-    add_store_options(export)
-    export.set_defaults(func=export_command)
-    load = commands.add_parser("import", help="recreate an exported document as a new tree")
-    load.add_argument("file", metavar="FILE", help="an sa-thread/1 JSON document ('-': stdin)")
-    add_store_options(load)
-    load.set_defaults(func=import_command)
-
-
-@asynccontextmanager
-async def open_runtime(args: argparse.Namespace) -> AsyncIterator[Runtime]:
-    """The runtime ``sa serve`` would start: installed packs, ``--pack`` ones, ``--db``."""
-    from sa_core.packloader import load_packs_from
-    from sa_core.runtime import Runtime
-
-    packs = [pack for target in args.packs for pack in load_packs_from(target)]
-    async with Runtime(packs=packs, database_url=args.db) as runtime:
-        for error in runtime.pack_errors:
-            print(f"warning: {error}", file=sys.stderr)
-        yield runtime
-
-
-def read_document(source: str) -> Any:
-    """The JSON document in a file (``-``: standard input)."""
-    text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
-    return json.loads(text)
-
-
-async def export_command(args: argparse.Namespace) -> int:
-    """``sa thread export ID -o FILE``."""
-    async with open_runtime(args) as runtime:
-        thread = await runtime.get_thread(args.thread_id)
-        document = await thread.export()
-    text = json.dumps(document, ensure_ascii=False, indent=1)
-    if args.output == "-":
-        print(text)
-    else:
-        Path(args.output).write_text(text + "\n", encoding="utf-8")
-        count = _count(document["thread"])
-        print(f"Exported thread {args.thread_id} ({count} threads) to {args.output}.")
-    return 0
-
-
-async def import_command(args: argparse.Namespace) -> int:
-    """``sa thread import FILE``: prints the new root thread's id."""
-    document = read_document(args.file)
-    async with open_runtime(args) as runtime:
-        thread = await runtime.import_thread(document)
-    print(thread.thread_id)
-    return 0
-
-
-def _count(node: dict[str, Any]) -> int:
-    return 1 + sum(_count(child) for child in node.get("children") or [])
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    thread_transfer.register_actions(actions)

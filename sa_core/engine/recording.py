@@ -51,6 +51,10 @@ KEPT_THREADS = 1024
 """Threads whose conversation hash is kept between steps (least recently used dropped)."""
 KEPT_MESSAGES = 50_000
 """Messages those hold at most, all threads together (as the engine's other caches)."""
+KEPT_PARTS = 256
+"""Distinct system texts, and distinct settings, whose digests are kept."""
+PART_DIGITS = 16
+"""Hex digits kept of each part's digest (the request's own hash keeps all 64)."""
 
 _UUID = r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
 VOLATILE_ID = re.compile(_UUID)
@@ -149,10 +153,6 @@ class _Conversation:
     messages: list[ProviderMessage] = field(default_factory=list)
     hasher: Any = field(default_factory=hashlib.sha256)
     """The running hash of ``messages``' digests (copied and extended by the next request)."""
-    system: tuple[list[str | None], str] = ([], "")
-    """The last system texts and their digest (most steps send the same again)."""
-    settings: tuple[dict[str, Any] | None, str] = (None, "")
-    """The last settings and their digest."""
     texts_for: tuple[Any, ...] | None = None
     """The part digests whose texts the thread's last recorded call carried."""
 
@@ -186,6 +186,8 @@ class Recorder:
         self._held = 0
         """Messages the kept conversations hold."""
         self._tools: dict[str, tuple[dict[str, Any], str, str]] = {}
+        self._systems: dict[tuple[str | None, ...], str] = {}
+        self._settings: dict[str, str] = {}
 
     def _conversation(self, thread_id: str) -> _Conversation:
         conversations = self._conversations
@@ -205,7 +207,7 @@ class Recorder:
         held = self._tools.get(tool.name)
         if held is not None and held[0] is tool.parameters and held[1] == tool.description:
             return held[2]
-        digest = _sha(canonical_json(tool_form(tool))).hex()
+        digest = _sha(canonical_json(tool_form(tool))).hex()[:PART_DIGITS]
         if len(self._tools) > 4096:
             self._tools.clear()
         self._tools[tool.name] = (tool.parameters, tool.description, digest)
@@ -230,11 +232,11 @@ class Recorder:
         held.messages, held.hasher = rest, hasher
         parts: dict[str, Any] = {
             "model": request.model,
-            "system": self._system_digest(held, messages[:head]),
-            "messages": hasher.hexdigest(),
+            "system": self._system_digest(messages[:head]),
+            "messages": hasher.hexdigest()[:PART_DIGITS],
             "count": len(rest),
             "tools": {t.name: self._tool_digest(t) for t in request.tools},
-            "settings": self._settings_digest(held, request),
+            "settings": self._settings_digest(request),
         }
         tools = ",".join(f"{name}={value}" for name, value in sorted(parts["tools"].items()))
         whole = "|".join(
@@ -243,26 +245,27 @@ class Recorder:
         )  # fmt: skip
         return RequestDigest(_sha(whole).hex(), parts)
 
-    @staticmethod
-    def _system_digest(held: _Conversation, head: list[ProviderMessage]) -> str:
-        """The digest of the leading system messages (computed again only when they change)."""
-        texts = [m.content for m in head]
-        if texts == held.system[0] and held.system[1]:
-            return held.system[1]
-        system = hashlib.sha256()
-        for message in head:
-            system.update(message_digest(message))
-        held.system = (texts, system.hexdigest())
-        return held.system[1]
+    def _system_digest(self, head: list[ProviderMessage]) -> str:
+        """The digest of the leading system messages (computed once per distinct text)."""
+        texts = tuple(m.content for m in head)
+        found = self._systems.get(texts)
+        if found is None:
+            system = hashlib.sha256()
+            for message in head:
+                system.update(message_digest(message))
+            found = system.hexdigest()[:PART_DIGITS]
+            _bounded(self._systems)[texts] = found
+        return found
 
-    @staticmethod
-    def _settings_digest(held: _Conversation, request: ProviderRequest) -> str:
-        """The digest of the request's settings (computed again only when they change)."""
+    def _settings_digest(self, request: ProviderRequest) -> str:
+        """The digest of the request's settings (computed once per distinct settings)."""
         settings = settings_form(request)
-        if settings == held.settings[0]:
-            return held.settings[1]
-        held.settings = (settings, _sha(canonical_json(settings)).hex())
-        return held.settings[1]
+        key = repr(settings)
+        found = self._settings.get(key)
+        if found is None:
+            found = _sha(canonical_json(settings)).hex()[:PART_DIGITS]
+            _bounded(self._settings)[key] = found
+        return found
 
     def record(
         self,
@@ -306,6 +309,13 @@ def request_texts(request: ProviderRequest) -> dict[str, Any]:
         "tools": {t.name: tool_form(t) for t in request.tools},
         "settings": settings_form(request),
     }
+
+
+def _bounded(cache: dict[Any, str]) -> dict[Any, str]:
+    """``cache``, emptied when full (a few entries: prompts and settings change rarely)."""
+    if len(cache) >= KEPT_PARTS:
+        cache.clear()
+    return cache
 
 
 def record_by_default() -> bool:
