@@ -66,6 +66,10 @@ _VOLATILE = re.compile(
     r"|(?P<date>\b\d{4}-\d{2}-\d{2}\b)"
     r"|(?P<file>/attachments/\d{10,}-[0-9a-f]{8})"
 )
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str
+)
+"""The canonical JSON encoder (built once: ``json.dumps`` with options builds one per call)."""
 _PLACEHOLDERS = {
     "id": "<id>",
     "call": "<call>",
@@ -75,15 +79,18 @@ _PLACEHOLDERS = {
 }
 
 
+def _placeholder(match: re.Match[str]) -> str:
+    return _PLACEHOLDERS[match.lastgroup or "id"]
+
+
 def normalise(text: str) -> str:
     """``text`` with ids, tool-call ids, timestamps and attachment names as placeholders."""
-    return _VOLATILE.sub(lambda m: _PLACEHOLDERS[m.lastgroup or "id"], text)
+    return _VOLATILE.sub(_placeholder, text)
 
 
 def canonical_json(value: Any) -> str:
     """The canonical JSON text of ``value`` (sorted keys, no spaces), normalised."""
-    text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
-    return normalise(text)
+    return normalise(_CANONICAL.encode(value))
 
 
 def _sha(text: str) -> bytes:
@@ -96,22 +103,22 @@ def message_form(message: ProviderMessage) -> str:
     Each part is labelled, so no two different messages give the same text; the tool calls'
     arguments are canonical JSON (sorted keys).
     """
-    parts = [f"r:{message.role}", f"c:{message.content or ''}"]
+    text = f"r:{message.role}\x1ec:{message.content or ''}"
     if message.tool_calls:
         calls = [[c.name, c.arguments] for c in message.tool_calls]
-        parts.append("t:" + json.dumps(calls, sort_keys=True, ensure_ascii=False, default=str))
+        text += "\x1et:" + _CANONICAL.encode(calls)
     if message.tool_name:
-        parts.append(f"n:{message.tool_name}")
+        text += f"\x1en:{message.tool_name}"
     for image in message.images:
-        parts.append("i:" + hashlib.sha256(image.data.encode()).hexdigest())
+        text += "\x1ei:" + hashlib.sha256(image.data.encode()).hexdigest()
     if message.reasoning:
-        parts.append(f"q:{message.reasoning}")
-    return normalise("\x1e".join(parts))
+        text += f"\x1eq:{message.reasoning}"
+    return _VOLATILE.sub(_placeholder, text)
 
 
 def message_digest(message: ProviderMessage) -> bytes:
     """The digest of one message of a request."""
-    return _sha(message_form(message))
+    return hashlib.sha256(message_form(message).encode()).digest()
 
 
 def tool_form(tool: ProviderTool) -> dict[str, Any]:
@@ -153,8 +160,8 @@ class _Conversation:
     messages: list[ProviderMessage] = field(default_factory=list)
     hasher: Any = field(default_factory=hashlib.sha256)
     """The running hash of ``messages``' digests (copied and extended by the next request)."""
-    texts_for: tuple[Any, ...] | None = None
-    """The part digests whose texts the thread's last recorded call carried."""
+    texts_for: str | None = None
+    """The parts (``texts_key``) whose words the thread's last recorded call carried."""
 
 
 @dataclass(slots=True)
@@ -169,6 +176,10 @@ class RequestDigest:
 
     hash: str
     parts: dict[str, Any]
+    conversation: _Conversation | None = None
+    """The thread's conversation it was made for (its recording notes the texts it kept)."""
+    texts_key: str = ""
+    """The system, tools and settings digests together (the words are kept when it changes)."""
 
 
 class Recorder:
@@ -230,24 +241,25 @@ class Recorder:
             hasher.update(message_digest(message))
         self._held += len(rest) - known
         held.messages, held.hasher = rest, hasher
+        tools: dict[str, str] = {}
+        for tool in request.tools:
+            tools[tool.name] = self._tool_digest(tool)
+        listed = ",".join([f"{n}={d}" for n, d in sorted(tools.items())]) if tools else ""
         parts: dict[str, Any] = {
             "model": request.model,
             "system": self._system_digest(messages[:head]),
             "messages": hasher.hexdigest()[:PART_DIGITS],
             "count": len(rest),
-            "tools": {t.name: self._tool_digest(t) for t in request.tools},
+            "tools": tools,
             "settings": self._settings_digest(request),
         }
-        tools = ",".join(f"{name}={value}" for name, value in sorted(parts["tools"].items()))
-        whole = "|".join(
-            (parts["model"], parts["system"], parts["messages"], str(len(rest)), tools,
-             parts["settings"])
-        )  # fmt: skip
-        return RequestDigest(_sha(whole).hex(), parts)
+        key = f"{parts['system']}|{listed}|{parts['settings']}"
+        whole = f"{parts['model']}|{parts['messages']}|{len(rest)}|{key}"
+        return RequestDigest(hashlib.sha256(whole.encode()).hexdigest(), parts, held, key)
 
     def _system_digest(self, head: list[ProviderMessage]) -> str:
         """The digest of the leading system messages (computed once per distinct text)."""
-        texts = tuple(m.content for m in head)
+        texts = tuple([m.content for m in head])
         found = self._systems.get(texts)
         if found is None:
             system = hashlib.sha256()
@@ -279,15 +291,10 @@ class Recorder:
         """Stage the call's recording; it is stored with ``log`` (see the module docstring)."""
         digest = digest or self.digest(thread_id, request)
         described = dict(digest.parts)
-        held = self._conversation(thread_id)
-        key = (
-            digest.parts["system"],
-            tuple(digest.parts["tools"].items()),
-            digest.parts["settings"],
-        )
-        if held.texts_for != key:  # changed since the thread's last call: keep the words
-            described["texts"] = request_texts(request)
-            held.texts_for = key
+        held = digest.conversation or self._conversation(thread_id)
+        if held.texts_for != digest.texts_key:  # changed since the thread's last call
+            described["texts"] = request_texts(request)  # keep the words
+            held.texts_for = digest.texts_key
         self.store.stage_model_call(
             RecordedCall(
                 thread_id=thread_id,
