@@ -188,7 +188,7 @@ class ModelCaller:
         if attempt.model_name != model.name:
             definition = kernel.scope_of(thread).model(attempt.model_name)
         if definition.record:
-            self.recorder.record(thread.thread_id, entry.request, response, log, message_id, digest)
+            self.recorder.record(thread, entry.request, response, log, message_id, digest)
 
     def _chain(
         self,

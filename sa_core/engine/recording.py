@@ -17,8 +17,10 @@ placeholders, :func:`normalise`). Secret variable values are never in a request 
 prompt renders them empty, tool results are scrubbed), so they are never in a recording.
 
 **Cheap on the hot path.** A thread's conversation grows by a few messages per step, and the
-converter hands the same message objects on: the digests of the messages seen at the previous
-step are reused (a list comparison by identity), so a step hashes only its new messages. The
+converter hands the same message objects on: the running hash of the messages seen at the
+previous step is kept on the flow's converter and reused when they are still the request's
+prefix (a list comparison by identity), so a step hashes only its new messages, and nothing is
+kept that the converter does not keep. The
 texts of the system messages and tools are stored only when they changed since the thread's
 previous recorded call in this process, so a replay can show what changed in words.
 
@@ -33,7 +35,6 @@ import hashlib
 import json
 import os
 import re
-from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -41,16 +42,13 @@ from sa_core.providers import ProviderImage, ProviderResponse, ProviderToolCall,
 from sa_core.store.modelcalls import RecordedCall
 
 if TYPE_CHECKING:
+    from sa_core.engine.threads import ThreadRef
     from sa_core.providers import ProviderMessage, ProviderRequest, ProviderTool
     from sa_core.spec import Log
     from sa_core.store import Store
 
 RECORD_ENV = "STANDARD_AGENTS_RECORD_MODEL_CALLS"
 """``0`` / ``false`` / ``no`` / ``off``: this process records no model calls."""
-KEPT_THREADS = 1024
-"""Threads whose conversation hash is kept between steps (least recently used dropped)."""
-KEPT_MESSAGES = 50_000
-"""Messages those hold at most, all threads together (as the engine's other caches)."""
 KEPT_PARTS = 256
 """Distinct system texts, and distinct settings, whose digests are kept."""
 PART_DIGITS = 16
@@ -193,24 +191,23 @@ class Recorder:
     def __init__(self, store: Store, enabled: bool | None = None) -> None:
         self.store = store
         self.enabled = record_by_default() if enabled is None else enabled
-        self._conversations: OrderedDict[str, _Conversation] = OrderedDict()
-        self._held = 0
-        """Messages the kept conversations hold."""
         self._tools: dict[str, tuple[dict[str, Any], str, str]] = {}
         self._systems: dict[tuple[str | None, ...], str] = {}
         self._settings: dict[str, str] = {}
 
-    def _conversation(self, thread_id: str) -> _Conversation:
-        conversations = self._conversations
-        held = conversations.get(thread_id)
+    @staticmethod
+    def _conversation(thread: ThreadRef) -> _Conversation:
+        """The running hash of the thread's conversation, kept on its flow's converter.
+
+        It holds the messages the converter holds anyway, and goes when the converter goes; a
+        call outside a flow starts from nothing.
+        """
+        flow = thread.execution
+        if flow is None:
+            return _Conversation()
+        held: _Conversation | None = flow.converter.request_digest
         if held is None:
-            held = conversations[thread_id] = _Conversation()
-        else:
-            conversations.move_to_end(thread_id)
-        while len(conversations) > 1 and (
-            len(conversations) > KEPT_THREADS or self._held > KEPT_MESSAGES
-        ):
-            self._held -= len(conversations.popitem(last=False)[1].messages)
+            held = flow.converter.request_digest = _Conversation()
         return held
 
     def _tool_digest(self, tool: ProviderTool) -> str:
@@ -224,12 +221,12 @@ class Recorder:
         self._tools[tool.name] = (tool.parameters, tool.description, digest)
         return digest
 
-    def digest(self, thread_id: str, request: ProviderRequest) -> RequestDigest:
-        """The hash of ``request``, made for ``thread_id`` (reusing the thread's digests)."""
+    def digest(self, thread: ThreadRef, request: ProviderRequest) -> RequestDigest:
+        """The hash of ``request``, made for ``thread`` (reusing its conversation's digests)."""
         messages = request.messages
         head = split_head(messages)
         rest = messages[head:]
-        held = self._conversation(thread_id)
+        held = self._conversation(thread)
         known = len(held.messages)
         if known and len(rest) >= known and rest[:known] == held.messages:
             hasher = held.hasher.copy()
@@ -239,7 +236,6 @@ class Recorder:
             new = rest
         for message in new:
             hasher.update(message_digest(message))
-        self._held += len(rest) - known
         held.messages, held.hasher = rest, hasher
         tools: dict[str, str] = {}
         for tool in request.tools:
@@ -281,7 +277,7 @@ class Recorder:
 
     def record(
         self,
-        thread_id: str,
+        thread: ThreadRef,
         request: ProviderRequest,
         response: ProviderResponse,
         log: Log,
@@ -289,15 +285,15 @@ class Recorder:
         digest: RequestDigest | None = None,
     ) -> None:
         """Stage the call's recording; it is stored with ``log`` (see the module docstring)."""
-        digest = digest or self.digest(thread_id, request)
+        digest = digest or self.digest(thread, request)
         described = dict(digest.parts)
-        held = digest.conversation or self._conversation(thread_id)
+        held = digest.conversation or self._conversation(thread)
         if held.texts_for != digest.texts_key:  # changed since the thread's last call
             described["texts"] = request_texts(request)  # keep the words
             held.texts_for = digest.texts_key
         self.store.stage_model_call(
             RecordedCall(
-                thread_id=thread_id,
+                thread_id=thread.thread_id,
                 log_id=log.id,
                 message_id=message_id,
                 request_hash=digest.hash,

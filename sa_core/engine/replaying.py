@@ -169,7 +169,7 @@ class Replays:
             return [_failing(first, "The recording has no answer for this call.")], None
         call = recorded.calls[index]
         entry = next((e for e in chain if e.request.model == call.request.get("model")), first)
-        digest = recorder.digest(thread.thread_id, entry.request)
+        digest = recorder.digest(thread, entry.request)
         if digest.hash != call.request_hash:
             summary, diff = request_diff(recorded, index, digest, entry.request)
             session.diverge(Divergence("request_changed", cursor.path, index + 1, summary, diff))
