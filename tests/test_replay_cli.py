@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from replay_desk import desk_model, desk_pack, run_desk
+from serve_process import ServeProcess
 
 from sa_core import Runtime
 from sa_core.cli import main
@@ -114,3 +117,41 @@ async def test_an_exported_incident_replays_inside_a_test(tmp_path: Path) -> Non
     changed = await replay_export(incident, packs=[desk_pack([], lead_prompt="You run a desk.")])
     with pytest.raises(AssertionError, match="request_changed at root, #1"):
         assert_identical(changed)
+
+
+def test_a_server_started_with_no_record_keeps_usage_only_and_its_threads_cannot_replay(
+    tmp_path: Path,
+) -> None:
+    server = ServeProcess(
+        tmp_path,
+        f"sqlite:///{tmp_path / 'sa.db'}",
+        "--test-provider",
+        "--no-record",
+        "--pack",
+        pack_file(tmp_path),
+        pythonpath=[Path(__file__).parent],
+    )
+    try:
+        server.wait_ready()
+        key = server.printed_key()
+        base = f"{server.url}/api/packages/desk/threads"
+        with httpx.Client(headers={"Authorization": f"Bearer {key}"}, timeout=60) as http:
+            thread = http.post(f"{base}/", json={"agent": "lead"}).json()["id"]
+            posted = http.post(f"{base}/{thread}/messages", json={"content": "hi"})
+            assert posted.status_code == 202
+            deadline = time.monotonic() + 60
+            while not any(
+                m["role"] == "assistant"
+                for m in http.get(f"{base}/{thread}/messages").json()["messages"]
+            ):
+                assert time.monotonic() < deadline, server.output()
+                time.sleep(0.05)
+            document = http.get(f"{base}/{thread}/export").json()
+            replay = http.post(f"{base}/{thread}/replay", json={})
+    finally:
+        server.stop()
+    root = document["thread"]
+    assert root["model_calls"] == []
+    assert [log["type"] for log in root["logs"]] == ["llm_call"]
+    assert replay.status_code == 422, replay.text
+    assert "were not recorded (root: 1)" in replay.json()["detail"]

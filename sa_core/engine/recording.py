@@ -125,12 +125,15 @@ def tool_form(tool: ProviderTool) -> dict[str, Any]:
 
 
 def settings_form(request: ProviderRequest) -> dict[str, Any]:
-    """The request's settings that count for its hash (everything but messages and tools)."""
-    return {
+    """The request's settings that count for its hash (everything but messages and tools).
+
+    Settings left unset (``None``) are left out.
+    """
+    form = {
         "tool_choice": request.tool_choice,
         "parallel_tool_calls": request.parallel_tool_calls,
         "reasoning": None if request.reasoning is None else asdict(request.reasoning),
-        "provider_options": request.provider_options,
+        "provider_options": request.provider_options or None,
         "max_tokens": request.max_tokens,
         "output_schema": None if request.output_schema is None else asdict(request.output_schema),
         "temperature": request.temperature,
@@ -141,6 +144,7 @@ def settings_form(request: ProviderRequest) -> dict[str, Any]:
         "presence_penalty": request.presence_penalty,
         "verbosity": request.verbosity,
     }
+    return {key: value for key, value in form.items() if value is not None}
 
 
 def split_head(messages: list[ProviderMessage]) -> int:
