@@ -10,7 +10,6 @@ import pytest
 from sqlalchemy import MetaData, Table, create_engine, insert, select, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
-from sqlmodel import SQLModel
 
 from sa_core.spec.records import Log, Message
 from sa_core.store import now_us, open_store, resolve_database_url
@@ -164,7 +163,7 @@ async def test_upgrading_from_the_baseline_gives_exactly_the_schema_of_a_new_dat
     def migrate_step_by_step(conn: Connection) -> list[Any]:
         upgrade(conn, None, BASELINE)
         upgrade(conn, BASELINE, HEAD)
-        return list(compare_metadata(MigrationContext.configure(conn), SQLModel.metadata))
+        return list(compare_metadata(MigrationContext.configure(conn), t.metadata))
 
     assert await run_sync(empty_url, migrate_step_by_step) == []
 

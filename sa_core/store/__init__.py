@@ -1,4 +1,4 @@
-"""Durable persistence: SQLModel tables and the async :class:`Store` the engine writes through.
+"""Durable persistence: the store's tables and the async :class:`Store` the engine writes through.
 
 Open with ``store = await open_store("sqlite:///state/sa.db")``; group a step's writes with
 ``async with store.transaction() as tx: ... tx=tx``.

@@ -20,7 +20,8 @@ from typing import Any
 
 from sqlalchemy import Column, MetaData, PrimaryKeyConstraint, String, Table, inspect, select, text
 from sqlalchemy.engine import Connection
-from sqlmodel import SQLModel
+
+from sa_core.store.tables import metadata
 
 HEAD = "0004_write_path_indexes"
 """The newest revision in ``migrations/versions`` (a test keeps the two in step)."""
@@ -70,7 +71,7 @@ def ensure_schema(conn: Connection) -> str:
         return "current"
     if revision is None:
         if not inspect(conn).has_table("threads"):
-            SQLModel.metadata.create_all(conn)
+            metadata.create_all(conn)
             _version_meta.create_all(conn)
             conn.execute(version_table.insert().values(version_num=HEAD))
             return "created"
@@ -113,5 +114,5 @@ def upgrade(conn: Connection, revision: str | None, target: str = HEAD) -> None:
         return script._upgrade_revs(target, rev)
 
     with EnvironmentContext(config, script, fn=steps, destination_rev=target) as env:
-        env.configure(connection=conn, target_metadata=SQLModel.metadata)
+        env.configure(connection=conn, target_metadata=metadata)
         env.run_migrations()

@@ -1,15 +1,17 @@
-"""SQLModel table classes of the store, and the Core ``Table`` objects the queries use.
+"""The store's tables: SQLAlchemy Core ``Table`` objects in one :data:`metadata`.
 
 Column types are portable (SQLite and PostgreSQL): integer microsecond timestamps in
 ``BigInteger``, JSON documents in ``JSON``, file bytes in ``LargeBinary``. Every table listed
 per thread has an index on ``(thread_id, created_at)``. Child rows reference ``threads.id`` with
 ``ON DELETE CASCADE`` (the store also deletes them explicitly, so cascading never depends on
 foreign keys being enforced).
+
+Plain Core, no ORM: the queries are Core statements, and defining the tables this way keeps
+SQLAlchemy's ORM (and SQLModel) out of the process; importing this module costs a few
+milliseconds once SQLAlchemy is loaded.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from sqlalchemy import (
     JSON,
@@ -20,11 +22,14 @@ from sqlalchemy import (
     Index,
     Integer,
     LargeBinary,
+    MetaData,
     String,
     Table,
     text,
 )
-from sqlmodel import Field, SQLModel
+
+metadata = MetaData()
+"""Every table of the store (``create_all`` builds a new database from it)."""
 
 # An autoincrement key: INTEGER PRIMARY KEY (the rowid) on SQLite, BIGINT elsewhere.
 _Seq = BigInteger().with_variant(Integer(), "sqlite")
@@ -38,307 +43,257 @@ def _thread_fk() -> ForeignKey:
     return ForeignKey("threads.id", ondelete="CASCADE")
 
 
-def _c(*args: Any, **kwargs: Any) -> Any:
-    """Build a ``Column`` typed as ``Any`` so SQLModel ``Field(sa_column=...)`` stays mypy clean."""
-    return Column(*args, **kwargs)
-
-
-class ThreadTable(SQLModel, table=True):
-    """A thread (see :class:`sa_core.store.rows.ThreadRow`)."""
-
-    __tablename__ = "threads"
-    __table_args__ = (
-        Index("ix_threads_created", "created_at"),
-        Index("ix_threads_parent_created", "parent_id", "created_at"),
-        Index("ix_threads_package_agent_created", "package", "agent_id", "created_at"),
-    )
-
-    id: str = Field(sa_column=_c(String, primary_key=True))
-    package: str = Field(sa_column=_c(String, nullable=False))
-    agent_id: str = Field(sa_column=_c(String, nullable=False))
-    user_id: str | None = Field(default=None, sa_column=_c(String, nullable=True))
-    parent_id: str | None = Field(default=None, sa_column=_c(String, _thread_fk(), nullable=True))
-    created_at: int = Field(sa_column=_c(BigInteger, nullable=False))
-    updated_at: int = Field(sa_column=_c(BigInteger, nullable=False))
-    terminated: int | None = Field(default=None, sa_column=_c(BigInteger, nullable=True))
-    stopped: bool = Field(default=False, sa_column=_c(Boolean, nullable=False, default=False))
-    env: dict[str, Any] | None = Field(default=None, sa_column=_c(_json()))
-    env_types: dict[str, Any] | None = Field(default=None, sa_column=_c(_json()))
-    tags: list[str] | None = Field(default=None, sa_column=_c(_json()))
-    properties: dict[str, Any] | None = Field(default=None, sa_column=_c(_json()))
-    execution: dict[str, Any] | None = Field(default=None, sa_column=_c(_json()))
-
-
-class ThreadTagTable(SQLModel, table=True):
-    """One tag of a thread (the filter index of ``ThreadTable.tags``)."""
-
-    __tablename__ = "thread_tags"
-    __table_args__ = (Index("ix_thread_tags_tag", "tag", "thread_id"),)
-
-    thread_id: str = Field(sa_column=_c(String, _thread_fk(), primary_key=True))
-    tag: str = Field(sa_column=_c(String, primary_key=True))
-
-
-class MessageTable(SQLModel, table=True):
-    """A message, with every field of the spec's Message (``meta`` holds ``metadata``)."""
-
-    __tablename__ = "messages"
-    __table_args__ = (
-        Index("ix_messages_thread_created", "thread_id", "created_at"),
-        # only messages with a parent (a subprompt's): a top-level insert writes no page here
-        Index(
-            "ix_messages_thread_parent",
-            "thread_id",
-            "parent_id",
-            sqlite_where=text("parent_id IS NOT NULL"),
-            postgresql_where=text("parent_id IS NOT NULL"),
-        ),
-    )
-
-    seq: int | None = Field(default=None, sa_column=_c(_Seq, primary_key=True, autoincrement=True))
-    id: str = Field(sa_column=_c(String, nullable=False, unique=True))
-    thread_id: str = Field(sa_column=_c(String, _thread_fk(), nullable=False))
-    role: str = Field(sa_column=_c(String, nullable=False))
-    content: str | None = Field(default=None, sa_column=_c(String))
-    name: str | None = Field(default=None, sa_column=_c(String))
-    tool_calls: list[Any] | None = Field(default=None, sa_column=_c(_json()))
-    tool_call_id: str | None = Field(default=None, sa_column=_c(String))
-    log_id: str | None = Field(default=None, sa_column=_c(String))
-    created_at: int = Field(sa_column=_c(BigInteger, nullable=False))
-    request_sent_at: int | None = Field(default=None, sa_column=_c(BigInteger))
-    response_completed_at: int | None = Field(default=None, sa_column=_c(BigInteger))
-    status: str | None = Field(default=None, sa_column=_c(String))
-    silent: bool = Field(default=False, sa_column=_c(Boolean, nullable=False, default=False))
-    tool_status: str | None = Field(default=None, sa_column=_c(String))
-    reasoning_content: str | None = Field(default=None, sa_column=_c(String))
-    reasoning_details: list[Any] | None = Field(default=None, sa_column=_c(_json()))
-    parent_id: str | None = Field(default=None, sa_column=_c(String))
-    depth: int = Field(default=0, sa_column=_c(Integer, nullable=False, default=0))
-    prompt: str | None = Field(default=None, sa_column=_c(String))
-    attachments: list[Any] | None = Field(default=None, sa_column=_c(_json()))
-    meta: dict[str, Any] | None = Field(default=None, sa_column=_c(_json()))
-    subagent_id: str | None = Field(default=None, sa_column=_c(String))
-    subagent_name: str | None = Field(default=None, sa_column=_c(String))
-    subagent_title: str | None = Field(default=None, sa_column=_c(String))
-    subagent_description: str | None = Field(default=None, sa_column=_c(String))
-    subagent_status: str | None = Field(default=None, sa_column=_c(String))
-    subagent_resumable: bool | None = Field(default=None, sa_column=_c(Boolean))
-    subagent_blocking: bool | None = Field(default=None, sa_column=_c(Boolean))
-    subagent_thread_name: str | None = Field(default=None, sa_column=_c(String))
-    subagent_spawn_group_id: str | None = Field(default=None, sa_column=_c(String))
-    extra: dict[str, Any] | None = Field(default=None, sa_column=_c(_json()))
-
-
-class LogTable(SQLModel, table=True):
-    """A log row (model calls, tool calls, errors)."""
-
-    __tablename__ = "logs"
-    __table_args__ = (Index("ix_logs_thread_created", "thread_id", "created_at"),)
-
-    seq: int | None = Field(default=None, sa_column=_c(_Seq, primary_key=True, autoincrement=True))
-    id: str = Field(sa_column=_c(String, nullable=False, unique=True))
-    thread_id: str = Field(sa_column=_c(String, _thread_fk(), nullable=False))
-    type: str = Field(sa_column=_c(String, nullable=False))
-    data: dict[str, Any] | None = Field(default=None, sa_column=_c(_json()))
-    created_at: int = Field(sa_column=_c(BigInteger, nullable=False))
-    parent_id: str | None = Field(default=None, sa_column=_c(String))
-    extra: dict[str, Any] | None = Field(default=None, sa_column=_c(_json()))
-
-
-class FileTable(SQLModel, table=True):
-    """A file (bytes in ``data``) or directory (``is_directory``) of a thread's filesystem."""
-
-    __tablename__ = "files"
-    __table_args__ = (
-        Index("ix_files_thread_parent", "thread_id", "parent"),
-        Index("ix_files_thread_created", "thread_id", "created_at"),
-    )
-
-    thread_id: str = Field(sa_column=_c(String, _thread_fk(), primary_key=True))
-    path: str = Field(sa_column=_c(String, primary_key=True))
-    parent: str = Field(sa_column=_c(String, nullable=False))
-    name: str = Field(sa_column=_c(String, nullable=False))
-    is_directory: bool = Field(default=False, sa_column=_c(Boolean, nullable=False, default=False))
-    mime_type: str = Field(sa_column=_c(String, nullable=False))
-    storage: str = Field(default="local", sa_column=_c(String, nullable=False, default="local"))
-    location: str | None = Field(default=None, sa_column=_c(String))
-    size: int = Field(default=0, sa_column=_c(BigInteger, nullable=False, default=0))
-    data: bytes | None = Field(default=None, sa_column=_c(LargeBinary))
-    meta: dict[str, Any] | None = Field(default=None, sa_column=_c(_json()))
-    width: int | None = Field(default=None, sa_column=_c(Integer))
-    height: int | None = Field(default=None, sa_column=_c(Integer))
-    created_at: int = Field(sa_column=_c(BigInteger, nullable=False))
-    updated_at: int = Field(sa_column=_c(BigInteger, nullable=False))
-
-
-class QueueTable(SQLModel, table=True):
-    """A message queued for a thread's next step."""
-
-    __tablename__ = "queue"
-    __table_args__ = (Index("ix_queue_thread_created", "thread_id", "created_at"),)
-
-    seq: int | None = Field(default=None, sa_column=_c(_Seq, primary_key=True, autoincrement=True))
-    id: str = Field(sa_column=_c(String, nullable=False, unique=True))
-    thread_id: str = Field(sa_column=_c(String, _thread_fk(), nullable=False))
-    role: str = Field(sa_column=_c(String, nullable=False))
-    content: str = Field(sa_column=_c(String, nullable=False))
-    attachments: list[Any] | None = Field(default=None, sa_column=_c(_json()))
-    silent: bool = Field(default=False, sa_column=_c(Boolean, nullable=False, default=False))
-    meta: dict[str, Any] | None = Field(default=None, sa_column=_c(_json()))
-    created_at: int = Field(sa_column=_c(BigInteger, nullable=False))
-
-
-class EffectTable(SQLModel, table=True):
-    """A scheduled effect: ``pending`` → ``processing`` → ``completed`` | ``failed``."""
-
-    __tablename__ = "effects"
-    __table_args__ = (
-        Index("ix_effects_status_scheduled", "status", "scheduled_at"),
-        Index("ix_effects_thread_created", "thread_id", "created_at"),
-    )
-
-    id: str = Field(sa_column=_c(String, primary_key=True))
-    thread_id: str = Field(sa_column=_c(String, _thread_fk(), nullable=False))
-    name: str = Field(sa_column=_c(String, nullable=False))
-    args: dict[str, Any] | None = Field(default=None, sa_column=_c(_json()))
-    scheduled_at: int = Field(sa_column=_c(BigInteger, nullable=False))
-    created_at: int = Field(sa_column=_c(BigInteger, nullable=False))
-    status: str = Field(default="pending", sa_column=_c(String, nullable=False, default="pending"))
-    error: str | None = Field(default=None, sa_column=_c(String))
-    started_at: int | None = Field(default=None, sa_column=_c(BigInteger))
-    finished_at: int | None = Field(default=None, sa_column=_c(BigInteger))
-    attempts: int = Field(default=0, sa_column=_c(Integer, nullable=False, default=0))
-    """How many times a run was claimed (the current run's attempt number)."""
-    owner: str | None = Field(default=None, sa_column=_c(String))
-    """The worker running a ``processing`` effect (reset when that worker's heartbeat stops)."""
-
-
-class ChildTable(SQLModel, table=True):
-    """One entry of a parent thread's subagent registry (the entry itself is JSON)."""
-
-    __tablename__ = "children"
-    __table_args__ = (Index("ix_children_parent_created", "parent_id", "created_at"),)
-
-    parent_id: str = Field(sa_column=_c(String, _thread_fk(), primary_key=True))
-    reference: str = Field(sa_column=_c(String, primary_key=True))
-    entry: dict[str, Any] | None = Field(default=None, sa_column=_c(_json()))
-    created_at: int = Field(sa_column=_c(BigInteger, nullable=False))
-
-
-class EnvRequestTable(SQLModel, table=True):
-    """A pending scoped-variable request of a parent thread."""
-
-    __tablename__ = "env_requests"
-    __table_args__ = (Index("ix_env_requests_parent_created", "parent_id", "created_at"),)
-
-    id: str = Field(sa_column=_c(String, primary_key=True))
-    parent_id: str = Field(sa_column=_c(String, _thread_fk(), nullable=False))
-    payload: dict[str, Any] | None = Field(default=None, sa_column=_c(_json()))
-    created_at: int = Field(sa_column=_c(BigInteger, nullable=False))
-
-
-class ValueTable(SQLModel, table=True):
-    """A thread key/value entry (JSON value)."""
-
-    __tablename__ = "thread_values"
-    __table_args__ = (
-        Index("ix_thread_values_thread_created", "thread_id", "created_at"),
-        Index("ix_thread_values_key", "key"),
-    )
-
-    thread_id: str = Field(sa_column=_c(String, _thread_fk(), primary_key=True))
-    key: str = Field(sa_column=_c(String, primary_key=True))
-    value: Any = Field(default=None, sa_column=_c(JSON))
-    created_at: int = Field(sa_column=_c(BigInteger, nullable=False))
-    updated_at: int = Field(sa_column=_c(BigInteger, nullable=False))
-
-
-class ExecutionTable(SQLModel, table=True):
-    """A thread's execution record: the turn it owes and the point a restart resumes from.
-
-    ``record`` is an :class:`sa_core.engine.record.ExecutionRecord` as JSON; ``status`` copies
-    its status (not indexed: every turn changes it, and only a runtime's start looks for the
-    owed records). ``claimed_by`` / ``claimed_until`` name the process running the thread (the
-    claim the scale-out work turns into a lease).
-    """
-
-    __tablename__ = "executions"
-
-    thread_id: str = Field(sa_column=_c(String, _thread_fk(), primary_key=True))
-    status: str = Field(sa_column=_c(String, nullable=False))
-    record: dict[str, Any] | None = Field(default=None, sa_column=_c(_json()))
-    claimed_by: str | None = Field(default=None, sa_column=_c(String))
-    claimed_until: int | None = Field(default=None, sa_column=_c(BigInteger))
-    updated_at: int = Field(sa_column=_c(BigInteger, nullable=False))
-
-
-class ApiKeyTable(SQLModel, table=True):
-    """An API key: its sha256 hash and a display prefix; the plaintext is never stored."""
-
-    __tablename__ = "api_keys"
-    __table_args__ = (Index("ix_api_keys_prefix", "prefix"),)
-
-    id: str = Field(sa_column=_c(String, primary_key=True))
-    name: str = Field(sa_column=_c(String, nullable=False))
-    prefix: str = Field(sa_column=_c(String, nullable=False))
-    key_hash: str = Field(sa_column=_c(String, nullable=False, unique=True))
-    created_at: int = Field(sa_column=_c(BigInteger, nullable=False))
-    revoked_at: int | None = Field(default=None, sa_column=_c(BigInteger))
-
-
-class LeaseTable(SQLModel, table=True):
-    """Which worker executes a thread, until when (renewed by the worker's heartbeat)."""
-
-    __tablename__ = "thread_leases"
-    __table_args__ = (Index("ix_thread_leases_expires", "expires_at"),)
-
-    thread_id: str = Field(sa_column=_c(String, _thread_fk(), primary_key=True))
-    owner: str = Field(sa_column=_c(String, nullable=False))
-    expires_at: int = Field(sa_column=_c(BigInteger, nullable=False))
-    acquired_at: int = Field(sa_column=_c(BigInteger, nullable=False))
-
-
-class WorkerTable(SQLModel, table=True):
-    """A worker process and its last heartbeat."""
-
-    __tablename__ = "workers"
-
-    id: str = Field(sa_column=_c(String, primary_key=True))
-    started_at: int = Field(sa_column=_c(BigInteger, nullable=False))
-    heartbeat_at: int = Field(sa_column=_c(BigInteger, nullable=False))
-
-
-class StreamFrameTable(SQLModel, table=True):
-    """A stream frame too large for a NOTIFY payload, fetched by the workers it is relayed to."""
-
-    __tablename__ = "stream_frames"
-    __table_args__ = (Index("ix_stream_frames_created", "created_at"),)
-
-    seq: int | None = Field(default=None, sa_column=_c(_Seq, primary_key=True, autoincrement=True))
-    thread_id: str = Field(sa_column=_c(String, nullable=False))
-    frame: dict[str, Any] | None = Field(default=None, sa_column=_c(_json()))
-    created_at: int = Field(sa_column=_c(BigInteger, nullable=False))
-
-
-def _table(name: str) -> Table:
-    return SQLModel.metadata.tables[name]
-
-
-threads = _table("threads")
-thread_tags = _table("thread_tags")
-messages = _table("messages")
-logs = _table("logs")
-files = _table("files")
-queue = _table("queue")
-effects = _table("effects")
-children = _table("children")
-env_requests = _table("env_requests")
-thread_values = _table("thread_values")
-api_keys = _table("api_keys")
-executions = _table("executions")
-thread_leases = _table("thread_leases")
-stream_frames = _table("stream_frames")
-workers = _table("workers")
+threads = Table(
+    "threads",
+    metadata,
+    Column("id", String, primary_key=True),
+    Column("package", String, nullable=False),
+    Column("agent_id", String, nullable=False),
+    Column("user_id", String, nullable=True),
+    Column("parent_id", String, _thread_fk(), nullable=True),
+    Column("created_at", BigInteger, nullable=False),
+    Column("updated_at", BigInteger, nullable=False),
+    Column("terminated", BigInteger, nullable=True),
+    Column("stopped", Boolean, nullable=False, default=False),
+    Column("env", _json()),
+    Column("env_types", _json()),
+    Column("tags", _json()),
+    Column("properties", _json()),
+    Column("execution", _json()),
+    Index("ix_threads_created", "created_at"),
+    Index("ix_threads_parent_created", "parent_id", "created_at"),
+    Index("ix_threads_package_agent_created", "package", "agent_id", "created_at"),
+)
+"""A thread (see :class:`sa_core.store.rows.ThreadRow`)."""
+
+thread_tags = Table(
+    "thread_tags",
+    metadata,
+    Column("thread_id", String, _thread_fk(), primary_key=True),
+    Column("tag", String, primary_key=True),
+    Index("ix_thread_tags_tag", "tag", "thread_id"),
+)
+"""One tag of a thread (the filter index of ``threads.tags``)."""
+
+messages = Table(
+    "messages",
+    metadata,
+    Column("seq", _Seq, primary_key=True, autoincrement=True),
+    Column("id", String, nullable=False, unique=True),
+    Column("thread_id", String, _thread_fk(), nullable=False),
+    Column("role", String, nullable=False),
+    Column("content", String),
+    Column("name", String),
+    Column("tool_calls", _json()),
+    Column("tool_call_id", String),
+    Column("log_id", String),
+    Column("created_at", BigInteger, nullable=False),
+    Column("request_sent_at", BigInteger),
+    Column("response_completed_at", BigInteger),
+    Column("status", String),
+    Column("silent", Boolean, nullable=False, default=False),
+    Column("tool_status", String),
+    Column("reasoning_content", String),
+    Column("reasoning_details", _json()),
+    Column("parent_id", String),
+    Column("depth", Integer, nullable=False, default=0),
+    Column("prompt", String),
+    Column("attachments", _json()),
+    Column("meta", _json()),
+    Column("subagent_id", String),
+    Column("subagent_name", String),
+    Column("subagent_title", String),
+    Column("subagent_description", String),
+    Column("subagent_status", String),
+    Column("subagent_resumable", Boolean),
+    Column("subagent_blocking", Boolean),
+    Column("subagent_thread_name", String),
+    Column("subagent_spawn_group_id", String),
+    Column("extra", _json()),
+    Index("ix_messages_thread_created", "thread_id", "created_at"),
+    # only messages with a parent (a subprompt's): a top-level insert writes no page here
+    Index(
+        "ix_messages_thread_parent",
+        "thread_id",
+        "parent_id",
+        sqlite_where=text("parent_id IS NOT NULL"),
+        postgresql_where=text("parent_id IS NOT NULL"),
+    ),
+)
+"""A message, with every field of the spec's Message (``meta`` holds ``metadata``)."""
+
+logs = Table(
+    "logs",
+    metadata,
+    Column("seq", _Seq, primary_key=True, autoincrement=True),
+    Column("id", String, nullable=False, unique=True),
+    Column("thread_id", String, _thread_fk(), nullable=False),
+    Column("type", String, nullable=False),
+    Column("data", _json()),
+    Column("created_at", BigInteger, nullable=False),
+    Column("parent_id", String),
+    Column("extra", _json()),
+    Index("ix_logs_thread_created", "thread_id", "created_at"),
+)
+"""A log row (model calls, tool calls, errors)."""
+
+files = Table(
+    "files",
+    metadata,
+    Column("thread_id", String, _thread_fk(), primary_key=True),
+    Column("path", String, primary_key=True),
+    Column("parent", String, nullable=False),
+    Column("name", String, nullable=False),
+    Column("is_directory", Boolean, nullable=False, default=False),
+    Column("mime_type", String, nullable=False),
+    Column("storage", String, nullable=False, default="local"),
+    Column("location", String),
+    Column("size", BigInteger, nullable=False, default=0),
+    Column("data", LargeBinary),
+    Column("meta", _json()),
+    Column("width", Integer),
+    Column("height", Integer),
+    Column("created_at", BigInteger, nullable=False),
+    Column("updated_at", BigInteger, nullable=False),
+    Index("ix_files_thread_parent", "thread_id", "parent"),
+    Index("ix_files_thread_created", "thread_id", "created_at"),
+)
+"""A file (bytes in ``data``) or directory (``is_directory``) of a thread's filesystem."""
+
+queue = Table(
+    "queue",
+    metadata,
+    Column("seq", _Seq, primary_key=True, autoincrement=True),
+    Column("id", String, nullable=False, unique=True),
+    Column("thread_id", String, _thread_fk(), nullable=False),
+    Column("role", String, nullable=False),
+    Column("content", String, nullable=False),
+    Column("attachments", _json()),
+    Column("silent", Boolean, nullable=False, default=False),
+    Column("meta", _json()),
+    Column("created_at", BigInteger, nullable=False),
+    Index("ix_queue_thread_created", "thread_id", "created_at"),
+)
+"""A message queued for a thread's next step."""
+
+effects = Table(
+    "effects",
+    metadata,
+    Column("id", String, primary_key=True),
+    Column("thread_id", String, _thread_fk(), nullable=False),
+    Column("name", String, nullable=False),
+    Column("args", _json()),
+    Column("scheduled_at", BigInteger, nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    Column("status", String, nullable=False, default="pending"),
+    Column("error", String),
+    Column("started_at", BigInteger),
+    Column("finished_at", BigInteger),
+    # how many times a run was claimed (the current run's attempt number)
+    Column("attempts", Integer, nullable=False, default=0),
+    # the worker running a ``processing`` effect (reset when that worker's heartbeat stops)
+    Column("owner", String),
+    Index("ix_effects_status_scheduled", "status", "scheduled_at"),
+    Index("ix_effects_thread_created", "thread_id", "created_at"),
+)
+"""A scheduled effect: ``pending`` → ``processing`` → ``completed`` | ``failed``."""
+
+children = Table(
+    "children",
+    metadata,
+    Column("parent_id", String, _thread_fk(), primary_key=True),
+    Column("reference", String, primary_key=True),
+    Column("entry", _json()),
+    Column("created_at", BigInteger, nullable=False),
+    Index("ix_children_parent_created", "parent_id", "created_at"),
+)
+"""One entry of a parent thread's subagent registry (the entry itself is JSON)."""
+
+env_requests = Table(
+    "env_requests",
+    metadata,
+    Column("id", String, primary_key=True),
+    Column("parent_id", String, _thread_fk(), nullable=False),
+    Column("payload", _json()),
+    Column("created_at", BigInteger, nullable=False),
+    Index("ix_env_requests_parent_created", "parent_id", "created_at"),
+)
+"""A pending scoped-variable request of a parent thread."""
+
+thread_values = Table(
+    "thread_values",
+    metadata,
+    Column("thread_id", String, _thread_fk(), primary_key=True),
+    Column("key", String, primary_key=True),
+    Column("value", JSON),
+    Column("created_at", BigInteger, nullable=False),
+    Column("updated_at", BigInteger, nullable=False),
+    Index("ix_thread_values_thread_created", "thread_id", "created_at"),
+    Index("ix_thread_values_key", "key"),
+)
+"""A thread key/value entry (JSON value)."""
+
+executions = Table(
+    "executions",
+    metadata,
+    Column("thread_id", String, _thread_fk(), primary_key=True),
+    Column("status", String, nullable=False),
+    Column("record", _json()),
+    Column("claimed_by", String),
+    Column("claimed_until", BigInteger),
+    Column("updated_at", BigInteger, nullable=False),
+)
+"""A thread's execution record: the turn it owes and the point a restart resumes from.
+
+``record`` is an :class:`sa_core.store.executions.ExecutionRecord` as JSON; ``status`` copies
+its status (not indexed: every turn changes it, and only a runtime's start looks for the owed
+records). ``claimed_by`` / ``claimed_until`` name the process running the thread (the claim the
+scale-out work turns into a lease).
+"""
+
+api_keys = Table(
+    "api_keys",
+    metadata,
+    Column("id", String, primary_key=True),
+    Column("name", String, nullable=False),
+    Column("prefix", String, nullable=False),
+    Column("key_hash", String, nullable=False, unique=True),
+    Column("created_at", BigInteger, nullable=False),
+    Column("revoked_at", BigInteger),
+    Index("ix_api_keys_prefix", "prefix"),
+)
+"""An API key: its sha256 hash and a display prefix; the plaintext is never stored."""
+
+thread_leases = Table(
+    "thread_leases",
+    metadata,
+    Column("thread_id", String, _thread_fk(), primary_key=True),
+    Column("owner", String, nullable=False),
+    Column("expires_at", BigInteger, nullable=False),
+    Column("acquired_at", BigInteger, nullable=False),
+    Index("ix_thread_leases_expires", "expires_at"),
+)
+"""Which worker executes a thread, until when (renewed by the worker's heartbeat)."""
+
+workers = Table(
+    "workers",
+    metadata,
+    Column("id", String, primary_key=True),
+    Column("started_at", BigInteger, nullable=False),
+    Column("heartbeat_at", BigInteger, nullable=False),
+)
+"""A worker process and its last heartbeat."""
+
+stream_frames = Table(
+    "stream_frames",
+    metadata,
+    Column("seq", _Seq, primary_key=True, autoincrement=True),
+    Column("thread_id", String, nullable=False),
+    Column("frame", _json()),
+    Column("created_at", BigInteger, nullable=False),
+    Index("ix_stream_frames_created", "created_at"),
+)
+"""A stream frame too large for a NOTIFY payload, fetched by the workers it is relayed to."""
 
 PER_THREAD_TABLES: tuple[tuple[Table, str], ...] = (
     (thread_tags, "thread_id"),
