@@ -24,6 +24,7 @@ from sqlalchemy.engine import Connection
 from sa_core.spec import SubagentRegistryEntry
 from sa_core.store import tables as t
 from sa_core.store.clock import now_us
+from sa_core.store.conflicts import ThreadChanged
 from sa_core.store.executions import new_record
 from sa_core.store.fast import Deferred, Prepared
 from sa_core.store.interface import Transaction
@@ -50,10 +51,6 @@ _UNCHANGED = Prepared(
         t.threads.c.id == bindparam("b_id"), t.threads.c.updated_at == bindparam("b_at")
     )
 )
-
-
-class ThreadChanged(Exception):
-    """A thread's row changed (or went) since the caller read it: its transaction rolls back."""
 
 
 KIDS_KEY = "children_entries"

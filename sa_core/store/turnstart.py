@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from sa_core.spec import SubagentRegistryEntry
     from sa_core.spec.records import Message
     from sa_core.store.caches import ReadHistory
-    from sa_core.store.executions import ExecutionRecord
+    from sa_core.store.execution_record import ExecutionRecord
     from sa_core.store.rows import QueueEntry, ThreadRow
 
 _QUEUE_KEY = "queue_entries"
