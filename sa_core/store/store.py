@@ -18,6 +18,7 @@ from sa_core.store.registry import RegistryMixin
 from sa_core.store.sqlitebackend import SQLiteBackend
 from sa_core.store.threads import ThreadsMixin
 from sa_core.store.turnstart import TurnStartMixin
+from sa_core.store.usage import UsageMixin
 
 
 class Store(
@@ -31,6 +32,7 @@ class Store(
     ApiKeysMixin,
     ExecutionsMixin,
     LeasesMixin,
+    UsageMixin,
 ):
     """Durable state of threads, messages, logs, files, queues, effects, registries, keys, leases.
 
