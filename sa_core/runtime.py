@@ -23,7 +23,6 @@ from sa_core.engine.delivery import open_thread, thread_for_message
 from sa_core.engine.effects import EffectScheduler
 from sa_core.engine.events import EventBus
 from sa_core.engine.kernel import Kernel, Life
-from sa_core.engine.leases import attach_workers
 from sa_core.engine.mcp import McpManager
 from sa_core.engine.modelcall import ModelCaller
 from sa_core.engine.owed import turn_settled
@@ -43,7 +42,6 @@ from sa_core.offline import offline_provider
 from sa_core.plugins import create_plugin_host
 from sa_core.registry import Registry
 from sa_core.state import ThreadState, thread_of
-from sa_core.store import open_store
 
 if TYPE_CHECKING:
     from sa_core.engine.leases import Workers
@@ -123,8 +121,10 @@ class Runtime:
         )
         self.providers: dict[str, Provider] = {**self.host.providers, **self._provider_overrides}
         self.registry: Registry = self._load_registry()
+        from sa_core.store.store import open_store  # the database layer loads here, not on import
+
         self.store: Store = await open_store(self.database_url)
-        self.workers = await attach_workers(self.store)  # PostgreSQL: relaying bus, leases
+        self.workers = await self._attach_workers()
         self.kernel = kernel = self._build_kernel()
         self.events = kernel.events
         self.scheduler = kernel.scheduler
@@ -140,6 +140,14 @@ class Runtime:
         await kernel.effects.start(kernel)
         await resume_interrupted(kernel)
         kernel.placement.run()
+
+    async def _attach_workers(self) -> Workers | None:
+        """PostgreSQL: share threads with the database's other workers (relaying bus, leases)."""
+        if not self.store.url.startswith("postgresql"):
+            return None
+        from sa_core.engine.leases import attach_workers  # the workers' machinery, PostgreSQL only
+
+        return await attach_workers(self.store)
 
     def _load_registry(self) -> Registry:
         """The registry of the given, plugin and installed packs (validated)."""
