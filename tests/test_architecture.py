@@ -41,10 +41,12 @@ LAZY_EXTRAS = frozenset(
 and its ``mcp_types``, ``otel``, ``images``, ``a2a``, ``chat``), and alembic, which costs
 ~90 ms to import and is needed only while a database schema is migrated."""
 
-LAZY_MODULES = frozenset({"sqlalchemy.ext.asyncio"})
+LAZY_MODULES = frozenset({"sqlalchemy.ext.asyncio", "sqlalchemy.dialects.postgresql"})
 """Modules (and their submodules) a function may import lazily although their package is a
-dependency: SQLAlchemy's asyncio extension imports SQLAlchemy's ORM (~50 ms) and only the async
-backends (PostgreSQL, aiosqlite) use it; the default SQLite backend never does."""
+dependency, because only an optional path uses them and they are costly: SQLAlchemy's asyncio
+extension imports SQLAlchemy's ORM (~50 ms) and only the async backends (PostgreSQL, aiosqlite)
+use it; SQLAlchemy's PostgreSQL dialect (~20 ms) only PostgreSQL statements, built on first
+use. The default SQLite store loads neither."""
 
 
 def lazy_import_allowed(module: str) -> bool:

@@ -174,6 +174,22 @@ async def test_a_new_database_is_created_at_the_head_revision(empty_url: str) ->
     assert await run_sync(empty_url, current_revision) == HEAD
 
 
+async def test_a_new_database_indexes_only_the_messages_that_have_a_parent(empty_url: str) -> None:
+    """The parent index is partial on a new database too, as revision 0004 makes it."""
+    async with await open_store(empty_url):
+        pass
+
+    def parent_index(conn: Connection) -> str:
+        if conn.dialect.name == "postgresql":
+            query = "SELECT indexdef FROM pg_indexes WHERE indexname = :name"
+        else:
+            query = "SELECT sql FROM sqlite_master WHERE type = 'index' AND name = :name"
+        return str(conn.execute(text(query), {"name": t.PARENT_INDEX}).scalar_one())
+
+    definition = await run_sync(empty_url, parent_index)
+    assert "WHERE" in definition and "parent_id IS NOT NULL" in definition, definition
+
+
 async def test_a_database_migrated_by_a_newer_release_is_refused_with_a_clear_error(
     empty_url: str,
 ) -> None:

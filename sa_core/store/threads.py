@@ -18,7 +18,6 @@ from sqlalchemy import (
     type_coerce,
     update,
 )
-from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.engine import Connection
 
 from sa_core.spec import SubagentRegistryEntry
@@ -62,6 +61,8 @@ def get_with_children_pg() -> Prepared:
 
     Built on first use: SQLite stores never import the PostgreSQL dialect for it.
     """
+    from sqlalchemy.dialects.postgresql import aggregate_order_by
+
     c = t.children.c
     kids = (
         select(func.json_agg(aggregate_order_by(c.entry, c.created_at, c.reference)))
