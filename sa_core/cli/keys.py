@@ -7,7 +7,6 @@ Keys are stored hashed; ``create`` prints the key once. Every command takes ``--
 from __future__ import annotations
 
 import argparse
-import datetime
 from typing import Any
 
 
@@ -64,6 +63,8 @@ async def create_key(args: argparse.Namespace) -> int:
 def _when(microseconds: int | None) -> str:
     if microseconds is None:
         return "-"
+    import datetime
+
     moment = datetime.datetime.fromtimestamp(microseconds / 1e6, tz=datetime.UTC)
     return moment.strftime("%Y-%m-%d %H:%M UTC")
 

@@ -14,13 +14,14 @@ line; every pack model whose provider or key is missing is warned about at start
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
-import socket
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sa_core.cli.offline_option import add_test_provider_option
+
+if TYPE_CHECKING:
+    import asyncio
 
 
 def register(subparsers: Any) -> None:
@@ -99,6 +100,8 @@ async def run(args: argparse.Namespace) -> int:
 
         return await serve_workers(args)
     if args.worker_fd is not None:  # a worker of `sa serve --workers N`: the parent bound it
+        import socket
+
         sock = socket.socket(fileno=args.worker_fd)
     else:
         try:
