@@ -27,6 +27,7 @@ from pydantic import BaseModel, Field
 from sa_core.engine.context import SIDE_ROLE
 from sa_core.engine.flowtypes import SessionOutcome
 from sa_core.engine.messages import create_message, new_message
+from sa_core.spec.base import DEFERRED
 
 if TYPE_CHECKING:
     from sa_core.engine.flow import Flow
@@ -46,6 +47,8 @@ class UsageTotals(BaseModel):
     provider's prompt cache and ``cache_write_tokens`` written to it. ``cost_usd`` prices each
     kind at the model's price for it (``cached_price``, ``cache_write_price``).
     """
+
+    model_config = DEFERRED
 
     input_tokens: int = 0
     output_tokens: int = 0
@@ -81,6 +84,8 @@ class UsageSummary(UsageTotals):
 
 class ThreadUsage(BaseModel):
     """A thread's own usage and, when asked, its usage with every descendant."""
+
+    model_config = DEFERRED
 
     thread_id: str
     thread: UsageSummary
