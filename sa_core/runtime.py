@@ -40,6 +40,7 @@ from sa_core.errors import (
 )
 from sa_core.offline import offline_provider
 from sa_core.plugins import create_plugin_host
+from sa_core.quietimport import collector_paused
 from sa_core.registry import Registry
 from sa_core.state import ThreadState, thread_of
 
@@ -121,7 +122,8 @@ class Runtime:
         )
         self.providers: dict[str, Provider] = {**self.host.providers, **self._provider_overrides}
         self.registry: Registry = self._load_registry()
-        from sa_core.store.store import open_store  # the database layer loads here, not on import
+        with collector_paused():  # the database layer loads here, not on import
+            from sa_core.store.store import open_store
 
         self.store: Store = await open_store(self.database_url)
         self.workers = await self._attach_workers()
