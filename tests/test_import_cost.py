@@ -153,6 +153,13 @@ def test_sa_help_loads_the_commands_and_nothing_they_run() -> None:
     assert offenders(loaded, NEVER_ON_SA_HELP) == []
 
 
+def test_the_built_in_providers_load_httpx_on_their_first_request_only() -> None:
+    """httpx loads its command line (click, rich, pygments) on import: ~80 ms of every start."""
+    providers = "import sa_providers.anthropic, sa_providers.google, sa_providers.openai\n"
+    loaded = modules_loaded_by(providers + "import sa_providers.openai_compatible\n")
+    assert offenders(loaded, ("httpx", "rich", "pygments", "click")) == []
+
+
 def test_the_offender_check_names_packages_and_their_submodules_only() -> None:
     loaded = {"sqlalchemy.orm.session", "richer", "mcp", "json"}
     assert offenders(loaded, ("sqlalchemy.orm", "rich", "mcp", "a2a")) == [
