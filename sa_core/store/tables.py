@@ -43,6 +43,18 @@ WITH_PARENT = "parent_id IS NOT NULL"
 _Seq = BigInteger().with_variant(Integer(), "sqlite")
 
 
+def _column(name: str, *args: Any, **kwargs: Any) -> Column[Any]:
+    """A column whose name is a plain ``str``, as declarative mapping names its columns.
+
+    ``Column(name, ...)`` wraps the name in SQLAlchemy's ``quoted_name``, a ``str`` subclass:
+    the row dicts keyed by such names would miss the dict lookups' fast path for plain strings,
+    and a name sent as a SQL value would be bound untyped.
+    """
+    column: Column[Any] = Column(*args, **kwargs)
+    column.name = column.key = name
+    return column
+
+
 def _json() -> JSON:
     return JSON(none_as_null=True)
 
@@ -54,20 +66,20 @@ def _thread_fk() -> ForeignKey:
 threads = Table(
     "threads",
     metadata,
-    Column("id", String, primary_key=True),
-    Column("package", String, nullable=False),
-    Column("agent_id", String, nullable=False),
-    Column("user_id", String, nullable=True),
-    Column("parent_id", String, _thread_fk(), nullable=True),
-    Column("created_at", BigInteger, nullable=False),
-    Column("updated_at", BigInteger, nullable=False),
-    Column("terminated", BigInteger, nullable=True),
-    Column("stopped", Boolean, nullable=False, default=False),
-    Column("env", _json()),
-    Column("env_types", _json()),
-    Column("tags", _json()),
-    Column("properties", _json()),
-    Column("execution", _json()),
+    _column("id", String, primary_key=True),
+    _column("package", String, nullable=False),
+    _column("agent_id", String, nullable=False),
+    _column("user_id", String, nullable=True),
+    _column("parent_id", String, _thread_fk(), nullable=True),
+    _column("created_at", BigInteger, nullable=False),
+    _column("updated_at", BigInteger, nullable=False),
+    _column("terminated", BigInteger, nullable=True),
+    _column("stopped", Boolean, nullable=False, default=False),
+    _column("env", _json()),
+    _column("env_types", _json()),
+    _column("tags", _json()),
+    _column("properties", _json()),
+    _column("execution", _json()),
     Index("ix_threads_created", "created_at"),
     Index("ix_threads_parent_created", "parent_id", "created_at"),
     Index("ix_threads_package_agent_created", "package", "agent_id", "created_at"),
@@ -77,8 +89,8 @@ threads = Table(
 thread_tags = Table(
     "thread_tags",
     metadata,
-    Column("thread_id", String, _thread_fk(), primary_key=True),
-    Column("tag", String, primary_key=True),
+    _column("thread_id", String, _thread_fk(), primary_key=True),
+    _column("tag", String, primary_key=True),
     Index("ix_thread_tags_tag", "tag", "thread_id"),
 )
 """One tag of a thread (the filter index of ``threads.tags``)."""
@@ -86,38 +98,38 @@ thread_tags = Table(
 messages = Table(
     "messages",
     metadata,
-    Column("seq", _Seq, primary_key=True, autoincrement=True),
-    Column("id", String, nullable=False, unique=True),
-    Column("thread_id", String, _thread_fk(), nullable=False),
-    Column("role", String, nullable=False),
-    Column("content", String),
-    Column("name", String),
-    Column("tool_calls", _json()),
-    Column("tool_call_id", String),
-    Column("log_id", String),
-    Column("created_at", BigInteger, nullable=False),
-    Column("request_sent_at", BigInteger),
-    Column("response_completed_at", BigInteger),
-    Column("status", String),
-    Column("silent", Boolean, nullable=False, default=False),
-    Column("tool_status", String),
-    Column("reasoning_content", String),
-    Column("reasoning_details", _json()),
-    Column("parent_id", String),
-    Column("depth", Integer, nullable=False, default=0),
-    Column("prompt", String),
-    Column("attachments", _json()),
-    Column("meta", _json()),
-    Column("subagent_id", String),
-    Column("subagent_name", String),
-    Column("subagent_title", String),
-    Column("subagent_description", String),
-    Column("subagent_status", String),
-    Column("subagent_resumable", Boolean),
-    Column("subagent_blocking", Boolean),
-    Column("subagent_thread_name", String),
-    Column("subagent_spawn_group_id", String),
-    Column("extra", _json()),
+    _column("seq", _Seq, primary_key=True, autoincrement=True),
+    _column("id", String, nullable=False, unique=True),
+    _column("thread_id", String, _thread_fk(), nullable=False),
+    _column("role", String, nullable=False),
+    _column("content", String),
+    _column("name", String),
+    _column("tool_calls", _json()),
+    _column("tool_call_id", String),
+    _column("log_id", String),
+    _column("created_at", BigInteger, nullable=False),
+    _column("request_sent_at", BigInteger),
+    _column("response_completed_at", BigInteger),
+    _column("status", String),
+    _column("silent", Boolean, nullable=False, default=False),
+    _column("tool_status", String),
+    _column("reasoning_content", String),
+    _column("reasoning_details", _json()),
+    _column("parent_id", String),
+    _column("depth", Integer, nullable=False, default=0),
+    _column("prompt", String),
+    _column("attachments", _json()),
+    _column("meta", _json()),
+    _column("subagent_id", String),
+    _column("subagent_name", String),
+    _column("subagent_title", String),
+    _column("subagent_description", String),
+    _column("subagent_status", String),
+    _column("subagent_resumable", Boolean),
+    _column("subagent_blocking", Boolean),
+    _column("subagent_thread_name", String),
+    _column("subagent_spawn_group_id", String),
+    _column("extra", _json()),
     Index("ix_messages_thread_created", "thread_id", "created_at"),
     # only messages with a parent (a subprompt's): a top-level insert writes no page here;
     # partial on PostgreSQL too (see _postgresql_options)
@@ -145,14 +157,14 @@ event.listen(messages, "before_create", _postgresql_options)
 logs = Table(
     "logs",
     metadata,
-    Column("seq", _Seq, primary_key=True, autoincrement=True),
-    Column("id", String, nullable=False, unique=True),
-    Column("thread_id", String, _thread_fk(), nullable=False),
-    Column("type", String, nullable=False),
-    Column("data", _json()),
-    Column("created_at", BigInteger, nullable=False),
-    Column("parent_id", String),
-    Column("extra", _json()),
+    _column("seq", _Seq, primary_key=True, autoincrement=True),
+    _column("id", String, nullable=False, unique=True),
+    _column("thread_id", String, _thread_fk(), nullable=False),
+    _column("type", String, nullable=False),
+    _column("data", _json()),
+    _column("created_at", BigInteger, nullable=False),
+    _column("parent_id", String),
+    _column("extra", _json()),
     Index("ix_logs_thread_created", "thread_id", "created_at"),
 )
 """A log row (model calls, tool calls, errors)."""
@@ -160,21 +172,21 @@ logs = Table(
 files = Table(
     "files",
     metadata,
-    Column("thread_id", String, _thread_fk(), primary_key=True),
-    Column("path", String, primary_key=True),
-    Column("parent", String, nullable=False),
-    Column("name", String, nullable=False),
-    Column("is_directory", Boolean, nullable=False, default=False),
-    Column("mime_type", String, nullable=False),
-    Column("storage", String, nullable=False, default="local"),
-    Column("location", String),
-    Column("size", BigInteger, nullable=False, default=0),
-    Column("data", LargeBinary),
-    Column("meta", _json()),
-    Column("width", Integer),
-    Column("height", Integer),
-    Column("created_at", BigInteger, nullable=False),
-    Column("updated_at", BigInteger, nullable=False),
+    _column("thread_id", String, _thread_fk(), primary_key=True),
+    _column("path", String, primary_key=True),
+    _column("parent", String, nullable=False),
+    _column("name", String, nullable=False),
+    _column("is_directory", Boolean, nullable=False, default=False),
+    _column("mime_type", String, nullable=False),
+    _column("storage", String, nullable=False, default="local"),
+    _column("location", String),
+    _column("size", BigInteger, nullable=False, default=0),
+    _column("data", LargeBinary),
+    _column("meta", _json()),
+    _column("width", Integer),
+    _column("height", Integer),
+    _column("created_at", BigInteger, nullable=False),
+    _column("updated_at", BigInteger, nullable=False),
     Index("ix_files_thread_parent", "thread_id", "parent"),
     Index("ix_files_thread_created", "thread_id", "created_at"),
 )
@@ -183,15 +195,15 @@ files = Table(
 queue = Table(
     "queue",
     metadata,
-    Column("seq", _Seq, primary_key=True, autoincrement=True),
-    Column("id", String, nullable=False, unique=True),
-    Column("thread_id", String, _thread_fk(), nullable=False),
-    Column("role", String, nullable=False),
-    Column("content", String, nullable=False),
-    Column("attachments", _json()),
-    Column("silent", Boolean, nullable=False, default=False),
-    Column("meta", _json()),
-    Column("created_at", BigInteger, nullable=False),
+    _column("seq", _Seq, primary_key=True, autoincrement=True),
+    _column("id", String, nullable=False, unique=True),
+    _column("thread_id", String, _thread_fk(), nullable=False),
+    _column("role", String, nullable=False),
+    _column("content", String, nullable=False),
+    _column("attachments", _json()),
+    _column("silent", Boolean, nullable=False, default=False),
+    _column("meta", _json()),
+    _column("created_at", BigInteger, nullable=False),
     Index("ix_queue_thread_created", "thread_id", "created_at"),
 )
 """A message queued for a thread's next step."""
@@ -199,20 +211,20 @@ queue = Table(
 effects = Table(
     "effects",
     metadata,
-    Column("id", String, primary_key=True),
-    Column("thread_id", String, _thread_fk(), nullable=False),
-    Column("name", String, nullable=False),
-    Column("args", _json()),
-    Column("scheduled_at", BigInteger, nullable=False),
-    Column("created_at", BigInteger, nullable=False),
-    Column("status", String, nullable=False, default="pending"),
-    Column("error", String),
-    Column("started_at", BigInteger),
-    Column("finished_at", BigInteger),
+    _column("id", String, primary_key=True),
+    _column("thread_id", String, _thread_fk(), nullable=False),
+    _column("name", String, nullable=False),
+    _column("args", _json()),
+    _column("scheduled_at", BigInteger, nullable=False),
+    _column("created_at", BigInteger, nullable=False),
+    _column("status", String, nullable=False, default="pending"),
+    _column("error", String),
+    _column("started_at", BigInteger),
+    _column("finished_at", BigInteger),
     # how many times a run was claimed (the current run's attempt number)
-    Column("attempts", Integer, nullable=False, default=0),
+    _column("attempts", Integer, nullable=False, default=0),
     # the worker running a ``processing`` effect (reset when that worker's heartbeat stops)
-    Column("owner", String),
+    _column("owner", String),
     Index("ix_effects_status_scheduled", "status", "scheduled_at"),
     Index("ix_effects_thread_created", "thread_id", "created_at"),
 )
@@ -221,10 +233,10 @@ effects = Table(
 children = Table(
     "children",
     metadata,
-    Column("parent_id", String, _thread_fk(), primary_key=True),
-    Column("reference", String, primary_key=True),
-    Column("entry", _json()),
-    Column("created_at", BigInteger, nullable=False),
+    _column("parent_id", String, _thread_fk(), primary_key=True),
+    _column("reference", String, primary_key=True),
+    _column("entry", _json()),
+    _column("created_at", BigInteger, nullable=False),
     Index("ix_children_parent_created", "parent_id", "created_at"),
 )
 """One entry of a parent thread's subagent registry (the entry itself is JSON)."""
@@ -232,10 +244,10 @@ children = Table(
 env_requests = Table(
     "env_requests",
     metadata,
-    Column("id", String, primary_key=True),
-    Column("parent_id", String, _thread_fk(), nullable=False),
-    Column("payload", _json()),
-    Column("created_at", BigInteger, nullable=False),
+    _column("id", String, primary_key=True),
+    _column("parent_id", String, _thread_fk(), nullable=False),
+    _column("payload", _json()),
+    _column("created_at", BigInteger, nullable=False),
     Index("ix_env_requests_parent_created", "parent_id", "created_at"),
 )
 """A pending scoped-variable request of a parent thread."""
@@ -243,11 +255,11 @@ env_requests = Table(
 thread_values = Table(
     "thread_values",
     metadata,
-    Column("thread_id", String, _thread_fk(), primary_key=True),
-    Column("key", String, primary_key=True),
-    Column("value", JSON),
-    Column("created_at", BigInteger, nullable=False),
-    Column("updated_at", BigInteger, nullable=False),
+    _column("thread_id", String, _thread_fk(), primary_key=True),
+    _column("key", String, primary_key=True),
+    _column("value", JSON),
+    _column("created_at", BigInteger, nullable=False),
+    _column("updated_at", BigInteger, nullable=False),
     Index("ix_thread_values_thread_created", "thread_id", "created_at"),
     Index("ix_thread_values_key", "key"),
 )
@@ -256,12 +268,12 @@ thread_values = Table(
 executions = Table(
     "executions",
     metadata,
-    Column("thread_id", String, _thread_fk(), primary_key=True),
-    Column("status", String, nullable=False),
-    Column("record", _json()),
-    Column("claimed_by", String),
-    Column("claimed_until", BigInteger),
-    Column("updated_at", BigInteger, nullable=False),
+    _column("thread_id", String, _thread_fk(), primary_key=True),
+    _column("status", String, nullable=False),
+    _column("record", _json()),
+    _column("claimed_by", String),
+    _column("claimed_until", BigInteger),
+    _column("updated_at", BigInteger, nullable=False),
 )
 """A thread's execution record: the turn it owes and the point a restart resumes from.
 
@@ -274,12 +286,12 @@ scale-out work turns into a lease).
 api_keys = Table(
     "api_keys",
     metadata,
-    Column("id", String, primary_key=True),
-    Column("name", String, nullable=False),
-    Column("prefix", String, nullable=False),
-    Column("key_hash", String, nullable=False, unique=True),
-    Column("created_at", BigInteger, nullable=False),
-    Column("revoked_at", BigInteger),
+    _column("id", String, primary_key=True),
+    _column("name", String, nullable=False),
+    _column("prefix", String, nullable=False),
+    _column("key_hash", String, nullable=False, unique=True),
+    _column("created_at", BigInteger, nullable=False),
+    _column("revoked_at", BigInteger),
     Index("ix_api_keys_prefix", "prefix"),
 )
 """An API key: its sha256 hash and a display prefix; the plaintext is never stored."""
@@ -287,10 +299,10 @@ api_keys = Table(
 thread_leases = Table(
     "thread_leases",
     metadata,
-    Column("thread_id", String, _thread_fk(), primary_key=True),
-    Column("owner", String, nullable=False),
-    Column("expires_at", BigInteger, nullable=False),
-    Column("acquired_at", BigInteger, nullable=False),
+    _column("thread_id", String, _thread_fk(), primary_key=True),
+    _column("owner", String, nullable=False),
+    _column("expires_at", BigInteger, nullable=False),
+    _column("acquired_at", BigInteger, nullable=False),
     Index("ix_thread_leases_expires", "expires_at"),
 )
 """Which worker executes a thread, until when (renewed by the worker's heartbeat)."""
@@ -298,19 +310,19 @@ thread_leases = Table(
 workers = Table(
     "workers",
     metadata,
-    Column("id", String, primary_key=True),
-    Column("started_at", BigInteger, nullable=False),
-    Column("heartbeat_at", BigInteger, nullable=False),
+    _column("id", String, primary_key=True),
+    _column("started_at", BigInteger, nullable=False),
+    _column("heartbeat_at", BigInteger, nullable=False),
 )
 """A worker process and its last heartbeat."""
 
 stream_frames = Table(
     "stream_frames",
     metadata,
-    Column("seq", _Seq, primary_key=True, autoincrement=True),
-    Column("thread_id", String, nullable=False),
-    Column("frame", _json()),
-    Column("created_at", BigInteger, nullable=False),
+    _column("seq", _Seq, primary_key=True, autoincrement=True),
+    _column("thread_id", String, nullable=False),
+    _column("frame", _json()),
+    _column("created_at", BigInteger, nullable=False),
     Index("ix_stream_frames_created", "created_at"),
 )
 """A stream frame too large for a NOTIFY payload, fetched by the workers it is relayed to."""
