@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import (
+    DDL,
     JSON,
     BigInteger,
     Boolean,
@@ -28,6 +29,7 @@ from sqlalchemy import (
     String,
     Table,
     event,
+    false,
     text,
 )
 from sqlalchemy.engine import Connection
@@ -292,6 +294,10 @@ api_keys = Table(
     _column("key_hash", String, nullable=False, unique=True),
     _column("created_at", BigInteger, nullable=False),
     _column("revoked_at", BigInteger),
+    # the packages the key opens; NULL: every package
+    _column("packages", _json()),
+    # the key may list and read but not write
+    _column("read_only", Boolean, nullable=False, server_default=false()),
     Index("ix_api_keys_prefix", "prefix"),
 )
 """An API key: its sha256 hash and a display prefix; the plaintext is never stored."""
@@ -326,6 +332,82 @@ stream_frames = Table(
     Index("ix_stream_frames_created", "created_at"),
 )
 """A stream frame too large for a NOTIFY payload, fetched by the workers it is relayed to."""
+
+schedules = Table(
+    "schedules",
+    metadata,
+    _column("package", String, primary_key=True),
+    _column("name", String, primary_key=True),
+    _column("agent", String, nullable=False),
+    _column("message", String, nullable=False),
+    _column("cron", String),
+    _column("every", String),
+    _column("timezone", String, nullable=False),
+    _column("thread", String, nullable=False),
+    _column("description", String, nullable=False, default=""),
+    _column("status", String, nullable=False),
+    _column("source", String, nullable=False),
+    _column("next_run_at", BigInteger),
+    _column("last_run_at", BigInteger),
+    _column("last_thread_id", String),
+    _column("thread_id", String),
+    _column("runs", Integer, nullable=False, default=0),
+    _column("last_error", String),
+    _column("created_at", BigInteger, nullable=False),
+    _column("updated_at", BigInteger, nullable=False),
+    Index("ix_schedules_status_next", "status", "next_run_at"),
+)
+"""A schedule of a package and where it stands (see :class:`sa_core.spec.ScheduleRecord`).
+
+``status`` is ``active``, ``paused`` or ``deleted`` (a pack's schedule deleted at run time, kept
+so that the next start does not bring it back). A due run is claimed by moving ``next_run_at``
+on from the value read (compare-and-set) in the transaction that stores the run's thread and
+message.
+"""
+
+store_items = Table(
+    "store_items",
+    metadata,
+    _column("seq", _Seq, primary_key=True, autoincrement=True),
+    _column("package", String, nullable=False),
+    _column("namespace", String, nullable=False),
+    _column("key", String, nullable=False),
+    _column("value", _json()),
+    _column("text", String, nullable=False, default=""),
+    _column("created_at", BigInteger, nullable=False),
+    _column("updated_at", BigInteger, nullable=False),
+    _column("expires_at", BigInteger),
+    Index("ux_store_items_key", "package", "namespace", "key", unique=True),
+    Index("ix_store_items_expires", "expires_at"),
+)
+"""An item of a package's store: a JSON document under a namespace and a key.
+
+``namespace`` holds the namespace's labels, each followed by the unit separator U+001F (a
+prefix of labels is then a prefix of the column). ``text`` is the document's searchable text,
+indexed by the FTS5 table ``store_items_fts`` on SQLite (its rowid is ``seq``) and by a GIN
+index on ``to_tsvector('simple', text)`` on PostgreSQL (:data:`STORE_TEXT_DDL`).
+"""
+
+STORE_TEXT_DDL = {
+    "sqlite": "CREATE VIRTUAL TABLE IF NOT EXISTS store_items_fts USING fts5(text)",
+    "postgresql": (
+        "CREATE INDEX IF NOT EXISTS ix_store_items_text ON store_items "
+        "USING GIN (to_tsvector('simple', text))"
+    ),
+}
+"""The full-text index of ``store_items`` per dialect (created with the table)."""
+STORE_TEXT_OBJECTS = ("store_items_fts", "ix_store_items_text")
+"""Names of the full-text objects (SQLite's FTS5 table and its shadow tables start with the
+first): they are not SQLAlchemy tables or indexes, so schema comparisons leave them out."""
+
+_ddl: Any = DDL  # untyped in SQLAlchemy
+for _dialect, _statement in STORE_TEXT_DDL.items():
+    event.listen(store_items, "after_create", _ddl(_statement).execute_if(dialect=_dialect))
+event.listen(
+    store_items,
+    "before_drop",
+    _ddl("DROP TABLE IF EXISTS store_items_fts").execute_if(dialect="sqlite"),
+)
 
 PER_THREAD_TABLES: tuple[tuple[Table, str], ...] = (
     (thread_tags, "thread_id"),

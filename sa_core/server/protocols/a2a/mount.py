@@ -3,10 +3,17 @@
 - ``GET /a2a``: the cards of every served agent (needs a key).
 - ``GET /a2a/{package}/{agent}/.well-known/agent-card.json``: one agent's card (public: A2A
   clients read it to learn where to connect and that they need a Bearer key).
+- ``POST /a2a/_push/{thread id}``: push notifications from remote agents for the tasks of
+  remote children (:mod:`sa_core.engine.remote_push`), authenticated by the per-task token in
+  ``X-A2A-Notification-Token`` instead of an API key.
 - ``POST /a2a/{package}/{agent}``: the JSON-RPC binding (``SendMessage``,
   ``SendStreamingMessage``, ``GetTask``, ``CancelTask``, ``SubscribeToTask``, and the v0.3
   names ``message/send``, ``message/stream``, ``tasks/get``, ``tasks/cancel``), served by the
   SDK's request handler with our executor and task store. Needs ``Authorization: Bearer``.
+
+A key limited to some packages sees only their cards in ``GET /a2a`` and gets 404 from the
+other packages' agents; a read-only key may read tasks (``GetTask``, ``SubscribeToTask``, ...)
+but not send messages or cancel (403, :mod:`sa_core.server.rpc_writes`).
 
 The per-agent handlers are built on the first request, once the runtime has loaded its packs.
 """
@@ -23,16 +30,32 @@ from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
 from litestar.types import Receive, Scope, Send
 from starlette.routing import Router
 
+from sa_core.engine.remote_push import PUSH_PATH, notified
 from sa_core.runtime import Runtime
 from sa_core.server.protocols.a2a import PREFIX
 from sa_core.server.protocols.a2a.cards import agent_card, agent_path
 from sa_core.server.protocols.a2a.contexts import ThreadContextBuilder
 from sa_core.server.protocols.a2a.executor import ThreadAgentExecutor
 from sa_core.server.protocols.a2a.taskstore import AgentRoute, ThreadTaskStore
+from sa_core.server.rpc_writes import refuse_writes
+from sa_core.store import ApiKeyRow
 
+PUSH_PREFIX = PUSH_PATH.rstrip("/") + "/"
+"""Push notifications for remote children (``POST /a2a/_push/{thread id}``): token, no key."""
+TOKEN_HEADER = b"x-a2a-notification-token"
+PUSH_BODY_LIMIT = 1024 * 1024
 INTERRUPTED_RELEASE_SECONDS = 600.0
 """An SDK task object waiting for input is dropped from memory after this long (the task stays
 in the database; a later request loads it again)."""
+READS = frozenset(
+    {
+        "GetTask", "ListTasks", "SubscribeToTask", "GetTaskPushNotificationConfig",
+        "ListTaskPushNotificationConfigs", "GetExtendedAgentCard", "tasks/get",
+        "tasks/resubscribe", "tasks/pushNotificationConfig/get",
+        "tasks/pushNotificationConfig/list", "agent/getAuthenticatedExtendedCard",
+    }
+)  # fmt: skip
+"""The JSON-RPC methods (A2A 1.0 and v0.3 names) that only read: all a read-only key may call."""
 
 
 class A2AServer:
@@ -44,11 +67,12 @@ class A2AServer:
         self._router: Router | None = None
         self._handlers: list[DefaultRequestHandler] = []
 
-    def agents(self) -> list[tuple[str, str]]:
-        """``(package, agent)`` of every served agent, in package order."""
+    def agents(self, key: ApiKeyRow | None = None) -> list[tuple[str, str]]:
+        """``(package, agent)`` of every served agent (that ``key`` opens), in package order."""
         return [
             (scope.package, name)
             for scope in self.runtime.registry.scopes.values()
+            if key is None or key.allows(scope.package)
             for name in scope.pack.entry_agent_names()
             if name in scope.agents
         ]
@@ -86,7 +110,11 @@ class A2AServer:
             else:
                 await _json(send, 200, card)
             return
-        if not await self._authorized(scope):
+        if path.startswith(PUSH_PREFIX) and method == "POST":
+            await self._push(scope, receive, send, path.removeprefix(PUSH_PREFIX))
+            return
+        key = await self._key(scope)
+        if key is None:
             await _json(
                 send,
                 401,
@@ -100,14 +128,35 @@ class A2AServer:
         if path == PREFIX and method == "GET":
             cards = [
                 agent_card_to_dict(agent_card(self.runtime.registry.scopes[p], a, _base(scope)))
-                for p, a in self.agents()
+                for p, a in self.agents(key)
             ]
             await _json(send, 200, {"agents": cards})
             return
+        if not key.allows(path.removeprefix(PREFIX + "/").split("/", 1)[0]):
+            detail = f"No A2A agent at {path}."
+            await _json(send, 404, {"error": "agent_not_found", "detail": detail})
+            return
+        if key.read_only:
+            replay = await refuse_writes(key, scope, receive, send, READS.__contains__)
+            if replay is None:
+                return
+            receive = replay
         if self._router is None:
             self._router = self._build()
         inner = dict(scope, path=path, raw_path=path.encode(), root_path="")
         await self._router(inner, receive, send)  # type: ignore[arg-type]
+
+    async def _push(self, scope: Scope, receive: Receive, send: Send, thread_id: str) -> None:
+        """A remote agent's push notification for a remote child's task (its token checked)."""
+        await _drain(receive)
+        token = next(
+            (v.decode("latin-1") for k, v in scope.get("headers", []) if k == TOKEN_HEADER), ""
+        )
+        if await notified(self.runtime.kernel, thread_id, token):
+            await _json(send, 200, {"status": "accepted"})
+        else:
+            detail = "Unknown task, or a notification token that does not match."
+            await _json(send, 401, {"error": "unauthorized", "detail": detail})
 
     def _card(self, base: str, scope: Scope) -> dict[str, Any] | None:
         for package, agent in self.agents():
@@ -116,14 +165,15 @@ class A2AServer:
                 return agent_card_to_dict(card)
         return None
 
-    async def _authorized(self, scope: Scope) -> bool:
+    async def _key(self, scope: Scope) -> ApiKeyRow | None:
+        """The active key of the request's ``Authorization: Bearer`` header, if any."""
         for name, value in scope.get("headers", []):
             if name == b"authorization":
                 kind, _, token = value.decode("latin-1").partition(" ")
                 if kind.lower() == "bearer" and token.strip():
-                    return await self.runtime.store.verify_api_key(token.strip()) is not None
-                return False
-        return False
+                    return await self.runtime.store.verify_api_key(token.strip())
+                return None
+        return None
 
     async def aclose(self) -> None:
         """Drain the SDK handlers' running tasks (at shutdown)."""
@@ -138,6 +188,16 @@ def _base(scope: Scope) -> str:
         server = scope.get("server") or ("127.0.0.1", 80)
         host = f"{server[0]}:{server[1]}"
     return f"{scope.get('scheme', 'http')}://{host}"
+
+
+async def _drain(receive: Receive, limit: int = PUSH_BODY_LIMIT) -> None:
+    """Read a request body to its end (up to ``limit`` bytes are read; the rest is refused)."""
+    size = 0
+    while True:
+        message = await receive()
+        size += len(message.get("body", b"")) if message["type"] == "http.request" else 0
+        if message["type"] != "http.request" or not message.get("more_body") or size > limit:
+            return
 
 
 async def _json(
