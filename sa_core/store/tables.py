@@ -16,8 +16,10 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import (
+    ARRAY,
     DDL,
     JSON,
+    REAL,
     BigInteger,
     Boolean,
     Column,
@@ -386,6 +388,28 @@ store_items = Table(
 prefix of labels is then a prefix of the column). ``text`` is the document's searchable text,
 indexed by the FTS5 table ``store_items_fts`` on SQLite (its rowid is ``seq``) and by a GIN
 index on ``to_tsvector('simple', text)`` on PostgreSQL (:data:`STORE_TEXT_DDL`).
+"""
+
+store_vectors = Table(
+    "store_vectors",
+    metadata,
+    _column(
+        "seq",
+        _Seq,
+        ForeignKey("store_items.seq", ondelete="CASCADE"),
+        primary_key=True,
+        autoincrement=False,
+    ),
+    _column("model", String, nullable=False),
+    # the generic ARRAY and REAL: naming the PostgreSQL dialect's would import it on SQLite too
+    _column("embedding", LargeBinary().with_variant(ARRAY(REAL()), "postgresql"), nullable=False),
+)
+"""The vector of a store item, for search by meaning (one per item, ``seq`` its item's).
+
+``model`` names the embedding model that made it (``provider:model``): a search compares only
+vectors of the pack's model now. ``embedding`` holds float32 values: a little-endian blob on
+SQLite (what ``sqlite-vec``'s functions read), a ``real[]`` on PostgreSQL (cast to pgvector's
+``vector`` when searched), so the schema needs neither extension.
 """
 
 STORE_TEXT_DDL = {
