@@ -20,6 +20,7 @@ from sa_core.store.schedules import SchedulesMixin
 from sa_core.store.sqlitebackend import SQLiteBackend
 from sa_core.store.threads import ThreadsMixin
 from sa_core.store.turnstart import TurnStartMixin
+from sa_core.store.usage import UsageMixin
 
 
 class Store(
@@ -33,6 +34,7 @@ class Store(
     ApiKeysMixin,
     ExecutionsMixin,
     LeasesMixin,
+    UsageMixin,
     SchedulesMixin,
     PackStoreMixin,
 ):
