@@ -381,6 +381,41 @@ class StoreItemTable(SQLModel, table=True):
     expires_at: int | None = Field(default=None, sa_column=_c(BigInteger))
 
 
+class A2APushTable(SQLModel, table=True):
+    """A push-notification config of one of our A2A tasks, and the notification it owes.
+
+    ``config`` is the client's config (``url``, ``token``, ``authentication``). ``state`` is
+    the task state last queued for a notification; ``pending`` says one is owed (its body is
+    the task as stored when it is sent), ``version`` counts the notifications queued (a send
+    settles only the version it claimed), ``claimed_until`` holds off other senders while one
+    sends. ``watching`` stays true until a final state is queued; ``seen_at`` is the thread's
+    ``executions.updated_at`` when the task was last read again from its thread. See
+    :mod:`sa_core.store.a2apush`.
+    """
+
+    __tablename__ = "a2a_push"
+    __table_args__ = (
+        Index("ix_a2a_push_due", "pending", "next_at"),
+        Index("ix_a2a_push_watching", "watching"),
+        Index("ix_a2a_push_thread", "thread_id"),
+    )
+
+    task_id: str = Field(sa_column=_c(String, primary_key=True))
+    config_id: str = Field(sa_column=_c(String, primary_key=True))
+    thread_id: str = Field(sa_column=_c(String, _thread_fk(), nullable=False))
+    config: dict[str, Any] | None = Field(default=None, sa_column=_c(_json()))
+    state: str | None = Field(default=None, sa_column=_c(String))
+    version: int = Field(default=0, sa_column=_c(Integer, nullable=False, default=0))
+    pending: bool = Field(default=False, sa_column=_c(Boolean, nullable=False, default=False))
+    watching: bool = Field(default=True, sa_column=_c(Boolean, nullable=False, default=True))
+    attempts: int = Field(default=0, sa_column=_c(Integer, nullable=False, default=0))
+    next_at: int = Field(default=0, sa_column=_c(BigInteger, nullable=False, default=0))
+    claimed_until: int | None = Field(default=None, sa_column=_c(BigInteger))
+    seen_at: int = Field(default=0, sa_column=_c(BigInteger, nullable=False, default=0))
+    last_error: str | None = Field(default=None, sa_column=_c(String))
+    created_at: int = Field(sa_column=_c(BigInteger, nullable=False))
+
+
 STORE_TEXT_DDL = {
     "sqlite": "CREATE VIRTUAL TABLE IF NOT EXISTS store_items_fts USING fts5(text)",
     "postgresql": (
@@ -415,6 +450,7 @@ stream_frames = _table("stream_frames")
 workers = _table("workers")
 schedules = _table("schedules")
 store_items = _table("store_items")
+a2a_push = _table("a2a_push")
 
 _ddl: Any = DDL  # untyped in SQLAlchemy
 for _dialect, _statement in STORE_TEXT_DDL.items():
@@ -437,5 +473,6 @@ PER_THREAD_TABLES: tuple[tuple[Table, str], ...] = (
     (thread_values, "thread_id"),
     (executions, "thread_id"),
     (thread_leases, "thread_id"),
+    (a2a_push, "thread_id"),
 )
 """Every table holding rows of a thread, with the column naming the thread."""
