@@ -220,6 +220,11 @@ class A2APushMixin(StoreBase):
         stmt = update(t.a2a_push).where(_P.task_id == task_id).values(seen_at=updated_at)
         await self._write(lambda conn: conn.execute(stmt))
 
+    async def release_push_claims(self) -> None:
+        """Give back every sender's claim (a process alone on its database, at its start)."""
+        stmt = update(t.a2a_push).where(_P.claimed_until.is_not(None)).values(claimed_until=None)
+        await self._write(lambda conn: conn.execute(stmt))
+
     async def pushes_in_use(self) -> bool:
         """Whether any notification is owed or any task watched (else senders may rest)."""
         stmt = select(_P.task_id).where(or_(_P.pending.is_(True), _P.watching.is_(True))).limit(1)

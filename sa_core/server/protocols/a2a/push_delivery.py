@@ -175,6 +175,9 @@ class PushDelivery:
 
     async def _loop(self) -> None:
         shared = not self.runtime.kernel.placement.alone  # other workers may leave work
+        if not shared:  # alone: whoever claimed a send before is gone
+            with contextlib.suppress(Exception):
+                await self.store.release_push_claims()
         busy = True
         while True:
             try:
