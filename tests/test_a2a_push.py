@@ -140,9 +140,7 @@ def test_configs_are_set_read_listed_and_deleted_and_the_task_pushes_to_those_le
     server: Server,
 ) -> None:
     with PushReceiver() as first, PushReceiver() as second, server.http() as http:
-        task_id = start_task(
-            http, wait_release("r1"), {"url": first.url, "token": "first-token"}
-        )
+        task_id = start_task(http, wait_release("r1"), {"url": first.url, "token": "first-token"})
         config = {
             "id": "second",
             "url": second.url,

@@ -172,7 +172,12 @@ def test_b_restarted_mid_task_pushes_its_answer_to_a(pair: Pair) -> None:
     assert took < 120  # A polls once an hour: only the push brought it
     with pair.http(pair.b, pair.b_key) as b:
         threads = b.get(f"{B_API}/threads", params={"limit": 100}).json()["threads"]
-        sent = [m["content"] for t in threads for m in messages(b, B_API, t["id"]) if m["role"] == "user"]
+        sent = [
+            m["content"]
+            for t in threads
+            for m in messages(b, B_API, t["id"])
+            if m["role"] == "user"
+        ]
     assert sent == [text]  # followed again, never sent again
     [child] = children
     assert child["name"] == "scout"
