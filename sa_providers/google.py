@@ -27,8 +27,9 @@ from sa_core.providers import (
     Usage,
 )
 from sa_hooks import hookimpl
+from sa_providers._embeddings import GeminiEmbeddings
 from sa_providers._gemini_schema import function_parameters
-from sa_providers._http import HTTPProvider, SSEEvent, error_code_from_name, sse_json
+from sa_providers._http import SSEEvent, error_code_from_name, sse_json
 from sa_providers._stream import closing, ended_early, new_call_id
 
 FORMAT = "google-gemini-v1"
@@ -142,6 +143,14 @@ def _tool_config(request: ProviderRequest) -> dict[str, Any]:
     return {"functionCallingConfig": config}
 
 
+SAMPLING_FIELDS = (
+    ("temperature", "temperature"), ("top_p", "topP"), ("seed", "seed"),
+    ("stop", "stopSequences"), ("frequency_penalty", "frequencyPenalty"),
+    ("presence_penalty", "presencePenalty"),
+)  # fmt: skip
+"""A turn's settings generateContent takes, with their ``generationConfig`` names."""
+
+
 def gemini_body(request: ProviderRequest) -> dict[str, Any]:
     """Build a generateContent body (``provider_options`` are merged by the caller).
 
@@ -173,6 +182,9 @@ def gemini_body(request: ProviderRequest) -> dict[str, Any]:
     if (output := request.output_schema) is not None:
         generation["responseMimeType"] = "application/json"
         generation["responseJsonSchema"] = output.schema
+    for name, wire in SAMPLING_FIELDS:
+        if (value := getattr(request, name)) is not None:
+            generation[wire] = value
     if generation:
         body["generationConfig"] = generation
     return body
@@ -360,8 +372,8 @@ async def gemini_stream_chunks(
         yield chunk
 
 
-class GoogleProvider(HTTPProvider):
-    """Google's Gemini API over httpx."""
+class GoogleProvider(GeminiEmbeddings):
+    """Google's Gemini API over httpx (embedding models through ``batchEmbedContents``)."""
 
     name = "google"
     key_variable = "GOOGLE_API_KEY"

@@ -75,6 +75,13 @@ def register(subparsers: Any) -> None:
         help="the URL other servers reach this one at; remote A2A agents that push then send "
         "their task notifications to it",
     )
+    parser.add_argument(
+        "--client-settings",
+        default="apply",
+        choices=["apply", "ignore", "refuse"],
+        help="what the OpenAI-compatible API (/v1) does with a client's temperature, "
+        "max_tokens, ... for agents whose serving policy does not say (apply)",
+    )
     parser.add_argument("--worker-fd", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument(
         "--log-level",
@@ -162,7 +169,7 @@ async def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
                 flush=True,
             )
-        app = create_app(runtime, ui=args.ui)
+        app = create_app(runtime, ui=args.ui, client_settings=args.client_settings)
         from sa_core.server.protocols import a2a
 
         if not a2a.available():

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sa_core.engine import structured
 from sa_core.engine.flowtypes import side_for_role
 from sa_core.engine.messages import announce_created, new_message, prepare_message
 from sa_core.engine.runagent import run_agent_request, take_run_agent
+from sa_core.engine.turnsettings import turn_asks
 from sa_core.spec import AttachmentRef, Message
 from sa_core.store.queue import QueueChanged
 
@@ -104,7 +104,7 @@ async def store_entries(flow: Flow, entries: list[QueueEntry], tx: Transaction) 
     for message in messages:
         flow.remember(message)
         if message.role == "user":
-            flow.turn_schema = structured.turn_schema_of([message])
+            flow.turn_schema, flow.turn_settings = turn_asks([message])
     flow.current_side = side_for_role(entries[0].role)
     flow.stopped = False
     await flow.save_point(flow.resume_point(), tx=tx)

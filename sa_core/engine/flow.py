@@ -14,7 +14,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from sa_core.cachepolicy import THREAD_USE
-from sa_core.engine import resume, structured, toolcall
+from sa_core.engine import resume, toolcall
 from sa_core.engine import step as turn_step
 from sa_core.engine.approvals import settle
 from sa_core.engine.context import IncrementalConverter, Side, converter_for
@@ -31,6 +31,7 @@ from sa_core.engine.remote_step import run_remote_step
 from sa_core.engine.subagent_spawn import reset_immediate, run_immediate
 from sa_core.engine.toolrows import cleanup_after_abort, record_step_error
 from sa_core.engine.tools import OfferedTool
+from sa_core.engine.turnsettings import turn_asks
 from sa_core.engine.usage import stop_for_budget
 from sa_core.spec import AgentDefinition, Message, PromptDefinition, SideConfig, ToolCall
 from sa_core.spec.remote import REMOTE_PROMPT_PREFIX
@@ -101,8 +102,8 @@ class Flow:
         """The thread's queue as the commit of the flow's last step, which settled the flow,
         read it; ``None`` when the runner settles the flow in a transaction of its own."""
         self.messages: list[Message] = list(initial_messages or [])
-        self.turn_schema = structured.turn_schema_of(self.messages) if depth == 0 else None
-        """The output schema the turn's user message asked for (``send_message``), if any."""
+        self.turn_schema, self.turn_settings = turn_asks(self.messages if depth == 0 else ())
+        """The output schema and model settings the turn's message asked for, if any."""
         self.last_text = ""
         self.prompt_path: list[str] = []
         self._forced: Side | None = None

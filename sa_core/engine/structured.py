@@ -99,15 +99,6 @@ def output_schema_for(prompt: PromptDefinition) -> OutputSchema:
     return OutputSchema(name=name, schema=schema, strict=is_strict(schema))
 
 
-def turn_schema_of(messages: list[Any]) -> dict[str, Any] | None:
-    """The per-turn schema of the flow's last user message, if it carries one."""
-    for message in reversed(messages):
-        if message.role == "user" and message.depth == 0:
-            schema = (message.metadata or {}).get(TURN_SCHEMA)
-            return schema if isinstance(schema, dict) else None
-    return None
-
-
 def with_turn_schema(prompt: PromptDefinition, schema: dict[str, Any]) -> PromptDefinition:
     """``prompt`` answering in the turn's schema (it replaces the prompt's own)."""
     return prompt.model_copy(update={"output_schema": schema})

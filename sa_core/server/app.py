@@ -32,6 +32,7 @@ from sa_core.server.routes.catalog import CatalogController, list_packages
 from sa_core.server.routes.custom import endpoint_handlers
 from sa_core.server.routes.files import FilesController
 from sa_core.server.routes.graph import GraphController
+from sa_core.server.routes.keys import KeysController
 from sa_core.server.routes.messages import MessagesController
 from sa_core.server.routes.queue import QueueController
 from sa_core.server.routes.schedules import SchedulesController
@@ -39,6 +40,7 @@ from sa_core.server.routes.store import StoreController
 from sa_core.server.routes.threads import ThreadsController
 from sa_core.server.routes.usage import UsageController
 from sa_core.server.streaming import StreamController, StreamHub
+from sa_core.spec.agents import ClientSettingsPolicy
 
 API_DESCRIPTION = """\
 The Standard Agents HTTP API. Every route needs `Authorization: Bearer <key>` (manage keys with
@@ -56,25 +58,41 @@ class StandardAgentsPlugin(InitPluginProtocol):
             at shutdown; pass False to keep a runtime you start and close yourself.
         ui: serve the web console at ``/`` (its assets, and the docs' assets, under
             ``/_sa/static``).
+        client_settings: what the OpenAI-compatible API does with a client's sampling and
+            length settings for agents whose ``serving.client_settings`` is unset: ``apply``,
+            ``ignore`` or ``refuse`` (see docs/protocols.md).
 
     """
 
-    def __init__(self, runtime: Runtime, *, manage_runtime: bool = True, ui: bool = True) -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        *,
+        manage_runtime: bool = True,
+        ui: bool = True,
+        client_settings: ClientSettingsPolicy = "apply",
+    ) -> None:
         self.runtime = runtime
         self.manage_runtime = manage_runtime
         self.ui = ui
+        self.client_settings: ClientSettingsPolicy = client_settings
         self.hub = StreamHub()
         self._guard = api_key_guard(runtime)
         self._mounted: set[str] = set()
 
-    def _layer(self) -> dict[str, Any]:
-        """Return the settings shared by every router of the API."""
+    def _layer(self, package: str | None = None) -> dict[str, Any]:
+        """Return the settings shared by every router of the API (of ``package``'s, if given).
+
+        A package's router has a guard of its own, so a key that does not open the package
+        gets 404 on each of its routes (:func:`~sa_core.server.auth.authorize`).
+        """
 
         async def provide_hub() -> StreamHub:
             return self.hub
 
+        guard = self._guard if package is None else api_key_guard(self.runtime, package)
         return {
-            "guards": [self._guard],
+            "guards": [guard],
             "middleware": [allow_header_middleware],
             "security": SECURITY,
             "exception_handlers": EXCEPTION_HANDLERS,
@@ -92,13 +110,16 @@ class StandardAgentsPlugin(InitPluginProtocol):
                 "/",
                 route_handlers=[
                     list_packages,
+                    KeysController,
                     unknown_package_websocket(self.runtime),
                     *mcp_handlers(self.runtime, self.hub),
                 ],
                 **self._layer(),
             )
         )
-        app_config.route_handlers.append(openai_router(self.runtime))
+        app_config.route_handlers.append(
+            openai_router(self.runtime, client_settings=self.client_settings)
+        )
         if self.ui:
             app_config.route_handlers.extend(console_handlers())
         elif app_config.openapi_config is not None:
@@ -121,7 +142,7 @@ class StandardAgentsPlugin(InitPluginProtocol):
 
     def package_router(self, scope: PackScope) -> Router:
         """Build one package's router: catalog, threads, messages, files, schedules, streams..."""
-        layer = self._layer()
+        layer = self._layer(scope.package)
         layer["dependencies"].update(package_dependencies(scope, self.runtime))
         return Router(
             f"/api/packages/{scope.package}",
@@ -168,6 +189,7 @@ def create_app(
     ui: bool = True,
     debug: bool = False,
     title: str = "Standard Agents",
+    client_settings: ClientSettingsPolicy = "apply",
 ) -> Litestar:
     """Build the Litestar app serving ``runtime``'s packs.
 
@@ -181,6 +203,9 @@ def create_app(
         ui: serve the web console at ``/`` (it asks for an API key in the browser).
         debug: Litestar's debug mode (tracebacks in 500 answers; never in production).
         title: the OpenAPI title.
+        client_settings: the OpenAI-compatible API's default for a client's sampling and
+            length settings (``apply``, ``ignore`` or ``refuse``); an agent's own
+            ``serving.client_settings`` wins.
 
     Returns:
         The app; run it with any ASGI server (``sa serve`` uses uvicorn).
@@ -200,7 +225,11 @@ def create_app(
         else None
     )
     return Litestar(
-        plugins=[StandardAgentsPlugin(runtime, manage_runtime=manage_runtime, ui=ui)],
+        plugins=[
+            StandardAgentsPlugin(
+                runtime, manage_runtime=manage_runtime, ui=ui, client_settings=client_settings
+            )
+        ],
         openapi_config=openapi,
         exception_handlers=EXCEPTION_HANDLERS,
         debug=debug,

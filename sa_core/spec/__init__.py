@@ -13,6 +13,7 @@ from sa_core.spec.endpoints import ThreadEndpointDefinition, define_thread_endpo
 from sa_core.spec.hooks import HookDefinition, HookName, define_hook
 from sa_core.spec.mcp import MCPServerDefinition, define_mcp_server
 from sa_core.spec.models import ModelCapabilities, ModelDefinition, define_model
+from sa_core.spec.modelsettings import ModelSettings
 from sa_core.spec.packs import Pack
 from sa_core.spec.prompts import (
     CompactionConfig,
@@ -49,6 +50,7 @@ from sa_core.spec.records import (
 )
 from sa_core.spec.remote import RemoteAgentDefinition, define_remote_agent
 from sa_core.spec.schedules import ScheduleDefinition, ScheduleRecord, define_schedule
+from sa_core.spec.stores import StoreConfig
 from sa_core.spec.tools import ToolDefinition, define_tool
 from sa_core.spec.variables import VariableDefinition
 
@@ -71,6 +73,7 @@ __all__ = [
     "MessagesResult",
     "ModelCapabilities",
     "ModelDefinition",
+    "ModelSettings",
     "Pack",
     "PromptCaching",
     "CompactionConfig",
@@ -83,6 +86,7 @@ __all__ = [
     "ScheduleDefinition",
     "ScheduleRecord",
     "ScheduledEffect",
+    "StoreConfig",
     "SessionToolBinding",
     "ServingPolicy",
     "SideConfig",

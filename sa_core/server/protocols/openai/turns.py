@@ -60,12 +60,15 @@ class Turn:
         thread: ThreadState,
         content: str,
         output_schema: dict[str, Any] | None = None,
+        model_settings: dict[str, Any] | None = None,
     ) -> None:
         self.runtime = runtime
         self.thread = thread
         self.content = content
         self.output_schema = output_schema
         """The JSON Schema the client's ``response_format`` / ``text.format`` asked for."""
+        self.model_settings = model_settings
+        """The client's sampling and length settings the serving policy applies."""
         self._streamed: list[str] = []
         self._request: Message | None = None
 
@@ -81,7 +84,10 @@ class Turn:
         runtime, thread_id = self.runtime, self.thread.thread_id
         async with runtime.events.subscribe(thread_id, max_backlog=MAX_BACKLOG) as queue:
             self._request = await self.thread.send_message(
-                self.content, wait=False, output_schema=self.output_schema
+                self.content,
+                wait=False,
+                output_schema=self.output_schema,
+                model_settings=self.model_settings,
             )
             yield self._request
             watching = True

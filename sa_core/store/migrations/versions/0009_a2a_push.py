@@ -1,14 +1,14 @@
 """A2A push notifications: the configs of our A2A tasks and the notifications they owe.
 
-Revision ID: 0008_a2a_push
-Revises: 0006_store_items
+Revision ID: 0009_a2a_push
+Revises: 0008_store_vectors
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0008_a2a_push"
-down_revision = "0006_store_items"
+revision = "0009_a2a_push"
+down_revision = "0008_store_vectors"
 branch_labels = None
 depends_on = None
 
