@@ -23,9 +23,10 @@ Every ``sa serve`` process runs one :class:`PushDelivery` loop. Each round it
    minutes, :data:`MAX_ATTEMPTS` times in all); another 4xx gives it up.
 
 The loop wakes when a notification is queued in this process, or after
-:func:`sweep_seconds` while any task is watched or any notification owed. On SQLite with
-nothing in use it sleeps until a config is registered here; on PostgreSQL it keeps looking
-every :func:`sweep_seconds` (another worker may have left work behind).
+:func:`sweep_seconds` while any task is watched or any notification owed. With nothing in
+use, a process alone on its database (SQLite) sleeps until a config is registered here; one
+sharing it (PostgreSQL) looks again every :data:`IDLE_ROUNDS` sweeps (another worker may
+have left work behind).
 
 Nothing here imports the A2A SDK (the URL check does, when a URL is checked): a server whose
 A2A endpoints are never used does not load it.
@@ -63,6 +64,8 @@ SEND_SECONDS = 10.0
 CLAIM_SECONDS = 60.0
 """How long a sender holds a notification it is sending (then another may send it)."""
 CONCURRENT_SENDS = 16
+IDLE_ROUNDS = 5
+"""With nothing in use, a worker sharing its database looks again after this many sweeps."""
 
 log = logging.getLogger("sa_core.a2a.push")
 Refresh = Callable[[str, str], Awaitable[None]]
@@ -181,12 +184,13 @@ class PushDelivery:
         busy = True
         while True:
             try:
-                busy = await self._round() or shared
+                busy = await self._round()
             except asyncio.CancelledError:
                 raise
             except Exception:  # a database blip must not end the loop
                 log.exception("A2A push notifications: a round failed")
-            timeout = await self._pause() if busy else None
+            idle = IDLE_ROUNDS * sweep_seconds() if shared else None
+            timeout = await self._pause() if busy else idle
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout)
             self._wake.clear()
