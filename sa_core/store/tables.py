@@ -412,6 +412,37 @@ SQLite (what ``sqlite-vec``'s functions read), a ``real[]`` on PostgreSQL (cast 
 ``vector`` when searched), so the schema needs neither extension.
 """
 
+a2a_push = Table(
+    "a2a_push",
+    metadata,
+    _column("task_id", String, primary_key=True),
+    _column("config_id", String, primary_key=True),
+    _column("thread_id", String, _thread_fk(), nullable=False),
+    _column("config", _json()),
+    _column("state", String),
+    _column("version", Integer, nullable=False, default=0),
+    _column("pending", Boolean, nullable=False, default=False),
+    _column("watching", Boolean, nullable=False, default=True),
+    _column("attempts", Integer, nullable=False, default=0),
+    _column("next_at", BigInteger, nullable=False, default=0),
+    _column("claimed_until", BigInteger),
+    _column("seen_at", BigInteger, nullable=False, default=0),
+    _column("last_error", String),
+    _column("created_at", BigInteger, nullable=False),
+    Index("ix_a2a_push_due", "pending", "next_at"),
+    Index("ix_a2a_push_watching", "watching"),
+    Index("ix_a2a_push_thread", "thread_id"),
+)
+"""A push-notification config of one of our A2A tasks, and the notification it owes.
+
+``config`` is the client's config (``url``, ``token``, ``authentication``). ``state`` is the task
+state last queued for a notification; ``pending`` says one is owed (its body is the task as stored
+when it is sent), ``version`` counts the notifications queued (a send settles only the version it
+claimed), ``claimed_until`` holds off other senders while one sends. ``watching`` stays true until
+a final state is queued; ``seen_at`` is the thread's ``executions.updated_at`` when the task was
+last read again from its thread. See :mod:`sa_core.store.a2apush`.
+"""
+
 STORE_TEXT_DDL = {
     "sqlite": "CREATE VIRTUAL TABLE IF NOT EXISTS store_items_fts USING fts5(text)",
     "postgresql": (
@@ -445,5 +476,6 @@ PER_THREAD_TABLES: tuple[tuple[Table, str], ...] = (
     (thread_values, "thread_id"),
     (executions, "thread_id"),
     (thread_leases, "thread_id"),
+    (a2a_push, "thread_id"),
 )
 """Every table holding rows of a thread, with the column naming the thread."""
