@@ -143,8 +143,8 @@ __all__ = [
     "define_mcp_server",
     "define_model",
     "define_prompt",
-    "define_schedule",
     "define_remote_agent",
+    "define_schedule",
     "define_thread_endpoint",
     "define_tool",
 ]
