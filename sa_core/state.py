@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from sa_core.engine import (
     approvals,
+    clienttools,
     delivery,
     dispatch,
     files,
@@ -189,6 +190,8 @@ class ThreadState(ThreadFiles, ThreadResources):
         silent: bool = False,
         wait: bool = True,
         output_schema: ArgsSpec = None,
+        client_tools: list[Mapping[str, Any]] | None = None,
+        tool_choice: str | Mapping[str, str] | None = None,
     ) -> Message:
         """Store a message and run the thread until it settles.
 
@@ -199,8 +202,18 @@ class ThreadState(ThreadFiles, ThreadResources):
         for the turn; it is kept as JSON Schema in the message's ``metadata.output_schema``
         (see docs/structured-output.md).
 
+        ``client_tools`` (``[{"name", "description", "parameters", "strict"}]``) are offered
+        to the model for this turn beside the agent's own tools; a call of one is not run: the
+        turn parks (status ``awaiting_client_tools``) until :meth:`submit_tool_results` brings
+        its result (see docs/protocols.md, "Client tools"). ``tool_choice``: ``auto``
+        (default), ``none`` (no client tool offered), ``required``, or ``{"name": tool}``;
+        a forced choice applies to the turn's next model step.
+
         Raises:
             ValueError: ``output_schema`` is not a model class or a valid JSON Schema.
+            ClientToolsError: the client tools or ``tool_choice`` cannot be offered (every
+                problem listed: an agent with ``serving.client_tools=False``, a name of one of
+                the agent's tools, a malformed tool).
 
         Returns:
             The stored message.
@@ -214,6 +227,10 @@ class ThreadState(ThreadFiles, ThreadResources):
                 raise ValueError("output_schema must be a pydantic model class or a JSON Schema")
             metadata = {"output_schema": json_schema_of(output_schema)}
             check_schema(metadata["output_schema"])
+        if client_tools is not None or tool_choice is not None:
+            declared = await clienttools.check(self._kernel, self._ref, client_tools, tool_choice)
+            if declared:
+                metadata = {**(metadata or {}), **declared}
         return await delivery.send(
             self._kernel,
             self._ref,
@@ -334,6 +351,44 @@ class ThreadState(ThreadFiles, ThreadResources):
     async def deny(self, tool_call_id: str, reason: str) -> None:
         """Deny a pending tool call: the model sees a failed tool result with ``reason``."""
         await approvals.decide(self._kernel, self._ref, tool_call_id, approve=False, reason=reason)
+
+    async def pending_client_calls(self) -> list[dict[str, Any]]:
+        """Client tool calls of this thread awaiting their result, in the order they were made.
+
+        Each is a dict with ``tool_call_id``, ``name``, ``arguments`` (a dict) and
+        ``requested_at``.
+        """
+        return await clienttools.pending_calls(self._kernel, self.thread_id)
+
+    async def submit_tool_results(
+        self,
+        results: Mapping[str, Any],
+        *,
+        client_tools: list[Mapping[str, Any]] | None = None,
+        tool_choice: str | Mapping[str, str] | None = None,
+        wait: bool = True,
+    ) -> None:
+        """Deliver results of pending client tool calls; the parked turn goes on with them.
+
+        ``results``: ``{tool_call_id: output}`` (a string; anything else is sent as JSON).
+        Each is stored as its call's tool result; once every pending call has its result, the
+        turn continues (on whichever worker holds the thread) and the model sees them. The
+        results are queued durably before this returns: a restart keeps them.
+        ``client_tools`` replace the turn's client tools from here on (``None`` keeps them);
+        ``tool_choice`` applies to the next model step (``None``: ``auto``). With
+        ``wait=False`` the turn goes on in the background.
+
+        Raises:
+            ClientToolResultsError: an id that is not a client call awaiting a result.
+            ClientToolsError: ``client_tools`` or ``tool_choice`` cannot be offered.
+        """
+        self._check_active()
+        options = None
+        if client_tools is not None or tool_choice is not None:
+            options = await clienttools.check(self._kernel, self._ref, client_tools, tool_choice)
+        await clienttools.submit(self._kernel, self._ref, results, options)
+        if wait:
+            await self._kernel.scheduler.wait(self.thread_id)
 
     async def variables_request(self, request_id: str) -> dict[str, Any] | None:
         """A pending scoped-variables request of this thread (names only), else None."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -99,7 +100,7 @@ def output_schema_for(prompt: PromptDefinition) -> OutputSchema:
     return OutputSchema(name=name, schema=schema, strict=is_strict(schema))
 
 
-def turn_schema_of(messages: list[Any]) -> dict[str, Any] | None:
+def turn_schema_of(messages: Sequence[Any]) -> dict[str, Any] | None:
     """The per-turn schema of the flow's last user message, if it carries one."""
     for message in reversed(messages):
         if message.role == "user" and message.depth == 0:

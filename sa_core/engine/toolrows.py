@@ -273,24 +273,29 @@ def cancelled_rows(
 ) -> list[Message]:
     """The rows (not yet stored) of calls a stop or terminate left awaiting approval.
 
-    ``entries``: the pending approval entries (``tool_call_id``, ``name``). Each row is the
+    ``entries``: the pending entries (``tool_call_id``, ``name``, ``client``). Each row is the
     failed result ``Not run: the thread was <how> before a human decided.`` with the error
-    code ``approval_cancelled``.
+    code ``approval_cancelled`` (for a client tool's call: ``... before the client sent its
+    result.``, ``client_tool_cancelled``).
     """
-    error = f"Not run: the thread was {how} before a human decided."
-    content = result_text(ToolResult(status="error", error=error))
-    return [
-        new_message(
-            thread_id,
-            "tool",
-            content,
-            name=entry["name"],
-            tool_call_id=entry["tool_call_id"],
-            tool_status="error",
-            metadata={"error_code": "approval_cancelled", "error_data": None},
+    rows = []
+    for entry in entries:
+        client = bool(entry.get("client"))
+        who = "the client sent its result" if client else "a human decided"
+        error = f"Not run: the thread was {how} before {who}."
+        code = "client_tool_cancelled" if client else "approval_cancelled"
+        rows.append(
+            new_message(
+                thread_id,
+                "tool",
+                result_text(ToolResult(status="error", error=error)),
+                name=entry["name"],
+                tool_call_id=entry["tool_call_id"],
+                tool_status="error",
+                metadata={"error_code": code, "error_data": None},
+            )
         )
-        for entry in entries
-    ]
+    return rows
 
 
 def _binding_for(config: SideConfig, name: str) -> SessionToolBinding | None:
