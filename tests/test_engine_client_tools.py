@@ -1,4 +1,4 @@
-"""Client tools through ThreadState: offered beside the agent's own, calls parked, results resumed."""
+"""Client tools through ThreadState: offered beside the agent's tools, parked, resumed."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from sa_core.engine.clienttools import RESULTS
 from sa_core.errors import ClientToolResultsError, ClientToolsError
 from sa_core.store import open_store
 from sa_core.testing import FunctionProvider
+from sa_providers._chat_completions import chat_tools
 
 MODEL = define_model(name="fast", provider="test", model="fast")
 WEATHER = {
@@ -107,8 +108,9 @@ async def test_tool_choice_forces_the_next_step_only_and_none_offers_no_client_t
     provider = desk_model([WEATHER_CALL])
     async with sa_runtime_factory(packs=[desk_pack([])], providers={"test": provider}) as rt:
         thread = await rt.create_thread("desk")
+        strict = {**WEATHER, "strict": True}
         await thread.send_message(
-            "forced", client_tools=[WEATHER], tool_choice={"name": "get_weather"}
+            "forced", client_tools=[strict], tool_choice={"name": "get_weather"}
         )
         await thread.submit_tool_results({"w1": "Rain"})
         other = await rt.create_thread("desk")
@@ -121,6 +123,10 @@ async def test_tool_choice_forces_the_next_step_only_and_none_offers_no_client_t
     assert choices == [{"name": "get_weather"}, "auto", "required", "auto", "auto"]
     assert provider.tool_names(provider.requests[-1]) == ["lookup"]
     assert answer == "Saw: "
+    assert provider.requests[0].tools[1].strict is True  # sent as OpenAI's strict function
+    assert provider.requests[2].tools[1].strict is False
+    sent = chat_tools(provider.requests[0].tools)
+    assert [t["function"]["strict"] for t in sent] == [False, True]
 
 
 @pytest.mark.asyncio

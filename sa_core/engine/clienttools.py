@@ -104,6 +104,7 @@ def from_metadata(metadata: Mapping[str, Any] | None) -> TurnTools | None:
             kind="client",
             description=spec.get("description") or "",
             parameters=spec.get("parameters") or dict(EMPTY_OBJECT_SCHEMA),
+            strict=bool(spec.get("strict")),
         )
         for spec in declared
     }

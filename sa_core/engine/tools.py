@@ -62,6 +62,8 @@ class OfferedTool:
     subagent: SubagentToolConfig | None = None
     mcp: McpToolRef | None = None
     requires_approval: bool = False
+    strict: bool = False
+    """A client tool declared ``strict`` (its provider tool asks for exact arguments)."""
 
 
 @dataclass(slots=True)
