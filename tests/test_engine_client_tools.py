@@ -27,17 +27,17 @@ WEATHER = {
 WEATHER_CALL = {"name": "get_weather", "arguments": {"city": "Paris"}, "id": "w1"}
 
 
-def desk_pack(executed: list[Any], *, client_tools: bool = True) -> Pack:
+def desk_pack(executed: list[Any], *, client_tools: bool = True, **prompt: Any) -> Pack:
     def lookup(state: Any) -> str:
         executed.append("lookup")
         return "Record 7"
 
     tools = [define_tool(name="lookup", description="Read the record.", execute=lookup)]
-    prompt = define_prompt(name="main", model="fast", prompt="Desk.", tools=["lookup"])
+    main = define_prompt(name="main", model="fast", prompt="Desk.", tools=["lookup"], **prompt)
     agent = define_agent(
         name="desk", side_a={"prompt": "main"}, serving={"client_tools": client_tools}
     )
-    return Pack(name="desk", agents=[agent], prompts=[prompt], models=[MODEL], tools=tools)
+    return Pack(name="desk", agents=[agent], prompts=[main], models=[MODEL], tools=tools)
 
 
 def desk_model(*steps: list[dict[str, Any]]) -> FunctionProvider:
@@ -81,6 +81,7 @@ async def test_a_client_tool_call_parks_the_turn_until_its_result_comes(sa_runti
     ]
     tool = page.messages[2]
     assert (tool.tool_call_id, tool.name, tool.tool_status) == ("w1", "get_weather", "success")
+    assert tool.metadata == {"client_tool": True}
     assert thread.row.execution["status"] == "awaiting_human"
     assert len(provider.requests) == 2
     assert provider.tool_names(provider.requests[1]) == ["lookup", "get_weather"]
@@ -273,3 +274,25 @@ async def test_a_turn_without_client_tools_offers_only_the_agents_tools(sa_runti
     assert provider.tool_names(provider.requests[0]) == ["lookup", "get_weather"]
     assert provider.tool_names(provider.requests[1]) == ["lookup"]
     assert provider.requests[1].tool_choice == "auto"
+
+
+@pytest.mark.asyncio
+async def test_a_conversation_brought_with_its_tool_calls_is_injected_as_it_was(
+    sa_runtime_factory,
+):
+    provider = desk_model()
+    pack = desk_pack([], include_chat=True, include_past_tools=True)
+    async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
+        thread = await rt.create_thread("desk")
+        call = {"id": "w0", "function": {"name": "get_weather", "arguments": '{"city":"Oslo"}'}}
+        await thread.inject_message({"role": "user", "content": "weather?"})
+        await thread.inject_message({"role": "assistant", "content": "", "tool_calls": [call]})
+        await thread.inject_message(
+            {"role": "tool", "content": "Cold", "tool_call_id": "w0", "name": "get_weather"}
+        )
+        await thread.send_message("and now?")
+    sent = provider.requests[0].messages
+    assert [m.role for m in sent[1:]] == ["user", "assistant", "tool", "user"]
+    assert sent[2].tool_calls[0].name == "get_weather"
+    assert sent[2].tool_calls[0].arguments == {"city": "Oslo"}
+    assert (sent[3].tool_call_id, sent[3].content) == ("w0", "Cold")

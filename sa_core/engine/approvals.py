@@ -60,6 +60,8 @@ STATUS: Parked = "awaiting_approval"
 CLIENT_STATUS: Parked = "awaiting_client_tools"
 """Why a turn stops, and the thread's status, while only client tool calls await results."""
 PARKED = (STATUS, CLIENT_STATUS)
+CLIENT_RESULT = "client_tool"
+"""Metadata key (``True``) of the tool row holding a result a client sent for its tool's call."""
 _approved: ContextVar[str | None] = ContextVar("sa_approved_call", default=None)
 _events: weakref.WeakKeyDictionary[Kernel, dict[str, asyncio.Event]] = weakref.WeakKeyDictionary()
 _pending_known: weakref.WeakKeyDictionary[Kernel, dict[str, bool]] = weakref.WeakKeyDictionary()
@@ -207,7 +209,7 @@ async def _act_on(
     )
     if entry.get("client"):
         result = ToolResult(status="success", result=decision.get("output") or "")
-        await store_tool_row(flow, call, result, config)
+        await store_tool_row(flow, call, result, config, metadata={CLIENT_RESULT: True})
     elif decision.get("approve"):
         token = _approved.set(call.id)
         try:

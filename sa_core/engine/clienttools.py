@@ -32,8 +32,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sa_core.engine import approvals, delivery
-from sa_core.engine.mcp import offered_mcp_tools
-from sa_core.engine.offered import offered_tools
 from sa_core.engine.structured import FINAL_TOOL, RETRY_CALL
 from sa_core.engine.tools import LIFECYCLE_TOOLS, OfferedTool
 from sa_core.errors import ClientToolResultsError, ClientToolsError
@@ -43,7 +41,8 @@ from sa_core.spec.schemas import EMPTY_OBJECT_SCHEMA, check_schema
 if TYPE_CHECKING:
     from sa_core.engine.kernel import Kernel
     from sa_core.engine.threads import ThreadRef
-    from sa_core.spec import Message
+    from sa_core.registry import PackScope
+    from sa_core.spec import AgentDefinition, Message
     from sa_core.store import Transaction
 
 TOOLS = "client_tools"
@@ -136,21 +135,41 @@ async def check(
     """The metadata that declares ``tools`` and ``choice`` for a turn of ``thread``.
 
     Raises:
+        ClientToolsError: see :func:`check_for`; a subagent's thread takes none either.
+    """
+    scope, agent = kernel.scope_of(thread), kernel.agent_of(thread)
+    subagent = thread.row.parent_id is not None
+    return await check_for(kernel, scope, agent, tools, choice, subagent=subagent)
+
+
+async def check_for(
+    kernel: Kernel,
+    scope: PackScope,
+    agent: AgentDefinition,
+    tools: Sequence[Mapping[str, Any]] | None,
+    choice: Any,
+    *,
+    subagent: bool = False,
+) -> dict[str, Any]:
+    """The metadata that declares ``tools`` and ``choice`` for a turn of ``agent``.
+
+    Needs no thread: the served protocols check a request before they start one.
+
+    Raises:
         ClientToolsError: every problem at once: the agent turns client tools off
-            (``serving.client_tools``), the thread is a subagent, a tool is malformed or its
-            name is the agent's, or ``choice`` names no declared tool.
+            (``serving.client_tools``), the thread is a subagent's, a tool is malformed or its
+            name is one the agent's prompts offer, or ``choice`` names no declared tool.
     """
     problems: list[tuple[str, str]] = []
-    agent = kernel.agent_of(thread)
-    if not agent.serving.client_tools:
+    if not agent.serving.client_tools and tools:
         problems.append(
             (TOOLS, f"agent '{agent.name}' does not take client tools (serving.client_tools "
-             "is false); send the message without them.")
+             "is false); send the request without them.")
         )  # fmt: skip
-    if thread.row.parent_id is not None:
+    if subagent and tools:
         problems.append((TOOLS, "client tools are for top-level threads, not subagents."))
     specs = normalised(list(tools or []), problems)
-    taken = await agent_tool_names(kernel, thread) if specs else set()
+    taken = await agent_tool_names(kernel, scope, agent) if specs else set()
     for index, spec in enumerate(specs):
         if spec["name"] in taken:
             problems.append(
@@ -230,19 +249,20 @@ def checked_choice(
     return "auto"
 
 
-async def agent_tool_names(kernel: Kernel, thread: ThreadRef) -> set[str]:
-    """The names the agent's prompts offer (its sides'), with the engine's reserved ones."""
-    scope = kernel.scope_of(thread)
-    agent = kernel.agent_of(thread)
+async def agent_tool_names(kernel: Kernel, scope: PackScope, agent: AgentDefinition) -> set[str]:
+    """Every name the agent's prompts (its sides') may offer, with the engine's reserved ones.
+
+    A prompt's tools count whether or not their ``optional`` flag is on for a thread.
+    """
     names = set(RESERVED)
-    sides = [("a", agent.side_a)]
+    configs = [agent.side_a]
     if agent.type == "dual_ai" and agent.side_b is not None:
-        sides.append(("b", agent.side_b))
-    for side, config in sides:
+        configs.append(agent.side_b)
+    for config in configs:
         prompt = scope.prompt(config.prompt)
-        names.update(offered_tools(kernel, thread, scope, prompt, side))
+        names.update(kernel.caches.tool_table(scope, prompt).tools)
         if scope.mcp_servers:
-            names.update(await offered_mcp_tools(kernel, thread, scope, prompt))
+            names.update(await kernel.mcp.offered(scope, prompt))
     return names
 
 

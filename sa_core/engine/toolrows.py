@@ -57,10 +57,12 @@ async def store_tool_row(
     *,
     message_id: str | None = None,
     raw: bool = False,
+    metadata: dict[str, Any] | None = None,
 ) -> Message:
     """Store the tool row answering ``call`` with ``result`` and remember it in the flow.
 
     ``raw``: skip the ``before_store_tool_result`` hook (a result the engine made itself).
+    ``metadata``: more of the row's metadata (beside an error's code and data).
     The row of the step's only call that ends the session settles the flow in its commit.
     """
     state = flow.state
@@ -87,12 +89,7 @@ async def store_tool_row(
         subagent_id=result.subagent_id,
         depth=flow.depth,
         parent_id=flow.parent_message_id,
-        metadata={
-            "error_code": result.error_code,
-            "error_data": to_jsonable_python(result.error_data, fallback=str),
-        }
-        if result.error_code
-        else None,
+        metadata=_row_metadata(result, metadata),
     )
     ending = ends_session(flow, call, result, config)
     if ending is None:
@@ -102,6 +99,17 @@ async def store_tool_row(
     flow.remember(row)
     flow.unanswered = [c for c in flow.unanswered if c.id != call.id]
     return row
+
+
+def _row_metadata(result: ToolResult, extra: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A tool row's metadata: an error's code and data, and ``extra``."""
+    if not result.error_code:
+        return extra
+    error = {
+        "error_code": result.error_code,
+        "error_data": to_jsonable_python(result.error_data, fallback=str),
+    }
+    return {**error, **extra} if extra else error
 
 
 async def store_error_row(flow: Flow, call: ToolCall, error: str) -> Message:
