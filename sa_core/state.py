@@ -214,11 +214,13 @@ class ThreadState(ThreadFiles, ThreadResources):
             ClientToolsError: the client tools or ``tool_choice`` cannot be offered (every
                 problem listed: an agent with ``serving.client_tools=False``, a name of one of
                 the agent's tools, a malformed tool).
+            ClientToolResultsError: client tool calls of the thread await their results.
 
         Returns:
             The stored message.
         """
         self._check_active()
+        await clienttools.refuse_while_awaited(self._kernel, self._ref)
         metadata = None
         if output_schema is not None:
             from sa_core.spec.schemas import check_schema

@@ -296,3 +296,20 @@ async def test_a_conversation_brought_with_its_tool_calls_is_injected_as_it_was(
     assert sent[2].tool_calls[0].name == "get_weather"
     assert sent[2].tool_calls[0].arguments == {"city": "Oslo"}
     assert (sent[3].tool_call_id, sent[3].content) == ("w0", "Cold")
+
+
+@pytest.mark.asyncio
+async def test_a_message_is_refused_while_client_calls_await_their_results(sa_runtime_factory):
+    provider = desk_model([WEATHER_CALL])
+    async with sa_runtime_factory(packs=[desk_pack([])], providers={"test": provider}) as rt:
+        thread = await rt.create_thread("desk")
+        await thread.send_message("weather?", client_tools=[WEATHER])
+        with pytest.raises(ClientToolResultsError, match="awaits the results of client tool"):
+            await thread.send_message("never mind")
+        again = await rt.get_thread(thread.thread_id)  # a handle read from the database
+        with pytest.raises(ClientToolResultsError, match="w1"):
+            await again.send_message("never mind")
+        await thread.submit_tool_results({"w1": "Dry"})
+        await thread.send_message("thanks")
+        page = await thread.get_messages()
+    assert [m.content for m in page.messages if m.role == "user"] == ["weather?", "thanks"]

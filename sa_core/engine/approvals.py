@@ -85,6 +85,16 @@ def mark_no_pending(kernel: Kernel, thread_id: str) -> None:
     _mark(kernel, thread_id, False)
 
 
+def known_clear(kernel: Kernel, thread_id: str) -> bool:
+    """Whether the thread is known to have no pending calls (no read needed)."""
+    return _pending_known.get(kernel, {}).get(thread_id) is False
+
+
+def mark(kernel: Kernel, thread_id: str, pending: bool) -> None:
+    """Record whether a thread has pending calls, as a read of its approvals value just said."""
+    _mark(kernel, thread_id, pending)
+
+
 def mark_pending(kernel: Kernel, thread_id: str) -> None:
     """Record that a thread's approvals value was just written (read it before the next step)."""
     _mark(kernel, thread_id, True)

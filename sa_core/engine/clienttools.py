@@ -318,6 +318,30 @@ async def submit(
     await delivery.queue(kernel, thread, entry)
 
 
+async def refuse_while_awaited(kernel: Kernel, thread: ThreadRef) -> None:
+    """Before a message is sent: refuse it while client calls of the thread await results.
+
+    The turn that made them is parked mid-step: a message now would come between the calls
+    and their results. A thread known to have no pending calls costs no read.
+
+    Raises:
+        ClientToolResultsError: naming the calls that await their results.
+    """
+    thread_id = thread.thread_id
+    if approvals.known_clear(kernel, thread_id):
+        return
+    pending = await kernel.store.get_value(thread_id, approvals.KEY)
+    approvals.mark(kernel, thread_id, bool(pending))
+    calls = (pending or {}).get("calls", {}).values()
+    waiting = [c["tool_call_id"] for c in calls if c.get("client") and c["decision"] is None]
+    if waiting:
+        raise ClientToolResultsError(
+            thread_id,
+            [f"its turn awaits the results of client tool calls {', '.join(waiting)} before "
+             "it takes a message; send them, or stop the thread to drop them"],
+        )  # fmt: skip
+
+
 def results_of(metadata: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """The client tool results a queue entry carries (its ``RESULTS`` metadata), or None."""
     if not metadata:
