@@ -1,9 +1,19 @@
 # Two commands: `make serve` sets everything up and serves the example packs;
 # `make test` sets everything up and runs the whole test suite (what CI runs).
+# `make setup` installs the versions pinned in constraints.txt (the ones the suite last passed
+# with); `make test-latest` runs the suite on the newest releases pyproject.toml allows, in a
+# venv of its own, and `make lock` pins what that venv holds (see README.md).
 
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+CONSTRAINTS := constraints.txt
+# The drift check: the newest releases from PyPI alone (no pip configuration of this machine:
+# no extra index, no local wheels, no constraints), as a user's fresh install resolves them.
+LATEST ?= .venv-latest
+PYPI_ONLY := env -u PIP_FIND_LINKS -u PIP_INDEX_URL -u PIP_EXTRA_INDEX_URL -u PIP_CONSTRAINT PIP_CONFIG_FILE=/dev/null
+# Tests run as users run them: writing bytecode (a __pycache__ beside every imported module).
+PYTEST := env -u PYTHONDONTWRITEBYTECODE
 EXAMPLES := $(sort $(wildcard packs/*/pyproject.toml plugins/*/pyproject.toml))
 HOST ?= 127.0.0.1
 PORT ?= 8000
@@ -15,7 +25,7 @@ SERVE_ARGS ?=
 PROVIDER_KEYS := OPENAI_API_KEY ANTHROPIC_API_KEY GOOGLE_API_KEY OPENROUTER_API_KEY GROQ_API_KEY
 OFFLINE ?= $(if $(strip $(foreach key,$(PROVIDER_KEYS),$($(key)))),,--test-provider)
 
-.PHONY: setup chromium postgres serve test lint bench clean
+.PHONY: setup chromium postgres serve test test-latest latest-venv lock lint bench clean
 
 setup: $(VENV)/.installed
 
@@ -36,22 +46,48 @@ postgres:
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || \
 		{ apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql; }
 
-$(VENV)/.installed: pyproject.toml $(EXAMPLES)
+$(VENV)/.installed: pyproject.toml $(CONSTRAINTS) $(EXAMPLES)
 	@echo "==> [1/3] creating the virtual environment $(VENV)"
 	$(PYTHON) -m venv $(VENV)
 	@echo "==> [2/3] upgrading pip"
 	$(PY) -m pip install --quiet --upgrade pip
-	@echo "==> [3/3] installing standard-agents, its test tools and the example packs (about a minute)"
-	$(PY) -m pip install --progress-bar off -e ".[test]" $(foreach p,$(EXAMPLES),-e $(dir $(p)))
+	@echo "==> [3/3] installing standard-agents, its test tools and the example packs at the versions of $(CONSTRAINTS) (about a minute)"
+	$(PY) -m pip install --progress-bar off -c $(CONSTRAINTS) -e ".[test]" $(foreach p,$(EXAMPLES),-e $(dir $(p)))
 	@echo "==> set up: $(VENV) is ready"
 	touch $@
+
+# A new $(LATEST) each time: the newest releases the ranges of pyproject.toml allow, today.
+latest-venv:
+	@echo "==> creating $(LATEST) with the newest releases from PyPI (no constraints)"
+	rm -rf $(LATEST)
+	$(PYTHON) -m venv $(LATEST)
+	$(PYPI_ONLY) $(LATEST)/bin/python -m pip install --quiet --upgrade pip
+	$(PYPI_ONLY) $(LATEST)/bin/python -m pip install --progress-bar off -e ".[test]" $(foreach p,$(EXAMPLES),-e $(dir $(p)))
+	touch $(LATEST)/.installed
+
+$(LATEST)/.installed:
+	$(MAKE) latest-venv
 
 serve: setup
 	@$(if $(OFFLINE),echo "==> no provider key is set ($(PROVIDER_KEYS)): the models answer offline",:)
 	$(VENV)/bin/sa serve --host $(HOST) --port $(PORT) $(OFFLINE) $(SERVE_ARGS)
 
 test: setup chromium postgres
-	$(PY) -m pytest tests packs plugins
+	$(PYTEST) $(PY) -m pytest tests packs plugins
+
+# Not part of CI: the whole suite on the newest releases, so drift shows before users meet it.
+test-latest: chromium postgres
+	$(MAKE) latest-venv
+	$(PYTEST) $(LATEST)/bin/python -m pytest tests packs plugins
+
+# Pin what $(LATEST) holds (run `make test-latest` first: pin only what passed). The editable
+# packages of this repository are left out; pip itself is not pinned.
+lock: $(LATEST)/.installed
+	{ echo "# The versions the test suite last passed with; \`make setup\` installs them (pip -c)."; \
+	  echo "# Made by \`make test-latest && make lock\` from PyPI alone; do not edit by hand."; \
+	  $(LATEST)/bin/python -m pip freeze --all --exclude-editable --exclude pip; } > $(CONSTRAINTS).new
+	mv $(CONSTRAINTS).new $(CONSTRAINTS)
+	@echo "==> $(CONSTRAINTS) pins $$(grep -c '==' $(CONSTRAINTS)) packages; \`make test\` reinstalls $(VENV) from it"
 
 lint: setup
 	$(VENV)/bin/ruff check sa_hooks sa_core sa_providers
@@ -68,4 +104,4 @@ bench: setup
 	$(PY) benchmarks/server.py $(BENCH_FLAGS)
 
 clean:
-	rm -rf $(VENV) .sa .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(LATEST) .sa .pytest_cache .mypy_cache .ruff_cache

@@ -9,6 +9,7 @@ talks to it only over HTTP. The offline model calls a tool when a message is
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
@@ -223,6 +224,119 @@ async def test_streaming(served: Any) -> None:
         assert final.status.state == TaskState.TASK_STATE_COMPLETED
         task = await client.get_task(GetTaskRequest(id=final.task_id))
     assert text_of(task) == "report returned: written"
+
+
+def docs_example() -> str:
+    """The A2A example of docs/protocols.md."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "protocols.md").read_text()
+    section = text.split("## A2A", 1)[1].split("### Example with the official client", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+GATED_PACK = """
+import asyncio
+import os
+from pathlib import Path
+from pydantic import BaseModel
+from sa_core import Pack, define_agent, define_model, define_prompt, define_tool
+
+class Nothing(BaseModel):
+    pass
+
+async def wait_for_go(state, args):
+    while not Path(os.environ["GO_FILE"]).exists():
+        await asyncio.sleep(0.01)
+    return "go"
+
+pack = Pack(
+    name="a2astream",
+    agents=[define_agent(name="writer", side_a={"prompt": "main"})],
+    prompts=[define_prompt(name="main", model="m", prompt="Write.", tools=["wait_for_go"])],
+    models=[define_model(name="m", provider="openai", model="gpt-4o-mini")],
+    tools=[define_tool(name="wait_for_go", description="Waits.", args=Nothing,
+                       execute=wait_for_go)],
+)
+"""
+STREAMED_SCRIPT = """
+stream: {chunk_size: 4}
+responses:
+  - text: Let me check.
+    tool_calls: [{name: wait_for_go, arguments: {}}]
+  - text: It is sunny.
+"""
+
+
+async def test_the_docs_example_prints_a_streamed_answer_once(tmp_path: Path) -> None:
+    """A streaming model: each artifact in chunks (append), then whole again (last_chunk).
+
+    The tool holds the turn until the example has printed the first answer, so its chunks
+    are streamed while the turn runs (an instant turn would settle before any chunk is read).
+    """
+    (tmp_path / "gated_pack.py").write_text(GATED_PACK)
+    (tmp_path / "stream.yaml").write_text(STREAMED_SCRIPT)
+    go = tmp_path / "go"
+    server = ServeProcess(
+        tmp_path, f"sqlite:///{tmp_path / 'sa.db'}", "--pack", str(tmp_path / "gated_pack.py"),
+        "--test-provider=stream.yaml", env=offline_env({"GO_FILE": str(go)}),
+    )  # fmt: skip
+    try:
+        server.wait_line("Try it")
+        key = server.printed_key()
+        assert key, server.output()
+        agent = server.url + "/a2a/a2astream/writer"
+        async with httpx.AsyncClient() as http:  # the server may still be binding
+            for _ in range(200):
+                with contextlib.suppress(httpx.TransportError):
+                    if (await http.get(agent + "/.well-known/agent-card.json")).is_success:
+                        break
+                await asyncio.sleep(0.05)
+        (tmp_path / "example.py").write_text(docs_example())
+        env = {**os.environ, "SA_API_KEY": key, "A2A_AGENT": agent}
+        example = await asyncio.create_subprocess_exec(
+            sys.executable, "example.py", cwd=tmp_path, env=env,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        assert example.stdout is not None
+        printed = b""
+        while b"Let me check." not in printed:  # streamed while the tool waits
+            more = await asyncio.wait_for(example.stdout.read(64), timeout=60)
+            assert more, f"the example ended: {printed!r}"
+            printed += more
+        go.touch()
+        rest, errors = await asyncio.wait_for(example.communicate(), timeout=60)
+    finally:
+        server.stop()
+    assert example.returncode == 0, errors.decode()
+    lines = (printed + rest).decode().splitlines()
+    assert lines[:2] == ["Let me check.", "It is sunny."], lines  # each answer once
+    assert len(lines) == 3 and lines[2].startswith("TASK_STATE_COMPLETED "), lines
+
+
+async def test_the_docs_example_shows_each_artifact_once_on_its_own_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from a2a.types.a2a_pb2 import Artifact, TaskArtifactUpdateEvent
+
+    monkeypatch.setenv("SA_API_KEY", "sa_unused")
+    namespace: dict[str, Any] = {}
+    exec(docs_example().replace("asyncio.run(main())", ""), namespace)  # noqa: S102
+
+    def update(key: str, text: str, *, append: bool, last: bool = False) -> Any:
+        artifact = Artifact(artifact_id=key, parts=[Part(text=text)])
+        return TaskArtifactUpdateEvent(artifact=artifact, append=append, last_chunk=last)
+
+    stream = [
+        update("a", "Let me ", append=False),
+        update("a", "check.", append=True),
+        update("b", "It is ", append=False),  # the answer after a tool call
+        update("b", "sunny.", append=True),
+        update("a", "Let me check.", append=False, last=True),
+        update("b", "It is sunny.", append=False, last=True),
+        update("c", "Not streamed.", append=False, last=True),
+    ]
+    shown: dict[str, str] = {}
+    printed = "".join(namespace["added"](shown, u) for u in stream)
+    assert printed == "Let me check.\nIt is sunny.\nNot streamed."
 
 
 async def test_cancel(served: Any) -> None:

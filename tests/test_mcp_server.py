@@ -130,33 +130,93 @@ async def test_a_thread_of_another_package_or_agent_is_never_continued(
         assert bad.is_error and "has no thread" in bad.content[0].text
 
 
+def leaves(exc: BaseException) -> list[BaseException]:
+    """The exceptions inside (nested) exception groups."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in leaves(inner)]
+    return [exc]
+
+
+HOW_TO = "configure your MCP host to send 'Authorization: Bearer <key>'"
+
+
 @pytest.mark.asyncio
-async def test_no_key_or_a_revoked_key_is_refused_with_401(server: dict[str, Any]) -> None:
+async def test_no_key_or_a_revoked_key_is_refused_with_a_message_the_sdk_shows(
+    server: dict[str, Any],
+) -> None:
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
     headers = {"Accept": "application/json, text/event-stream"}
     for path in ("/mcp", "/api/packages/support_desk/mcp"):
         refused = httpx.post(f"{server['url']}{path}", json=body, headers=headers, timeout=30)
-        assert refused.status_code == 401, refused.text
-        assert refused.headers["www-authenticate"].startswith("Bearer")
-    statuses: list[int] = []
-    with pytest.raises(Exception) as no_key:  # the SDK client fails to connect
-        async with mcp_client(f"{server['url']}/mcp", None, statuses) as client:
-            await client.list_tools()
-    assert no_key.group_contains(MCPError) if isinstance(no_key.value, ExceptionGroup) else True
-    assert statuses and set(statuses) == {401}
+        assert refused.status_code == 403, refused.text  # a 401 would start MCP's OAuth flow
+        assert "www-authenticate" not in refused.headers
+        error = refused.json()["error"]
+        assert error["message"].startswith("No API key was sent.") and HOW_TO in error["message"]
+    for mode in ("auto", "legacy"):  # 2026 hosts probe first; 2025 hosts send initialize
+        statuses: list[int] = []
+        with pytest.raises(BaseException) as no_key:
+            async with mcp_client(f"{server['url']}/mcp", None, statuses, mode=mode) as client:
+                await client.list_tools()
+        errors = [leaf for leaf in leaves(no_key.value) if isinstance(leaf, MCPError)]
+        assert errors, no_key.value
+        assert "No API key was sent." in str(errors[0]) and HOW_TO in str(errors[0])
+        assert statuses and set(statuses) == {403}
 
     key = await new_key(server["db"], "to-revoke")
     async with mcp_client(f"{server['url']}/mcp", key) as client:
         assert (await client.list_tools()).tools
     await revoke_key(server["db"], key)
-    revoked = httpx.post(
-        f"{server['url']}/mcp",
-        json=body,
-        headers={**headers, "Authorization": f"Bearer {key}"},
-        timeout=30,
+    with pytest.raises(BaseException) as revoked:
+        async with mcp_client(f"{server['url']}/mcp", key) as client:
+            await client.list_tools()
+    errors = [leaf for leaf in leaves(revoked.value) if isinstance(leaf, MCPError)]
+    assert errors and str(errors[0]).startswith("Unknown or revoked API key.")
+
+
+@pytest.mark.asyncio
+async def test_a_client_ready_for_oauth_starts_no_oauth_flow_and_shows_the_message(
+    server: dict[str, Any],
+) -> None:
+    """Hosts such as the MCP Inspector carry an OAuth provider; our refusal must not wake it."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.auth import OAuthClientProvider
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+
+    class Storage:
+        async def get_tokens(self) -> OAuthToken | None:
+            return None
+
+        async def set_tokens(self, tokens: OAuthToken) -> None:
+            raise AssertionError("no OAuth flow should run")
+
+        async def get_client_info(self) -> OAuthClientInformationFull | None:
+            return None
+
+        async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+            raise AssertionError("no client should be registered")
+
+    url = f"{server['url']}/mcp"
+    oauth = OAuthClientProvider(
+        url,
+        OAuthClientMetadata(redirect_uris=["http://127.0.0.1:9/callback"]),
+        Storage(),
     )
-    assert revoked.status_code == 401
-    assert revoked.json()["detail"] == "Unknown or revoked API key."
+    asked: list[str] = []
+
+    async def record(request: Any) -> None:
+        asked.append(f"{request.method} {request.url.path}")
+
+    with pytest.raises(BaseException) as refused:
+        async with (
+            httpx2.AsyncClient(auth=oauth, event_hooks={"request": [record]}) as http,
+            Client(streamable_http_client(url, http_client=http)) as client,
+        ):
+            await client.list_tools()
+    errors = [leaf for leaf in leaves(refused.value) if isinstance(leaf, MCPError)]
+    assert errors and "No API key was sent." in str(errors[0]), refused.value
+    assert asked and all(line == "POST /mcp" for line in asked), asked  # no discovery
 
 
 @pytest.mark.asyncio

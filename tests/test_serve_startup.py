@@ -10,10 +10,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
-from litestar import Litestar, get
+from litestar import Litestar, asgi, get
 
 from sa_core.cli.serve_banner import BindError, banner, bind, display_host, has_console
 
@@ -168,6 +169,21 @@ def test_banner_lists_the_console_only_when_the_app_has_a_root_route() -> None:
     assert display_host("::1") == "[::1]"
 
 
+def test_banner_lists_each_protocol_the_app_serves_and_only_those() -> None:
+    @get("/v1/models")
+    async def models() -> str:
+        return "models"
+
+    @asgi("/a2a", is_mount=True, copy_scope=True)
+    async def a2a(scope: Any, receive: Any, send: Any) -> None:
+        return None
+
+    lines = banner(Litestar([models, a2a]), FakeRuntime(), "::", 8000)  # type: ignore[arg-type]
+    assert "  OpenAI:  http://127.0.0.1:8000/v1" in lines
+    assert "  A2A:     http://127.0.0.1:8000/a2a" in lines
+    assert not [line for line in lines if line.startswith("  MCP:")]  # its SDK is missing
+
+
 def test_an_unknown_host_says_to_check_the_host() -> None:
     with pytest.raises(BindError) as caught:
         bind("no-such-host.invalid", 0)
@@ -245,6 +261,10 @@ def test_serve_with_the_test_provider_says_models_are_offline_and_how_to_use_rea
         stop(proc)
     serving = next(i for i, line in enumerate(lines) if line.startswith("Serving packages"))
     banner_lines = lines[serving:]
+    base = f"http://127.0.0.1:{port}"
+    assert [f"  OpenAI:  {base}/v1", f"  MCP:     {base}/mcp", f"  A2A:     {base}/a2a"] == [
+        line for line in banner_lines if line.split(":")[0].strip() in ("OpenAI", "MCP", "A2A")
+    ]
     assert (
         "  Models:  offline. Every model is answered by the offline test provider "
         "(--test-provider): 'Test response received.'; a message '/tool NAME {json}' makes it "

@@ -1,9 +1,10 @@
 """What ``sa serve`` says at start-up, and the listening socket it binds before saying it.
 
 Binding first means a taken port is reported (and the command exits 1) before any "Serving"
-line, instead of uvicorn failing after the banner. The banner says where the API, the docs and
-(when the app has a route at ``/``) the console are, gives a curl line to paste, and warns
-about every pack model that cannot be called for want of its provider or key.
+line, instead of uvicorn failing after the banner. The banner says where the API, the docs,
+(when the app has a route at ``/``) the console and the other protocols served (OpenAI-compatible
+at ``/v1``, MCP at ``/mcp``, A2A at ``/a2a``) are, gives a curl line to paste, and warns about
+every pack model that cannot be called for want of its provider or key.
 """
 
 from __future__ import annotations
@@ -75,6 +76,20 @@ def display_host(host: str) -> str:
 def has_console(app: Litestar) -> bool:
     """Whether the app serves something at ``/`` (the web console, once installed)."""
     return any(route.path == "/" for route in app.routes)
+
+
+PROTOCOLS = (("OpenAI:", "/v1"), ("MCP:", "/mcp"), ("A2A:", "/a2a"))
+"""The other protocols ``sa serve`` speaks, by banner label and URL prefix."""
+
+
+def protocol_paths(app: Litestar) -> list[tuple[str, str]]:
+    """``(label, prefix)`` of each protocol the app serves (an optional SDK may be missing)."""
+    paths = [route.path for route in app.routes]
+    return [
+        (label, prefix)
+        for label, prefix in PROTOCOLS
+        if any(path == prefix or path.startswith(prefix + "/") for path in paths)
+    ]
 
 
 def missing_key_warnings(runtime: Runtime) -> list[str]:
@@ -167,8 +182,7 @@ def banner(
     ]
     if has_console(app):
         lines.append(f"  Console: {base}/")
-    if any(route.path == "/mcp" for route in app.routes):
-        lines.append(f"  MCP:     {base}/mcp")
+    lines += [f"  {label:<8} {base}{path}" for label, path in protocol_paths(app)]
     if offline is not False:
         lines += offline_lines(runtime, offline)
     key = token or "$SA_API_KEY"

@@ -54,6 +54,12 @@ def _pick(items: Any, name: str) -> Any:
 '''
 
 
+NOT_PACKAGES = ("*.__pycache__", "*.__pycache__.*")
+"""Package names the generated distribution never holds (``find`` would take caches for them)."""
+NOT_DATA = ("*__pycache__*", "*.pyc", "*.pyo", "*.egg-info*", "*.DS_Store")
+"""Files under the package that are never its data (matched against the whole path)."""
+
+
 class _Code:
     """Python source that ``pprint`` writes as it is."""
 
@@ -280,8 +286,13 @@ def render_pyproject(meta: ProjectMeta) -> str:
     modules = [meta.module, *meta.extra_modules]
     lines += ["", "[tool.setuptools.packages.find]"]
     lines.append(f"include = {toml_value([n for m in modules for n in (m, m + '.*')])}")
+    lines.append(f"exclude = {toml_value(list(NOT_PACKAGES))}")
     lines += ["", "[tool.setuptools.package-data]"]
     lines += [f'{toml_value(m)} = ["**/*"]' for m in modules]
+    # Bytecode caches and build leftovers are never data of the distribution (setuptools would
+    # otherwise take a __pycache__ folder for a package it was not told about).
+    lines += ["", "[tool.setuptools.exclude-package-data]"]
+    lines.append(f'"*" = {toml_value(list(NOT_DATA))}')
     if meta.identity is not None:
         identity = meta.identity
         lines += [

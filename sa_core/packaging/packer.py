@@ -150,8 +150,12 @@ def _check_out_dir(out: Path, plan: SourcePlan) -> None:
 
 
 def _verify(project: Path, package_id: str) -> None:
-    """Import and validate the generated project in a fresh interpreter."""
-    command = [sys.executable, "-m", "sa_core.packaging.verify", str(project)]
+    """Import and validate the generated project in a fresh interpreter.
+
+    The interpreter writes no bytecode (``-B``): the project is the user's to edit and build,
+    so importing it must leave no ``__pycache__`` behind.
+    """
+    command = [sys.executable, "-B", "-m", "sa_core.packaging.verify", str(project)]
     result = subprocess.run(command, capture_output=True, text=True, cwd=project, check=False)
     try:
         report = json.loads(result.stdout.strip().splitlines()[-1])

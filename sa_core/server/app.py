@@ -26,6 +26,7 @@ from sa_core.server.corners import allow_header_middleware, unknown_package_webs
 from sa_core.server.errors import EXCEPTION_HANDLERS
 from sa_core.server.protocols.mcp import mcp_handlers
 from sa_core.server.protocols.openai import openai_router
+from sa_core.server.request import ApiRequest
 from sa_core.server.routes.approvals import ApprovalsController
 from sa_core.server.routes.catalog import CatalogController, list_packages
 from sa_core.server.routes.custom import endpoint_handlers
@@ -75,6 +76,7 @@ class StandardAgentsPlugin(InitPluginProtocol):
             "middleware": [allow_header_middleware],
             "security": SECURITY,
             "exception_handlers": EXCEPTION_HANDLERS,
+            "request_class": ApiRequest,
             "dependencies": {
                 "runtime": runtime_dependency(self.runtime),
                 "hub": Provide(provide_hub, use_cache=True),

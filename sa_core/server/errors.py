@@ -143,8 +143,17 @@ def _too_large_detail(request: Request[Any, Any, Any]) -> str:
 
 
 def http_exception_handler(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
-    """Answer Litestar's own errors (validation, routing, auth) in the same shape."""
+    """Answer Litestar's own errors (validation, routing, auth) in the same shape.
+
+    A path under ``/v1`` that no route serves is answered in OpenAI's shape instead, so the
+    OpenAI clients show what went wrong.
+    """
     status = exc.status_code
+    if status in (404, 405):  # the /v1 routes answer their own errors; these are unrouted
+        from sa_core.server.protocols.openai.unrouted import is_openai_path, unrouted_response
+
+        if is_openai_path(request.url.path):
+            return unrouted_response(request)
     code = _CODES.get(status, "error" if status < 500 else "internal_error")
     errors = None
     if isinstance(exc, ValidationException) and isinstance(exc.extra, list):

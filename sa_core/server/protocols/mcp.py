@@ -19,11 +19,13 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from litestar.exceptions import NotAuthorizedException
 from litestar.handlers import ASGIRouteHandler, asgi
 from litestar.types import Receive, Scope, Send
 
 from sa_core.runtime import Runtime
 from sa_core.server.protocols.mcp_progress import describe
+from sa_core.server.protocols.mcp_refusal import refuse_without_key
 from sa_core.server.protocols.mcp_turns import TurnError, open_thread, run_turn
 from sa_core.server.streaming import StreamFrame, StreamHub
 
@@ -80,7 +82,8 @@ def mcp_unavailable() -> str | None:
 def mcp_handlers(runtime: Runtime, hub: StreamHub, package: str | None = None) -> list[Any]:
     """The ASGI route at ``/mcp`` of a router serving ``package`` (every one when ``None``).
 
-    Empty when the SDK is not installed. The router's guards (the API keys) apply to it.
+    Empty when the SDK is not installed. The router's guards (the API keys) apply to it; a
+    request they refuse is answered for MCP clients (:mod:`.mcp_refusal`).
     """
     if mcp_unavailable() is not None:
         return []
@@ -89,7 +92,12 @@ def mcp_handlers(runtime: Runtime, hub: StreamHub, package: str | None = None) -
     async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
         await endpoint(scope, receive, send)
 
-    handler: ASGIRouteHandler = asgi("/mcp", is_mount=True, copy_scope=True)(mcp_endpoint)
+    handler: ASGIRouteHandler = asgi(
+        "/mcp",
+        is_mount=True,
+        copy_scope=True,
+        exception_handlers={NotAuthorizedException: refuse_without_key},
+    )(mcp_endpoint)
     return [handler]
 
 
