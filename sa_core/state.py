@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from sa_core.engine import (
@@ -190,7 +190,7 @@ class ThreadState(ThreadFiles, ThreadResources):
         silent: bool = False,
         wait: bool = True,
         output_schema: ArgsSpec = None,
-        client_tools: list[Mapping[str, Any]] | None = None,
+        client_tools: Sequence[Mapping[str, Any]] | None = None,
         tool_choice: str | Mapping[str, str] | None = None,
     ) -> Message:
         """Store a message and run the thread until it settles.
@@ -366,7 +366,7 @@ class ThreadState(ThreadFiles, ThreadResources):
         self,
         results: Mapping[str, Any],
         *,
-        client_tools: list[Mapping[str, Any]] | None = None,
+        client_tools: Sequence[Mapping[str, Any]] | None = None,
         tool_choice: str | Mapping[str, str] | None = None,
         wait: bool = True,
     ) -> None:
