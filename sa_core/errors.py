@@ -12,6 +12,7 @@ do next::
     │   ├── PackLoadError             a pack failed to import or validate
     │   ├── MissingVariablesError     required variables are missing (.missing)
     │   ├── VariableNotFoundError     state.env(name) found no value (also a KeyError)
+    │   ├── ScheduleDefinitionError   a schedule's cron / every / time zone is wrong (.problems)
     │   └── ScriptFileError           an offline script file is missing or malformed
     ├── ProviderError                 a model call failed (.code, .status, .retry_after)
     │   ├── MissingKeyError           the provider's key variable is unset (.variable)
@@ -25,6 +26,10 @@ do next::
     │                                 (.problems: (field, message) pairs, every one at once)
     ├── ClientToolResultsError        tool results that answer no pending client call
     ├── EffectError                   an effect is unknown or failed
+    ├── StoreError                    a pack store call got a bad namespace, key, value or ttl
+    ├── ScheduleError                 a schedule cannot be found or created
+    │   ├── ScheduleNotFoundError     no schedule of this name in the package
+    │   └── ScheduleExistsError       a schedule of this name exists already
     ├── EndpointError                 a pack endpoint's error answer (.status, .error, .detail)
     ├── FileSystemError               a thread file operation failed
     ├── PackagingError                packing, unpacking, building or publishing failed
@@ -242,6 +247,54 @@ class ClientToolResultsError(SAError, ValueError):
 
 class EffectError(SAError):
     """An effect is unknown or failed."""
+
+
+class ScheduleDefinitionError(ConfigurationError):
+    """A schedule's definition has problems. ``problems`` lists all of them."""
+
+    def __init__(self, schedule: str, problems: Sequence[str]) -> None:
+        self.schedule = schedule
+        self.problems = list(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"Schedule '{schedule}' has {len(self.problems)} problem(s):\n{lines}")
+
+
+class StoreError(SAError):
+    """A pack store call got bad arguments; ``problems`` lists every one."""
+
+    def __init__(self, operation: str, problems: Sequence[str]) -> None:
+        self.operation = operation
+        self.problems = list(problems)
+        super().__init__(f"store.{operation}: " + "; ".join(self.problems))
+
+
+class ScheduleError(SAError):
+    """A schedule operation is not possible."""
+
+
+class ScheduleNotFoundError(ScheduleError):
+    """No schedule of this name in the package."""
+
+    def __init__(self, package: str | None, name: str) -> None:
+        self.package = package
+        self.name = name
+        where = f"Package '{package}' has" if package is not None else "No package has"
+        super().__init__(
+            f"{where} no schedule '{name}'; list the schedules with runtime.schedules.list() "
+            f"or GET /api/packages/{{package}}/schedules."
+        )
+
+
+class ScheduleExistsError(ScheduleError):
+    """A schedule of this name exists in the package already."""
+
+    def __init__(self, package: str, name: str) -> None:
+        self.package = package
+        self.name = name
+        super().__init__(
+            f"Package '{package}' already has a schedule '{name}'; pick another name, or "
+            f"delete the schedule first to replace it."
+        )
 
 
 class EndpointError(SAError):

@@ -181,6 +181,10 @@ class ProviderRequest:
             (others get a forced ``final_answer`` tool from the engine instead).
         prompt_cache: prompt caching to ask for; ``None`` asks for none (the engine sets it
             from the model's ``prompt_caching`` config, on by default).
+        temperature, top_p, seed, stop, frequency_penalty, presence_penalty, verbosity: a
+            turn's own settings (``send_message(model_settings=...)``), ``None`` when unset.
+            A provider sends each in its API's field where the API has one; they win over
+            the same settings in ``provider_options`` (the engine drops those).
     """
 
     model: str
@@ -195,6 +199,13 @@ class ProviderRequest:
     env: Callable[[str], str | None] = field(default=_process_env, repr=False)
     output_schema: OutputSchema | None = None
     prompt_cache: PromptCache | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    seed: int | None = None
+    stop: list[str] | None = None
+    frequency_penalty: float | None = None
+    presence_penalty: float | None = None
+    verbosity: Literal["low", "medium", "high"] | None = None
 
 
 @dataclass(slots=True)

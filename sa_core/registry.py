@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         ModelDefinition,
         Pack,
         PromptDefinition,
+        RemoteAgentDefinition,
         ThreadEndpointDefinition,
         ToolDefinition,
     )
@@ -43,12 +44,25 @@ class PackScope:
     effects: dict[str, EffectDefinition] = field(default_factory=dict)
     endpoints: list[ThreadEndpointDefinition] = field(default_factory=list)
     mcp_servers: dict[str, MCPServerDefinition] = field(default_factory=dict)
+    remote_agents: dict[str, RemoteAgentDefinition] = field(default_factory=dict)
+    """A2A agents on other servers, used as subagents (never entry agents, not in ``agents``)."""
 
     def agent(self, name: str) -> tuple[AgentDefinition, PackScope]:
-        """Resolve an agent name (``name`` or ``package/name``) and the scope it lives in."""
+        """Resolve an agent name (``name`` or ``package/name``) and the scope it lives in.
+
+        A remote agent of this package resolves to its stand-in definition
+        (:meth:`~sa_core.spec.RemoteAgentDefinition.as_agent`).
+        """
         if name in self.agents:
             return self.agents[name], self
+        remote = self.remote_agents.get(name)
+        if remote is not None:
+            return remote.as_agent(), self
         return self.registry.entry_agent(name, self.agents)
+
+    def remote_agent(self, name: str) -> RemoteAgentDefinition | None:
+        """The remote agent of this package named ``name``, if it is one."""
+        return self.remote_agents.get(name) if self.remote_agents else None
 
     def find_agent(self, name: str) -> tuple[AgentDefinition, PackScope] | None:
         """Like :meth:`agent`, but ``None`` when the name is not an agent."""
@@ -121,6 +135,7 @@ class Registry:
             effects={e.name: e for e in pack.effects},
             endpoints=list(pack.endpoints),
             mcp_servers={s.name: s for s in pack.mcp_servers},
+            remote_agents={r.name: r for r in pack.remote_agents},
         )
         self.scopes[pack.name] = scope
         for agent_name in pack.entry_agent_names():

@@ -28,8 +28,10 @@ from sa_core.engine.mcp import McpManager
 from sa_core.engine.modelcall import ModelCaller
 from sa_core.engine.owed import turn_settled
 from sa_core.engine.placement import LocalPlacement, Placement
+from sa_core.engine.remote_client import prefetch_cards
 from sa_core.engine.running import resume_interrupted
 from sa_core.engine.scheduler import Scheduler
+from sa_core.engine.schedules import ScheduleTimer
 from sa_core.engine.secrets import SecretRedactor, redact
 from sa_core.engine.subagent_spawn import boot_immediate
 from sa_core.engine.subagents import provide_variables
@@ -39,11 +41,14 @@ from sa_core.errors import (
     PackValidationError,
     ThreadTerminatedError,
 )
+from sa_core.memory import PackStore
 from sa_core.offline import offline_provider
 from sa_core.plugins import create_plugin_host
 from sa_core.registry import Registry
+from sa_core.schedules import Schedules
 from sa_core.state import ThreadState, thread_of
 from sa_core.store import open_store
+from sa_core.store.clock import SystemClock
 
 if TYPE_CHECKING:
     from sa_core.engine.leases import Workers
@@ -53,6 +58,7 @@ if TYPE_CHECKING:
     from sa_core.registry import PackScope
     from sa_core.spec import AgentDefinition, Pack
     from sa_core.store import Store
+    from sa_core.store.clock import Clock
 
 DEFAULT_DATABASE = ".sa/sa.db"
 
@@ -77,6 +83,8 @@ class Runtime:
             ``True`` answers ``Test response received.``; a script file path (YAML or JSON) or
             a ``TestScript`` answers from the script (see :mod:`sa_core.offline`). Offline
             calls are logged as provider ``test`` and model ``offline:<model>``.
+        clock: the time schedules run by (default the system's); a test passes a
+            :class:`sa_core.testing.ManualClock`.
     """
 
     def __init__(
@@ -90,6 +98,7 @@ class Runtime:
         user_env: Mapping[str, Mapping[str, str]] | None = None,
         plugins: Sequence[object] = (),
         offline: OfflineSpec = False,
+        clock: Clock | None = None,
     ) -> None:
         self._packs = list(packs)
         self._provider_overrides = dict(providers or {})
@@ -106,6 +115,9 @@ class Runtime:
         self.workers: Workers | None = None
         """Leases and stream relay shared with other workers (PostgreSQL), else ``None``."""
         self._life = Life()
+        self.clock: Clock = clock or SystemClock()
+        self.schedules = Schedules(lambda: self.kernel)
+        """The packs' schedules: create, list, get, pause, resume, delete (once started)."""
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -137,7 +149,9 @@ class Runtime:
         # alone: the processes that held claims are gone; with workers, a thread whose lease
         # is valid runs elsewhere (its kick finds the lease taken)
         await kernel.placement.start()
-        await kernel.effects.start(kernel)
+        await kernel.schedules.start(kernel)  # the packs' schedules, stored
+        await kernel.effects.start(kernel)  # its loop runs due effects and schedules
+        await prefetch_cards(kernel)  # remote agents described by their cards (bounded wait)
         await resume_interrupted(kernel)
         kernel.placement.run()
 
@@ -176,6 +190,7 @@ class Runtime:
             secrets=SecretRedactor(self.registry),
             models=models,
             effects=EffectScheduler(),
+            schedules=ScheduleTimer(self.clock),
             mcp=McpManager(self.env),
             env=self.env,
             user_env=self.user_env,
@@ -226,8 +241,9 @@ class Runtime:
         return self._life.closing
 
     async def wait_idle(self, timeout: float | None = None) -> None:
-        """Wait until no thread has work and no effect is running or due."""
-        scheduler, effects = self.kernel.scheduler, self.kernel.effects
+        """Wait until no thread has work and no effect or schedule is running or due."""
+        kernel = self.kernel
+        scheduler, effects, schedules = kernel.scheduler, kernel.effects, kernel.schedules
 
         async def settle() -> None:
             while True:
@@ -235,7 +251,7 @@ class Runtime:
                 if pending:
                     await asyncio.gather(*pending, return_exceptions=True)
                     continue
-                if await effects.has_due():
+                if schedules.starting or await effects.has_due() or await schedules.has_due():
                     await asyncio.sleep(0.005)
                     continue
                 await asyncio.sleep(0)
@@ -346,6 +362,15 @@ class Runtime:
     def redact_secrets(self, state: ThreadState, text: str) -> str:
         """Replace the values of the thread's secret variables in ``text`` with ``[redacted]``."""
         return redact(text, self.kernel.secret_values(thread_of(state)))
+
+    def pack_store(self, package: str) -> PackStore:
+        """The store of ``package``: what its threads see as ``state.store``.
+
+        Raises:
+            DefinitionNotFoundError: no such package.
+        """
+        self.registry.scope(package)
+        return PackStore(self.store, package)
 
     async def provide_variables(
         self, parent_thread_id: str, request_id: str, env: Mapping[str, str]

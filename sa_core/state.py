@@ -43,6 +43,7 @@ from sa_core.spec import (
     ToolAttachment,
     ToolResult,
 )
+from sa_core.spec.modelsettings import ModelSettings, check_model_settings
 from sa_core.spec.schemas import ArgsSpec, is_model_class, json_schema_of
 from sa_core.thread_files import ThreadFiles
 from sa_core.thread_resources import ThreadResources
@@ -190,6 +191,7 @@ class ThreadState(ThreadFiles, ThreadResources):
         silent: bool = False,
         wait: bool = True,
         output_schema: ArgsSpec = None,
+        model_settings: ModelSettings | Mapping[str, Any] | None = None,
         client_tools: Sequence[Mapping[str, Any]] | None = None,
         tool_choice: str | Mapping[str, str] | None = None,
     ) -> Message:
@@ -200,7 +202,10 @@ class ThreadState(ThreadFiles, ThreadResources):
         ``output_schema`` (a pydantic model class or a JSON Schema dict) makes this turn's
         answer structured output in that shape, replacing the prompt's own ``output_schema``
         for the turn; it is kept as JSON Schema in the message's ``metadata.output_schema``
-        (see docs/structured-output.md).
+        (see docs/structured-output.md). ``model_settings`` (``temperature``, ``max_tokens``,
+        ... see :class:`~sa_core.spec.ModelSettings`) apply to the model calls of this turn
+        only, over the prompt's and the model's own values; they are kept in the message's
+        ``metadata.model_settings``.
 
         ``client_tools`` (``[{"name", "description", "parameters", "strict"}]``) are offered
         to the model for this turn beside the agent's own tools; a call of one is not run: the
@@ -210,7 +215,9 @@ class ThreadState(ThreadFiles, ThreadResources):
         a forced choice applies to the turn's next model step.
 
         Raises:
-            ValueError: ``output_schema`` is not a model class or a valid JSON Schema.
+            ValueError: ``output_schema`` is not a model class or a valid JSON Schema, or
+                ``model_settings`` has unknown keys or values out of range (every problem
+                named).
             ClientToolsError: the client tools or ``tool_choice`` cannot be offered (every
                 problem listed: an agent with ``serving.client_tools=False``, a name of one of
                 the agent's tools, a malformed tool).
@@ -221,7 +228,7 @@ class ThreadState(ThreadFiles, ThreadResources):
         """
         self._check_active()
         await clienttools.refuse_while_awaited(self._kernel, self._ref)
-        metadata = None
+        metadata: dict[str, Any] | None = None
         if output_schema is not None:
             from sa_core.spec.schemas import check_schema
 
@@ -229,6 +236,8 @@ class ThreadState(ThreadFiles, ThreadResources):
                 raise ValueError("output_schema must be a pydantic model class or a JSON Schema")
             metadata = {"output_schema": json_schema_of(output_schema)}
             check_schema(metadata["output_schema"])
+        if model_settings is not None and (settings := check_model_settings(model_settings)):
+            metadata = {**(metadata or {}), "model_settings": settings}
         if client_tools is not None or tool_choice is not None:
             declared = await clienttools.check(self._kernel, self._ref, client_tools, tool_choice)
             if declared:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from sa_core.memory import PackStore
 from sa_core.spec import AgentDefinition, ModelDefinition, PromptDefinition, ScheduledEffect
 
 if TYPE_CHECKING:
@@ -42,6 +43,16 @@ class ThreadResources:
         Keys starting with ``sa:`` belong to the runtime; use your own prefix.
         """
         return await self._kernel.store.get_value(self.thread_id, key)
+
+    @property
+    def store(self) -> PackStore:
+        """The pack's store: memory every thread of the package shares (see :mod:`sa_core.memory`).
+
+        ``await state.store.put(("users", uid), "prefs", {"tone": "brief"}, ttl=None)``, ``get``,
+        ``delete``, ``search(namespace_prefix, query=None, filter=None, limit=10)`` and
+        ``list_namespaces(prefix)``. Unlike :meth:`set_value`, it is not tied to this thread.
+        """
+        return PackStore(self._kernel.store, self._ref.shared.row.package)
 
     async def set_value(self, key: str, value: Any) -> None:
         """Store a JSON-serialisable value on the thread under ``key`` (see :meth:`get_value`)."""

@@ -278,6 +278,7 @@ def chat_body(request: ProviderRequest, dialect: ChatDialect, *, stream: bool) -
         body[name] = request.max_tokens
     if request.reasoning is not None:
         _add_reasoning(body, request.reasoning, dialect)
+    _add_sampling(body, request)
     if dialect.send_user and request.user:
         body["user"] = request.user
     if dialect.send_prompt_cache_key and (key := cache_key(request)) is not None:
@@ -287,6 +288,18 @@ def chat_body(request: ProviderRequest, dialect: ChatDialect, *, stream: bool) -
         if dialect.stream_usage:
             body["stream_options"] = {"include_usage": True}
     return deep_merge(body, json.loads(json.dumps(dict(dialect.extra_body))))
+
+
+SAMPLING_FIELDS = (
+    "temperature", "top_p", "seed", "stop", "frequency_penalty", "presence_penalty", "verbosity",
+)  # fmt: skip
+"""A turn's settings Chat Completions takes, under the same names."""
+
+
+def _add_sampling(body: dict[str, Any], request: ProviderRequest) -> None:
+    for name in SAMPLING_FIELDS:
+        if (value := getattr(request, name)) is not None:
+            body[name] = value
 
 
 def _add_reasoning(body: dict[str, Any], reasoning: ReasoningConfig, dialect: ChatDialect) -> None:

@@ -148,6 +148,7 @@ def responses_body(request: ProviderRequest, *, stream: bool) -> dict[str, Any]:
             config["summary"] = "auto"
         body["reasoning"] = config
         body["include"] = ["reasoning.encrypted_content"]
+    _add_sampling(body, request)
     if request.user:
         body["user"] = request.user
     if (key := cache_key(request)) is not None:
@@ -155,6 +156,16 @@ def responses_body(request: ProviderRequest, *, stream: bool) -> dict[str, Any]:
     if stream:
         body["stream"] = True
     return body
+
+
+def _add_sampling(body: dict[str, Any], request: ProviderRequest) -> None:
+    """A turn's settings the Responses API takes (it has no seed, stop or penalties)."""
+    if request.temperature is not None:
+        body["temperature"] = request.temperature
+    if request.top_p is not None:
+        body["top_p"] = request.top_p
+    if request.verbosity is not None:
+        body["text"] = {**body.get("text", {}), "verbosity": request.verbosity}
 
 
 def responses_usage(raw: Any) -> Usage:

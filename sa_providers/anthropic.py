@@ -166,6 +166,12 @@ def anthropic_body(request: ProviderRequest, *, stream: bool) -> dict[str, Any]:
         if max_tokens <= budget:
             max_tokens = budget + DEFAULT_MAX_TOKENS
     body["max_tokens"] = max_tokens
+    if request.temperature is not None:  # a turn's settings the Messages API takes
+        body["temperature"] = request.temperature
+    if request.top_p is not None:
+        body["top_p"] = request.top_p
+    if request.stop is not None:
+        body["stop_sequences"] = request.stop
     if request.user:
         body["metadata"] = {"user_id": request.user}
     if stream:

@@ -142,6 +142,14 @@ def _tool_config(request: ProviderRequest) -> dict[str, Any]:
     return {"functionCallingConfig": config}
 
 
+SAMPLING_FIELDS = (
+    ("temperature", "temperature"), ("top_p", "topP"), ("seed", "seed"),
+    ("stop", "stopSequences"), ("frequency_penalty", "frequencyPenalty"),
+    ("presence_penalty", "presencePenalty"),
+)  # fmt: skip
+"""A turn's settings generateContent takes, with their ``generationConfig`` names."""
+
+
 def gemini_body(request: ProviderRequest) -> dict[str, Any]:
     """Build a generateContent body (``provider_options`` are merged by the caller).
 
@@ -173,6 +181,9 @@ def gemini_body(request: ProviderRequest) -> dict[str, Any]:
     if (output := request.output_schema) is not None:
         generation["responseMimeType"] = "application/json"
         generation["responseJsonSchema"] = output.schema
+    for name, wire in SAMPLING_FIELDS:
+        if (value := getattr(request, name)) is not None:
+            generation[wire] = value
     if generation:
         body["generationConfig"] = generation
     return body

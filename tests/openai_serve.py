@@ -8,6 +8,7 @@ keeps the first start's API key, so a restart on the same database reuses it.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from serve_process import ServeProcess, offline_env
@@ -17,10 +18,25 @@ READY_SECONDS = 60.0
 
 
 class Served(ServeProcess):
-    """``sa serve --test-provider --no-ui`` on its own loopback port."""
+    """``sa serve --test-provider --no-ui`` on its own loopback port.
 
-    def __init__(self, cwd: Path, db: str, *extra: str, key: str = "") -> None:
-        super().__init__(cwd, db, "--test-provider", "--no-ui", *extra, env=offline_env())
+    ``test_provider=False`` leaves the packs' own providers in place (a test plugin's, on
+    ``pythonpath``).
+    """
+
+    def __init__(
+        self,
+        cwd: Path,
+        db: str,
+        *extra: str,
+        key: str = "",
+        test_provider: bool = True,
+        pythonpath: Sequence[Path] = (),
+    ) -> None:
+        flags = ("--test-provider",) if test_provider else ()
+        super().__init__(
+            cwd, db, *flags, "--no-ui", *extra, env=offline_env(), pythonpath=pythonpath
+        )
         self.key = key
 
     def start(self) -> Served:

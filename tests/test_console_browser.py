@@ -462,3 +462,49 @@ def test_a_message_queued_during_a_turn_is_listed_live_and_can_be_cancelled(
     expect(page.locator(".msg.r-assistant")).to_contain_text("Finally done.")
     contents = [m["content"] for m in server.api("GET", messages).json()["messages"]]
     assert "second thoughts" not in contents
+
+
+def test_the_schedules_panel_lists_creates_pauses_resumes_and_deletes_schedules(
+    page: Page, server: ConsoleServer
+) -> None:
+    sign_in(page, server)
+    page.get_by_role("link", name="console_demo").click()
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Schedules").click()
+    expect(page.get_by_role("heading", name="Schedules of console_demo")).to_be_visible()
+    digest = page.locator("tr[data-schedule=daily_digest]")
+    expect(digest).to_contain_text("every 1d")
+    expect(digest).to_contain_text("pack")
+    form = page.get_by_role("form", name="Create a schedule")
+    form.get_by_label("Name").fill("weekday_report")
+    form.get_by_label("Agent").select_option("lead")
+    form.get_by_label("Runs on").select_option("cron")
+    form.get_by_label("Interval or cron expression").fill("0 8 * * 1-8")
+    form.get_by_label("Time zone").fill("Europe/Nowhere")
+    form.get_by_label("Message", exact=True).fill("Report, please.")
+    form.get_by_role("button", name="Create schedule").click()
+    status = form.get_by_role("status")
+    expect(status).to_contain_text("Schedule 'weekday_report' has 2 problem(s)")
+    expect(status.locator("li")).to_have_count(2)
+    expect(status.locator("li").first).to_contain_text("cron '0 8 * * 1-8' is not a valid")
+    form.get_by_label("Interval or cron expression").fill("0 8 * * 1-5")
+    form.get_by_label("Time zone").fill("Europe/Riga")
+    form.get_by_role("button", name="Create schedule").click()
+    expect(page.get_by_role("status").first).to_have_text("Schedule weekday_report created.")
+    report = page.locator("tr[data-schedule=weekday_report]")
+    expect(report).to_contain_text("cron 0 8 * * 1-5 (Europe/Riga)")
+    expect(report).to_contain_text("active")
+    shoot(page, "schedules")
+    report.get_by_role("button", name="Pause weekday_report").click()
+    expect(report).to_contain_text("paused")
+    expect(report.get_by_role("button", name="Resume weekday_report")).to_be_visible()
+    report.get_by_role("button", name="Resume weekday_report").click()
+    expect(report).to_contain_text("active")
+    page.once("dialog", lambda dialog: dialog.dismiss())
+    report.get_by_role("button", name="Delete weekday_report").click()
+    expect(report).to_be_visible()  # dismissed: kept
+    page.once("dialog", lambda dialog: dialog.accept())
+    report.get_by_role("button", name="Delete weekday_report").click()
+    expect(page.get_by_role("status").first).to_have_text("Schedule weekday_report deleted.")
+    expect(page.locator("tr[data-schedule=weekday_report]")).to_have_count(0)
+    listed = server.api("GET", "/packages/console_demo/schedules").json()["schedules"]
+    assert [s["name"] for s in listed] == ["daily_digest"]

@@ -284,3 +284,41 @@ def test_cli_errors_say_what_to_do(tmp_path: Path, capsys: pytest.CaptureFixture
         == 1
     )
     assert "not a valid SPDX" in capsys.readouterr().err
+
+
+SCHEDULED_PACK = '''
+from sa_core import Pack, define_agent, define_model, define_prompt, define_schedule
+
+pack = Pack(
+    name="newsroom",
+    agents=[
+        define_agent(name="writer", side_a={"prompt": "main"}, license="MIT"),
+        define_agent(name="editor", side_a={"prompt": "main"}, license="MIT"),
+    ],
+    prompts=[define_prompt(name="main", model="m", prompt="Write.")],
+    models=[define_model(name="m", provider="test", model="m")],
+    schedules=[
+        define_schedule(name="digest", agent="writer", cron="0 8 * * 1-5",
+                        timezone="Europe/Riga", message="Write the digest.", thread="reuse"),
+        define_schedule(name="review", agent="editor", every="1h", message="Review."),
+    ],
+)
+'''
+
+
+def test_a_packed_agent_takes_its_schedules_along(tmp_path: Path) -> None:
+    source = tmp_path / "newsroom.py"
+    source.write_text(SCHEDULED_PACK)
+    result = pack_agent(str(source), "writer", out=tmp_path / "out", build=False)
+    definitions = (result.project / "sa_pack_writer" / "definitions.py").read_text()
+    assert "ScheduleDefinition.model_validate(" in definitions
+    (pack,) = load_packs_from(str(result.project))
+    (digest,) = pack.schedules  # the editor's schedule stays behind with the editor
+    assert (digest.name, digest.agent, digest.cron, digest.timezone, digest.thread) == (
+        "digest",
+        "writer",
+        "0 8 * * 1-5",
+        "Europe/Riga",
+        "reuse",
+    )
+    pack.validate()

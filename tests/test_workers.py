@@ -425,6 +425,7 @@ def test_each_worker_gets_the_same_offline_script_as_sa_serve() -> None:
         "log_level": "info",
         "packs": [],
         "lease_seconds": None,
+        "client_settings": "apply",
     }
     scripted = worker_command(argparse.Namespace(**base, test_provider="answers.yaml"), 5)
     plain = worker_command(argparse.Namespace(**base, test_provider=True), 5)
@@ -432,3 +433,17 @@ def test_each_worker_gets_the_same_offline_script_as_sa_serve() -> None:
     assert "--test-provider=answers.yaml" in scripted and "--test-provider" not in scripted
     assert "--test-provider" in plain
     assert not any(part.startswith("--test-provider") for part in real)
+
+
+def test_each_worker_gets_the_servers_client_settings_policy() -> None:
+    """``sa serve --workers N --client-settings refuse`` hands every worker that policy."""
+    import argparse
+
+    from sa_core.cli.workers import worker_command
+
+    args = argparse.Namespace(
+        host="127.0.0.1", port=8000, db="postgresql://x/y", log_level="info", packs=[],
+        lease_seconds=None, test_provider=False, client_settings="refuse",
+    )  # fmt: skip
+    command = worker_command(args, 5)
+    assert command[command.index("--client-settings") + 1] == "refuse"

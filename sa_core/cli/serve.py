@@ -68,6 +68,20 @@ def register(subparsers: Any) -> None:
         metavar="S",
         help="with PostgreSQL: seconds before a dead worker's threads are taken over (10)",
     )
+    parser.add_argument(
+        "--public-url",
+        default=None,
+        metavar="URL",
+        help="the URL other servers reach this one at; remote A2A agents that push then send "
+        "their task notifications to it",
+    )
+    parser.add_argument(
+        "--client-settings",
+        default="apply",
+        choices=["apply", "ignore", "refuse"],
+        help="what the OpenAI-compatible API (/v1) does with a client's temperature, "
+        "max_tokens, ... for agents whose serving policy does not say (apply)",
+    )
     parser.add_argument("--worker-fd", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument(
         "--log-level",
@@ -94,6 +108,11 @@ async def run(args: argparse.Namespace) -> int:
             print("error: --lease-seconds must be a positive number of seconds", file=sys.stderr)
             return 2
         os.environ["SA_LEASE_SECONDS"] = str(args.lease_seconds)
+    if args.public_url is not None:
+        if not args.public_url.startswith(("http://", "https://")):
+            print("error: --public-url must be an http:// or https:// URL", file=sys.stderr)
+            return 2
+        os.environ["SA_PUBLIC_URL"] = args.public_url.rstrip("/")  # workers inherit it
     if args.workers != 1 and args.worker_fd is None:
         from sa_core.cli.workers import serve_workers
 
@@ -150,7 +169,7 @@ async def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
                 flush=True,
             )
-        app = create_app(runtime, ui=args.ui)
+        app = create_app(runtime, ui=args.ui, client_settings=args.client_settings)
         from sa_core.server.protocols import a2a
 
         if not a2a.available():

@@ -14,6 +14,10 @@ Output, per pack::
       - prompt 'main': model 'fast' is not a model of the pack; ...
       - agent 'main' side_a: session_stop tool 'done' is not offered by prompt 'main'; ...
 
+``--online`` also reads the agent card of every remote agent (``define_remote_agent``), with
+its headers resolved from the environment, and reports a card that cannot be read or names an
+endpoint elsewhere.
+
 The exit code is 1 when any pack has problems or fails to load (with ``--strict``, also when
 there are warnings), else 0.
 """
@@ -36,6 +40,7 @@ _COUNTED: tuple[tuple[str, str], ...] = (
     ("hooks", "hook"),
     ("effects", "effect"),
     ("endpoints", "endpoint"),
+    ("remote_agents", "remote agent"),
 )
 
 
@@ -78,6 +83,11 @@ def register(subparsers: Any) -> None:
         help="do not load plugins (their tools are then unknown, and providers are not checked)",
     )
     parser.add_argument("--strict", action="store_true", help="fail on warnings too")
+    parser.add_argument(
+        "--online",
+        action="store_true",
+        help="also read the agent card of every remote agent (network access)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -98,8 +108,8 @@ def _plural(count: int, word: str) -> str:
 def summarize(pack: Pack) -> str:
     """Describe a pack's contents: ``2 agents, 3 prompts, 1 model, 0 tools``.
 
-    Agents, prompts, models and tools are always listed; hooks, effects and endpoints only when
-    the pack has some.
+    Agents, prompts, models and tools are always listed; hooks, effects, endpoints and remote
+    agents only when the pack has some.
     """
     parts: list[str] = []
     for attribute, word in _COUNTED:
@@ -137,6 +147,7 @@ def check_packs(
     known_packs: Iterable[Pack] = (),
     known_providers: Iterable[str] | None = None,
     strict: bool = False,
+    online: bool = False,
     out: TextIO | None = None,
 ) -> int:
     """Validate packs and print the report.
@@ -148,6 +159,7 @@ def check_packs(
         known_providers: installed provider names; a model naming another provider is a
             problem (with a did-you-mean). ``None`` skips the check.
         strict: count warnings as failures.
+        online: also read the agent card of every remote agent (a sound pack only).
         out: where to print (standard output by default).
 
     Returns:
@@ -162,6 +174,8 @@ def check_packs(
     seen: set[str] = set()
     for pack in packs:
         problems = pack_problems(pack, known_tools=tools, known_packs=everything)
+        if online and not problems:
+            problems += remote_card_problems(pack)
         if known_providers is not None:
             from sa_core.provider_check import unknown_provider_problems
 
@@ -205,6 +219,20 @@ def pack_problems(
     return []
 
 
+def remote_card_problems(pack: Pack) -> list[str]:
+    """Problems found reading the cards of the pack's remote agents (``--online``)."""
+    if not pack.remote_agents:
+        return []
+    import asyncio
+
+    from sa_core.engine.remote_client import card_problems
+
+    async def check() -> list[list[str]]:
+        return await asyncio.gather(*(card_problems(r) for r in pack.remote_agents))
+
+    return [problem for found in asyncio.run(check()) for problem in found]
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``sa validate``; return the exit code (1 when anything failed)."""
     from sa_core.errors import PackLoadError
@@ -244,6 +272,7 @@ def run(args: argparse.Namespace) -> int:
         known_packs=known,
         known_providers=known_providers,
         strict=args.strict,
+        online=args.online,
         out=out,
     )
     for error in load_errors:

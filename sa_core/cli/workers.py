@@ -34,6 +34,7 @@ def worker_command(args: argparse.Namespace, fd: int) -> list[str]:
         command.append(f"--test-provider={args.test_provider}")
     if args.lease_seconds is not None:
         command += ["--lease-seconds", str(args.lease_seconds)]
+    command += ["--client-settings", args.client_settings]
     return [*command, "--worker-fd", str(fd)]
 
 

@@ -42,3 +42,7 @@ class PromptCaches:
             cached = build_tool_table(scope, prompt)
             self._tables[key] = cached
         return cached
+
+    def forget_tables(self) -> None:
+        """Drop every tool table (a remote agent's card changed its tool's description)."""
+        self._tables.clear()

@@ -36,6 +36,11 @@ NO_TERMINAL_TEXT = (
     "session tool (sessionStop/sessionFail)."
 )
 
+WAITING_REASONS = frozenset({"input-required", "auth-required"})
+"""Outcomes of a child that waits for its parent's answer (a remote agent's A2A task asking
+for input): its registry status says so, and ``subagent_message`` may answer it even when the
+child is not resumable."""
+
 KEYS = ("last_outcome", "last_stop_reason", "waiter", "answered")
 """The execution keys of the protocol, in the order a new key is appended."""
 
@@ -166,6 +171,8 @@ class ChildLink:
         """The registry status a finished blocking call leaves its child in."""
         if terminated:
             return "terminated"
+        if self.outcome is not None and self.outcome.reason in WAITING_REASONS:
+            return self.outcome.reason
         return "idle" if self.outcome is not None and not self.outcome.failed else "failed"
 
 
@@ -222,6 +229,7 @@ __all__ = [
     "ATTACHMENTS_TEXT",
     "EMPTY",
     "NO_TERMINAL_TEXT",
+    "WAITING_REASONS",
     "ChildLink",
     "ChildOutcome",
     "call_result",

@@ -45,6 +45,45 @@ def unset_variables(
     )
 
 
+def thread_row(
+    kernel: Kernel,
+    agent_name: str,
+    env: Mapping[str, str] | None = None,
+    user_id: str | None = None,
+    *,
+    tags: Iterable[str] = (),
+    package: str | None = None,
+    env_types: Mapping[str, str] | None = None,
+    parent_id: str | None = None,
+    properties: Mapping[str, Any] | None = None,
+) -> ThreadRow:
+    """The row of a new thread owned by ``agent_name`` (``package/agent`` to pick a package).
+
+    Nothing is stored: :func:`new_thread` stores it, a schedule's run stores it with its first
+    message (:mod:`sa_core.engine.schedules`).
+
+    Raises:
+        MissingVariablesError: required variables of the agent's graph have no value.
+    """
+    agent, scope = resolve_agent(kernel.registry, agent_name, package)
+    thread_env = dict(env or {})
+    missing = unset_variables(kernel, scope, agent, thread_env, user_id)
+    if missing:
+        raise MissingVariablesError(agent.name, missing)
+    return ThreadRow(
+        id=new_id(),
+        package=scope.package,
+        agent_id=agent.name,
+        created_at=now_us(),
+        user_id=user_id,
+        parent_id=parent_id,
+        env=thread_env,
+        env_types=dict(env_types or {}),
+        tags=list(tags),
+        properties=dict(properties or {}),
+    )
+
+
 async def new_thread(
     kernel: Kernel,
     agent_name: str,
@@ -64,22 +103,16 @@ async def new_thread(
     Raises:
         MissingVariablesError: required variables of the agent's graph have no value.
     """
-    agent, scope = resolve_agent(kernel.registry, agent_name, package)
-    thread_env = dict(env or {})
-    missing = unset_variables(kernel, scope, agent, thread_env, user_id)
-    if missing:
-        raise MissingVariablesError(agent.name, missing)
-    row = ThreadRow(
-        id=new_id(),
-        package=scope.package,
-        agent_id=agent.name,
-        created_at=now_us(),
-        user_id=user_id,
+    row = thread_row(
+        kernel,
+        agent_name,
+        env,
+        user_id,
+        tags=tags,
+        package=package,
+        env_types=env_types,
         parent_id=parent_id,
-        env=thread_env,
-        env_types=dict(env_types or {}),
-        tags=list(tags),
-        properties=dict(properties or {}),
+        properties=properties,
     )
     store = kernel.store
     version = store.external_version()
@@ -91,4 +124,4 @@ async def new_thread(
     return ThreadRef(shared)
 
 
-__all__ = ["new_thread", "unset_variables"]
+__all__ = ["new_thread", "thread_row", "unset_variables"]

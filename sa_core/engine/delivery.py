@@ -18,6 +18,7 @@ from sa_core.engine.flowtypes import side_for_role
 from sa_core.engine.messages import announce_created, new_id, new_message, prepare_message
 from sa_core.engine.owed import ensure_running
 from sa_core.engine.placement import Admission
+from sa_core.engine.remote_cancel import cancel_outstanding, remote_children
 from sa_core.engine.subagent_vars import scoped_names
 from sa_core.engine.threads import ThreadRef
 from sa_core.errors import ThreadNotFoundError, ThreadTerminatedError
@@ -415,6 +416,9 @@ async def stop(kernel: Kernel, thread_id: str) -> None:
         task is not None or await placement.may_finish(thread_id)
     ):  # a message sent meanwhile owes a turn; a turn on another worker records its end
         await store.finish_execution(thread_id, "aborted_by_user")
+    for child_id in await remote_children(kernel, thread_id):  # their remote tasks stop too
+        await stop(kernel, child_id)
+        await cancel_outstanding(kernel, child_id)
 
 
 async def terminate(kernel: Kernel, thread: ThreadRef) -> None:
@@ -429,6 +433,7 @@ async def terminate(kernel: Kernel, thread: ThreadRef) -> None:
     if not kernel.scheduler.is_running(thread.thread_id):
         kernel.placement.notify_stop(thread.thread_id)  # its turn may run on another worker
     await kernel.scheduler.cancel(thread.thread_id)  # never the caller's own runner
+    await cancel_outstanding(kernel, thread.thread_id)  # a remote task waiting for input
     await kernel.store.finish_execution(thread.thread_id, "aborted_by_user")
     if row.parent_id is not None:
         await kernel.threads.update_child(row.parent_id, thread.thread_id, status="terminated")

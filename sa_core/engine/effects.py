@@ -9,6 +9,9 @@ stopped, and wakes this loop at every round, so effects another worker scheduled
 are found though nothing in this process scheduled them. Alone, the loop still reads the next
 due time every :attr:`EffectScheduler.poll_seconds`, for effects another process stored.
 
+The same loop starts due schedules (:mod:`sa_core.engine.schedules`): it sleeps until the
+earlier of the next due effect and the next due schedule.
+
 Each run counts an attempt when its body starts (committed just before it, so a crash between
 the claim and the body uses up nothing). An effect a restart interrupted runs again at most
 once: its second run sees ``state.effect_attempt == 2``; one interrupted twice is marked
@@ -86,24 +89,34 @@ class EffectScheduler:
         return next_time is not None and next_time <= now_us()
 
     async def _loop(self) -> None:
-        store = self._bound().store
+        kernel = self._bound()
+        store, schedules = kernel.store, kernel.schedules
         while True:
             # clear before reading: an effect scheduled while the read is in flight (the read
             # can suspend on an async backend) must still wake the wait below
             self._wake.clear()
             next_time = await store.next_effect_time()
-            timeout = self.poll_seconds
+            effects_in = self.poll_seconds
             if next_time is not None:
-                timeout = min(timeout, max(0.0, (next_time - now_us()) / 1_000_000))
+                effects_in = max(0.0, (next_time - now_us()) / 1_000_000)
+            schedules_in = await schedules.wait_seconds()  # due schedules share this loop
+            timeout = min(
+                self.poll_seconds,
+                effects_in,
+                self.poll_seconds if schedules_in is None else schedules_in,
+            )
             if timeout > 0:
                 await event_set_within(self._wake, timeout)
                 continue
-            for run in await store.claim_due_effects(now_us()):
-                task = asyncio.create_task(
-                    self._run(run), name=f"sa-effect-{run.name}", context=background_context()
-                )
-                self.running.add(task)
-                task.add_done_callback(self.running.discard)
+            if effects_in <= 0:
+                for run in await store.claim_due_effects(now_us()):
+                    task = asyncio.create_task(
+                        self._run(run), name=f"sa-effect-{run.name}", context=background_context()
+                    )
+                    self.running.add(task)
+                    task.add_done_callback(self.running.discard)
+            if schedules_in is not None and schedules_in <= 0:
+                await schedules.run_due()
 
     async def _run(self, run: EffectRun) -> None:
         kernel = self._bound()

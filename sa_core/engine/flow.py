@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sa_core.cachepolicy import THREAD_USE
-from sa_core.engine import clienttools, resume, structured, toolcall
+from sa_core.engine import clienttools, resume, toolcall
 from sa_core.engine import step as turn_step
 from sa_core.engine.approvals import settle
 from sa_core.engine.context import IncrementalConverter, Side, converter_for
@@ -28,11 +28,14 @@ from sa_core.engine.flowtypes import (
     other,
 )
 from sa_core.engine.messages import create_message, new_id, new_message
+from sa_core.engine.remote_step import run_remote_step
 from sa_core.engine.subagent_spawn import reset_immediate, run_immediate
 from sa_core.engine.toolrows import cleanup_after_abort, record_step_error
 from sa_core.engine.tools import OfferedTool
+from sa_core.engine.turnsettings import turn_asks
 from sa_core.engine.usage import stop_for_budget
 from sa_core.spec import AgentDefinition, Message, PromptDefinition, SideConfig, ToolCall
+from sa_core.spec.remote import REMOTE_PROMPT_PREFIX
 from sa_core.store.clock import now_us
 from sa_core.store.executions import ResumePoint
 from sa_core.telemetry import turn
@@ -64,6 +67,8 @@ class Flow:
 
     turn_schema: dict[str, Any] | None = None
     """The output schema the turn's user message asked for (``send_message``), if any."""
+    turn_settings: dict[str, Any] | None = None
+    """The model settings the turn's user message asked for (``send_message``), if any."""
     client_tools: clienttools.TurnTools | None = None
     """The client tools the turn's user message declared (``send_message``), if any."""
 
@@ -105,7 +110,7 @@ class Flow:
         """The thread's queue as the commit of the flow's last step, which settled the flow,
         read it; ``None`` when the runner settles the flow in a transaction of its own."""
         self.messages: list[Message] = list(initial_messages or [])
-        if depth == 0:  # the turn's output schema and client tools
+        if depth == 0:  # the turn's output schema, model settings and client tools
             self.read_turn(self.messages)
         self.last_text = ""
         self.prompt_path: list[str] = []
@@ -179,8 +184,8 @@ class Flow:
         self.messages.append(message)
 
     def read_turn(self, messages: Sequence[Message]) -> None:
-        """Take the turn's options from its user message: output schema and client tools."""
-        self.turn_schema = structured.turn_schema_of(messages)
+        """Take the turn's options from its user message: output schema, settings, client tools."""
+        self.turn_schema, self.turn_settings = turn_asks(messages)
         self.client_tools = clienttools.turn_tools_of(messages)
 
     def resume_turn(self, pending: Mapping[str, Any]) -> None:
@@ -274,7 +279,13 @@ class Flow:
                 return "budget_exceeded"
             self.side_steps[side] += 1
             self.step_count += 1
-            step = await turn_step.run_step(self, side, side_config)
+            remote = None
+            if side_config.prompt.startswith(REMOTE_PROMPT_PREFIX):  # no prompt: a remote agent
+                remote = self.scope.remote_agent(agent.name)
+            if remote is not None and self.prompt_override is None:  # an A2A exchange, no model
+                step = await run_remote_step(self, remote)
+            else:
+                step = await turn_step.run_step(self, side, side_config)
             if step.settled is not None:
                 return step.settled
             if self.prompt_override is not None:

@@ -17,6 +17,7 @@ What the kernel holds, by layer:
   :attr:`Kernel.scheduler` (one runner task per thread), :attr:`Kernel.placement` (which thread
   runs where: this process alone, or leases shared by several workers on PostgreSQL),
   :attr:`Kernel.models` (model calls and logs), :attr:`Kernel.effects` (durable delayed work),
+  :attr:`Kernel.schedules` (runs the clock starts),
   :attr:`Kernel.mcp` (MCP servers), :attr:`Kernel.events` (live frames to subscribers);
 - the process: :attr:`Kernel.instance_id` and :attr:`Kernel.life` (open, closing).
 
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from sa_core.engine.modelcall import ModelCaller
     from sa_core.engine.placement import Placement
     from sa_core.engine.scheduler import Scheduler
+    from sa_core.engine.schedules import ScheduleTimer
     from sa_core.engine.secrets import SecretRedactor
     from sa_core.engine.threads import LiveThreads, ThreadRef
     from sa_core.plugins import PluginHost
@@ -92,7 +94,8 @@ class Kernel:
         caches: Compiled prompts and tool tables.
         secrets: Secret names and redaction.
         models: Model calls and logs.
-        effects: Scheduled effects.
+        effects: Scheduled effects (their loop also starts due schedules).
+        schedules: When schedules are due, and their runs.
         mcp: MCP servers (started lazily).
         env: Instance-level variables.
         user_env: Per-user variables, by user id.
@@ -112,6 +115,7 @@ class Kernel:
     secrets: SecretRedactor
     models: ModelCaller
     effects: EffectScheduler
+    schedules: ScheduleTimer
     mcp: McpManager
     env: Mapping[str, str]
     user_env: Mapping[str, Mapping[str, str]]

@@ -11,6 +11,7 @@ from sa_core.engine.messages import new_id
 from sa_core.engine.promptcache import may_wait_long, prompt_cache_for
 from sa_core.engine.retry import ModelAttempt, call_model
 from sa_core.engine.structured import PartialOutput, apply_to_request
+from sa_core.engine.turnsettings import apply_turn_settings
 from sa_core.errors import DefinitionNotFoundError
 from sa_core.offline import offline_model
 from sa_core.provider_check import unknown_provider_hint
@@ -80,6 +81,7 @@ class ModelCaller:
         depth: int = 0,
         partial: list[str] | None = None,
         output: OutputSchema | None = None,
+        turn_settings: Mapping[str, Any] | None = None,
     ) -> tuple[ProviderResponse, Log]:
         """Call a model with retries and fallbacks; stream deltas to subscribers; log attempts.
 
@@ -91,14 +93,18 @@ class ModelCaller:
         key by key, for the model and each of its fallbacks. ``output`` (a prompt's
         ``output_schema``) goes to each provider natively or as a forced final tool.
         Each request asks for prompt caching as its model's ``prompt_caching`` (overridden by
-        the active prompt's) says: see :mod:`sa_core.engine.promptcache`.
+        the active prompt's) says: see :mod:`sa_core.engine.promptcache`. ``turn_settings``
+        (the turn's ``model_settings``) go on every request of the chain, over its own values:
+        see :mod:`sa_core.engine.turnsettings`.
 
         Returns:
             The response and the successful attempt's (unsaved) log row.
         """
         chain = self._chain(
             kernel, thread, model, messages, tools, output,
-            ProviderSettings(tool_choice, parallel_tool_calls, reasoning, provider_options),
+            ProviderSettings(
+                tool_choice, parallel_tool_calls, reasoning, provider_options, turn_settings
+            ),
         )  # fmt: skip
         events = self.events
         thread_id = thread.thread_id
@@ -176,6 +182,8 @@ class ModelCaller:
                     thread.thread_id, definition, thread.prompt, waits_long=waits_long
                 ),
             )
+            if settings.turn:
+                apply_turn_settings(request, settings.turn)
             provider = self.provider(definition.provider)
             if output is not None:
                 apply_to_request(provider, request, output)
@@ -223,6 +231,8 @@ class ProviderSettings:
     parallel_tool_calls: bool | None
     reasoning: ReasoningConfig | None
     provider_options: Mapping[str, Any] | None
+    turn: Mapping[str, Any] | None = None
+    """The turn's own ``model_settings``, if its message carries any."""
 
 
 def chunk_publisher(

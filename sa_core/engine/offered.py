@@ -62,7 +62,7 @@ def subagent_tools(kernel: Kernel, thread: ThreadRef, table: ToolTable) -> dict[
 
 
 def lifecycle_tools(kernel: Kernel, thread: ThreadRef, table: ToolTable) -> dict[str, OfferedTool]:
-    """``subagent_create`` / ``subagent_message`` / ``subagents`` when resumable branches exist."""
+    """The lifecycle tools (create, message, terminate, list) when resumable branches exist."""
     resumable = [
         t
         for t in subagent_tools(kernel, thread, table).values()
@@ -114,6 +114,17 @@ def lifecycle_tools(kernel: Kernel, thread: ThreadRef, table: ToolTable) -> dict
                     "attachments": {"type": "array", "items": {"type": "string"}},
                 },
                 "required": ["referenceId", "message", "attachments"],
+            },
+        )
+        offered["subagent_terminate"] = OfferedTool(
+            name="subagent_terminate",
+            kind="lifecycle",
+            description="Terminate a subagent instance for good (a remote agent's task is "
+            "cancelled); it takes no more messages.",
+            parameters={
+                "type": "object",
+                "properties": {"referenceId": {"type": "string"}},
+                "required": ["referenceId"],
             },
         )
     offered["subagents"] = OfferedTool(

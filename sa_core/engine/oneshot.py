@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from sa_core.engine.childlink import WAITING_REASONS
 from sa_core.spec import SubagentRegistryEntry, ToolResult
 
 if TYPE_CHECKING:
@@ -72,13 +73,22 @@ def termination_fields(row: ThreadRow, reason: str, now: int) -> dict[str, Any]:
 
 
 def addressable(entries: list[SubagentRegistryEntry]) -> bool:
-    """Whether any registry entry is a live resumable instance ``subagent_message`` may reach."""
-    return any(e.resumable and e.status != "terminated" for e in entries)
+    """Whether any registry entry is one ``subagent_message`` may reach.
+
+    A live resumable instance, or a child waiting for its parent's answer (a remote agent's
+    task asking for input).
+    """
+    return any(
+        (e.resumable or e.status in WAITING_REASONS) and e.status != "terminated" for e in entries
+    )
 
 
 def not_addressable(entry: SubagentRegistryEntry) -> ToolResult | None:
-    """The tool error for a ``subagent_message`` to a non-resumable child, else ``None``."""
-    if entry.resumable is not False:
+    """The tool error for a ``subagent_message`` to a non-resumable child, else ``None``.
+
+    A non-resumable child that waits for its parent's answer takes that one message.
+    """
+    if entry.resumable is not False or entry.status in WAITING_REASONS:
         return None
     text = NOT_ADDRESSABLE.format(reference=entry.reference, agent=entry.name)
     return ToolResult(status="error", error=text, error_code="subagent_not_resumable")

@@ -240,6 +240,7 @@ async def call_model(
         depth=flow.depth,
         partial=flow.partial,
         output=None if prompt.output_schema is None else structured.output_schema_for(prompt),
+        turn_settings=flow.turn_settings,
     )
     return pending, response, log
 

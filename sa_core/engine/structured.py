@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -98,15 +97,6 @@ def output_schema_for(prompt: PromptDefinition) -> OutputSchema:
     schema = json_schema_of(prompt.output_schema)
     name = re.sub(r"[^a-zA-Z0-9_-]", "_", prompt.name)[:64] or "output"
     return OutputSchema(name=name, schema=schema, strict=is_strict(schema))
-
-
-def turn_schema_of(messages: Sequence[Any]) -> dict[str, Any] | None:
-    """The per-turn schema of the flow's last user message, if it carries one."""
-    for message in reversed(messages):
-        if message.role == "user" and message.depth == 0:
-            schema = (message.metadata or {}).get(TURN_SCHEMA)
-            return schema if isinstance(schema, dict) else None
-    return None
 
 
 def with_turn_schema(prompt: PromptDefinition, schema: dict[str, Any]) -> PromptDefinition:

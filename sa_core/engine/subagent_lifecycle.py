@@ -1,5 +1,6 @@
-"""The lifecycle tools: ``subagent_create``, ``subagent_message`` and ``subagents``.
+"""The lifecycle tools: create, message, terminate and list subagent instances.
 
+``subagent_create``, ``subagent_message``, ``subagent_terminate`` and ``subagents``.
 Offered to a prompt when it has resumable subagent relationships or live resumable instances
 (:func:`lifecycle_tools`), and run by :func:`run_lifecycle_tool`. Creating and messaging an
 instance is :mod:`sa_core.engine.subagent_spawn`'s.
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from sa_core.engine.files import attachment_paths
 from sa_core.engine.offered import subagent_tools
-from sa_core.engine.subagent_spawn import create, message_instance
+from sa_core.engine.subagent_spawn import create, message_instance, terminate_instance
 from sa_core.engine.tools import LIFECYCLE_TOOLS
 from sa_core.spec import ToolResult
 
@@ -37,11 +38,13 @@ async def run_lifecycle_tool(
     arguments: dict[str, Any],
     tool_message_id: str | None,
 ) -> ToolResult:
-    """``subagent_create``, ``subagent_message`` and ``subagents``."""
+    """``subagent_create``, ``subagent_message``, ``subagent_terminate`` and ``subagents``."""
     if name == "subagents":
         return list_instances(thread)
     if name == "subagent_message":
         return await message_instance(kernel, thread, arguments)
+    if name == "subagent_terminate":
+        return await terminate_instance(kernel, thread, arguments)
     if name != "subagent_create":
         return ToolResult(status="error", error=f"Tool not found: {name}")
     problems = []

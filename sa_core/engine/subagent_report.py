@@ -29,6 +29,7 @@ from sa_core.engine.child_wait import collect as collect_anywhere
 from sa_core.engine.childlink import (
     ATTACHMENTS_TEXT,
     NO_TERMINAL_TEXT,
+    WAITING_REASONS,
     ChildLink,
     ChildOutcome,
     call_result,
@@ -316,6 +317,8 @@ async def on_flow_end(kernel: Kernel, thread: ThreadRef, flow: Flow, reason: str
     else:
         outcome_text, failed = outcome.content or "", outcome.failed
     status = "terminated" if finished else ("failed" if failed else "idle")
+    if outcome is not None and outcome.reason in WAITING_REASONS:
+        status = outcome.reason  # it waits for the parent's answer (subagent_message)
     await kernel.threads.update_child(parent_id, thread_id, status=status)
     if entry.parent_communication == "explicit":
         return

@@ -368,6 +368,26 @@ async def message_instance(
     )
 
 
+async def terminate_instance(
+    kernel: Kernel, thread: ThreadRef, arguments: Mapping[str, Any]
+) -> ToolResult:
+    """``subagent_terminate``: terminate a child of this thread (a remote task is cancelled)."""
+    reference = arguments.get("referenceId") or arguments.get("reference_id")
+    entry = next((e for e in thread.children if e.reference == reference), None)
+    if not isinstance(reference, str) or entry is None:
+        return ToolResult(
+            status="error",
+            error=f"subagent_terminate requires the referenceId of a subagent of this thread "
+            f'(got "{reference}").',
+        )
+    child = await kernel.threads.open(reference)
+    if child is not None and child.row.terminated is None:
+        await delivery.terminate(kernel, child)
+    return ToolResult(
+        status="success", result=f"Subagent {reference} terminated.", subagent_id=reference
+    )
+
+
 def _config_for(kernel: Kernel, thread: ThreadRef, child_row: Any) -> SubagentToolConfig | None:
     """The relationship a child was created through: its prompt's entry in the parent's package.
 
@@ -494,4 +514,5 @@ __all__ = [
     "message_instance",
     "reset_immediate",
     "run_immediate",
+    "terminate_instance",
 ]

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from sa_core.registry import PackScope
 
 ToolKind = Literal["native", "prompt", "handoff", "subagent", "lifecycle", "mcp", "client"]
-LIFECYCLE_TOOLS = ("subagent_create", "subagent_message", "subagents")
+LIFECYCLE_TOOLS = ("subagent_create", "subagent_message", "subagent_terminate", "subagents")
 NOT_AVAILABLE = (
     'Tool "{name}" is not available for this prompt. You can only use tools that were '
     "explicitly configured for this prompt."
@@ -113,6 +113,20 @@ def _schema_for_target(
     return _init_schema(entry)
 
 
+def _remote_schema(entry: SubagentToolConfig) -> dict[str, Any]:
+    """A remote agent's arguments: its init properties, with ``message`` unless one is named."""
+    schema = _init_schema(entry)
+    if entry.init_user_message_property:
+        return schema
+    properties = dict(schema.get("properties") or {})
+    properties["message"] = {
+        "type": "string",
+        "description": "The message to send to the remote agent, as it should read it.",
+    }
+    required = [*(schema.get("required") or []), "message"]
+    return {"type": "object", "properties": properties, "required": required}
+
+
 def build_tool_table(scope: PackScope, prompt: PromptDefinition) -> ToolTable:
     """Resolve a prompt's tool entries in its package."""
     tools: dict[str, OfferedTool] = {}
@@ -186,11 +200,16 @@ def resolve_entry(scope: PackScope, entry: ToolEntry) -> OfferedTool | None:
                 optional=optional,
             )
         description = relationship.description or agent.tool_description or agent.description or ""
+        remote = agent_scope.remote_agent(agent.name)
+        if remote is not None:  # an A2A agent elsewhere: its card describes it
+            description = relationship.description or remote.describe()
         return OfferedTool(
             name=tool_name,
             kind="subagent",
             description=description or f"Delegate work to the {agent.name} agent.",
-            parameters=_schema_for_target(required, relationship),
+            parameters=_remote_schema(relationship)
+            if remote is not None
+            else _schema_for_target(required, relationship),
             optional=relationship.optional,
             agent=agent,
             agent_scope=agent_scope,

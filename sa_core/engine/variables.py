@@ -147,7 +147,11 @@ def resolve_agent(
     """
     if package is not None:
         scope = registry.scope(package)
-        if agent_name not in scope.agents:
-            raise DefinitionNotFoundError("agent", agent_name, scope.agents, package=package)
-        return scope.agents[agent_name], scope
+        found = scope.agents.get(agent_name)
+        if found is not None:
+            return found, scope
+        remote = scope.remote_agent(agent_name)
+        if remote is not None:  # a remote subagent's child
+            return remote.as_agent(), scope
+        raise DefinitionNotFoundError("agent", agent_name, scope.agents, package=package)
     return registry.entry_agent(agent_name)

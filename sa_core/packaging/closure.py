@@ -38,6 +38,8 @@ from sa_core.spec import (
     ModelDefinition,
     Pack,
     PromptDefinition,
+    RemoteAgentDefinition,
+    ScheduleDefinition,
     SubagentToolConfig,
     ThreadEndpointDefinition,
     ToolDefinition,
@@ -55,6 +57,8 @@ KINDS: tuple[str, ...] = (
     "effects",
     "endpoints",
     "mcp_servers",
+    "schedules",
+    "remote_agents",
 )
 """The definition kinds of a pack, in the order they are listed."""
 
@@ -74,6 +78,7 @@ class Closure:
         pack: the pack the agent comes from.
         agent: the entry agent.
         agents, prompts, models, tools, hooks, effects, endpoints: the definitions that go in.
+        schedules: the pack's schedules of the agents that go in.
         roles: how each agent other than the entry agent is used (``subagent`` or ``handoff``).
         external: references the pack does not define, described for people.
 
@@ -89,6 +94,8 @@ class Closure:
     effects: list[EffectDefinition] = field(default_factory=list)
     endpoints: list[ThreadEndpointDefinition] = field(default_factory=list)
     mcp_servers: list[MCPServerDefinition] = field(default_factory=list)
+    schedules: list[ScheduleDefinition] = field(default_factory=list)
+    remote_agents: list[RemoteAgentDefinition] = field(default_factory=list)
     roles: dict[str, str] = field(default_factory=dict)
     external: list[str] = field(default_factory=list)
 
@@ -230,6 +237,15 @@ class _Walker:
         if name in self.index["agents"]:
             self.agent(name, self.role_of(name))
             return
+        if name in self.index["remote_agents"]:
+            remote = self.take("remote_agents", name)
+            if remote is not None:
+                needs = ", ".join(remote.referenced_variables())
+                self.note(
+                    f"remote agent '{name}' (an A2A agent at {remote.card_url}; the installing "
+                    f"environment must reach it{f' and set {needs}' if needs else ''})"
+                )
+            return
         self.note(f"tool '{name}' (a plugin tool, or another pack's entry agent)")
 
     def role_of(self, agent_name: str) -> str:
@@ -307,6 +323,9 @@ def compute_closure(pack: Pack, agent_name: str, *, known_tools: Iterable[str] =
     for endpoint in pack.endpoints:
         walker.found["endpoints"][endpoint.name] = endpoint
     walker.effects()
+    for schedule in pack.schedules:  # a schedule goes with the agent it runs
+        if schedule.agent in walker.found["agents"]:
+            walker.found["schedules"][schedule.name] = schedule
     closure = Closure(pack=pack, agent=agents[agent_name])
     for kind in KINDS:
         setattr(closure, kind, _ordered(getattr(pack, kind), kind, walker.found[kind]))

@@ -35,6 +35,8 @@ _CLASSES: dict[str, str] = {
     "effects": "EffectDefinition",
     "endpoints": "ThreadEndpointDefinition",
     "mcp_servers": "MCPServerDefinition",
+    "schedules": "ScheduleDefinition",
+    "remote_agents": "RemoteAgentDefinition",
 }
 _OBJECT_FIELDS: dict[str, tuple[str, ...]] = {
     "prompts": ("required_schema", "output_schema"),

@@ -34,9 +34,12 @@ from sa_core.server.routes.files import FilesController
 from sa_core.server.routes.graph import GraphController
 from sa_core.server.routes.messages import MessagesController
 from sa_core.server.routes.queue import QueueController
+from sa_core.server.routes.schedules import SchedulesController
+from sa_core.server.routes.store import StoreController
 from sa_core.server.routes.threads import ThreadsController
 from sa_core.server.routes.usage import UsageController
 from sa_core.server.streaming import StreamController, StreamHub
+from sa_core.spec.agents import ClientSettingsPolicy
 
 API_DESCRIPTION = """\
 The Standard Agents HTTP API. Every route needs `Authorization: Bearer <key>` (manage keys with
@@ -54,13 +57,24 @@ class StandardAgentsPlugin(InitPluginProtocol):
             at shutdown; pass False to keep a runtime you start and close yourself.
         ui: serve the web console at ``/`` (its assets, and the docs' assets, under
             ``/_sa/static``).
+        client_settings: what the OpenAI-compatible API does with a client's sampling and
+            length settings for agents whose ``serving.client_settings`` is unset: ``apply``,
+            ``ignore`` or ``refuse`` (see docs/protocols.md).
 
     """
 
-    def __init__(self, runtime: Runtime, *, manage_runtime: bool = True, ui: bool = True) -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        *,
+        manage_runtime: bool = True,
+        ui: bool = True,
+        client_settings: ClientSettingsPolicy = "apply",
+    ) -> None:
         self.runtime = runtime
         self.manage_runtime = manage_runtime
         self.ui = ui
+        self.client_settings: ClientSettingsPolicy = client_settings
         self.hub = StreamHub()
         self._guard = api_key_guard(runtime)
         self._mounted: set[str] = set()
@@ -96,7 +110,9 @@ class StandardAgentsPlugin(InitPluginProtocol):
                 **self._layer(),
             )
         )
-        app_config.route_handlers.append(openai_router(self.runtime))
+        app_config.route_handlers.append(
+            openai_router(self.runtime, client_settings=self.client_settings)
+        )
         if self.ui:
             app_config.route_handlers.extend(console_handlers())
         elif app_config.openapi_config is not None:
@@ -116,7 +132,7 @@ class StandardAgentsPlugin(InitPluginProtocol):
         return app_config
 
     def package_router(self, scope: PackScope) -> Router:
-        """Build one package's router: catalog, threads, messages, files, streams, endpoints."""
+        """Build one package's router: catalog, threads, messages, files, schedules, streams..."""
         layer = self._layer()
         layer["dependencies"].update(package_dependencies(scope, self.runtime))
         return Router(
@@ -130,6 +146,8 @@ class StandardAgentsPlugin(InitPluginProtocol):
                 MessagesController,
                 FilesController,
                 QueueController,
+                SchedulesController,
+                StoreController,
                 StreamController,
                 *endpoint_handlers(scope),
                 *mcp_handlers(self.runtime, self.hub, scope.package),
@@ -162,6 +180,7 @@ def create_app(
     ui: bool = True,
     debug: bool = False,
     title: str = "Standard Agents",
+    client_settings: ClientSettingsPolicy = "apply",
 ) -> Litestar:
     """Build the Litestar app serving ``runtime``'s packs.
 
@@ -175,6 +194,9 @@ def create_app(
         ui: serve the web console at ``/`` (it asks for an API key in the browser).
         debug: Litestar's debug mode (tracebacks in 500 answers; never in production).
         title: the OpenAPI title.
+        client_settings: the OpenAI-compatible API's default for a client's sampling and
+            length settings (``apply``, ``ignore`` or ``refuse``); an agent's own
+            ``serving.client_settings`` wins.
 
     Returns:
         The app; run it with any ASGI server (``sa serve`` uses uvicorn).
@@ -194,7 +216,11 @@ def create_app(
         else None
     )
     return Litestar(
-        plugins=[StandardAgentsPlugin(runtime, manage_runtime=manage_runtime, ui=ui)],
+        plugins=[
+            StandardAgentsPlugin(
+                runtime, manage_runtime=manage_runtime, ui=ui, client_settings=client_settings
+            )
+        ],
         openapi_config=openapi,
         exception_handlers=EXCEPTION_HANDLERS,
         debug=debug,

@@ -331,6 +331,9 @@ class PostMessageIn(Base, kw_only=True):
     silent: bool = False
     output_schema: dict[str, Any] | None = None
     """A JSON Schema the answer of this turn must match (structured output)."""
+    model_settings: dict[str, Any] | None = None
+    """Sampling and length settings for this turn's model calls (``temperature``,
+    ``max_tokens``, ...; see ``ModelSettings``)."""
 
 
 class AttachmentOut(Base, kw_only=True):

@@ -13,6 +13,7 @@ from sa_core.spec.endpoints import ThreadEndpointDefinition, define_thread_endpo
 from sa_core.spec.hooks import HookDefinition, HookName, define_hook
 from sa_core.spec.mcp import MCPServerDefinition, define_mcp_server
 from sa_core.spec.models import ModelCapabilities, ModelDefinition, define_model
+from sa_core.spec.modelsettings import ModelSettings
 from sa_core.spec.packs import Pack
 from sa_core.spec.prompts import (
     CompactionConfig,
@@ -47,6 +48,8 @@ from sa_core.spec.records import (
     ToolCallFunction,
     ToolResult,
 )
+from sa_core.spec.remote import RemoteAgentDefinition, define_remote_agent
+from sa_core.spec.schedules import ScheduleDefinition, ScheduleRecord, define_schedule
 from sa_core.spec.tools import ToolDefinition, define_tool
 from sa_core.spec.variables import VariableDefinition
 
@@ -69,6 +72,7 @@ __all__ = [
     "MessagesResult",
     "ModelCapabilities",
     "ModelDefinition",
+    "ModelSettings",
     "Pack",
     "PromptCaching",
     "CompactionConfig",
@@ -76,7 +80,10 @@ __all__ = [
     "PromptToolConfig",
     "QueueMessageInput",
     "ReasoningSpec",
+    "RemoteAgentDefinition",
     "ResumableConfig",
+    "ScheduleDefinition",
+    "ScheduleRecord",
     "ScheduledEffect",
     "SessionToolBinding",
     "ServingPolicy",
@@ -99,6 +106,8 @@ __all__ = [
     "define_mcp_server",
     "define_model",
     "define_prompt",
+    "define_schedule",
+    "define_remote_agent",
     "define_thread_endpoint",
     "define_tool",
     "tool_entry_name",

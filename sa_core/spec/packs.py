@@ -12,6 +12,8 @@ from sa_core.spec.hooks import HookDefinition
 from sa_core.spec.mcp import MCPServerDefinition
 from sa_core.spec.models import ModelDefinition
 from sa_core.spec.prompts import PromptDefinition
+from sa_core.spec.remote import RemoteAgentDefinition
+from sa_core.spec.schedules import ScheduleDefinition
 from sa_core.spec.tools import ToolDefinition
 
 
@@ -38,6 +40,8 @@ class Pack:
     effects: Sequence[EffectDefinition] = field(default_factory=list)
     endpoints: Sequence[ThreadEndpointDefinition] = field(default_factory=list)
     mcp_servers: Sequence[MCPServerDefinition] = field(default_factory=list)
+    schedules: Sequence[ScheduleDefinition] = field(default_factory=list)
+    remote_agents: Sequence[RemoteAgentDefinition] = field(default_factory=list)
     entry_agents: Sequence[str] | None = None
     version: str | None = None
     author: str | None = None

@@ -193,6 +193,9 @@ class ToolChecks(ValidatorBase):
             agent = self.agents.get(name)
             if agent is not None:
                 return Target("agent", name, agent=agent)
+        remote = self.remote_agents.get(name)
+        if remote is not None and name not in self.agents:
+            return Target("agent", name, agent=remote.as_agent(), remote=remote)
         if name in self.tools:
             return Target("tool", name, tool=self.tools[name])
         if name in self.known_tools:
@@ -213,7 +216,7 @@ class ToolChecks(ValidatorBase):
                 f"{names}."
             )
             return None
-        known = [*self.tools, *self.known_tools, *self.prompts, *self.agents]
+        known = [*self.tools, *self.known_tools, *self.prompts, *self.agents, *self.remote_agents]
         self.add(
             f"{where}: tools entry '{name}' is not a tool, prompt or agent of the pack, nor a "
             f"plugin tool{hint(name, known)}; define it, install the plugin that provides it, "
@@ -288,6 +291,15 @@ class ToolChecks(ValidatorBase):
                     f"{where}: resumable.max_instances is {limit}; it must be at least 1 "
                     f"(leave it out for no limit)."
                 )
+        if (
+            target.remote is not None
+            and isinstance(entry.resumable, ResumableConfig)
+            and entry.resumable.receives_messages == "side_b"
+        ):
+            self.add(
+                f"{where}: resumable.receives_messages is 'side_b', but '{entry.name}' is a "
+                f"remote agent, which has one side; leave receives_messages out."
+            )
         agent = target.agent
         if agent is None or agent.type != "dual_ai":
             what = describe_agent(agent) if agent is not None else f"a {target.kind}"

@@ -28,6 +28,7 @@ from sa_core.spec.prompts import (
     TextPart,
     tool_entry_name,
 )
+from sa_core.spec.remote import remote_agent_problems, remote_agent_warnings
 from sa_core.spec.toolchecks import ToolChecks
 from sa_core.spec.validatorbase import (
     ENDPOINT_PARAM,
@@ -61,12 +62,14 @@ class _Validator(ToolChecks, AgentChecks):
         self.check_models()
         self.check_tools()
         self.problems += mcp_server_problems(self.pack)
+        self.problems += remote_agent_problems(self.pack)
         for prompt in self.pack.prompts:
             self.check_prompt(prompt)
         self.check_includes()
         self.check_secrets_in_prompts()
         for agent in self.pack.agents:
             self.check_agent(agent)
+        self.check_schedules()
         return self.problems
 
     # -- pack-level ---------------------------------------------------------------------------
@@ -98,6 +101,7 @@ class _Validator(ToolChecks, AgentChecks):
             ("tool", "tools", [t.name for t in pack.tools]),
             ("hook id", "hooks", [h.id for h in pack.hooks]),
             ("effect", "effects", [e.name for e in pack.effects]),
+            ("schedule", "schedules", [s.name for s in pack.schedules]),
             (
                 "endpoint",
                 "endpoints",
@@ -142,6 +146,15 @@ class _Validator(ToolChecks, AgentChecks):
                 self.add(
                     f"tool '{tool.name}': name is not a valid function name for model APIs; use "
                     f"1-64 letters, digits, '_' or '-'."
+                )
+
+    def check_schedules(self) -> None:
+        for schedule in self.pack.schedules:
+            if schedule.agent not in self.agents:
+                self.add(
+                    f"schedule '{schedule.name}': agent '{schedule.agent}' is not an agent of the "
+                    f"pack{hint(schedule.agent, self.agents)}; a schedule runs an agent of its "
+                    f"own pack, so define the agent or fix the name."
                 )
 
     def check_includes(self) -> None:
@@ -375,4 +388,5 @@ def pack_warnings(pack: Pack) -> list[str]:
                 f"entry '{agent.name}' runs the prompt as a subprompt, not the agent; rename "
                 f"the agent or the prompt."
             )
+    warnings += remote_agent_warnings(pack)
     return warnings

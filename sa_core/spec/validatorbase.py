@@ -12,6 +12,7 @@ from sa_core.spec.agents import AgentDefinition
 from sa_core.spec.prompts import (
     PromptDefinition,
 )
+from sa_core.spec.remote import RemoteAgentDefinition
 from sa_core.spec.schemas import ArgsSpec, is_model_class, json_schema_of
 from sa_core.spec.tools import ToolDefinition
 
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 
 
 LIFECYCLE_TOOL_NAMES: frozenset[str] = frozenset(
-    {"subagent_create", "subagent_message", "subagents"}
+    {"subagent_create", "subagent_message", "subagent_terminate", "subagents"}
 )
 """Tools the runtime injects for resumable subagents; packs may not define or list them."""
 
@@ -49,6 +50,7 @@ class Target:
     prompt: PromptDefinition | None = None
     agent: AgentDefinition | None = None
     pack_name: str | None = None
+    remote: RemoteAgentDefinition | None = None
 
 
 def hint(name: str, known: Iterable[str], label: str = "known") -> str:
@@ -108,6 +110,9 @@ class ValidatorBase:
         self.agents: dict[str, AgentDefinition] = {}
         for agent in pack.agents:
             self.agents.setdefault(agent.name, agent)
+        self.remote_agents: dict[str, RemoteAgentDefinition] = {}
+        for remote in pack.remote_agents:
+            self.remote_agents.setdefault(remote.name, remote)
         self.prompts: dict[str, PromptDefinition] = {}
         for prompt in pack.prompts:
             self.prompts.setdefault(prompt.name, prompt)

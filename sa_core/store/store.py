@@ -13,8 +13,10 @@ from sa_core.store.files import FilesMixin
 from sa_core.store.interface import Backend
 from sa_core.store.leases import LeasesMixin
 from sa_core.store.messages import MessagesMixin
+from sa_core.store.packstore import PackStoreMixin
 from sa_core.store.queue import QueueMixin
 from sa_core.store.registry import RegistryMixin
+from sa_core.store.schedules import SchedulesMixin
 from sa_core.store.sqlitebackend import SQLiteBackend
 from sa_core.store.threads import ThreadsMixin
 from sa_core.store.turnstart import TurnStartMixin
@@ -31,8 +33,10 @@ class Store(
     ApiKeysMixin,
     ExecutionsMixin,
     LeasesMixin,
+    SchedulesMixin,
+    PackStoreMixin,
 ):
-    """Durable state of threads, messages, logs, files, queues, effects, registries, keys, leases.
+    """Durable state: threads, messages, files, queues, effects, keys, leases, schedules, stores.
 
     Every method takes an optional ``tx=`` from :meth:`transaction`; without it, a method runs
     in its own short transaction (or joins the transaction open in the calling task).

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import (
+    DDL,
     JSON,
     BigInteger,
     Boolean,
@@ -22,6 +23,7 @@ from sqlalchemy import (
     LargeBinary,
     String,
     Table,
+    event,
     text,
 )
 from sqlmodel import Field, SQLModel
@@ -320,6 +322,78 @@ class StreamFrameTable(SQLModel, table=True):
     created_at: int = Field(sa_column=_c(BigInteger, nullable=False))
 
 
+class ScheduleTable(SQLModel, table=True):
+    """A schedule of a package and where it stands (see :class:`sa_core.spec.ScheduleRecord`).
+
+    ``status`` is ``active``, ``paused`` or ``deleted`` (a pack's schedule deleted at run time,
+    kept so that the next start does not bring it back). A due run is claimed by moving
+    ``next_run_at`` on from the value read (compare-and-set) in the transaction that stores
+    the run's thread and message.
+    """
+
+    __tablename__ = "schedules"
+    __table_args__ = (Index("ix_schedules_status_next", "status", "next_run_at"),)
+
+    package: str = Field(sa_column=_c(String, primary_key=True))
+    name: str = Field(sa_column=_c(String, primary_key=True))
+    agent: str = Field(sa_column=_c(String, nullable=False))
+    message: str = Field(sa_column=_c(String, nullable=False))
+    cron: str | None = Field(default=None, sa_column=_c(String))
+    every: str | None = Field(default=None, sa_column=_c(String))
+    timezone: str = Field(sa_column=_c(String, nullable=False))
+    thread: str = Field(sa_column=_c(String, nullable=False))
+    description: str = Field(default="", sa_column=_c(String, nullable=False, default=""))
+    status: str = Field(sa_column=_c(String, nullable=False))
+    source: str = Field(sa_column=_c(String, nullable=False))
+    next_run_at: int | None = Field(default=None, sa_column=_c(BigInteger))
+    last_run_at: int | None = Field(default=None, sa_column=_c(BigInteger))
+    last_thread_id: str | None = Field(default=None, sa_column=_c(String))
+    thread_id: str | None = Field(default=None, sa_column=_c(String))
+    runs: int = Field(default=0, sa_column=_c(Integer, nullable=False, default=0))
+    last_error: str | None = Field(default=None, sa_column=_c(String))
+    created_at: int = Field(sa_column=_c(BigInteger, nullable=False))
+    updated_at: int = Field(sa_column=_c(BigInteger, nullable=False))
+
+
+class StoreItemTable(SQLModel, table=True):
+    """An item of a package's store: a JSON document under a namespace and a key.
+
+    ``namespace`` holds the namespace's labels, each followed by the unit separator U+001F (a
+    prefix of labels is then a prefix of the column). ``text`` is the document's searchable
+    text, indexed by the FTS5 table ``store_items_fts`` on SQLite (its rowid is ``seq``) and
+    by a GIN index on ``to_tsvector('simple', text)`` on PostgreSQL (:data:`STORE_TEXT_DDL`).
+    """
+
+    __tablename__ = "store_items"
+    __table_args__ = (
+        Index("ux_store_items_key", "package", "namespace", "key", unique=True),
+        Index("ix_store_items_expires", "expires_at"),
+    )
+
+    seq: int | None = Field(default=None, sa_column=_c(_Seq, primary_key=True, autoincrement=True))
+    package: str = Field(sa_column=_c(String, nullable=False))
+    namespace: str = Field(sa_column=_c(String, nullable=False))
+    key: str = Field(sa_column=_c(String, nullable=False))
+    value: dict[str, Any] | None = Field(default=None, sa_column=_c(_json()))
+    text: str = Field(default="", sa_column=_c(String, nullable=False, default=""))
+    created_at: int = Field(sa_column=_c(BigInteger, nullable=False))
+    updated_at: int = Field(sa_column=_c(BigInteger, nullable=False))
+    expires_at: int | None = Field(default=None, sa_column=_c(BigInteger))
+
+
+STORE_TEXT_DDL = {
+    "sqlite": "CREATE VIRTUAL TABLE IF NOT EXISTS store_items_fts USING fts5(text)",
+    "postgresql": (
+        "CREATE INDEX IF NOT EXISTS ix_store_items_text ON store_items "
+        "USING GIN (to_tsvector('simple', text))"
+    ),
+}
+"""The full-text index of ``store_items`` per dialect (created with the table)."""
+STORE_TEXT_OBJECTS = ("store_items_fts", "ix_store_items_text")
+"""Names of the full-text objects (SQLite's FTS5 table and its shadow tables start with the
+first): they are not SQLAlchemy tables or indexes, so schema comparisons leave them out."""
+
+
 def _table(name: str) -> Table:
     return SQLModel.metadata.tables[name]
 
@@ -339,6 +413,17 @@ executions = _table("executions")
 thread_leases = _table("thread_leases")
 stream_frames = _table("stream_frames")
 workers = _table("workers")
+schedules = _table("schedules")
+store_items = _table("store_items")
+
+_ddl: Any = DDL  # untyped in SQLAlchemy
+for _dialect, _statement in STORE_TEXT_DDL.items():
+    event.listen(store_items, "after_create", _ddl(_statement).execute_if(dialect=_dialect))
+event.listen(
+    store_items,
+    "before_drop",
+    _ddl("DROP TABLE IF EXISTS store_items_fts").execute_if(dialect="sqlite"),
+)
 
 PER_THREAD_TABLES: tuple[tuple[Table, str], ...] = (
     (thread_tags, "thread_id"),

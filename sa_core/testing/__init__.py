@@ -18,6 +18,7 @@ and drive the runtime as a user would::
 :class:`TestProvider` answers from a :class:`TestScript` in order (or ``Test response
 received.`` forever when it has no script); :class:`FunctionProvider` answers by calling a
 function, for replies that depend on the request. Both record every request they receive.
+:class:`ManualClock` is a clock a test moves by hand, for schedules (``Runtime(clock=...)``).
 
 The fixtures ``sa_database_url`` and ``sa_runtime_factory`` come with the pytest plugin
 :mod:`sa_core.pytest_plugin` (entry point ``sa_testing``). This module does not import pytest,
@@ -29,6 +30,7 @@ from __future__ import annotations
 from typing import Any
 
 from sa_core.testing.answers import stream_response
+from sa_core.testing.clock import ManualClock
 from sa_core.testing.providers import DEFAULT_RECORDED, FunctionProvider, TestProvider
 from sa_core.testing.runtimes import RuntimeFactory, make_runtime_factory
 from sa_core.testing.script import (
@@ -70,6 +72,7 @@ __all__ = [
     "FunctionProvider",
     "FunctionResult",
     "InputExpectation",
+    "ManualClock",
     "RuntimeFactory",
     "ScriptedResponse",
     "TestProvider",

@@ -20,7 +20,14 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from sa_core import Pack, define_agent, define_model, define_prompt, define_tool
+from sa_core import (
+    Pack,
+    define_agent,
+    define_model,
+    define_prompt,
+    define_schedule,
+    define_tool,
+)
 from sa_core.testing import FunctionProvider
 from sa_hooks import hookimpl
 
@@ -218,6 +225,15 @@ pack = Pack(
             max_session_turns=2,
             side_a={"prompt": "vault_worker"},
             side_b={"prompt": "scout_judge", "stop_on_response": False, "session_stop": "approve"},
+        ),
+    ],
+    schedules=[  # daily from the server's start: never due while the tests run
+        define_schedule(
+            name="daily_digest",
+            agent="lead",
+            every="1d",
+            message="Write the daily digest.",
+            description="The lead writes a digest once a day.",
         ),
     ],
 )

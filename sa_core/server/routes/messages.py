@@ -15,6 +15,7 @@ from sa_core.server.errors import ApiError, errors, to_api_error
 from sa_core.server.schemas import MessageOut, MessagesOut, PostMessageIn, QueuedOut, convert
 from sa_core.server.strict import strict_body
 from sa_core.spec import AttachmentRef, ToolAttachment
+from sa_core.spec.modelsettings import check_model_settings
 from sa_core.spec.schemas import check_schema
 
 
@@ -77,6 +78,11 @@ class MessagesController(Controller):
                 check_schema(data.output_schema)
             except ValueError as exc:
                 raise ApiError(400, "invalid_request", f"output_schema is {exc}") from None
+        if data.model_settings is not None:
+            try:
+                check_model_settings(data.model_settings)
+            except ValueError as exc:
+                raise ApiError(400, "invalid_request", str(exc)) from None
         try:
             message = await message_thread.send_message(
                 data.content,
@@ -85,6 +91,7 @@ class MessagesController(Controller):
                 silent=data.silent,
                 wait=False,
                 output_schema=data.output_schema,
+                model_settings=data.model_settings,
             )
         except ThreadTerminatedError as exc:
             raise to_api_error(exc) from None

@@ -3,6 +3,9 @@
 - ``GET /a2a``: the cards of every served agent (needs a key).
 - ``GET /a2a/{package}/{agent}/.well-known/agent-card.json``: one agent's card (public: A2A
   clients read it to learn where to connect and that they need a Bearer key).
+- ``POST /a2a/_push/{thread id}``: push notifications from remote agents for the tasks of
+  remote children (:mod:`sa_core.engine.remote_push`), authenticated by the per-task token in
+  ``X-A2A-Notification-Token`` instead of an API key.
 - ``POST /a2a/{package}/{agent}``: the JSON-RPC binding (``SendMessage``,
   ``SendStreamingMessage``, ``GetTask``, ``CancelTask``, ``SubscribeToTask``, and the v0.3
   names ``message/send``, ``message/stream``, ``tasks/get``, ``tasks/cancel``), served by the
@@ -23,6 +26,7 @@ from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
 from litestar.types import Receive, Scope, Send
 from starlette.routing import Router
 
+from sa_core.engine.remote_push import PUSH_PATH, notified
 from sa_core.runtime import Runtime
 from sa_core.server.protocols.a2a import PREFIX
 from sa_core.server.protocols.a2a.cards import agent_card, agent_path
@@ -30,6 +34,10 @@ from sa_core.server.protocols.a2a.contexts import ThreadContextBuilder
 from sa_core.server.protocols.a2a.executor import ThreadAgentExecutor
 from sa_core.server.protocols.a2a.taskstore import AgentRoute, ThreadTaskStore
 
+PUSH_PREFIX = PUSH_PATH.rstrip("/") + "/"
+"""Push notifications for remote children (``POST /a2a/_push/{thread id}``): token, no key."""
+TOKEN_HEADER = b"x-a2a-notification-token"
+PUSH_BODY_LIMIT = 1024 * 1024
 INTERRUPTED_RELEASE_SECONDS = 600.0
 """An SDK task object waiting for input is dropped from memory after this long (the task stays
 in the database; a later request loads it again)."""
@@ -86,6 +94,9 @@ class A2AServer:
             else:
                 await _json(send, 200, card)
             return
+        if path.startswith(PUSH_PREFIX) and method == "POST":
+            await self._push(scope, receive, send, path.removeprefix(PUSH_PREFIX))
+            return
         if not await self._authorized(scope):
             await _json(
                 send,
@@ -108,6 +119,18 @@ class A2AServer:
             self._router = self._build()
         inner = dict(scope, path=path, raw_path=path.encode(), root_path="")
         await self._router(inner, receive, send)  # type: ignore[arg-type]
+
+    async def _push(self, scope: Scope, receive: Receive, send: Send, thread_id: str) -> None:
+        """A remote agent's push notification for a remote child's task (its token checked)."""
+        await _drain(receive)
+        token = next(
+            (v.decode("latin-1") for k, v in scope.get("headers", []) if k == TOKEN_HEADER), ""
+        )
+        if await notified(self.runtime.kernel, thread_id, token):
+            await _json(send, 200, {"status": "accepted"})
+        else:
+            detail = "Unknown task, or a notification token that does not match."
+            await _json(send, 401, {"error": "unauthorized", "detail": detail})
 
     def _card(self, base: str, scope: Scope) -> dict[str, Any] | None:
         for package, agent in self.agents():
@@ -138,6 +161,16 @@ def _base(scope: Scope) -> str:
         server = scope.get("server") or ("127.0.0.1", 80)
         host = f"{server[0]}:{server[1]}"
     return f"{scope.get('scheme', 'http')}://{host}"
+
+
+async def _drain(receive: Receive, limit: int = PUSH_BODY_LIMIT) -> None:
+    """Read a request body to its end (up to ``limit`` bytes are read; the rest is refused)."""
+    size = 0
+    while True:
+        message = await receive()
+        size += len(message.get("body", b"")) if message["type"] == "http.request" else 0
+        if message["type"] != "http.request" or not message.get("more_body") or size > limit:
+            return
 
 
 async def _json(

@@ -16,13 +16,13 @@ from sa_core.server.context import RuntimeDep
 from sa_core.server.protocols.openai import conversations
 from sa_core.server.protocols.openai.errors import OpenAIError, error_body, error_specs
 from sa_core.server.protocols.openai.models import Model, resolve_model
-from sa_core.server.protocols.openai.requests import ChatRequest, chat_request
+from sa_core.server.protocols.openai.requests import ChatRequest, chat_request, require_object
+from sa_core.server.protocols.openai.settings import policy_for
 from sa_core.server.protocols.openai.threads import (
     THREAD_HEADER,
-    add_history,
     authenticate,
+    keep_metadata,
     read_json,
-    start_thread,
 )
 from sa_core.server.protocols.openai.turns import Turn, TurnResult, usage_before
 from sa_core.spec import Message
@@ -85,18 +85,14 @@ async def open_turn(
     Returns:
         The thread, the turn for the last message, and whether the thread is new.
     """
-    known = conversations.split_known(data.messages)
-    thread = None
-    if known:
-        found = conversations.digest(key_id, model, data.user, data.messages[:known])
-        thread = await conversations.find_thread(runtime, model, found)
-    if thread is None:
-        thread = await start_thread(runtime, model, data.messages[:-1])
-        fresh = True
-    else:
-        await add_history(thread, data.messages[known:-1])
-        fresh = False
-    return thread, Turn(runtime, thread, data.messages[-1][1], data.output_schema), fresh
+    thread, fresh = await conversations.open_conversation(
+        runtime, key_id, model, data.user, data.messages
+    )
+    await keep_metadata(runtime, thread, data.metadata)
+    turn = Turn(
+        runtime, thread, data.messages[-1][1], data.output_schema, data.settings.applied
+    )
+    return thread, turn, fresh
 
 
 @post(
@@ -112,15 +108,17 @@ async def chat_completions(
 
     A request whose messages extend a conversation this server answered continues its thread;
     otherwise a new thread starts with the earlier messages as its history. The thread's id is
-    in the ``x-sa-thread-id`` header.
+    in the ``x-sa-thread-id`` header; settings accepted and not applied (the model's
+    ``client_settings`` is ``ignore``) are named in ``x-sa-ignored-fields``.
     """
     key = await authenticate(runtime, request)
-    data = chat_request(await read_json(request))
-    model = resolve_model(runtime, data.model)
+    body = require_object(await read_json(request))
+    model = resolve_model(runtime, body.get("model"))
+    data = chat_request(body, policy_for(model, request), model)
     thread, turn, fresh = await open_turn(runtime, key.id, model, data)
     before = None if fresh else await usage_before(thread)
     created = int(time.time())
-    headers = {THREAD_HEADER: thread.thread_id}
+    headers = {THREAD_HEADER: thread.thread_id, **data.settings.headers()}
     if data.stream:
         chunks = stream_chunks(runtime, key.id, model, data, turn, before, created)
         return Stream(chunks, media_type="text/event-stream", headers={**headers, **SSE_HEADERS})
@@ -154,9 +152,9 @@ async def remember(
     runtime: Runtime, key_id: str, model: Model, data: ChatRequest, result: TurnResult
 ) -> None:
     """Index the conversation the client now holds, so its next request finds the thread."""
-    seen = [*data.messages, ("assistant", result.text)]
-    digest = conversations.digest(key_id, model, data.user, seen)
-    await conversations.remember(runtime, result.thread_id, digest)
+    await conversations.remember_answer(
+        runtime, key_id, model, data.user, data.messages, result.text, result.thread_id
+    )
 
 
 async def stream_chunks(

@@ -1,15 +1,19 @@
-"""Which thread a chat completions request continues: a durable index of conversations.
+"""Which thread a request that carries its conversation continues: a durable index.
 
-Chat completions clients send the whole conversation every time. After each turn the server
-stores a digest of the conversation as the client now sees it (its messages plus the answer it
-was given) as a value of the thread (``thread_values``, key ``sa:openai:chat:<digest>``, an
-indexed column), and the thread's latest digest (``sa:openai:chat_head``). A request whose
-messages up to its last assistant message have a known digest, on a thread whose latest digest
-it is, continues that thread; anything else starts a new thread. Being rows of the database,
-the index survives restarts and is shared by every worker.
+Chat completions clients send the whole conversation every time, and so do Responses clients
+that keep their own history (``input`` holding the earlier messages, with no
+``previous_response_id`` or ``conversation``). After each turn the server stores a digest of
+the conversation as the client now sees it (its messages plus the answer it was given) as a
+value of the thread (``thread_values``, key ``sa:openai:chat:<digest>``, an indexed column), and
+the thread's latest digest (``sa:openai:chat_head``). A request whose messages up to its last
+assistant message have a known digest, on a thread whose latest digest it is, continues that
+thread; anything else starts a new thread. Being rows of the database, the index survives
+restarts and is shared by every worker. Both APIs reduce a message to the same ``(role,
+text)`` pair, so a conversation started on one continues on the other.
 
-The digest covers the API key, the model and the request's ``user`` too, so two keys (or two
-``user`` values) sending the same words never share a thread.
+The digest covers the API key, the model and the request's ``user`` (else its
+``safety_identifier``) too, so two keys (or two end users) sending the same words never share a
+thread.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from sa_core.errors import ThreadNotFoundError
 from sa_core.runtime import Runtime
 from sa_core.server.protocols.openai.models import Model
 from sa_core.server.protocols.openai.requests import Turn
+from sa_core.server.protocols.openai.threads import add_history, start_thread
 from sa_core.state import ThreadState
 
 KEY_PREFIX = "sa:openai:chat:"
@@ -66,3 +71,38 @@ async def remember(runtime: Runtime, thread_id: str, found: str) -> None:
     """Record the conversation the client now holds as the thread's latest."""
     await runtime.store.set_value(thread_id, KEY_PREFIX + found, True)
     await runtime.store.set_value(thread_id, HEAD_KEY, found)
+
+
+async def open_conversation(
+    runtime: Runtime, key_id: str, model: Model, user: str, messages: Sequence[Turn]
+) -> tuple[ThreadState, bool]:
+    """The thread the messages continue (the ones after its stored part added), or a new one.
+
+    The last message is the turn's and is not added. A new thread holds the earlier messages
+    as its history (no turn runs for them).
+
+    Returns:
+        The thread, and whether it is new.
+    """
+    known = split_known(messages)
+    thread = None
+    if known:
+        thread = await find_thread(runtime, model, digest(key_id, model, user, messages[:known]))
+    if thread is None:
+        return await start_thread(runtime, model, messages[:-1]), True
+    await add_history(thread, messages[known:-1])
+    return thread, False
+
+
+async def remember_answer(
+    runtime: Runtime,
+    key_id: str,
+    model: Model,
+    user: str,
+    messages: Sequence[Turn],
+    answer: str,
+    thread_id: str,
+) -> None:
+    """Index the conversation the client now holds (its messages and the answer)."""
+    seen = [*messages, ("assistant", answer)]
+    await remember(runtime, thread_id, digest(key_id, model, user, seen))

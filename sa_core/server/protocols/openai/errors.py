@@ -8,8 +8,9 @@ official clients raise their usual exceptions (``openai.NotFoundError``,
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from http import HTTPStatus
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 from litestar import Request, Response
@@ -19,6 +20,7 @@ from litestar.openapi.datastructures import ResponseSpec
 logger = logging.getLogger("sa_core.server.protocols.openai")
 
 _TYPES = {401: "invalid_request_error", 404: "invalid_request_error"}
+T = TypeVar("T")
 
 
 class OpenAIError(Exception):
@@ -53,6 +55,46 @@ def unsupported(param: str, detail: str = "") -> OpenAIError:
 def invalid(param: str, detail: str) -> OpenAIError:
     """A 400 for a field with a value of the wrong shape."""
     return OpenAIError(400, f"Invalid '{param}': {detail}", param=param, code="invalid_value")
+
+
+class Problems:
+    """Every problem of one request body, answered together as one 400.
+
+    Checks record what they find (:meth:`add`, :meth:`attempt`) and go on, so a client learns
+    of every refused or invalid field at once; :meth:`raise_any` raises them (one error as it
+    is, several joined: their messages in order, ``param`` listing each field).
+    """
+
+    def __init__(self) -> None:
+        self.errors: list[OpenAIError] = []
+
+    def add(self, error: OpenAIError) -> None:
+        """Record a problem."""
+        self.errors.append(error)
+
+    def attempt(self, check: Callable[..., T], *args: Any, default: T) -> T:
+        """``check(*args)``; ``default`` when it raises an :class:`OpenAIError` (recorded)."""
+        try:
+            return check(*args)
+        except OpenAIError as exc:
+            self.errors.append(exc)
+            return default
+
+    def raise_any(self) -> None:
+        """Raise what was found, if anything."""
+        errors = self.errors
+        if not errors:
+            return
+        if len(errors) == 1:
+            raise errors[0]
+        params = ",".join(e.param for e in errors if e.param)
+        codes = {e.code for e in errors}
+        raise OpenAIError(
+            400,
+            f"The request has {len(errors)} problems: " + " ".join(e.message for e in errors),
+            param=params or None,
+            code=codes.pop() if len(codes) == 1 else "invalid_request",
+        )
 
 
 def error_body(

@@ -1,4 +1,9 @@
-"""Models: every entry agent of every mounted pack, named ``{package}/{agent}``."""
+"""Models: every entry agent of every mounted pack, named ``{package}/{agent}``.
+
+Each model also answers to ``{package}:{agent}``, an id without ``/``: clients that read a
+``/`` in a model name as a provider prefix (the OpenAI Agents SDK's string model names) take
+that one. ``GET /v1/models`` lists the ``/`` names.
+"""
 
 from __future__ import annotations
 
@@ -49,7 +54,7 @@ def resolve_model(
 
     Args:
         runtime: the runtime whose packs are served.
-        name: the model name, ``{package}/{agent}``.
+        name: the model name, ``{package}/{agent}`` or ``{package}:{agent}``.
         param: the request field that named it, for the error.
         unknown_status: the status of an unknown model: 400 when a request body names it
             (``POST /v1/chat/completions``, ``/v1/responses``), 404 for ``GET /v1/models/{id}``.
@@ -62,7 +67,7 @@ def resolve_model(
         raise OpenAIError(
             400, f"'{param}' is required: a model name '{{package}}/{{agent}}'.", param=param
         )
-    package, _, agent = name.partition("/")
+    package, _, agent = name.partition("/" if "/" in name else ":")
     scope = runtime.registry.scopes.get(package)
     if scope is not None and agent in scope.pack.entry_agent_names():
         return Model(scope, agent)
@@ -70,7 +75,7 @@ def resolve_model(
     raise OpenAIError(
         unknown_status,
         f"The model '{name}' does not exist: models are entry agents named "
-        f"'{{package}}/{{agent}}' (this server has: {known}).",
+        f"'{{package}}/{{agent}}' or '{{package}}:{{agent}}' (this server has: {known}).",
         param=param,
         code="model_not_found",
     )

@@ -1,23 +1,42 @@
-"""Checking request bodies: what this server serves, and a 400 naming the field otherwise.
+"""Checking request bodies: what this server serves, and one 400 naming every problem otherwise.
 
-The agent decides how it answers: its own prompt, model, sampling settings and tools. So
-fields that would change those (``tools``, ``temperature``, audio, ``n`` above 1, ...) are refused
-with a 400 naming the field rather than silently ignored.
+The agent decides how it answers: its own prompt, model and tools. So fields that would change
+that (client ``tools``, ``n`` above 1, audio, ...) are refused with a 400 naming the field rather
+than silently ignored. Sampling and length settings (``temperature``, ``max_tokens``, ...)
+follow the agent's serving policy (:mod:`sa_core.server.protocols.openai.settings`). Fields
+with no meaning here (``store``, ``service_tier``, ``prompt_cache_key``, ...) are accepted;
+``metadata`` is kept on the thread. Every refused or invalid field of a request is named in
+the one 400 (:class:`~sa_core.server.protocols.openai.errors.Problems`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from sa_core.server.protocols.openai.errors import OpenAIError, invalid, unsupported
+from sa_core.server.protocols.openai.errors import OpenAIError, Problems, invalid, unsupported
+from sa_core.server.protocols.openai.models import Model
+from sa_core.server.protocols.openai.settings import (
+    CHAT_SETTINGS,
+    ClientSettings,
+    asked_settings,
+    client_settings,
+)
+from sa_core.spec.agents import ClientSettingsPolicy
 from sa_core.spec.schemas import check_schema
 
 Turn = tuple[str, str]
 """A message as this API keeps it: ``(role, text)``, role ``system``, ``user`` or ``assistant``."""
 
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+CLIENT_TOOLS = ("tools", "functions", "tool_choice", "function_call")
+UNMEANING = {"user", "store", "service_tier", "safety_identifier", "prompt_cache_key",
+             "prompt_cache_retention", "stream_options", "parallel_tool_calls", "metadata",
+             "logprobs", "top_logprobs"}  # fmt: skip
+"""Fields both APIs accept that change nothing here (:func:`common_fields` checks some)."""
+METADATA_LIMITS = (16, 64, 512)
+"""OpenAI's bounds on ``metadata``: pairs, characters of a key, characters of a value."""
 
 
 def require_object(body: Any) -> dict[str, Any]:
@@ -27,8 +46,10 @@ def require_object(body: Any) -> dict[str, Any]:
     return body
 
 
-def refuse_fields(body: Mapping[str, Any], served: set[str], empty_ok: set[str]) -> None:
-    """Refuse every field outside ``served``; those in ``empty_ok`` only when set to something.
+def refuse_fields(
+    body: Mapping[str, Any], served: set[str], empty_ok: set[str], problems: Problems
+) -> None:
+    """Record every field outside ``served``; those in ``empty_ok`` only when set to something.
 
     ``null`` is always accepted (clients send it for "unset").
     """
@@ -37,10 +58,46 @@ def refuse_fields(body: Mapping[str, Any], served: set[str], empty_ok: set[str])
             continue
         if name in empty_ok and value in ([], {}, False, "none", "auto", "disabled"):
             continue
-        if name in ("tools", "functions", "tool_choice", "function_call"):
-            raise unsupported(name, "the agent's own tools run on the server; client tools "
-                              "are not served.")
-        raise unsupported(name, "the agent's definition decides this.")
+        if name in CLIENT_TOOLS:
+            problems.add(unsupported(name, "the agent's own tools run on the server; client "
+                                     "tools are not served."))  # fmt: skip
+        else:
+            problems.add(unsupported(name, "the agent's definition decides this."))
+
+
+@dataclass
+class CommonFields:
+    """What both APIs read from the fields with no effect on the answer."""
+
+    user: str
+    """Whose conversation this is (``user``, else ``safety_identifier``), part of its digest."""
+    metadata: dict[str, str] | None
+    """The request's ``metadata``, kept on the thread."""
+
+
+def common_fields(body: Mapping[str, Any], problems: Problems) -> CommonFields:
+    """Check the accepted fields that must hold a particular value, and read the rest."""
+    if body.get("logprobs") not in (None, False):
+        problems.add(unsupported("logprobs", "no log probabilities are returned."))
+    if body.get("top_logprobs") not in (None, 0):
+        problems.add(unsupported("top_logprobs", "no log probabilities are returned."))
+    metadata = problems.attempt(metadata_of, body.get("metadata"), default=None)
+    user = body.get("user") or body.get("safety_identifier") or ""
+    return CommonFields(user=str(user), metadata=metadata)
+
+
+def metadata_of(value: Any) -> dict[str, str] | None:
+    """``metadata``: up to 16 string values under keys of up to 64 characters."""
+    if value is None or value == {}:
+        return None
+    pairs, key_chars, value_chars = METADATA_LIMITS
+    if not isinstance(value, dict) or len(value) > pairs:
+        raise invalid("metadata", f"expected an object of at most {pairs} string values.")
+    for key, item in value.items():
+        if len(key) > key_chars or not isinstance(item, str) or len(item) > value_chars:
+            raise invalid(f"metadata.{key}", f"expected a string of at most {value_chars} "
+                          f"characters under a key of at most {key_chars}.")  # fmt: skip
+    return dict(value)
 
 
 def text_of(content: Any, param: str, part_types: tuple[str, ...]) -> str:
@@ -77,84 +134,110 @@ def role_of(value: Any, param: str) -> str:
 class ChatRequest:
     """A checked ``POST /v1/chat/completions`` body."""
 
-    model: Any
     messages: list[Turn]
     stream: bool
     include_usage: bool
     user: str
     output_schema: dict[str, Any] | None = None
     """The JSON Schema ``response_format`` asks for, if any."""
+    settings: ClientSettings = field(default_factory=ClientSettings)
+    """The sampling and length settings, as the serving policy took them."""
+    metadata: dict[str, str] | None = None
 
 
-CHAT_FIELDS = {"model", "messages", "stream", "stream_options", "response_format", "n", "user",
-               "store", "modalities", "parallel_tool_calls"}
-CHAT_EMPTY_OK = {"tools", "functions", "tool_choice", "function_call", "metadata", "logprobs"}
+CHAT_FIELDS = {"model", "messages", "stream", "response_format", "n", "modalities",
+               *UNMEANING, *CHAT_SETTINGS}  # fmt: skip
+CHAT_EMPTY_OK = {*CLIENT_TOOLS, "logit_bias"}
 
 
-def chat_request(body: Any) -> ChatRequest:
-    """Check a chat completions request (see the module's docstring)."""
-    body = require_object(body)
-    refuse_fields(body, CHAT_FIELDS, CHAT_EMPTY_OK)
+def chat_request(body: dict[str, Any], policy: ClientSettingsPolicy, model: Model) -> ChatRequest:
+    """Check a chat completions request for ``model`` (see the module's docstring).
+
+    Raises:
+        OpenAIError: a 400 naming every refused or invalid field.
+    """
+    problems = Problems()
+    refuse_fields(body, CHAT_FIELDS, CHAT_EMPTY_OK, problems)
     if body.get("n") not in (None, 1):
-        raise unsupported("n", "one choice per request (n=1).")
+        problems.add(unsupported("n", "one choice per request (n=1)."))
     if body.get("modalities") not in (None, ["text"]):
-        raise unsupported("modalities", "text only.")
-    output_schema = text_format(body.get("response_format"), "response_format", nested=True)
-    raw = body.get("messages")
-    if not isinstance(raw, list) or not raw:
-        raise invalid("messages", "expected a non-empty list of messages.")
-    messages: list[Turn] = []
-    for index, message in enumerate(raw):
-        where = f"messages[{index}]"
-        if not isinstance(message, dict):
-            raise invalid(where, "expected an object.")
-        role = role_of(message.get("role"), f"{where}.role")
-        if message.get("tool_calls"):
-            raise unsupported(f"{where}.tool_calls", "tool calls are the agent's own.")
-        for name in ("audio", "function_call"):
-            if message.get(name) is not None:
-                raise unsupported(f"{where}.{name}")
-        content = message.get("content")
-        text = "" if content is None and role == "assistant" else text_of(
-            content, f"{where}.content", ("text", "input_text", "output_text")
-        )
-        messages.append((role, text))
-    if messages[-1][0] != "user":
-        raise invalid(f"messages[{len(messages) - 1}].role",
-                      "the last message must be a user message (the agent answers it).")
+        problems.add(unsupported("modalities", "text only."))
+    common = common_fields(body, problems)
+    asked = asked_settings(body, CHAT_SETTINGS)
+    settings = client_settings(asked, CHAT_SETTINGS, policy, model, problems)
+    output_schema = problems.attempt(
+        text_format, body.get("response_format"), "response_format", True, default=None
+    )
+    messages = chat_messages(body.get("messages"), problems)
+    stream = problems.attempt(flag, body, "stream", default=False)
+    usage = problems.attempt(include_usage, body.get("stream_options"), default=False)
+    problems.raise_any()
     return ChatRequest(
-        model=body.get("model"),
         messages=messages,
-        stream=flag(body, "stream"),
-        include_usage=include_usage(body.get("stream_options")),
-        user=str(body.get("user") or ""),
+        stream=stream,
+        include_usage=usage,
+        user=common.user,
         output_schema=output_schema,
+        settings=settings,
+        metadata=common.metadata,
     )
 
 
-def flag(body: Mapping[str, Any], name: str) -> bool:
+def chat_messages(raw: Any, problems: Problems) -> list[Turn]:
+    """The ``messages``, each checked (every bad one recorded); the last must be a user's."""
+    if not isinstance(raw, list) or not raw:
+        problems.add(invalid("messages", "expected a non-empty list of messages."))
+        return []
+    try:  # every message at once; on a problem, again one by one to name each bad one
+        messages = [chat_message(message, index) for index, message in enumerate(raw)]
+    except OpenAIError:
+        messages = [
+            problems.attempt(chat_message, message, index, default=("", ""))
+            for index, message in enumerate(raw)
+        ]
+    if messages[-1][0] not in ("user", ""):
+        problems.add(invalid(f"messages[{len(messages) - 1}].role",
+                             "the last message must be a user message (the agent answers it)."))
+    return messages
+
+
+def chat_message(message: Any, index: int) -> Turn:
+    """One chat message as ``(role, text)``."""
+    where = f"messages[{index}]"
+    if not isinstance(message, dict):
+        raise invalid(where, "expected an object.")
+    role = role_of(message.get("role"), f"{where}.role")
+    if message.get("tool_calls"):
+        raise unsupported(f"{where}.tool_calls", "tool calls are the agent's own.")
+    for name in ("audio", "function_call"):
+        if message.get(name) is not None:
+            raise unsupported(f"{where}.{name}")
+    content = message.get("content")
+    if content is None and role == "assistant":
+        return role, ""
+    return role, text_of(content, f"{where}.content", ("text", "input_text", "output_text"))
+
+
+def flag(body: Mapping[str, Any], name: str, param: str | None = None) -> bool:
     """A boolean field (``null`` or missing: false)."""
     value = body.get(name)
     if value is None:
         return False
     if not isinstance(value, bool):
-        raise invalid(name, "expected true or false.")
+        raise invalid(param or name, "expected true or false.")
     return value
 
 
 def include_usage(options: Any) -> bool:
-    """``stream_options.include_usage``."""
+    """``stream_options.include_usage`` (its other options change nothing here)."""
     if options is None:
         return False
     if not isinstance(options, dict):
         raise invalid("stream_options", "expected an object.")
-    for name in options:
-        if name != "include_usage":
-            raise unsupported(f"stream_options.{name}")
-    return flag(options, "include_usage")
+    return flag(options, "include_usage", "stream_options.include_usage")
 
 
-def text_format(value: Any, param: str, *, nested: bool) -> dict[str, Any] | None:
+def text_format(value: Any, param: str, nested: bool) -> dict[str, Any] | None:
     """The JSON Schema a ``response_format`` / ``text.format`` asks the answer to follow.
 
     ``text`` (or nothing): ``None``. ``json_object``: any JSON object. ``json_schema``: its

@@ -13,20 +13,22 @@ from litestar.response import Stream
 from sa_core.engine.usage import UsageTotals
 from sa_core.runtime import Runtime
 from sa_core.server.context import RuntimeDep
-from sa_core.server.protocols.openai import respids
+from sa_core.server.protocols.openai import conversations, respids
 from sa_core.server.protocols.openai.chat import SSE_HEADERS, answered_result, no_answer
 from sa_core.server.protocols.openai.errors import error_specs
 from sa_core.server.protocols.openai.models import Model, resolve_model
+from sa_core.server.protocols.openai.requests import require_object
 from sa_core.server.protocols.openai.respparse import ResponsesRequest, responses_request
 from sa_core.server.protocols.openai.respthreads import open_response_turn
 from sa_core.server.protocols.openai.respwire import EventWriter, response_object
+from sa_core.server.protocols.openai.settings import policy_for
 from sa_core.server.protocols.openai.threads import (
     THREAD_HEADER,
     any_thread,
     authenticate,
     read_json,
 )
-from sa_core.server.protocols.openai.turns import Turn, joined, replies_after
+from sa_core.server.protocols.openai.turns import Turn, TurnResult, joined, replies_after
 from sa_core.spec import Message
 
 
@@ -37,18 +39,23 @@ async def create_response(request: Request[Any, Any, Any], runtime: RuntimeDep) 
     """Run the model's agent for one turn (OpenAI Responses).
 
     ``previous_response_id`` or ``conversation`` continue that response's thread; without
-    them a new thread starts. The thread's id is in the ``x-sa-thread-id`` header.
+    them, an ``input`` that carries a conversation this server answered continues its thread
+    (as chat completions do), and anything else starts a new thread. The thread's id is in the
+    ``x-sa-thread-id`` header; settings accepted and not applied are named in
+    ``x-sa-ignored-fields``.
     """
-    await authenticate(runtime, request)
-    data = responses_request(await read_json(request))
-    model = resolve_model(runtime, data.model)
-    thread, turn, before = await open_response_turn(runtime, model, data)
-    headers = {THREAD_HEADER: thread.thread_id}
+    key = await authenticate(runtime, request)
+    body = require_object(await read_json(request))
+    model = resolve_model(runtime, body.get("model"))
+    data = responses_request(body, policy_for(model, request), model)
+    thread, turn, before = await open_response_turn(runtime, key.id, model, data)
+    headers = {THREAD_HEADER: thread.thread_id, **data.settings.headers()}
     created = int(time.time())
     if data.stream:
-        events = stream_events(runtime, model, data, turn, before, created)
+        events = stream_events(runtime, key.id, model, data, turn, before, created)
         return Stream(events, media_type="text/event-stream", headers={**headers, **SSE_HEADERS})
     result = await answered_result(runtime, thread, turn, before)
+    await remember(runtime, key.id, model, data, result)
     body = response_object(
         result.thread_id, result.request.id, model.name, created, "completed", result.text,
         result.usage, data.previous_response_id,
@@ -56,9 +63,24 @@ async def create_response(request: Request[Any, Any, Any], runtime: RuntimeDep) 
     return Response(content=body, headers=headers, media_type="application/json")
 
 
+async def remember(
+    runtime: Runtime, key_id: str, model: Model, data: ResponsesRequest, result: TurnResult
+) -> None:
+    """Index the conversation a client that keeps its own history now holds."""
+    if data.carries_history:
+        await conversations.remember_answer(
+            runtime, key_id, model, data.user, data.items, result.text, result.thread_id
+        )
+
+
 async def stream_events(
     runtime: Runtime,
-    model: Model, data: ResponsesRequest, turn: Turn, before: UsageTotals | None, created: int
+    key_id: str,
+    model: Model,
+    data: ResponsesRequest,
+    turn: Turn,
+    before: UsageTotals | None,
+    created: int,
 ) -> AsyncIterator[str]:
     """The Responses event sequence of one turn, numbered."""
     writer: EventWriter | None = None
@@ -78,6 +100,7 @@ async def stream_events(
             if not item.answered:
                 yield writer.failed((await no_answer(runtime, turn.thread)).message)
                 return
+            await remember(runtime, key_id, model, data, item)
             for line in writer.finish(item.text, item.usage):
                 yield line
 

@@ -1,104 +1,176 @@
-"""Checking ``POST /v1/responses`` bodies (see :mod:`sa_core.server.protocols.openai.requests`)."""
+"""Checking ``POST /v1/responses`` bodies (see :mod:`sa_core.server.protocols.openai.requests`).
+
+The ``input`` may carry the conversation so far, as the clients that keep their own history
+send it (the OpenAI Agents SDK's ``to_input_list()``, pydantic-ai, LangChain, ``llm``):
+messages of every role, assistant messages with ``output_text`` parts, and ``reasoning``
+items, which are left out (they are a model's private notes, not the conversation). Each
+message becomes the same ``(role, text)`` pair a chat completions message does, so the two
+APIs agree on a conversation's digest.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from sa_core.server.protocols.openai.errors import OpenAIError, invalid, unsupported
+from sa_core.server.protocols.openai.errors import OpenAIError, Problems, invalid, unsupported
+from sa_core.server.protocols.openai.models import Model
 from sa_core.server.protocols.openai.requests import (
+    CLIENT_TOOLS,
+    UNMEANING,
     Turn,
+    common_fields,
     flag,
     refuse_fields,
-    require_object,
     role_of,
     text_format,
     text_of,
 )
+from sa_core.server.protocols.openai.settings import (
+    RESPONSES_SETTINGS,
+    ClientSettings,
+    asked_settings,
+    client_settings,
+)
+from sa_core.spec.agents import ClientSettingsPolicy
 
 FIELDS = {"model", "input", "instructions", "previous_response_id", "conversation", "stream",
-          "store", "user", "text", "parallel_tool_calls", "truncation"}
-EMPTY_OK = {"tools", "tool_choice", "metadata", "include", "background"}
+          "text", "reasoning", "truncation", "include", *UNMEANING,
+          *(name for name in RESPONSES_SETTINGS if "." not in name)}  # fmt: skip
+EMPTY_OK = {*CLIENT_TOOLS, "background"}
 PARTS = ("input_text", "output_text", "text")
+SKIPPED_ITEMS = ("reasoning",)
+"""Input item types left out of the conversation."""
+REASONING_KEYS = ("effort", "summary", "generate_summary")
 
 
 @dataclass
 class ResponsesRequest:
     """A checked responses request."""
 
-    model: Any
     items: list[Turn]
     """The instructions (as a system message) and the input, in order; the last is a user's."""
     previous_response_id: str | None
     conversation: str | None
     stream: bool
+    user: str = ""
+    """Whose conversation this is (``user``, else ``safety_identifier``)."""
     output_schema: dict[str, Any] | None = None
     """The JSON Schema ``text.format`` asks for, if any."""
+    settings: ClientSettings = field(default_factory=ClientSettings)
+    metadata: dict[str, str] | None = None
+
+    @property
+    def carries_history(self) -> bool:
+        """Whether the input is the whole conversation (no id names where it continues)."""
+        return self.previous_response_id is None and self.conversation is None
 
 
-def responses_request(body: Any) -> ResponsesRequest:
-    """Check a responses request: text input only, no client tools."""
-    body = require_object(body)
-    refuse_fields(body, FIELDS, EMPTY_OK)
-    if body.get("truncation") not in (None, "disabled"):
-        raise unsupported("truncation", "only 'disabled'.")
-    text = body.get("text")
-    output_schema = None
-    if text is not None:
-        if not isinstance(text, dict):
-            raise invalid("text", "expected an object.")
-        for name in text:
-            if name != "format":
-                raise unsupported(f"text.{name}")
-        output_schema = text_format(text.get("format"), "text.format", nested=False)
+def responses_request(
+    body: dict[str, Any], policy: ClientSettingsPolicy, model: Model
+) -> ResponsesRequest:
+    """Check a responses request for ``model``: text input only, no client tools.
+
+    Raises:
+        OpenAIError: a 400 naming every refused or invalid field.
+    """
+    problems = Problems()
+    refuse_fields(body, FIELDS, EMPTY_OK, problems)
+    common = common_fields(body, problems)
+    if body.get("truncation") not in (None, "auto", "disabled"):
+        problems.add(invalid("truncation", "expected 'auto' or 'disabled'."))
+    if not isinstance(body.get("include", []), list):
+        problems.add(invalid("include", "expected a list."))
+    problems.attempt(check_reasoning, body.get("reasoning"), default=None)
+    output_schema = problems.attempt(text_options, body.get("text"), default=None)
+    asked = asked_settings(body, RESPONSES_SETTINGS)
+    settings = client_settings(asked, RESPONSES_SETTINGS, policy, model, problems)
     items: list[Turn] = []
     instructions = body.get("instructions")
     if instructions is not None:
-        if not isinstance(instructions, str):
-            raise invalid("instructions", "expected a string.")
-        items.append(("system", instructions))
-    items.extend(input_items(body.get("input")))
+        if isinstance(instructions, str):
+            items.append(("system", instructions))
+        else:
+            problems.add(invalid("instructions", "expected a string."))
+    items.extend(input_items(body.get("input"), problems))
     previous = body.get("previous_response_id")
     if previous is not None and not isinstance(previous, str):
-        raise invalid("previous_response_id", "expected a string.")
-    conversation = conversation_id(body.get("conversation"))
+        problems.add(invalid("previous_response_id", "expected a string."))
+    conversation = problems.attempt(conversation_id, body.get("conversation"), default=None)
     if previous is not None and conversation is not None:
-        raise OpenAIError(
-            400,
-            "Send either 'previous_response_id' or 'conversation', not both.",
+        problems.add(OpenAIError(
+            400, "Send either 'previous_response_id' or 'conversation', not both.",
             param="conversation",
-        )
+        ))  # fmt: skip
+    stream = problems.attempt(flag, body, "stream", default=False)
+    problems.raise_any()
     return ResponsesRequest(
-        model=body.get("model"),
         items=items,
         previous_response_id=previous,
         conversation=conversation,
-        stream=flag(body, "stream"),
+        stream=stream,
+        user=common.user,
         output_schema=output_schema,
+        settings=settings,
+        metadata=common.metadata,
     )
 
 
-def input_items(raw: Any) -> list[Turn]:
-    """The ``input``: a string, or a list of messages (text content only)."""
+def check_reasoning(value: Any) -> None:
+    """``reasoning``: an object; its ``effort`` is a setting, ``summary`` changes nothing."""
+    if value is None:
+        return
+    if not isinstance(value, dict):
+        raise invalid("reasoning", "expected an object such as {\"effort\": \"low\"}.")
+    for name in value:
+        if name not in REASONING_KEYS:
+            raise unsupported(f"reasoning.{name}")
+
+
+def text_options(value: Any) -> dict[str, Any] | None:
+    """``text``: its ``format`` (the schema it asks for, if any); ``verbosity`` is a setting."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise invalid("text", "expected an object.")
+    for name in value:
+        if name not in ("format", "verbosity"):
+            raise unsupported(f"text.{name}")
+    return text_format(value.get("format"), "text.format", False)
+
+
+def input_items(raw: Any, problems: Problems) -> list[Turn]:
+    """The ``input``: a string, or a list of messages (text content only) and reasoning items."""
     if isinstance(raw, str):
         return [("user", raw)]
     if not isinstance(raw, list) or not raw:
-        raise invalid("input", "expected a string or a non-empty list of messages.")
-    items: list[Turn] = []
-    for index, item in enumerate(raw):
-        where = f"input[{index}]"
-        if not isinstance(item, dict):
-            raise invalid(where, "expected an object.")
-        kind = item.get("type", "message")
-        if kind != "message":
-            raise unsupported(f"{where}.type", f"items of type {kind!r} are not served; "
-                              "send messages (the agent's own tools run on the server).")
-        role = role_of(item.get("role"), f"{where}.role")
-        items.append((role, text_of(item.get("content"), f"{where}.content", PARTS)))
-    if items[-1][0] != "user":
-        raise invalid(f"input[{len(items) - 1}].role",
-                      "the last input item must be a user message (the agent answers it).")
+        problems.add(invalid("input", "expected a string or a non-empty list of messages."))
+        return []
+    found = len(problems.errors)
+    try:  # every item at once; on a problem, again one by one to name each bad one
+        turns = [input_item(item, index) for index, item in enumerate(raw)]
+    except OpenAIError:
+        turns = [problems.attempt(input_item, item, i, default=None) for i, item in enumerate(raw)]
+    items = [turn for turn in turns if turn is not None]
+    if len(problems.errors) == found and (not items or items[-1][0] != "user"):
+        problems.add(invalid(f"input[{len(raw) - 1}]",
+                             "the last input message must be a user's (the agent answers it)."))
     return items
+
+
+def input_item(item: Any, index: int) -> Turn | None:
+    """One input item as ``(role, text)``; ``None`` for an item left out (reasoning)."""
+    where = f"input[{index}]"
+    if not isinstance(item, dict):
+        raise invalid(where, "expected an object.")
+    kind = item.get("type", "message")
+    if kind in SKIPPED_ITEMS:
+        return None
+    if kind != "message":
+        raise unsupported(f"{where}.type", f"items of type {kind!r} are not served; "
+                          "send messages (the agent's own tools run on the server).")
+    role = role_of(item.get("role"), f"{where}.role")
+    return role, text_of(item.get("content"), f"{where}.content", PARTS)
 
 
 def conversation_id(value: Any) -> str | None:

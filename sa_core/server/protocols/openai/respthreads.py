@@ -1,16 +1,22 @@
-"""Which thread a responses request runs on: a new one, or the one its ids name."""
+"""Which thread a responses request runs on: the one its ids name, or the one it continues.
+
+A request with ``previous_response_id`` or ``conversation`` runs on the thread they name; one
+whose ``input`` carries a conversation this server answered continues its thread, as chat
+completions do (:mod:`~sa_core.server.protocols.openai.conversations`); any other starts one.
+"""
 
 from __future__ import annotations
 
 from sa_core.engine.usage import UsageTotals
 from sa_core.runtime import Runtime
-from sa_core.server.protocols.openai import respids
+from sa_core.server.protocols.openai import conversations, respids
 from sa_core.server.protocols.openai.models import Model
 from sa_core.server.protocols.openai.requests import Turn as Item
 from sa_core.server.protocols.openai.respparse import ResponsesRequest
 from sa_core.server.protocols.openai.threads import (
     add_history,
     check_active,
+    keep_metadata,
     model_thread,
     start_thread,
 )
@@ -20,32 +26,47 @@ from sa_core.state import ThreadState
 
 
 async def open_response_turn(
-    runtime: Runtime, model: Model, data: ResponsesRequest
+    runtime: Runtime, key_id: str, model: Model, data: ResponsesRequest
 ) -> tuple[ThreadState, Turn, UsageTotals | None]:
     """The thread (found or started, its history added) and the turn for the last input.
 
     Returns:
         The thread, the turn, and the thread's usage before it (``None`` for a new thread).
     """
-    earlier, last = data.items[:-1], data.items[-1][1]
-    thread: ThreadState | None = None
+    thread, fresh = await response_thread(runtime, key_id, model, data)
+    await keep_metadata(runtime, thread, data.metadata)
+    before = None if fresh else await usage_before(thread)
+    last = data.items[-1][1]
+    return thread, Turn(runtime, thread, last, data.output_schema, data.settings.applied), before
+
+
+async def response_thread(
+    runtime: Runtime, key_id: str, model: Model, data: ResponsesRequest
+) -> tuple[ThreadState, bool]:
+    """The thread the request continues (the input before its last item added), or a new one.
+
+    Returns:
+        The thread, and whether it is new.
+    """
+    if data.carries_history:
+        return await conversations.open_conversation(
+            runtime, key_id, model, data.user, data.items
+        )
+    earlier = data.items[:-1]
     if data.previous_response_id is not None:
         thread, history = await after_response(runtime, model, data.previous_response_id)
         if history is not None:  # an earlier response of its thread: branch from there
-            thread = await start_thread(runtime, model, [*history, *earlier])
-            return thread, Turn(runtime, thread, last, data.output_schema), None
-    elif data.conversation is not None:
+            return await start_thread(runtime, model, [*history, *earlier]), True
+    else:
+        assert data.conversation is not None
         thread_id = respids.decode(data.conversation, respids.CONVERSATION, 1, "conversation")[0]
-        thread = await model_thread(runtime, model, thread_id)
-        if thread is None:
+        found = await model_thread(runtime, model, thread_id)
+        if found is None:
             raise respids.not_found(data.conversation, "conversation")
-        check_active(thread, "conversation")
-    if thread is None:
-        thread = await start_thread(runtime, model, earlier)
-        return thread, Turn(runtime, thread, last, data.output_schema), None
-    before = await usage_before(thread)
+        check_active(found, "conversation")
+        thread = found
     await add_history(thread, earlier)
-    return thread, Turn(runtime, thread, last, data.output_schema), before
+    return thread, False
 
 
 async def after_response(

@@ -1,4 +1,4 @@
-"""``GET /v1/models`` and ``GET /v1/models/{package}/{agent}``."""
+"""``GET /v1/models``, ``GET /v1/models/{package}/{agent}`` and ``.../{package}:{agent}``."""
 
 from __future__ import annotations
 
@@ -35,3 +35,14 @@ async def retrieve_model(
     """One model (``{package}/{agent}``); 404 when the package has no such entry agent."""
     await authenticate(runtime, request)
     return model_object(resolve_model(runtime, f"{package}/{agent}", unknown_status=404), STARTED)
+
+
+@get("/models/{model_id:str}", summary="Retrieve a model by its id without '/'",
+     responses=error_specs(404))  # fmt: skip
+async def retrieve_model_by_id(
+    request: Request[Any, Any, Any], runtime: RuntimeDep, model_id: FromPath[str]
+) -> dict[str, Any]:
+    """One model by ``{package}:{agent}``, answered under that id; 404 when there is none."""
+    await authenticate(runtime, request)
+    model = resolve_model(runtime, model_id, param="model_id", unknown_status=404)
+    return {**model_object(model, STARTED), "id": model_id}

@@ -19,6 +19,8 @@ from sa_core.store import ApiKeyRow
 TAG = "openai"
 """Every thread this API starts carries this tag (filter the console's list with it)."""
 THREAD_HEADER = "x-sa-thread-id"
+METADATA_KEY = "sa:openai:metadata"
+"""The thread value holding the ``metadata`` of the latest request that sent any."""
 
 
 async def authenticate(runtime: Runtime, request: Request[Any, Any, Any]) -> ApiKeyRow:
@@ -98,3 +100,11 @@ def check_active(thread: ThreadState, param: str) -> None:
             param=param,
             code="thread_terminated",
         )
+
+
+async def keep_metadata(
+    runtime: Runtime, thread: ThreadState, metadata: dict[str, str] | None
+) -> None:
+    """Store a request's ``metadata`` on its thread (thread value ``sa:openai:metadata``)."""
+    if metadata:
+        await runtime.store.set_value(thread.thread_id, METADATA_KEY, metadata)

@@ -71,6 +71,7 @@ class Turn:
         thread: ThreadState,
         content: str,
         output_schema: dict[str, Any] | None = None,
+        model_settings: dict[str, Any] | None = None,
         client: ClientTools | None = None,
         anchor: Message | None = None,
     ) -> None:
@@ -79,6 +80,8 @@ class Turn:
         self.content = content
         self.output_schema = output_schema
         """The JSON Schema the client's ``response_format`` / ``text.format`` asked for."""
+        self.model_settings = model_settings
+        """The client's sampling and length settings the serving policy applies."""
         self.client = client
         """The client tools the request declares, or the results it brings."""
         self.anchor = anchor
@@ -155,6 +158,7 @@ class Turn:
             self.content,
             wait=False,
             output_schema=self.output_schema,
+            model_settings=self.model_settings,
             client_tools=client.tools if client is not None else None,
             tool_choice=client.choice if client is not None else None,
         )

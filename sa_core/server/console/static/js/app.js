@@ -3,6 +3,7 @@
 import { api, ApiError, getKey, pkg, setKey, signOut } from "./api.js";
 import { ago, clear, h } from "./dom.js";
 import { packView } from "./pack.js";
+import { schedulesView } from "./schedules.js";
 import { threadView } from "./thread.js";
 
 const main = document.getElementById("main");
@@ -23,6 +24,7 @@ function renderNav(current) {
   const links = [h("a", { href: "#/" }, "Packs")];
   if (current) {
     links.push(h("a", { href: `#/p/${encodeURIComponent(current)}/threads` }, "Threads"));
+    links.push(h("a", { href: `#/p/${encodeURIComponent(current)}/schedules` }, "Schedules"));
   }
   links.push(h("a", { href: "/schema", target: "_blank", rel: "noopener" }, "API docs"));
   if (getKey()) {
@@ -205,6 +207,9 @@ async function route() {
     } else if (parts[0] === "p" && parts.length === 2) {
       renderNav(parts[1]);
       await packView(main, parts[1]);
+    } else if (parts[0] === "p" && parts[2] === "schedules") {
+      renderNav(parts[1]);
+      await schedulesView(main, parts[1]);
     } else if (parts[0] === "p" && parts[2] === "threads") {
       await threadsView(parts[1], query);
     } else if (parts[0] === "p" && parts[2] === "t" && parts[3]) {

@@ -177,7 +177,8 @@ export async function packView(main, packageName) {
       [info.version && `version ${info.version}`, info.author && `by ${info.author}`, info.license && `license ${info.license}`]
         .filter(Boolean).join(" · ")),
     info.description ? h("p", {}, info.description) : null,
-    h("p", {}, h("a", { href: `#/p/${encodeURIComponent(packageName)}/threads` }, "Threads of this pack →")),
+    h("p", {}, h("a", { href: `#/p/${encodeURIComponent(packageName)}/threads` }, "Threads of this pack →"), " ",
+      h("a", { href: `#/p/${encodeURIComponent(packageName)}/schedules` }, "Schedules →")),
     h("h2", {}, "Graph"),
     graphDrawing(graph),
     h("h2", {}, "Entry agents"),
