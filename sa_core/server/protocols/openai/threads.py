@@ -13,6 +13,7 @@ from sa_core.server.auth import bearer_token
 from sa_core.server.protocols.openai.errors import OpenAIError
 from sa_core.server.protocols.openai.models import Model
 from sa_core.server.protocols.openai.requests import Turn
+from sa_core.server.protocols.openai.toolcalls import history_messages
 from sa_core.state import ThreadState
 from sa_core.store import ApiKeyRow
 
@@ -63,9 +64,9 @@ async def start_thread(runtime: Runtime, model: Model, history: Sequence[Turn]) 
 
 
 async def add_history(thread: ThreadState, history: Sequence[Turn]) -> None:
-    """Store messages on a thread without running a turn for them."""
-    for role, text in history:
-        await thread.inject_message({"role": role, "content": text})
+    """Store messages on a thread without running a turn for them (tool calls as they were)."""
+    for message in history_messages(history):
+        await thread.inject_message(message)
 
 
 async def model_thread(runtime: Runtime, model: Model, thread_id: str) -> ThreadState | None:

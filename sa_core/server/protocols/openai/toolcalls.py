@@ -23,17 +23,19 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sa_core.engine import clienttools
+from sa_core.engine import approvals, clienttools
 from sa_core.errors import ClientToolResultsError, ClientToolsError
 from sa_core.runtime import Runtime
 from sa_core.server.protocols.openai.errors import OpenAIError, invalid, unsupported
 from sa_core.server.protocols.openai.models import Model
 from sa_core.spec import Message
+from sa_core.state import ThreadState
 
 Turn = tuple[str, str]
 CALLS_MARK = "\x00tool_calls\x00"
 """Between an assistant message's text and its tool calls (JSON), in a conversation's pairs."""
 CHOICES = ("auto", "none", "required")
+READ_PAGE = 50
 Add = Callable[[OpenAIError], None]
 
 
@@ -179,6 +181,19 @@ def canonical(arguments: str) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+def join_call(turns: list[Turn], call: Mapping[str, str]) -> None:
+    """Add a Responses ``function_call`` item to the conversation's pairs.
+
+    It joins the assistant message right before it (as chat's ``tool_calls`` do), else it is an
+    assistant message of its own.
+    """
+    if turns and turns[-1][0] == "assistant":
+        text, calls = split_assistant(turns[-1][1])
+        turns[-1] = assistant_turn(text, [*calls, dict(call)])
+    else:
+        turns.append(assistant_turn("", [call]))
+
+
 def split_assistant(text: str) -> tuple[str, list[dict[str, str]]]:
     """An assistant pair's text and its tool calls (as :func:`assistant_turn` wrote them)."""
     content, mark, listed = text.partition(CALLS_MARK)
@@ -191,6 +206,37 @@ def split_result(text: str) -> tuple[str, str]:
     """A tool pair's call id and output."""
     call_id, output = json.loads(text)
     return str(call_id), str(output)
+
+
+def check_answered(turns: Sequence[Turn], add: Add, where: Callable[[int], str]) -> None:
+    """Check that each assistant message's tool calls are answered by the results after it.
+
+    Every call needs its result, right after the message and before any other; a result
+    needs its call. ``where(index)`` names the request field of ``turns[index]``.
+    """
+    index = 0
+    while index < len(turns):
+        role, text = turns[index]
+        calls = split_assistant(text)[1] if role == "assistant" else []
+        if role == "tool":
+            add(invalid(where(index), "a tool result must follow the assistant message that "
+                        "made its call."))  # fmt: skip
+        index += 1
+        if not calls:
+            continue
+        made = [c["id"] for c in calls]
+        answered: list[str] = []
+        while index < len(turns) and turns[index][0] == "tool":
+            answered.append(split_result(turns[index][1])[0])
+            index += 1
+        missing = [c for c in made if c not in answered]
+        unknown = [a for a in answered if a not in made]
+        if missing:
+            add(invalid(where(index - 1), f"the results of tool calls {', '.join(missing)} "
+                        "must follow the assistant message that made them."))  # fmt: skip
+        if unknown:
+            add(invalid(where(index - 1), f"results for calls {', '.join(unknown)} that the "
+                        "assistant message before them did not make."))  # fmt: skip
 
 
 def trailing_results(messages: Sequence[Turn]) -> tuple[int, dict[str, str]] | None:
@@ -284,6 +330,96 @@ def results_error(exc: ClientToolResultsError, param: str) -> OpenAIError:
         400, f"Invalid '{param}': {'; '.join(exc.problems)}.", param=param,
         code="invalid_tool_results",
     )  # fmt: skip
+
+
+# -- continuing a paused turn ---------------------------------------------------------------
+
+
+async def continuing(thread: ThreadState, results: Mapping[str, str], param: str) -> Message:
+    """Check results against the calls the thread's turn awaits; the message that made them.
+
+    Raises:
+        OpenAIError: a 400 naming ``param`` when a result answers no awaited call.
+    """
+    waiting = {p["tool_call_id"] for p in await thread.pending_client_calls()}
+    unknown = [call_id for call_id in results if call_id not in waiting]
+    if unknown or not waiting:
+        listed = ", ".join(sorted(waiting)) or "none"
+        raise OpenAIError(
+            400,
+            f"Invalid '{param}': the results for {', '.join(unknown) or 'these calls'} answer "
+            f"no tool call the conversation's turn awaits (it awaits: {listed}).",
+            param=param,
+            code="invalid_tool_results",
+        )
+    anchor = await calls_message(thread, waiting)
+    assert anchor is not None  # a pending call was stored with its assistant message
+    return anchor
+
+
+async def calls_message(thread: ThreadState, call_ids: set[str]) -> Message | None:
+    """The newest top-level assistant message that made one of ``call_ids``."""
+    offset = 0
+    while True:
+        page = await thread.get_messages(limit=READ_PAGE, offset=offset, order="desc")
+        for message in page.messages:
+            if message.role == "assistant" and any(
+                call.id in call_ids for call in message.tool_calls or []
+            ):
+                return message
+        if not page.has_more:
+            return None
+        offset += READ_PAGE
+
+
+async def turn_part(
+    thread: ThreadState, start: str
+) -> tuple[list[Message], list[dict[str, str]]]:
+    """One response's part of a turn, and the client tool calls it ends with.
+
+    The assistant messages after ``start`` up to the one that made client tool calls
+    (included), or to the next user message.
+    """
+    after: list[Message] = []
+    offset = 0
+    while not any(m.id == start for m in after):
+        page = await thread.get_messages(limit=READ_PAGE, offset=offset, order="desc")
+        after += page.messages
+        if not page.has_more:
+            break
+        offset += READ_PAGE
+    ids = [m.id for m in after]
+    newer = list(reversed(after[: ids.index(start)])) if start in ids else []
+    answered = {
+        m.tool_call_id for m in newer
+        if m.role == "tool" and (m.metadata or {}).get(approvals.CLIENT_RESULT)
+    }  # fmt: skip
+    waiting = {p["tool_call_id"] for p in await thread.pending_client_calls()}
+    replies: list[Message] = []
+    for message in newer:
+        if message.role == "user":
+            break
+        if message.role != "assistant":
+            continue
+        replies.append(message)
+        made = [c for c in message.tool_calls or [] if c.id in answered or c.id in waiting]
+        if made:
+            return replies, [call_of(c.id, c.name, c.function.arguments) for c in made]
+    return replies, []
+
+
+async def refuse_paused(thread: ThreadState, param: str) -> None:
+    """A 400 when the thread's turn awaits client tool results and the request sends none."""
+    pending = await thread.pending_client_calls()
+    if pending:
+        listed = ", ".join(p["tool_call_id"] for p in pending)
+        raise OpenAIError(
+            400,
+            f"Invalid '{param}': the conversation's turn awaits the results of its client tool "
+            f"calls ({listed}); send them before a new message.",
+            param=param,
+            code="tool_results_awaited",
+        )
 
 
 # -- answers --------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from sa_core.runtime import Runtime
 from sa_core.server.protocols.openai.toolcalls import ClientTools, paused_calls
 from sa_core.spec import Message
 from sa_core.state import ThreadState
+from sa_core.store.clock import now_us
 
 SEPARATOR = "\n\n"
 """Between the texts of two assistant messages of one turn (text, a tool call, more text)."""
@@ -74,6 +75,7 @@ class Turn:
         model_settings: dict[str, Any] | None = None,
         client: ClientTools | None = None,
         anchor: Message | None = None,
+        started: str | None = None,
     ) -> None:
         self.runtime = runtime
         self.thread = thread
@@ -86,8 +88,12 @@ class Turn:
         """The client tools the request declares, or the results it brings."""
         self.anchor = anchor
         """With results: the assistant message whose calls they answer."""
+        self.started = started
+        """With results: the id of the user message that started the turn, when known."""
         self._streamed: list[str] = []
         self._request: Message | None = None
+        self._since: int | None = None
+        """When results were submitted: the turn's usage counts the calls made since."""
 
     async def deltas(
         self, before: UsageTotals | None = None
@@ -150,6 +156,7 @@ class Turn:
         client = self.client
         if client is not None and client.results is not None:
             assert self.anchor is not None
+            self._since = now_us()
             await self.thread.submit_tool_results(
                 client.results, client_tools=client.tools, tool_choice=client.choice, wait=False
             )
@@ -204,7 +211,8 @@ class Turn:
             pending = await self.thread.pending_client_calls()
             calls = paused_calls(replies, pending) if pending else []
         if before is None:
-            usage = await turn_usage(self.thread, self._request.created_at)
+            since = self._since or self._request.created_at
+            usage = await turn_usage(self.thread, since)
         else:  # subagents' calls are logged on their threads: the tree's totals tell
             after = (await self.thread.usage()).tree or UsageTotals()
             usage = usage_delta(after, before)
