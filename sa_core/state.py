@@ -377,6 +377,7 @@ class ThreadState(ThreadFiles, ThreadResources):
         *,
         client_tools: Sequence[Mapping[str, Any]] | None = None,
         tool_choice: str | Mapping[str, str] | None = None,
+        resume: bool = True,
         wait: bool = True,
     ) -> None:
         """Deliver results of pending client tool calls; the parked turn goes on with them.
@@ -387,13 +388,18 @@ class ThreadState(ThreadFiles, ThreadResources):
         results are queued durably before this returns: a restart keeps them.
         ``client_tools`` replace the turn's client tools from here on (``None`` keeps them);
         ``tool_choice`` applies to the next model step (``None``: ``auto``). With
-        ``wait=False`` the turn goes on in the background.
+        ``wait=False`` the turn goes on in the background. With ``resume=False`` the results
+        are stored and the turn ends there, with no model step (the caller took the calls as
+        the answer and goes on with a new message).
 
         Raises:
             ClientToolResultsError: an id that is not a client call awaiting a result.
             ClientToolsError: ``client_tools`` or ``tool_choice`` cannot be offered.
         """
         self._check_active()
+        if not resume:
+            await clienttools.close(self._kernel, self._ref, results)
+            return
         options = None
         if client_tools is not None or tool_choice is not None:
             options = await clienttools.check(self._kernel, self._ref, client_tools, tool_choice)

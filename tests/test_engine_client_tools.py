@@ -313,3 +313,27 @@ async def test_a_message_is_refused_while_client_calls_await_their_results(sa_ru
         await thread.send_message("thanks")
         page = await thread.get_messages()
     assert [m.content for m in page.messages if m.role == "user"] == ["weather?", "thanks"]
+
+
+@pytest.mark.asyncio
+async def test_results_can_end_the_turn_without_a_model_step(sa_runtime_factory):
+    provider = desk_model([WEATHER_CALL])
+    pack = desk_pack([], include_chat=True, include_past_tools=True)
+    async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
+        thread = await rt.create_thread("desk")
+        await thread.send_message("weather?", client_tools=[WEATHER])
+        await thread.submit_tool_results({"w1": "Final."}, resume=False)
+        await thread.refresh()
+        assert await thread.pending_client_calls() == []
+        assert thread.row.execution["status"] == "idle"
+        assert len(provider.requests) == 1  # no model step after the results
+        await thread.send_message("next")
+        page = await thread.get_messages()
+    assert [(m.role, m.content) for m in page.messages] == [
+        ("user", "weather?"), ("assistant", None), ("tool", "Final."), ("user", "next"),
+        ("assistant", "Saw: Final."),
+    ]  # fmt: skip
+    assert page.messages[2].metadata == {"client_tool": True}
+    assert [m.role for m in provider.requests[1].messages[1:]] == [
+        "user", "assistant", "tool", "user"
+    ]

@@ -387,3 +387,41 @@ def test_the_results_reach_a_turn_paused_on_another_worker(workers: list[Served]
     assert messages_of(one, thread_id)[-2:] == [
         ("tool", "Breezy"), ("assistant", "get_weather returned: Breezy")
     ]
+
+
+def test_a_forced_tools_call_taken_as_the_answer_ends_its_turn_for_the_next_message(
+    served: Served,
+) -> None:
+    client = sdk(served)
+    reminder: Any = openai.pydantic_function_tool(Reminder)
+    asked: list[Any] = [{"role": "user", "content": '{"text": "tea", "minutes": 5}'}]
+    raw = client.chat.completions.with_raw_response.create(
+        model=DESK, messages=asked, tools=[reminder],
+        tool_choice={"type": "function", "function": {"name": "Reminder"}},
+    )  # fmt: skip
+    thread_id = raw.headers["x-sa-thread-id"]
+    message = raw.parse().choices[0].message
+    # as pydantic-ai keeps it: the output tool's call, a result it made up, the next message
+    follow = [
+        *with_result(asked, message, "Final result processed."),
+        {"role": "user", "content": "thanks"},
+    ]
+    again = client.chat.completions.with_raw_response.create(model=DESK, messages=follow)
+    assert again.headers["x-sa-thread-id"] == thread_id
+    assert json.loads(again.parse().choices[0].message.content or "")["tools"] == ["count_words"]
+    assert messages_of(served, thread_id) == [
+        ("user", '{"text": "tea", "minutes": 5}'), ("assistant", None),
+        ("tool", "Final result processed."), ("user", "thanks"),
+        ("assistant", '{"tools": ["count_words"], "tool_choice": "auto"}'),
+    ]  # fmt: skip
+    first = client.responses.create(
+        model=DESK, input='{"text": "nap", "minutes": 20}',
+        tools=[{"type": "function", "name": "Reminder", "parameters": {"type": "object"}}],
+        tool_choice={"type": "function", "name": "Reminder"},
+    )  # fmt: skip
+    output = {"type": "function_call_output", "call_id": first.output[0].call_id, "output": "ok"}
+    second = client.responses.create(
+        model=DESK, input=[output, {"role": "user", "content": "thanks"}],
+        previous_response_id=first.id,
+    )  # fmt: skip
+    assert json.loads(second.output_text)["tools"] == ["count_words"]

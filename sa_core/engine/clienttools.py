@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sa_core.engine import approvals, delivery
+from sa_core.engine.messages import create_messages, new_message
 from sa_core.engine.structured import FINAL_TOOL, RETRY_CALL
 from sa_core.engine.tools import LIFECYCLE_TOOLS, OfferedTool
 from sa_core.errors import ClientToolResultsError, ClientToolsError
@@ -298,19 +299,7 @@ async def submit(
         ClientToolResultsError: an id that is not a client call awaiting a result (every one
             named), or no results at all.
     """
-    thread_id = thread.thread_id
-    waiting = {c["tool_call_id"] for c in await pending_calls(kernel, thread_id)}
-    problems = [
-        f"'{call_id}' is not a client tool call awaiting a result"
-        for call_id in results
-        if call_id not in waiting
-    ]
-    if not results:
-        problems.append("no results were given")
-    if problems:
-        listed = ", ".join(sorted(waiting)) or "none"
-        raise ClientToolResultsError(thread_id, [*problems, f"awaiting: {listed}"])
-    outputs = {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in results.items()}
+    outputs = await checked_outputs(kernel, thread.thread_id, results)
     metadata: dict[str, Any] = {RESULTS: outputs}
     if options is not None:
         metadata[OPTIONS] = options
@@ -340,6 +329,65 @@ async def refuse_while_awaited(kernel: Kernel, thread: ThreadRef) -> None:
             [f"its turn awaits the results of client tool calls {', '.join(waiting)} before "
              "it takes a message; send them, or stop the thread to drop them"],
         )  # fmt: skip
+
+
+async def checked_outputs(
+    kernel: Kernel, thread_id: str, results: Mapping[str, Any]
+) -> dict[str, str]:
+    """The results as stored outputs, once each is known to answer a call awaiting it.
+
+    Raises:
+        ClientToolResultsError: see :func:`submit`.
+    """
+    waiting = {c["tool_call_id"] for c in await pending_calls(kernel, thread_id)}
+    problems = [
+        f"'{call_id}' is not a client tool call awaiting a result"
+        for call_id in results
+        if call_id not in waiting
+    ]
+    if not results:
+        problems.append("no results were given")
+    if problems:
+        listed = ", ".join(sorted(waiting)) or "none"
+        raise ClientToolResultsError(thread_id, [*problems, f"awaiting: {listed}"])
+    return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in results.items()}
+
+
+async def close(kernel: Kernel, thread: ThreadRef, results: Mapping[str, Any]) -> None:
+    """Store results of pending client calls as their rows and end the parked turn there.
+
+    No model step follows: the client took the calls' results as the turn's end (a forced
+    tool's call that was the answer, say) and goes on with a new message. The rows and the
+    calls leaving the approvals value commit together; once nothing is pending, the thread's
+    status leaves ``awaiting_client_tools``.
+
+    Raises:
+        ClientToolResultsError: see :func:`submit`.
+    """
+    thread_id, store = thread.thread_id, kernel.store
+    outputs = await checked_outputs(kernel, thread_id, results)
+    pending = await store.get_value(thread_id, approvals.KEY) or {}
+    calls: dict[str, Any] = pending.get("calls", {})
+    rows = [
+        new_message(
+            thread_id, "tool", output, name=calls[call_id]["name"], tool_call_id=call_id,
+            tool_status="success", metadata={approvals.CLIENT_RESULT: True},
+        )
+        for call_id, output in outputs.items()
+    ]  # fmt: skip
+    for call_id in outputs:
+        calls.pop(call_id)
+    async with store.transaction() as tx:
+        await create_messages(kernel, thread, rows, tx=tx)
+        if calls:
+            await store.set_value(thread_id, approvals.KEY, pending, tx=tx)
+        else:
+            await store.delete_value(thread_id, approvals.KEY, tx=tx)
+    approvals.mark(kernel, thread_id, bool(calls))
+    row = kernel.threads.live_row(thread_id) or thread.row
+    if not calls and row.execution.get("status") == approvals.CLIENT_STATUS:
+        row.execution = {**row.execution, "status": "idle"}
+        await store.update_thread(thread_id, execution=row.execution)
 
 
 def results_of(metadata: Mapping[str, Any] | None) -> dict[str, Any] | None:

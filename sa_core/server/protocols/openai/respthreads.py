@@ -64,8 +64,8 @@ def input_results(data: ResponsesRequest) -> tuple[int, dict[str, str]] | None:
         OpenAIError: a 400 when results continue a thread named by id and come with messages.
     """
     trailing = toolcalls.trailing_results(data.items)
-    if data.carries_history or not any(role == "tool" for role, _ in data.items):
-        return trailing
+    if data.carries_history or data.items[-1][0] != "tool":
+        return trailing  # results before a message end their turn (``add_history``)
     if any(role not in ("tool", "system") for role, _ in data.items):
         raise invalid("input", "to continue a turn paused on client tool calls, send their "
                       "function_call_output items alone.")  # fmt: skip

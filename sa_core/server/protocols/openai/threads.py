@@ -13,7 +13,7 @@ from sa_core.server.auth import bearer_token
 from sa_core.server.protocols.openai.errors import OpenAIError
 from sa_core.server.protocols.openai.models import Model
 from sa_core.server.protocols.openai.requests import Turn
-from sa_core.server.protocols.openai.toolcalls import history_messages
+from sa_core.server.protocols.openai.toolcalls import close_paused, history_messages
 from sa_core.state import ThreadState
 from sa_core.store import ApiKeyRow
 
@@ -64,7 +64,13 @@ async def start_thread(runtime: Runtime, model: Model, history: Sequence[Turn]) 
 
 
 async def add_history(thread: ThreadState, history: Sequence[Turn]) -> None:
-    """Store messages on a thread without running a turn for them (tool calls as they were)."""
+    """Store messages on a thread without running a turn for them (tool calls as they were).
+
+    Results of client tool calls the thread's turn awaits end that turn with them, with no
+    model step (``submit_tool_results(..., resume=False)``): the client went on with a new
+    message, as after a forced tool's call that was its answer.
+    """
+    history = await close_paused(thread, history)
     for message in history_messages(history):
         await thread.inject_message(message)
 

@@ -408,6 +408,23 @@ async def turn_part(
     return replies, []
 
 
+async def close_paused(thread: ThreadState, history: Sequence[Turn]) -> list[Turn]:
+    """End the thread's paused turn with the results ``history`` brings for its calls.
+
+    Returns:
+        The rest of ``history``, to store as it is.
+    """
+    results = dict(split_result(text) for role, text in history if role == "tool")
+    if not results:
+        return list(history)
+    waiting = {p["tool_call_id"] for p in await thread.pending_client_calls()}
+    closing = {call_id: output for call_id, output in results.items() if call_id in waiting}
+    if not closing:
+        return list(history)
+    await thread.submit_tool_results(closing, resume=False)
+    return [t for t in history if t[0] != "tool" or split_result(t[1])[0] not in closing]
+
+
 async def refuse_paused(thread: ThreadState, param: str) -> None:
     """A 400 when the thread's turn awaits client tool results and the request sends none."""
     pending = await thread.pending_client_calls()
