@@ -24,6 +24,7 @@ from sqlalchemy import (
     String,
     Table,
     event,
+    false,
     text,
 )
 from sqlmodel import Field, SQLModel
@@ -286,6 +287,12 @@ class ApiKeyTable(SQLModel, table=True):
     key_hash: str = Field(sa_column=_c(String, nullable=False, unique=True))
     created_at: int = Field(sa_column=_c(BigInteger, nullable=False))
     revoked_at: int | None = Field(default=None, sa_column=_c(BigInteger))
+    packages: list[str] | None = Field(default=None, sa_column=_c(_json()))
+    """The packages the key opens; NULL: every package."""
+    read_only: bool = Field(
+        default=False, sa_column=_c(Boolean, nullable=False, server_default=false())
+    )
+    """The key may list and read but not write."""
 
 
 class LeaseTable(SQLModel, table=True):

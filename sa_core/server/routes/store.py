@@ -14,6 +14,7 @@ from msgspec import Meta
 
 from sa_core.errors import StoreError
 from sa_core.memory import MAX_LIMIT, PackStore, StoreItem
+from sa_core.server.auth import READ_BY_NATURE
 from sa_core.server.context import PackDep, RuntimeDep
 from sa_core.server.errors import ApiError, errors
 from sa_core.server.schemas import Base
@@ -157,7 +158,13 @@ class StoreController(Controller):
         if not deleted:
             raise _not_found(pack.package, namespace, key)
 
-    @post("/items/search", status_code=200, responses=errors(422), summary="Search the store")
+    @post(
+        "/items/search",
+        status_code=200,
+        responses=errors(422),
+        summary="Search the store",
+        opt={READ_BY_NATURE: True},  # a read-only key may search
+    )
     async def search_items(
         self, data: JSONBody[SearchIn], pack: PackDep, runtime: RuntimeDep
     ) -> ItemsOut:
@@ -179,7 +186,13 @@ class StoreController(Controller):
             raise _invalid(exc) from None
         return ItemsOut(items=[item_out(item) for item in items])
 
-    @post("/namespaces", status_code=200, responses=errors(422), summary="List store namespaces")
+    @post(
+        "/namespaces",
+        status_code=200,
+        responses=errors(422),
+        summary="List store namespaces",
+        opt={READ_BY_NATURE: True},  # a read-only key may list them
+    )
     async def list_namespaces(
         self, data: JSONBody[NamespacesIn], pack: PackDep, runtime: RuntimeDep
     ) -> NamespacesOut:

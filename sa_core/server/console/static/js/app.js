@@ -2,6 +2,7 @@
 
 import { api, ApiError, getKey, pkg, setKey, signOut } from "./api.js";
 import { ago, clear, h } from "./dom.js";
+import { keysView } from "./keys.js";
 import { packView } from "./pack.js";
 import { schedulesView } from "./schedules.js";
 import { threadView } from "./thread.js";
@@ -26,6 +27,7 @@ function renderNav(current) {
     links.push(h("a", { href: `#/p/${encodeURIComponent(current)}/threads` }, "Threads"));
     links.push(h("a", { href: `#/p/${encodeURIComponent(current)}/schedules` }, "Schedules"));
   }
+  links.push(h("a", { href: "#/keys" }, "Keys"));
   links.push(h("a", { href: "/schema", target: "_blank", rel: "noopener" }, "API docs"));
   if (getKey()) {
     links.push(
@@ -204,6 +206,9 @@ async function route() {
   try {
     if (parts.length === 0) {
       await packsView();
+    } else if (parts[0] === "keys" && parts.length === 1) {
+      renderNav(null);
+      await keysView(main);
     } else if (parts[0] === "p" && parts.length === 2) {
       renderNav(parts[1]);
       await packView(main, parts[1]);
