@@ -13,11 +13,8 @@ from sa_core.server.protocols.openai.errors import OpenAIError
 from sa_core.server.protocols.openai.models import Model
 from sa_core.server.protocols.openai.requests import chat_request
 from sa_core.server.protocols.openai.respparse import responses_request
-from sa_core.server.protocols.openai.toolcalls import (
-    history_messages,
-    tools_error,
-    trailing_results,
-)
+from sa_core.server.protocols.openai.toolcalls import history_messages, trailing_results
+from sa_core.server.protocols.openai.toolturns import tools_error
 
 PACK = Pack(
     name="desk",

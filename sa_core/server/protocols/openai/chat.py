@@ -14,7 +14,7 @@ from litestar.response import Stream
 from sa_core.engine.usage import UsageTotals
 from sa_core.runtime import Runtime
 from sa_core.server.context import RuntimeDep
-from sa_core.server.protocols.openai import conversations, toolcalls
+from sa_core.server.protocols.openai import conversations, toolcalls, toolturns
 from sa_core.server.protocols.openai.errors import OpenAIError, error_body, error_specs
 from sa_core.server.protocols.openai.models import Model, resolve_model
 from sa_core.server.protocols.openai.requests import ChatRequest, chat_request, require_object
@@ -97,7 +97,7 @@ async def open_turn(
         thread = await conversations.paused_conversation(
             runtime, key_id, model, data.user, data.messages[:known], "messages"
         )
-        anchor = await toolcalls.continuing(thread, results, "messages")
+        anchor = await toolturns.continuing(thread, results, "messages")
         await keep_metadata(runtime, thread, data.metadata)
         turn = Turn(
             runtime, thread, "", data.output_schema, data.settings.applied,
@@ -135,7 +135,7 @@ async def chat_completions(
     body = require_object(await read_json(request))
     model = resolve_model(runtime, body.get("model"), key=key)
     data = chat_request(body, policy_for(model, request), model)
-    await toolcalls.check(runtime, model, data.client, chat=True)
+    await toolturns.check(runtime, model, data.client, chat=True)
     thread, turn, fresh = await open_turn(runtime, key.id, model, data)
     before = None if fresh else await usage_before(thread)
     created = int(time.time())

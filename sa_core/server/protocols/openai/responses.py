@@ -13,7 +13,7 @@ from litestar.response import Stream
 from sa_core.engine.usage import UsageTotals
 from sa_core.runtime import Runtime
 from sa_core.server.context import RuntimeDep
-from sa_core.server.protocols.openai import conversations, respids, toolcalls
+from sa_core.server.protocols.openai import conversations, respids, toolturns
 from sa_core.server.protocols.openai.chat import SSE_HEADERS, answered_result, no_answer
 from sa_core.server.protocols.openai.errors import error_specs
 from sa_core.server.protocols.openai.models import Model, resolve_model
@@ -49,7 +49,7 @@ async def create_response(request: Request[Any, Any, Any], runtime: RuntimeDep) 
     body = require_object(await read_json(request))
     model = resolve_model(runtime, body.get("model"), key=key)
     data = responses_request(body, policy_for(model, request), model)
-    await toolcalls.check(runtime, model, data.client, chat=False)
+    await toolturns.check(runtime, model, data.client, chat=False)
     thread, turn, before = await open_response_turn(runtime, key.id, model, data)
     headers = {THREAD_HEADER: thread.thread_id, **data.settings.headers()}
     created = int(time.time())
@@ -146,7 +146,7 @@ async def stored_response(runtime: Runtime, value: str, key: ApiKeyRow) -> dict[
     started = None if thread is None else await thread.get_message(message_id)
     if thread is None or started is None or started.role != "user":
         raise respids.not_found(value, "response_id")
-    replies, calls = await toolcalls.turn_part(thread, anchor or message_id)
+    replies, calls = await toolturns.turn_part(thread, anchor or message_id)
     text = runtime.redact_secrets(thread, joined(replies))
     if text or calls:
         status = "completed"

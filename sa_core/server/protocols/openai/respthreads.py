@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from sa_core.engine.usage import UsageTotals
 from sa_core.runtime import Runtime
-from sa_core.server.protocols.openai import conversations, respids, toolcalls
+from sa_core.server.protocols.openai import conversations, respids, toolcalls, toolturns
 from sa_core.server.protocols.openai.errors import invalid
 from sa_core.server.protocols.openai.models import Model
 from sa_core.server.protocols.openai.requests import Turn as Item
@@ -43,7 +43,7 @@ async def open_response_turn(
         return await open_results_turn(runtime, key_id, model, data, results)
     thread, fresh = await response_thread(runtime, key_id, model, data)
     if not fresh and not data.carries_history:  # a paused turn takes its results only
-        await toolcalls.refuse_paused(thread, "input")
+        await toolturns.refuse_paused(thread, "input")
     await keep_metadata(runtime, thread, data.metadata)
     before = None if fresh else await usage_before(thread)
     last = data.items[-1][1]
@@ -96,7 +96,7 @@ async def open_results_turn(
         started = respids.decode(data.previous_response_id, respids.RESPONSE, (2, 3), param)[1]
     else:
         thread = await conversation_thread(runtime, model, data)
-    anchor = await toolcalls.continuing(thread, results, "input")
+    anchor = await toolturns.continuing(thread, results, "input")
     await keep_metadata(runtime, thread, data.metadata)
     before = await usage_before(thread)
     turn = Turn(

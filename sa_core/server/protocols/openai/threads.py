@@ -13,7 +13,8 @@ from sa_core.server.auth import READ_METHODS, bearer_token, read_only_detail
 from sa_core.server.protocols.openai.errors import OpenAIError
 from sa_core.server.protocols.openai.models import Model
 from sa_core.server.protocols.openai.requests import Turn
-from sa_core.server.protocols.openai.toolcalls import close_paused, history_messages
+from sa_core.server.protocols.openai.toolcalls import history_messages
+from sa_core.server.protocols.openai.toolturns import close_paused
 from sa_core.state import ThreadState
 from sa_core.store import ApiKeyRow
 

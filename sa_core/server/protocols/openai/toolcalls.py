@@ -8,7 +8,9 @@ carries the results (chat: ``role: "tool"`` messages after the assistant message
 calls; Responses: ``function_call_output`` items) continues the same thread and the same turn
 (``thread.submit_tool_results``).
 
-Conversations a client keeps (chat messages, a Responses ``input`` carrying history) are found by
+This module reads and writes the shapes (no thread is touched here; for that see
+:mod:`~sa_core.server.protocols.openai.toolturns`). Conversations a client keeps (chat messages, a
+Responses ``input`` carrying history) are found by
 the digest of their ``(role, text)`` pairs: an assistant message with tool calls keeps its calls
 in its text after :data:`CALLS_MARK` (:func:`assistant_turn`), and a tool result is the pair
 ``("tool", JSON [call_id, output])`` (:func:`tool_turn`), so that both APIs reduce a paused
@@ -23,19 +25,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sa_core.engine import approvals, clienttools
-from sa_core.errors import ClientToolResultsError, ClientToolsError
-from sa_core.runtime import Runtime
+from sa_core.engine import clienttools
 from sa_core.server.protocols.openai.errors import OpenAIError, invalid, unsupported
-from sa_core.server.protocols.openai.models import Model
 from sa_core.spec import Message
-from sa_core.state import ThreadState
 
 Turn = tuple[str, str]
 CALLS_MARK = "\x00tool_calls\x00"
 """Between an assistant message's text and its tool calls (JSON), in a conversation's pairs."""
 CHOICES = ("auto", "none", "required")
-READ_PAGE = 50
 Add = Callable[[OpenAIError], None]
 
 
@@ -55,8 +52,8 @@ class ClientTools:
 
     @property
     def declared(self) -> bool:
-        """Whether the request declares tools or a choice."""
-        return bool(self.tools) or self.choice is not None
+        """Whether the request declares tools, or a choice other than ``auto``."""
+        return bool(self.tools) or self.choice not in (None, "auto")
 
 
 # -- parsing --------------------------------------------------------------------------------
@@ -276,167 +273,6 @@ def history_messages(history: Sequence[Turn]) -> list[dict[str, Any]]:
         else:
             stored.append({"role": role, "content": text})
     return stored
-
-
-# -- checking -------------------------------------------------------------------------------
-
-
-async def check(runtime: Runtime, model: Model, asked: ClientTools, *, chat: bool) -> None:
-    """Check the declared tools against the model's agent before a thread is touched.
-
-    Raises:
-        OpenAIError: a 400 naming every field at fault (:func:`tools_error`).
-    """
-    if not asked.declared:
-        return
-    agent, scope = model.scope.agent(model.agent)
-    try:
-        await clienttools.check_for(runtime.kernel, scope, agent, asked.tools, asked.choice)
-    except ClientToolsError as exc:
-        raise tools_error(exc, chat=chat) from None
-
-
-def tools_error(exc: ClientToolsError, *, chat: bool) -> OpenAIError:
-    """The 400 of client tools the agent cannot take, naming each field at fault."""
-    params = [request_param(field, chat=chat) for field, _ in exc.problems]
-    details = [f"'{request_param(f, chat=chat)}': {m}" for f, m in exc.problems]
-    code = "client_tools_refused" if any(p == "tools" for p in params) else "invalid_value"
-    return OpenAIError(
-        400,
-        "Client tools cannot be offered: " + " ".join(details),
-        param=",".join(dict.fromkeys(params)),
-        code=code,
-    )
-
-
-def request_param(field: str, *, chat: bool) -> str:
-    """The request field an engine problem's field names.
-
-    ``client_tools[0].name`` is ``tools[0].function.name`` in chat completions and
-    ``tools[0].name`` in Responses.
-    """
-    if not field.startswith(clienttools.TOOLS):
-        return field
-    rest = field[len(clienttools.TOOLS) :]
-    index, dot, key = rest.partition("].")
-    if chat and dot:
-        return f"tools{index}].function.{key}"
-    return "tools" + rest
-
-
-def results_error(exc: ClientToolResultsError, param: str) -> OpenAIError:
-    """The 400 of tool results that answer no call the turn awaits."""
-    return OpenAIError(
-        400, f"Invalid '{param}': {'; '.join(exc.problems)}.", param=param,
-        code="invalid_tool_results",
-    )  # fmt: skip
-
-
-# -- continuing a paused turn ---------------------------------------------------------------
-
-
-async def continuing(thread: ThreadState, results: Mapping[str, str], param: str) -> Message:
-    """Check results against the calls the thread's turn awaits; the message that made them.
-
-    Raises:
-        OpenAIError: a 400 naming ``param`` when a result answers no awaited call.
-    """
-    waiting = {p["tool_call_id"] for p in await thread.pending_client_calls()}
-    unknown = [call_id for call_id in results if call_id not in waiting]
-    if unknown or not waiting:
-        listed = ", ".join(sorted(waiting)) or "none"
-        raise OpenAIError(
-            400,
-            f"Invalid '{param}': the results for {', '.join(unknown) or 'these calls'} answer "
-            f"no tool call the conversation's turn awaits (it awaits: {listed}).",
-            param=param,
-            code="invalid_tool_results",
-        )
-    anchor = await calls_message(thread, waiting)
-    assert anchor is not None  # a pending call was stored with its assistant message
-    return anchor
-
-
-async def calls_message(thread: ThreadState, call_ids: set[str]) -> Message | None:
-    """The newest top-level assistant message that made one of ``call_ids``."""
-    offset = 0
-    while True:
-        page = await thread.get_messages(limit=READ_PAGE, offset=offset, order="desc")
-        for message in page.messages:
-            if message.role == "assistant" and any(
-                call.id in call_ids for call in message.tool_calls or []
-            ):
-                return message
-        if not page.has_more:
-            return None
-        offset += READ_PAGE
-
-
-async def turn_part(
-    thread: ThreadState, start: str
-) -> tuple[list[Message], list[dict[str, str]]]:
-    """One response's part of a turn, and the client tool calls it ends with.
-
-    The assistant messages after ``start`` up to the one that made client tool calls
-    (included), or to the next user message.
-    """
-    after: list[Message] = []
-    offset = 0
-    while not any(m.id == start for m in after):
-        page = await thread.get_messages(limit=READ_PAGE, offset=offset, order="desc")
-        after += page.messages
-        if not page.has_more:
-            break
-        offset += READ_PAGE
-    ids = [m.id for m in after]
-    newer = list(reversed(after[: ids.index(start)])) if start in ids else []
-    answered = {
-        m.tool_call_id for m in newer
-        if m.role == "tool" and (m.metadata or {}).get(approvals.CLIENT_RESULT)
-    }  # fmt: skip
-    waiting = {p["tool_call_id"] for p in await thread.pending_client_calls()}
-    replies: list[Message] = []
-    for message in newer:
-        if message.role == "user":
-            break
-        if message.role != "assistant":
-            continue
-        replies.append(message)
-        made = [c for c in message.tool_calls or [] if c.id in answered or c.id in waiting]
-        if made:
-            return replies, [call_of(c.id, c.name, c.function.arguments) for c in made]
-    return replies, []
-
-
-async def close_paused(thread: ThreadState, history: Sequence[Turn]) -> list[Turn]:
-    """End the thread's paused turn with the results ``history`` brings for its calls.
-
-    Returns:
-        The rest of ``history``, to store as it is.
-    """
-    results = dict(split_result(text) for role, text in history if role == "tool")
-    if not results:
-        return list(history)
-    waiting = {p["tool_call_id"] for p in await thread.pending_client_calls()}
-    closing = {call_id: output for call_id, output in results.items() if call_id in waiting}
-    if not closing:
-        return list(history)
-    await thread.submit_tool_results(closing, resume=False)
-    return [t for t in history if t[0] != "tool" or split_result(t[1])[0] not in closing]
-
-
-async def refuse_paused(thread: ThreadState, param: str) -> None:
-    """A 400 when the thread's turn awaits client tool results and the request sends none."""
-    pending = await thread.pending_client_calls()
-    if pending:
-        listed = ", ".join(p["tool_call_id"] for p in pending)
-        raise OpenAIError(
-            400,
-            f"Invalid '{param}': the conversation's turn awaits the results of its client tool "
-            f"calls ({listed}); send them before a new message.",
-            param=param,
-            code="tool_results_awaited",
-        )
 
 
 # -- answers --------------------------------------------------------------------------------
