@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 from sa_core.engine import clienttools
@@ -34,6 +35,7 @@ CALLS_MARK = "\x00tool_calls\x00"
 """Between an assistant message's text and its tool calls (JSON), in a conversation's pairs."""
 CHOICES = ("auto", "none", "required")
 Add = Callable[[OpenAIError], None]
+ROLE, TEXT = itemgetter(0), itemgetter(1)
 
 
 @dataclass
@@ -211,6 +213,8 @@ def check_answered(turns: Sequence[Turn], add: Add, where: Callable[[int], str])
     Every call needs its result, right after the message and before any other; a result
     needs its call. ``where(index)`` names the request field of ``turns[index]``.
     """
+    if "tool" not in set(map(ROLE, turns)) and CALLS_MARK not in "".join(map(TEXT, turns)):
+        return  # no tool traffic (most requests): told without a loop in Python
     index = 0
     while index < len(turns):
         role, text = turns[index]
