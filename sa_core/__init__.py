@@ -9,6 +9,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from sa_core.quietimport import collector_paused
+
 __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
@@ -74,6 +76,7 @@ _EXPORTS: dict[str, str] = {
     "ScheduleDefinitionError": "sa_core.errors",
     "StoreError": "sa_core.errors",
     "StoreItem": "sa_core.memory",
+    "StoreConfig": "sa_core.spec",
     "ProviderError": "sa_core.errors",
     "SAError": "sa_core.errors",
     "ThreadNotFoundError": "sa_core.errors",
@@ -119,6 +122,7 @@ __all__ = [
     "ServingPolicy",
     "SessionToolBinding",
     "SideConfig",
+    "StoreConfig",
     "StoreError",
     "StoreItem",
     "SubagentRegistryEntry",
@@ -150,7 +154,8 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'sa_core' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    with collector_paused():
+        value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
 
@@ -200,6 +205,7 @@ if TYPE_CHECKING:
         ScheduleRecord,
         SessionToolBinding,
         SideConfig,
+        StoreConfig,
         SubagentRegistryEntry,
         SubagentToolConfig,
         SubpromptConfig,

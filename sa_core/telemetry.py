@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
@@ -85,15 +86,26 @@ _trace: Any = None
 """``opentelemetry.trace``, once :func:`_configured` imported it."""
 _global_set = False
 """Whether a global tracer provider was found (OpenTelemetry sets it once, for good)."""
+_TRACE_MODULE = "opentelemetry.trace"
+_PROVIDER_VARIABLE = "OTEL_PYTHON_TRACER_PROVIDER"
+"""OpenTelemetry's variable naming a tracer provider to load when none was set."""
 
 
 def _configured() -> bool:
-    """Whether a tracer provider records anything (no SDK configured: every span is a no-op)."""
+    """Whether a tracer provider records anything (no SDK configured: every span is a no-op).
+
+    Setting a global tracer provider imports ``opentelemetry.trace`` (or names one in
+    ``OTEL_PYTHON_TRACER_PROVIDER``, which that module reads); while neither happened, nothing
+    is configured and OpenTelemetry (~20 ms to import: it scans every installed package's entry
+    points) is not imported here either.
+    """
     global _trace, _global_set
     if _provider is not None or _global_set:
         return True
     trace = _trace
     if trace is None:
+        if _TRACE_MODULE not in sys.modules and not os.environ.get(_PROVIDER_VARIABLE):
+            return False
         from opentelemetry import trace
 
         _trace = trace

@@ -17,12 +17,14 @@ whose model definitions must set ``provider_options.base_url`` (and may set
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from sa_hooks import hookimpl
 from sa_providers._chat_completions import ChatCompletionsProvider, ChatDialect
+from sa_providers._embeddings import OpenAIEmbeddings
+
+if TYPE_CHECKING:
+    import httpx
 
 OPENROUTER = ChatDialect(
     reasoning_style="openrouter",
@@ -32,8 +34,12 @@ OPENROUTER = ChatDialect(
 """OpenRouter: a ``reasoning`` object, reasoning details sent back, cost reported in usage."""
 
 
-class OpenAICompatibleProvider(ChatCompletionsProvider):
-    """A Chat Completions server at ``base_url``; the key is optional unless ``key_required``."""
+class OpenAICompatibleProvider(ChatCompletionsProvider, OpenAIEmbeddings):
+    """A Chat Completions server at ``base_url``; the key is optional unless ``key_required``.
+
+    Embedding models go to ``POST {base_url}/embeddings`` (ollama, llama.cpp, vLLM and
+    OpenRouter have it; a server without it answers an error naming the status).
+    """
 
     name = "openai_compatible"
 

@@ -1,12 +1,17 @@
 """The packs' stores: JSON documents under a namespace and a key, searchable by their text.
 
-Rows of ``store_items`` (:class:`~sa_core.store.tables.StoreItemTable`). A namespace is kept
+Rows of ``store_items`` (:data:`~sa_core.store.tables.store_items`). A namespace is kept
 as its labels, each followed by the unit separator U+001F, so that every namespace under a
 prefix starts with the prefix's column value. Full-text search uses SQLite's FTS5 (the
 ``store_items_fts`` table, written in the same transaction as the item, its rowid the item's
 ``seq``) or PostgreSQL's ``to_tsvector('simple', text)`` (a GIN index), ranked by ``bm25`` /
 ``ts_rank``. An item past its ``expires_at`` is never read, and the next write of any store
 deletes it.
+
+An item of a pack with an embedding model has a vector (``store_vectors``, written with the
+item); a search with a vector ranks by cosine distance (:mod:`sa_core.store.vectors`).
+:class:`~sa_core.store.packitems.StoreWrites` holds the writes a tool makes until they commit
+with its result.
 """
 
 from __future__ import annotations
@@ -15,64 +20,28 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import BaseModel
 from sqlalchemy import Float, RowMapping, and_, delete, func, or_, select, text
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
 from sa_core.store import tables as t
 from sa_core.store.interface import Transaction
+from sa_core.store.packitems import (
+    SEPARATOR,
+    ItemWrite,
+    StoreItem,
+    namespace_labels,
+    searchable_text,
+)
 from sa_core.store.storebase import StoreBase
+from sa_core.store.vectors import cosine_distance, encode
 
-SEPARATOR = "\x1f"
-"""Ends each label of a namespace in the ``namespace`` column (labels may not contain it)."""
 _I = t.store_items.c
+_V = t.store_vectors.c
+_REPLACED = ("value", "text", "updated_at", "expires_at")
+"""The columns a put again replaces (``created_at`` stays)."""
 _WORD = re.compile(r"\w+", re.UNICODE)
 _COLUMNS = (_I.seq, _I.namespace, _I.key, _I.value, _I.created_at, _I.updated_at, _I.expires_at)
-
-
-class StoreItem(BaseModel):
-    """An item of a pack's store.
-
-    Attributes:
-        namespace: Its namespace, a tuple of labels such as ``("users", "42", "notes")``.
-        key: Its key in the namespace.
-        value: The JSON document.
-        created_at: When it was first put (µs since the epoch).
-        updated_at: When it was last put (µs).
-        expires_at: When it expires (µs), if it was put with a ``ttl``.
-        score: How well it matched a search's ``query`` (higher is better), else ``None``.
-    """
-
-    namespace: tuple[str, ...]
-    key: str
-    value: dict[str, Any]
-    created_at: int
-    updated_at: int
-    expires_at: int | None = None
-    score: float | None = None
-
-
-def namespace_column(labels: Sequence[str]) -> str:
-    """A namespace's labels as stored (each followed by the separator)."""
-    return "".join(f"{label}{SEPARATOR}" for label in labels)
-
-
-def namespace_labels(column: str) -> tuple[str, ...]:
-    """The labels of a stored namespace."""
-    return tuple(column.split(SEPARATOR)[:-1])
-
-
-def searchable_text(value: Any) -> str:
-    """Every string in a JSON document (keys aside), one per line: what search matches."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, dict):
-        return "\n".join(filter(None, (searchable_text(v) for v in value.values())))
-    if isinstance(value, list):
-        return "\n".join(filter(None, (searchable_text(v) for v in value)))
-    return ""
 
 
 def words(query: str) -> list[str]:
@@ -96,13 +65,25 @@ def _live(now: int) -> Any:
     return or_(_I.expires_at.is_(None), _I.expires_at > now)
 
 
-def _under(prefix: str) -> Any:
-    return func.substr(_I.namespace, 1, len(prefix)) == prefix
+def _under(prefix: str, dialect: str) -> Any:
+    """Namespaces starting with ``prefix`` (labels, each ending with the separator).
+
+    As a range of byte order (``prefix <= namespace < prefix'``, where ``prefix'`` ends with the
+    character after the separator), which the ``(package, namespace, key)`` index serves;
+    ``COLLATE "C"`` keeps PostgreSQL to byte order whatever the database's collation.
+    """
+    upper = prefix[:-1] + chr(ord(SEPARATOR) + 1)
+    column = _I.namespace
+    if not prefix.endswith(SEPARATOR):  # not a namespace column: compare characters
+        return func.substr(column, 1, len(prefix)) == prefix
+    collated = column.collate("C") if dialect == "postgresql" else column
+    return and_(collated >= prefix, collated < upper)
 
 
 def _purge(conn: Connection, now: int) -> None:
     """Delete every expired item (and, on SQLite, its full-text row)."""
     expired = select(_I.seq).where(_I.expires_at <= now)
+    conn.execute(delete(t.store_vectors).where(_V.seq.in_(expired)))
     if conn.dialect.name == "sqlite":
         conn.execute(
             text(
@@ -128,6 +109,90 @@ def _matching(conn: Connection, query: str) -> tuple[Any, Any]:
     return _I.seq == found.c.rowid, found.c.score
 
 
+def _write_vector(conn: Connection, seq: int, write: ItemWrite) -> None:
+    """Replace the vector of item ``seq`` with the write's (none: drop it)."""
+    conn.execute(delete(t.store_vectors).where(_V.seq == seq))
+    if write.vector is not None and write.model is not None:
+        embedding = encode(write.vector, conn.dialect.name)
+        conn.execute(
+            t.store_vectors.insert().values(seq=seq, model=write.model, embedding=embedding)
+        )
+
+
+def _put(conn: Connection, write: ItemWrite) -> StoreItem:
+    """Upsert one item (its full-text row and vector with it)."""
+    value = write.value or {}
+    values = {
+        "package": write.package,
+        "namespace": write.namespace,
+        "key": write.key,
+        "value": value,
+        "text": searchable_text(value),
+        "created_at": write.now,
+        "updated_at": write.now,
+        "expires_at": write.expires_at,
+    }
+    upsert: Any = sqlite_insert
+    if conn.dialect.name == "postgresql":  # SQLite stores never load the dialect
+        from sqlalchemy.dialects.postgresql import insert as upsert
+    insert = upsert(t.store_items).values(values)
+    stmt = insert.on_conflict_do_update(
+        index_elements=[_I.package, _I.namespace, _I.key],
+        set_={name: insert.excluded[name] for name in _REPLACED},
+    ).returning(*_COLUMNS)
+    row = conn.execute(stmt).mappings().one()
+    if conn.dialect.name == "sqlite":
+        params = {"seq": row["seq"], "text": values["text"]}
+        conn.execute(text("DELETE FROM store_items_fts WHERE rowid = :seq"), params)
+        conn.execute(text("INSERT INTO store_items_fts (rowid, text) VALUES (:seq, :text)"), params)
+    _write_vector(conn, row["seq"], write)
+    return _item(row)
+
+
+def _delete(conn: Connection, package: str, namespace: str, key: str) -> bool:
+    where = and_(_I.package == package, _I.namespace == namespace, _I.key == key)
+    seq = conn.execute(select(_I.seq).where(where)).scalar()
+    if seq is None:
+        return False
+    if conn.dialect.name == "sqlite":
+        conn.execute(text("DELETE FROM store_items_fts WHERE rowid = :seq"), {"seq": seq})
+    conn.execute(delete(t.store_vectors).where(_V.seq == seq))
+    conn.execute(delete(t.store_items).where(_I.seq == seq))
+    return True
+
+
+def _nearest(
+    conn: Connection,
+    items: Any,
+    vector: Sequence[float],
+    model: str | None,
+    limit: int,
+    offset: int,
+) -> list[StoreItem]:
+    """The ``items`` (a select) with a vector of ``model``, nearest to ``vector`` first.
+
+    The nearest are found first by ``seq`` and distance alone, then their columns are read:
+    sorting whole rows (values and all) would cost far more on a large store.
+    """
+    distance, comparable = cosine_distance(conn, vector)
+    candidates = items.with_only_columns(_I.seq).scalar_subquery()
+    nearest = (
+        select(_V.seq, distance.label("distance"))
+        .where(_V.model == model, comparable, _V.seq.in_(candidates))
+        .order_by(distance, _V.seq.desc())
+        .limit(limit)
+        .offset(offset)
+        .subquery("nearest")
+    )
+    stmt = (
+        select(*_COLUMNS, nearest.c.distance)
+        .join(nearest, nearest.c.seq == _I.seq)
+        .order_by(nearest.c.distance, _I.seq.desc())
+    )
+    rows = conn.execute(stmt).mappings()
+    return [_item(row, 1.0 - float(row["distance"])) for row in rows]
+
+
 class PackStoreMixin(StoreBase):
     """The items of the packs' stores."""
 
@@ -140,51 +205,45 @@ class PackStoreMixin(StoreBase):
         *,
         now: int,
         expires_at: int | None = None,
+        vector: Sequence[float] | None = None,
+        model: str | None = None,
         tx: Transaction | None = None,
     ) -> StoreItem:
         """Store ``value`` under ``(namespace, key)`` of a package, replacing what was there.
 
         Args:
             package: The package whose store it is.
-            namespace: The namespace as stored (:func:`namespace_column`).
+            namespace: The namespace as stored (:func:`~sa_core.store.packitems.namespace_column`).
             key: The key.
             value: The JSON document.
             now: The time of the write (µs).
             expires_at: When it expires (µs); ``None``: never.
+            vector: Its embedding (with ``model``, the model that made it), if any.
+            model: The embedding model (``provider:model``).
             tx: An open transaction to write in.
         """
-        values = {
-            "package": package,
-            "namespace": namespace,
-            "key": key,
-            "value": value,
-            "text": searchable_text(value),
-            "created_at": now,
-            "updated_at": now,
-            "expires_at": expires_at,
-        }
+        write = ItemWrite(package, namespace, key, value, now, expires_at, vector, model)
 
         def op(conn: Connection) -> StoreItem:
             _purge(conn, now)
-            upsert = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
-            insert = upsert(t.store_items).values(values)
-            stmt = insert.on_conflict_do_update(
-                index_elements=[_I.package, _I.namespace, _I.key],
-                set_={
-                    name: insert.excluded[name]
-                    for name in ("value", "text", "updated_at", "expires_at")
-                },
-            ).returning(*_COLUMNS)
-            row = conn.execute(stmt).mappings().one()
-            if conn.dialect.name == "sqlite":
-                params = {"seq": row["seq"], "text": values["text"]}
-                conn.execute(text("DELETE FROM store_items_fts WHERE rowid = :seq"), params)
-                conn.execute(
-                    text("INSERT INTO store_items_fts (rowid, text) VALUES (:seq, :text)"), params
-                )
-            return _item(row)
+            return _put(conn, write)
 
         return await self._write(op, tx)
+
+    async def write_items(
+        self, writes: Sequence[ItemWrite], *, now: int, tx: Transaction | None = None
+    ) -> None:
+        """Apply held writes (:class:`~sa_core.store.packitems.StoreWrites`) in one transaction."""
+
+        def op(conn: Connection) -> None:
+            _purge(conn, now)
+            for write in writes:
+                if write.value is None:
+                    _delete(conn, write.package, write.namespace, write.key)
+                else:
+                    _put(conn, write)
+
+        await self._write(op, tx)
 
     async def get_item(
         self, package: str, namespace: str, key: str, *, now: int, tx: Transaction | None = None
@@ -198,24 +257,13 @@ class PackStoreMixin(StoreBase):
             row = conn.execute(stmt).mappings().first()
             return _item(row) if row is not None else None
 
-        return await self._read(op, tx)
+        return await self._read_one(op, tx)
 
     async def delete_item(
         self, package: str, namespace: str, key: str, *, tx: Transaction | None = None
     ) -> bool:
         """Delete an item; returns whether there was one."""
-        where = and_(_I.package == package, _I.namespace == namespace, _I.key == key)
-
-        def op(conn: Connection) -> bool:
-            seq = conn.execute(select(_I.seq).where(where)).scalar()
-            if seq is None:
-                return False
-            if conn.dialect.name == "sqlite":
-                conn.execute(text("DELETE FROM store_items_fts WHERE rowid = :seq"), {"seq": seq})
-            conn.execute(delete(t.store_items).where(_I.seq == seq))
-            return True
-
-        return await self._write(op, tx)
+        return await self._write(lambda conn: _delete(conn, package, namespace, key), tx)
 
     async def search_items(
         self,
@@ -224,19 +272,25 @@ class PackStoreMixin(StoreBase):
         *,
         now: int,
         query: str | None = None,
+        vector: Sequence[float] | None = None,
+        model: str | None = None,
         limit: int = 10,
         offset: int = 0,
         tx: Transaction | None = None,
     ) -> list[StoreItem]:
-        """Items of a package under a namespace prefix, best matches of ``query`` first.
+        """Items of a package under a namespace prefix, best matches first.
 
-        Without a query (or one without words) the most recently put come first.
+        With ``vector`` (and ``model``, the model that made it): the items with a vector of
+        that model, nearest first (``score`` is the cosine similarity). Else with a query:
+        the items matching its words, best first. Else the most recently put first.
         """
 
         def op(conn: Connection) -> list[StoreItem]:
             stmt = select(*_COLUMNS).where(_I.package == package, _live(now))
             if prefix:
-                stmt = stmt.where(_under(prefix))
+                stmt = stmt.where(_under(prefix, conn.dialect.name))
+            if vector is not None:
+                return _nearest(conn, stmt, vector, model, limit, offset)
             if query is None or not words(query):
                 stmt = stmt.order_by(_I.updated_at.desc(), _I.seq.desc())
                 rows = conn.execute(stmt.limit(limit).offset(offset)).mappings()
@@ -253,15 +307,18 @@ class PackStoreMixin(StoreBase):
         self, package: str, prefix: str, *, now: int, tx: Transaction | None = None
     ) -> list[str]:
         """The namespaces of a package's live items under a prefix (as stored), sorted."""
-        stmt = select(_I.namespace).where(_I.package == package, _live(now)).distinct()
-        if prefix:
-            stmt = stmt.where(_under(prefix))
-        stmt = stmt.order_by(_I.namespace)
-        return await self._read(lambda conn: list(conn.execute(stmt).scalars()), tx)
+
+        def op(conn: Connection) -> list[str]:
+            stmt = select(_I.namespace).where(_I.package == package, _live(now)).distinct()
+            if prefix:
+                stmt = stmt.where(_under(prefix, conn.dialect.name))
+            return list(conn.execute(stmt.order_by(_I.namespace)).scalars())
+
+        return await self._read(op, tx)
 
     async def expire_items(self, now: int, *, tx: Transaction | None = None) -> None:
         """Delete every expired item now (writes do it too)."""
         await self._write(lambda conn: _purge(conn, now), tx)
 
 
-__all__ = ["PackStoreMixin", "StoreItem", "namespace_column", "namespace_labels"]
+__all__ = ["PackStoreMixin"]
