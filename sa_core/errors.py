@@ -22,6 +22,9 @@ do next::
     │   ├── ApprovalNotFoundError     no pending approval with this tool call id
     │   ├── ApprovalConflictError     the call was already decided
     │   └── ApprovalArgumentsError    edited arguments do not fit the tool (.problems)
+    ├── ClientToolsError              a message's client tools or tool_choice are invalid
+    │                                 (.problems: (field, message) pairs, every one at once)
+    ├── ClientToolResultsError        tool results that answer no pending client call
     ├── EffectError                   an effect is unknown or failed
     ├── StoreError                    a pack store call got a bad namespace, key, value or ttl
     ├── ScheduleError                 a schedule cannot be found or created
@@ -208,6 +211,37 @@ class ApprovalArgumentsError(ApprovalError):
             f"Edited arguments for tool '{tool}' are invalid: {'; '.join(problems)}. Send "
             f"arguments that match the tool's schema, or omit them to run the call as the model "
             f"made it."
+        )
+
+
+class ClientToolsError(SAError, ValueError):
+    """A message's client tools (or its ``tool_choice``) cannot be offered for its turn.
+
+    Attributes:
+        problems: ``(field, message)`` pairs, every problem found: ``field`` is
+            ``client_tools``, ``client_tools[<index>]``, ``client_tools[<index>].<key>`` or
+            ``tool_choice``.
+    """
+
+    def __init__(self, problems: Sequence[tuple[str, str]]) -> None:
+        self.problems = list(problems)
+        listed = "; ".join(f"{field}: {message}" for field, message in self.problems)
+        super().__init__(f"Client tools cannot be offered: {listed}")
+
+
+class ClientToolResultsError(SAError, ValueError):
+    """Tool results sent for calls that are not client tool calls awaiting a result.
+
+    Attributes:
+        problems: one entry per result that cannot be taken (or why none can).
+    """
+
+    def __init__(self, thread_id: str, problems: Sequence[str]) -> None:
+        self.problems = list(problems)
+        super().__init__(
+            f"Thread {thread_id} cannot take these tool results: {'; '.join(self.problems)}. "
+            "Send one result per client tool call the last turn returned "
+            "(thread.pending_client_calls() lists them)."
         )
 
 

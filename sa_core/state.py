@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from sa_core.engine import (
     approvals,
+    clienttools,
     delivery,
     dispatch,
     files,
@@ -191,6 +192,8 @@ class ThreadState(ThreadFiles, ThreadResources):
         wait: bool = True,
         output_schema: ArgsSpec = None,
         model_settings: ModelSettings | Mapping[str, Any] | None = None,
+        client_tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_choice: str | Mapping[str, str] | None = None,
     ) -> Message:
         """Store a message and run the thread until it settles.
 
@@ -204,15 +207,27 @@ class ThreadState(ThreadFiles, ThreadResources):
         only, over the prompt's and the model's own values; they are kept in the message's
         ``metadata.model_settings``.
 
+        ``client_tools`` (``[{"name", "description", "parameters", "strict"}]``) are offered
+        to the model for this turn beside the agent's own tools; a call of one is not run: the
+        turn parks (status ``awaiting_client_tools``) until :meth:`submit_tool_results` brings
+        its result (see docs/protocols.md, "Client tools"). ``tool_choice``: ``auto``
+        (default), ``none`` (no client tool offered), ``required``, or ``{"name": tool}``;
+        a forced choice applies to the turn's next model step.
+
         Raises:
             ValueError: ``output_schema`` is not a model class or a valid JSON Schema, or
                 ``model_settings`` has unknown keys or values out of range (every problem
                 named).
+            ClientToolsError: the client tools or ``tool_choice`` cannot be offered (every
+                problem listed: an agent with ``serving.client_tools=False``, a name of one of
+                the agent's tools, a malformed tool).
+            ClientToolResultsError: client tool calls of the thread await their results.
 
         Returns:
             The stored message.
         """
         self._check_active()
+        await clienttools.refuse_while_awaited(self._kernel, self._ref)
         metadata: dict[str, Any] | None = None
         if output_schema is not None:
             from sa_core.spec.schemas import check_schema
@@ -223,6 +238,10 @@ class ThreadState(ThreadFiles, ThreadResources):
             check_schema(metadata["output_schema"])
         if model_settings is not None and (settings := check_model_settings(model_settings)):
             metadata = {**(metadata or {}), "model_settings": settings}
+        if client_tools is not None or tool_choice is not None:
+            declared = await clienttools.check(self._kernel, self._ref, client_tools, tool_choice)
+            if declared:
+                metadata = {**(metadata or {}), **declared}
         return await delivery.send(
             self._kernel,
             self._ref,
@@ -343,6 +362,50 @@ class ThreadState(ThreadFiles, ThreadResources):
     async def deny(self, tool_call_id: str, reason: str) -> None:
         """Deny a pending tool call: the model sees a failed tool result with ``reason``."""
         await approvals.decide(self._kernel, self._ref, tool_call_id, approve=False, reason=reason)
+
+    async def pending_client_calls(self) -> list[dict[str, Any]]:
+        """Client tool calls of this thread awaiting their result, in the order they were made.
+
+        Each is a dict with ``tool_call_id``, ``name``, ``arguments`` (a dict) and
+        ``requested_at``.
+        """
+        return await clienttools.pending_calls(self._kernel, self.thread_id)
+
+    async def submit_tool_results(
+        self,
+        results: Mapping[str, Any],
+        *,
+        client_tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_choice: str | Mapping[str, str] | None = None,
+        resume: bool = True,
+        wait: bool = True,
+    ) -> None:
+        """Deliver results of pending client tool calls; the parked turn goes on with them.
+
+        ``results``: ``{tool_call_id: output}`` (a string; anything else is sent as JSON).
+        Each is stored as its call's tool result; once every pending call has its result, the
+        turn continues (on whichever worker holds the thread) and the model sees them. The
+        results are queued durably before this returns: a restart keeps them.
+        ``client_tools`` replace the turn's client tools from here on (``None`` keeps them);
+        ``tool_choice`` applies to the next model step (``None``: ``auto``). With
+        ``wait=False`` the turn goes on in the background. With ``resume=False`` the results
+        are stored and the turn ends there, with no model step (the caller took the calls as
+        the answer and goes on with a new message).
+
+        Raises:
+            ClientToolResultsError: an id that is not a client call awaiting a result.
+            ClientToolsError: ``client_tools`` or ``tool_choice`` cannot be offered.
+        """
+        self._check_active()
+        if not resume:
+            await clienttools.close(self._kernel, self._ref, results)
+            return
+        options = None
+        if client_tools is not None or tool_choice is not None:
+            options = await clienttools.check(self._kernel, self._ref, client_tools, tool_choice)
+        await clienttools.submit(self._kernel, self._ref, results, options)
+        if wait:
+            await self._kernel.scheduler.wait(self.thread_id)
 
     async def variables_request(self, request_id: str) -> dict[str, Any] | None:
         """A pending scoped-variables request of this thread (names only), else None."""

@@ -76,6 +76,10 @@ async def run_offered(
         assert tool.native is not None
         with tool_config(thread, tool.env, tool.options):
             return await run_native(tool.native, kernel.user_state(thread), arguments)
+    if tool.kind == "client":  # parked by the gate; never run here
+        return ToolResult(
+            status="error", error=f"Tool '{tool.name}' is a client tool: the client runs it."
+        )
     _, problems = validate_args(
         tool.parameters if tool.parameters.get("properties") else None, arguments
     )

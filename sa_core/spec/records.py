@@ -157,6 +157,8 @@ class InjectMessageInput(RecordModel):
     metadata: dict[str, Any] | None = None
     name: str | None = None
     tool_call_id: str | None = None
+    tool_calls: list[ToolCall] | None = None
+    """An assistant message's tool calls (a conversation a client brings, say)."""
 
 
 class FileRecord(SpecModel):
