@@ -131,6 +131,10 @@ class StandardAgentsPlugin(InitPluginProtocol):
         if (a2a := a2a_server(self.runtime)) is not None:  # the A2A endpoints at /a2a
             app_config.route_handlers.append(a2a.handler())
             app_config.on_shutdown.append(a2a.aclose)
+        from sa_core.server.protocols.agui import agui_router
+
+        if (agui := agui_router(self.runtime)) is not None:  # AG-UI at /ag-ui/{package}/{agent}
+            app_config.route_handlers.append(agui)
         openapi = app_config.openapi_config
         if openapi is not None:
             existing = openapi.components
