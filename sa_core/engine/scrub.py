@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from sa_core.engine.kernel import Kernel
     from sa_core.engine.threads import ThreadRef
 
+
 def scrub_payload(kernel: Kernel, thread: ThreadRef, data: Any) -> Any:
     """Return ``data`` with every secret value of the thread replaced by ``[redacted]``.
 

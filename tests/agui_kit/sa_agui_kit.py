@@ -13,8 +13,9 @@ receives:
 
 The pack ``agui_kit`` has the agent ``planner`` with the tools ``save_plan`` (sets the thread
 value ``plan``), ``read_value`` (returns a thread value as JSON), ``announce`` (emits the event
-``progress``) and ``transfer`` (needs a human's approval); the agent ``closed`` takes no client
-tools (``serving.client_tools=False``).
+``progress``), ``sign`` (sets the value ``signature`` holding the secret variable ``TOKEN``) and
+``transfer`` (needs a human's approval); the agent ``closed`` takes no client tools
+(``serving.client_tools=False``).
 """
 
 from __future__ import annotations
@@ -62,6 +63,11 @@ def announce(state: Any, args: Note) -> str:
     return "announced"
 
 
+async def sign(state: Any) -> str:
+    await state.set_value("signature", f"signed with {state.env('TOKEN')}")
+    return "signed"
+
+
 def transfer(state: Any, args: Transfer) -> str:
     return f"Sent {args.amount}"
 
@@ -92,10 +98,9 @@ pack = Pack(
     models=[define_model(name="kit_model", provider="agui_kit", model="kit-1")],
     tools=[
         define_tool(name="save_plan", description="Save the plan.", args=Plan, execute=save_plan),
-        define_tool(
-            name="read_value", description="Read a value.", args=Key, execute=read_value
-        ),
+        define_tool(name="read_value", description="Read a value.", args=Key, execute=read_value),
         define_tool(name="announce", description="Announce.", args=Note, execute=announce),
+        define_tool(name="sign", description="Sign with the secret TOKEN.", execute=sign),
         define_tool(
             name="transfer",
             description="Send money.",
@@ -110,7 +115,7 @@ pack = Pack(
             model="kit_model",
             prompt="Plan.",
             include_chat=True,
-            tools=["save_plan", "read_value", "announce", "transfer"],
+            tools=["save_plan", "read_value", "announce", "sign", "transfer"],
         )
     ],
     agents=[
