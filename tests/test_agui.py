@@ -289,3 +289,47 @@ def test_neither_the_public_api_nor_building_the_app_loads_ag_ui() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]", done.stderr
+
+
+def test_state_changes_are_json_patches_of_top_level_keys_with_pointers_escaped() -> None:
+    from agui_client import apply_patch
+
+    from sa_core.server.protocols.agui.state import changes, patch, pointer
+
+    assert pointer("a/b~c") == "/a~1b~0c"
+    state: dict[str, Any] = {"kept": 1, "gone": 2, "a/b~c": 3}
+    assert patch(state, "kept", 1) == []  # unchanged: nothing to send
+    assert patch(state, "sa:approvals", {}) == []  # the runtime's own: never in the state
+    before = dict(state)
+    ops = changes(state, {"kept": 1, "a/b~c": [4], "new": None})
+    assert ops == [
+        {"op": "replace", "path": "/a~1b~0c", "value": [4]},
+        {"op": "add", "path": "/new", "value": None},
+        {"op": "remove", "path": "/gone"},
+    ]
+    assert apply_patch(before, ops) == state == {"kept": 1, "a/b~c": [4], "new": None}
+
+
+def test_an_input_with_media_parts_names_each_and_reasoning_messages_are_left_out() -> None:
+    from sa_core.server.errors import ApiError
+    from sa_core.server.protocols.agui.inputs import read_input
+
+    image = {"type": "image", "source": {"type": "url", "value": "https://example.com/a.png"}}
+    body = {
+        "threadId": "t", "runId": "r",
+        "messages": [
+            {"id": "d", "role": "developer", "content": "Be brief."},
+            {"id": "r", "role": "reasoning", "content": "thinking"},
+            {"id": "u", "role": "user", "content": [{"type": "text", "text": "Hi "}, image]},
+        ],
+    }  # fmt: skip
+    with pytest.raises(ApiError) as refused:
+        read_input(body)
+    assert refused.value.detail == (
+        "Invalid RunAgentInput: messages.2.content.1: only text parts are served (got 'image'); "
+        "send files through the thread's files API."
+    )
+    parts = [{"type": "text", "text": "Hi "}, {"type": "text", "text": "!"}]
+    body["messages"][2]["content"] = parts
+    given = read_input(body)
+    assert [(s.role, s.text) for s in given.messages] == [("system", "Be brief."), ("user", "Hi !")]
