@@ -16,7 +16,7 @@ from sa_core.engine.flowtypes import side_for_role
 from sa_core.engine.messages import announce_created, new_message, prepare_message
 from sa_core.engine.runagent import run_agent_request, take_run_agent
 from sa_core.spec import AttachmentRef, Message
-from sa_core.store.queue import QueueChanged
+from sa_core.store.conflicts import QueueChanged
 
 if TYPE_CHECKING:
     from sa_core.engine.flow import Flow
