@@ -337,3 +337,19 @@ async def test_results_can_end_the_turn_without_a_model_step(sa_runtime_factory)
     assert [m.role for m in provider.requests[1].messages[1:]] == [
         "user", "assistant", "tool", "user"
     ]
+
+
+@pytest.mark.asyncio
+async def test_a_result_stored_before_a_crash_is_not_stored_twice(sa_runtime_factory):
+    provider = desk_model([WEATHER_CALL])
+    async with sa_runtime_factory(packs=[desk_pack([])], providers={"test": provider}) as rt:
+        thread = await rt.create_thread("desk")
+        await thread.send_message("weather?", client_tools=[WEATHER])
+        # the row a runner stored just before a crash kept it from crossing the call off
+        await thread.inject_message(
+            {"role": "tool", "content": "Windy", "tool_call_id": "w1", "name": "get_weather"}
+        )
+        await thread.submit_tool_results({"w1": "Windy"})
+        page = await thread.get_messages()
+    assert [m.content for m in page.messages if m.role == "tool"] == ["Windy"]
+    assert page.messages[-1].content == "Saw: Windy"

@@ -183,10 +183,13 @@ async def settle(flow: Flow, side: str, config: SideConfig) -> Parked | None:
     thread.prompt = prompt
     try:
         offered: dict[str, OfferedTool] | None = None
+        # a call whose row is stored already (a crash came before it was crossed off) is done
+        answered = {m.tool_call_id for m in flow.messages if m.role == "tool"}
         for entry in decided:
             if offered is None and not entry.get("client"):
                 offered = await _offered(kernel, thread, prompt, side)
-            await _act_on(flow, entry, offered or {}, config)
+            if entry["tool_call_id"] not in answered:
+                await _act_on(flow, entry, offered or {}, config)
             calls.pop(entry["tool_call_id"], None)
             if calls:
                 await store.set_value(thread_id, KEY, pending)

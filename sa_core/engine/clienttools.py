@@ -311,14 +311,16 @@ async def refuse_while_awaited(kernel: Kernel, thread: ThreadRef) -> None:
     """Before a message is sent: refuse it while client calls of the thread await results.
 
     The turn that made them is parked mid-step: a message now would come between the calls
-    and their results. A thread known to have no pending calls costs no read.
+    and their results. A thread known to have no pending calls, whose row does not say it
+    awaits client tools, costs no read.
 
     Raises:
         ClientToolResultsError: naming the calls that await their results.
     """
     thread_id = thread.thread_id
-    if approvals.known_clear(kernel, thread_id):
-        return
+    parked = thread.row.execution.get("status") == approvals.CLIENT_STATUS
+    if approvals.known_clear(kernel, thread_id) and not parked:
+        return  # (the row says so too: another worker may have parked it since)
     pending = await kernel.store.get_value(thread_id, approvals.KEY)
     approvals.mark(kernel, thread_id, bool(pending))
     calls = (pending or {}).get("calls", {}).values()

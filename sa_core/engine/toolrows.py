@@ -66,8 +66,8 @@ async def store_tool_row(
     *,
     message_id: str | None = None,
     raw: bool = False,
-    writes: StoreWrites | None = None,
     metadata: dict[str, Any] | None = None,
+    writes: StoreWrites | None = None,
 ) -> Message:
     """Store the tool row answering ``call`` with ``result`` and remember it in the flow.
 

@@ -234,12 +234,13 @@ def chat_message(message: Any, index: int) -> Turn:
     where = f"messages[{index}]"
     if not isinstance(message, dict):
         raise invalid(where, "expected an object.")
-    if message.get("role") == "tool":
+    role = message.get("role")
+    if role == "tool":
         call_id = message.get("tool_call_id")
         if not isinstance(call_id, str) or not call_id:
             raise invalid(f"{where}.tool_call_id", "expected the id of the call it answers.")
         return tool_turn(call_id, output_text(message.get("content"), f"{where}.content"))
-    role = role_of(message.get("role"), f"{where}.role")
+    role = role_of(role, f"{where}.role")
     for name in ("audio", "function_call"):
         if message.get(name) is not None:
             raise unsupported(f"{where}.{name}")

@@ -42,8 +42,8 @@ async def open_response_turn(
     if results is not None:
         return await open_results_turn(runtime, key_id, model, data, results)
     thread, fresh = await response_thread(runtime, key_id, model, data)
-    if not fresh and not data.carries_history:  # a paused turn takes its results only
-        await toolturns.refuse_paused(thread, "input")
+    if not fresh and not data.carries_history and toolturns.paused(thread):
+        await toolturns.refuse_paused(thread, "input")  # a paused turn takes its results only
     await keep_metadata(runtime, thread, data.metadata)
     before = None if fresh else await usage_before(thread)
     last = data.items[-1][1]

@@ -163,6 +163,11 @@ async def close_paused(thread: ThreadState, history: Sequence[Turn]) -> list[Tur
     return [t for t in history if t[0] != "tool" or split_result(t[1])[0] not in closing]
 
 
+def paused(thread: ThreadState) -> bool:
+    """Whether the thread's row says its turn awaits client tool results (no read)."""
+    return bool(thread.row.execution.get("status") == approvals.CLIENT_STATUS)
+
+
 async def refuse_paused(thread: ThreadState, param: str) -> None:
     """A 400 when the thread's turn awaits client tool results and the request sends none."""
     pending = await thread.pending_client_calls()
