@@ -10,6 +10,7 @@ events, as ``@ag-ui/client`` does, so each next run sends what a real frontend w
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -23,6 +24,8 @@ from ag_ui.core import EventType
 from agui_client import Client, arguments
 from openai_serve import Served
 
+from sa_core.store import open_store
+
 KIT = Path(__file__).parent / "agui_kit"
 PLANNER = "/ag-ui/agui_kit/planner"
 THREADS = "/api/packages/agui_kit/threads"
@@ -34,8 +37,8 @@ CONFIRM = {
 SAVE_PLAN = '/tool save_plan {"steps": ["draft", "review"]}'
 
 
-def kit_server(tmp: Path, database: str, key: str = "") -> Served:
-    return Served(tmp, database, key=key, test_provider=False, pythonpath=[KIT]).start()
+def kit_server(tmp: Path, database: str, *extra: str, key: str = "") -> Served:
+    return Served(tmp, database, *extra, key=key, test_provider=False, pythonpath=[KIT]).start()
 
 
 @pytest.fixture
@@ -177,6 +180,43 @@ def test_a_frontend_tool_call_ends_the_run_and_its_result_continues_the_turn(
         assert messages[2]["metadata"]["client_tool"] is True
     finally:
         server.stop()
+
+
+@pytest.fixture
+def workers(tmp_path: Path, pg_database_url: str) -> Iterator[list[Served]]:
+    async def key() -> str:
+        async with await open_store(pg_database_url) as store:
+            return (await store.create_api_key("ag-ui-tests"))[0]
+
+    token = asyncio.run(key())
+    started: list[Served] = []
+    try:
+        for _ in range(2):
+            started.append(kit_server(tmp_path, pg_database_url, "--lease-seconds", "2", key=token))
+        yield started
+    finally:
+        for worker in started:
+            worker.stop()
+
+
+def test_a_conversation_goes_on_through_any_worker(workers: list[Served]) -> None:
+    one, two = workers
+    chat = client(one, tools=[CONFIRM], state={"theme": "dark"})
+    chat.say(SAVE_PLAN)
+    thread_id = chat.run().headers["x-sa-thread-id"]
+    chat.url = f"{two.url}{PLANNER}"  # the threadId finds the thread in the database
+    chat.say('/tool save_plan {"steps": ["ship"]}')
+    again = chat.run()
+    assert again.headers["x-sa-thread-id"] == thread_id
+    assert again.of(EventType.TOOL_CALL_RESULT)[0]["content"] == "Saved 1 steps"
+    chat.say('/tool confirm {"question": "Ship it?"}')
+    call_id = chat.run().of(EventType.TOOL_CALL_START)[0]["tool_call_id"]
+    chat.url = f"{one.url}{PLANNER}"  # the result reaches the turn paused through the other
+    chat.answer_tool(call_id, "yes")
+    done = chat.run()
+    assert (done.headers["x-sa-thread-id"], done.text) == (thread_id, "confirm returned: yes")
+    assert chat.state == {"theme": "dark", "plan": {"steps": ["ship"]}}
+    assert len(stored(one, thread_id)) == 12  # three turns of four messages, none twice
 
 
 def test_a_new_message_while_a_frontend_tool_awaits_its_result_is_a_run_error(
