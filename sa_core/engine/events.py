@@ -3,12 +3,12 @@
 A frame is one of the typed dicts below (:data:`Frame`), told apart by ``type``:
 ``message_data`` (a stored message, created or updated), ``message_chunk`` /
 ``reasoning_chunk`` (streamed deltas), ``output_chunk`` (a structured answer, parsed so far),
-``event`` (``state.emit``, ``tool_call_started``, ``tool_call_done``) and ``queued`` (a queue
-entry). A child thread's frames are also delivered to its ancestors with ``subagent_id`` set.
-Publishing with no subscribers costs one dict lookup. Subscribers receive the frames as
-published (:data:`Delivered`: a :data:`Frame`, or :data:`OVERFLOW`), plain dicts ready to
-encode; an ancestor receives a tagged copy, so the frame a thread's own subscribers hold is
-never changed.
+``event`` (``state.emit``, ``tool_call_started``, ``tool_call_done``), ``queued`` (a queue
+entry) and ``value`` (a thread value set through ``state.set_value``). A child thread's frames
+are also delivered to its ancestors with ``subagent_id`` set. Publishing with no subscribers
+costs one dict lookup. Subscribers receive the frames as published (:data:`Delivered`: a
+:data:`Frame`, or :data:`OVERFLOW`), plain dicts ready to encode; an ancestor receives a
+tagged copy, so the frame a thread's own subscribers hold is never changed.
 
 A subscription may bound its backlog (``max_backlog``): a subscriber that falls that many
 frames behind is dropped at once, its queued frames are released and it receives
@@ -78,13 +78,21 @@ class QueuedFrame(_Relayed):
     silent: bool
 
 
+class ValueFrame(_Relayed):
+    """A thread value set through ``state.set_value`` (secret values redacted)."""
+
+    type: Literal["value"]
+    key: str
+    value: Any
+
+
 class OverflowFrame(TypedDict):
     """The last frame of a subscriber dropped for falling ``max_backlog`` frames behind."""
 
     type: Literal["overflow"]
 
 
-Frame = MessageDataFrame | ChunkFrame | OutputFrame | EventFrame | QueuedFrame
+Frame = MessageDataFrame | ChunkFrame | OutputFrame | EventFrame | QueuedFrame | ValueFrame
 """Every frame the engine publishes."""
 Delivered = Frame | OverflowFrame
 """What a subscriber receives: the published frames, then perhaps :data:`OVERFLOW`."""

@@ -133,6 +133,10 @@ class StandardAgentsPlugin(InitPluginProtocol):
             app_config.on_startup.append(a2a.start)  # after the runtime's start
             app_config.on_shutdown.insert(0, a2a.push.aclose)  # before the runtime's close
             app_config.on_shutdown.append(a2a.aclose)
+        from sa_core.server.protocols.agui import agui_router
+
+        if (agui := agui_router(self.runtime)) is not None:  # AG-UI at /ag-ui/{package}/{agent}
+            app_config.route_handlers.append(agui)
         openapi = app_config.openapi_config
         if openapi is not None:
             existing = openapi.components
