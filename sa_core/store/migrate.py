@@ -22,7 +22,7 @@ from sqlalchemy import Column, MetaData, PrimaryKeyConstraint, String, Table, in
 from sqlalchemy.engine import Connection
 from sqlmodel import SQLModel
 
-HEAD = "0006_store_items"
+HEAD = "0010_time_travel"
 """The newest revision in ``migrations/versions`` (a test keeps the two in step)."""
 BASELINE = "0001_baseline"
 """The revision of databases created before migrations existed."""

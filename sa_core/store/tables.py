@@ -69,6 +69,9 @@ class ThreadTable(SQLModel, table=True):
     tags: list[str] | None = Field(default=None, sa_column=_c(_json()))
     properties: dict[str, Any] | None = Field(default=None, sa_column=_c(_json()))
     execution: dict[str, Any] | None = Field(default=None, sa_column=_c(_json()))
+    timeline: dict[str, Any] | None = Field(default=None, sa_column=_c(_json()))
+    """Where a fork's or a rewound thread's history comes from (:mod:`sa_core.store.timeline`);
+    ``NULL`` for a thread whose history is all its own messages."""
 
 
 class ThreadTagTable(SQLModel, table=True):
@@ -148,7 +151,11 @@ class LogTable(SQLModel, table=True):
 
 
 class FileTable(SQLModel, table=True):
-    """A file (bytes in ``data``) or directory (``is_directory``) of a thread's filesystem."""
+    """A file or directory (``is_directory``) of a thread's filesystem as it is now.
+
+    A file's bytes are in ``file_blobs`` under ``blob`` (their SHA-256); every change is also
+    kept in ``file_versions`` (:mod:`sa_core.store.filehistory`).
+    """
 
     __tablename__ = "files"
     __table_args__ = (
@@ -165,12 +172,98 @@ class FileTable(SQLModel, table=True):
     storage: str = Field(default="local", sa_column=_c(String, nullable=False, default="local"))
     location: str | None = Field(default=None, sa_column=_c(String))
     size: int = Field(default=0, sa_column=_c(BigInteger, nullable=False, default=0))
-    data: bytes | None = Field(default=None, sa_column=_c(LargeBinary))
+    blob: str | None = Field(default=None, sa_column=_c(String))
     meta: dict[str, Any] | None = Field(default=None, sa_column=_c(_json()))
     width: int | None = Field(default=None, sa_column=_c(Integer))
     height: int | None = Field(default=None, sa_column=_c(Integer))
     created_at: int = Field(sa_column=_c(BigInteger, nullable=False))
     updated_at: int = Field(sa_column=_c(BigInteger, nullable=False))
+
+
+class FileBlobTable(SQLModel, table=True):
+    """File contents, stored once per distinct content (keyed by SHA-256, shared by threads)."""
+
+    __tablename__ = "file_blobs"
+
+    hash: str = Field(sa_column=_c(String, primary_key=True))
+    data: bytes = Field(sa_column=_c(LargeBinary, nullable=False))
+    size: int = Field(sa_column=_c(BigInteger, nullable=False))
+    created_at: int = Field(sa_column=_c(BigInteger, nullable=False))
+
+
+class FileVersionTable(SQLModel, table=True):
+    """One change of a thread's file: a write, a directory made, or a deletion (``op``).
+
+    The filesystem after any moment is, per path, its newest version from then or before
+    (without the deleted ones).
+    """
+
+    __tablename__ = "file_versions"
+    __table_args__ = (
+        Index("ix_file_versions_thread_path", "thread_id", "path", "seq"),
+        Index("ix_file_versions_thread_created", "thread_id", "created_at"),
+    )
+
+    seq: int | None = Field(default=None, sa_column=_c(_Seq, primary_key=True, autoincrement=True))
+    thread_id: str = Field(sa_column=_c(String, _thread_fk(), nullable=False))
+    path: str = Field(sa_column=_c(String, nullable=False))
+    op: str = Field(sa_column=_c(String, nullable=False))
+    is_directory: bool = Field(default=False, sa_column=_c(Boolean, nullable=False, default=False))
+    mime_type: str = Field(sa_column=_c(String, nullable=False))
+    storage: str = Field(default="local", sa_column=_c(String, nullable=False, default="local"))
+    location: str | None = Field(default=None, sa_column=_c(String))
+    size: int = Field(default=0, sa_column=_c(BigInteger, nullable=False, default=0))
+    blob: str | None = Field(default=None, sa_column=_c(String))
+    meta: dict[str, Any] | None = Field(default=None, sa_column=_c(_json()))
+    width: int | None = Field(default=None, sa_column=_c(Integer))
+    height: int | None = Field(default=None, sa_column=_c(Integer))
+    file_created_at: int = Field(sa_column=_c(BigInteger, nullable=False))
+    created_at: int = Field(sa_column=_c(BigInteger, nullable=False))
+
+
+class StateVersionTable(SQLModel, table=True):
+    """One change of a thread value (``kind`` ``value``) or registry entry (``kind`` ``child``).
+
+    ``value`` is the new JSON value (``deleted``: the key was removed); the values and the
+    registry after any moment are, per key, the newest version from then or before.
+    """
+
+    __tablename__ = "state_versions"
+    __table_args__ = (
+        Index("ix_state_versions_thread_key", "thread_id", "kind", "key", "seq"),
+        Index("ix_state_versions_thread_created", "thread_id", "created_at"),
+    )
+
+    seq: int | None = Field(default=None, sa_column=_c(_Seq, primary_key=True, autoincrement=True))
+    thread_id: str = Field(sa_column=_c(String, _thread_fk(), nullable=False))
+    kind: str = Field(sa_column=_c(String, nullable=False))
+    key: str = Field(sa_column=_c(String, nullable=False))
+    value: Any = Field(default=None, sa_column=_c(JSON))
+    deleted: bool = Field(default=False, sa_column=_c(Boolean, nullable=False, default=False))
+    created_at: int = Field(sa_column=_c(BigInteger, nullable=False))
+
+
+class LineageTable(SQLModel, table=True):
+    """A fork, rewind or replay: what a thread came from, or what was done to it.
+
+    ``thread_id`` is the thread made (a fork, a replay) or changed (a rewind); ``source_id``
+    the thread it came from; ``message_id`` the message of the cut; ``data`` the details
+    (a rewind's timelines before and after).
+    """
+
+    __tablename__ = "thread_lineage"
+    __table_args__ = (
+        Index("ix_thread_lineage_thread_created", "thread_id", "created_at"),
+        Index("ix_thread_lineage_source_created", "source_id", "created_at"),
+    )
+
+    id: str = Field(sa_column=_c(String, primary_key=True))
+    kind: str = Field(sa_column=_c(String, nullable=False))
+    thread_id: str = Field(sa_column=_c(String, _thread_fk(), nullable=False))
+    source_id: str | None = Field(default=None, sa_column=_c(String))
+    message_id: str | None = Field(default=None, sa_column=_c(String))
+    data: dict[str, Any] | None = Field(default=None, sa_column=_c(_json()))
+    created_at: int = Field(sa_column=_c(BigInteger, nullable=False))
 
 
 class QueueTable(SQLModel, table=True):
@@ -225,6 +318,8 @@ class ChildTable(SQLModel, table=True):
     reference: str = Field(sa_column=_c(String, primary_key=True))
     entry: dict[str, Any] | None = Field(default=None, sa_column=_c(_json()))
     created_at: int = Field(sa_column=_c(BigInteger, nullable=False))
+    hidden_by: str | None = Field(default=None, sa_column=_c(String))
+    """The rewind that hid the entry (its child was created after the rewind's cut)."""
 
 
 class EnvRequestTable(SQLModel, table=True):
@@ -403,6 +498,10 @@ thread_tags = _table("thread_tags")
 messages = _table("messages")
 logs = _table("logs")
 files = _table("files")
+file_blobs = _table("file_blobs")
+file_versions = _table("file_versions")
+state_versions = _table("state_versions")
+thread_lineage = _table("thread_lineage")
 queue = _table("queue")
 effects = _table("effects")
 children = _table("children")
@@ -430,6 +529,9 @@ PER_THREAD_TABLES: tuple[tuple[Table, str], ...] = (
     (messages, "thread_id"),
     (logs, "thread_id"),
     (files, "thread_id"),
+    (file_versions, "thread_id"),
+    (state_versions, "thread_id"),
+    (thread_lineage, "thread_id"),
     (queue, "thread_id"),
     (effects, "thread_id"),
     (children, "parent_id"),
