@@ -40,11 +40,13 @@ chromium:
 		fi; }
 
 # PostgreSQL server binaries for the PostgreSQL half of the tests (Debian's package; skipped
-# when initdb is already there). The tests start their own throwaway server from them; the
+# when initdb is already there), and pgvector for them (the pack store's vectors; see
+# scripts/install-pgvector.sh). The tests start their own throwaway server from them; the
 # tests fail saying why when it cannot start.
 postgres:
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || \
 		{ apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql; }
+	@bash scripts/install-pgvector.sh
 
 $(VENV)/.installed: pyproject.toml $(CONSTRAINTS) $(EXAMPLES)
 	@echo "==> [1/3] creating the virtual environment $(VENV)"
@@ -102,6 +104,7 @@ bench: setup
 	$(PY) benchmarks/delegation.py $(BENCH_FLAGS)
 	$(PY) benchmarks/long_thread.py $(BENCH_FLAGS)
 	$(PY) benchmarks/server.py $(BENCH_FLAGS)
+	$(PY) benchmarks/store.py $(BENCH_FLAGS)
 
 clean:
 	rm -rf $(VENV) $(LATEST) .sa .pytest_cache .mypy_cache .ruff_cache

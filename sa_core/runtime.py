@@ -21,6 +21,7 @@ from sa_core.engine.caches import PromptCaches
 from sa_core.engine.creation import new_thread, unset_variables
 from sa_core.engine.delivery import open_thread, thread_for_message
 from sa_core.engine.effects import EffectScheduler
+from sa_core.engine.embedder import pack_embedder
 from sa_core.engine.events import EventBus
 from sa_core.engine.kernel import Kernel, Life
 from sa_core.engine.leases import attach_workers
@@ -46,6 +47,7 @@ from sa_core.offline import offline_provider
 from sa_core.plugins import create_plugin_host
 from sa_core.registry import Registry
 from sa_core.schedules import Schedules
+from sa_core.spec.stores import store_config
 from sa_core.state import ThreadState, thread_of
 from sa_core.store import open_store
 from sa_core.store.clock import SystemClock
@@ -141,7 +143,8 @@ class Runtime:
         )
         self.providers: dict[str, Provider] = {**self.host.providers, **self._provider_overrides}
         self.registry: Registry = self._load_registry()
-        self.store: Store = await open_store(self.database_url)
+        vectors = any(store_config(p.store).embedding_model for p in self.registry.packs)
+        self.store: Store = await open_store(self.database_url, vectors=vectors)
         self.workers = await attach_workers(self.store)  # PostgreSQL: relaying bus, leases
         self.kernel = kernel = self._build_kernel()
         self.events = kernel.events
@@ -378,7 +381,11 @@ class Runtime:
             DefinitionNotFoundError: no such package.
         """
         self.registry.scope(package)
-        return PackStore(self.store, package)
+
+        def env(name: str) -> str | None:
+            return self.env.get(name) or os.environ.get(name)
+
+        return PackStore(self.store, package, embedder=pack_embedder(self.kernel, package, env))
 
     async def provide_variables(
         self, parent_thread_id: str, request_id: str, env: Mapping[str, str]

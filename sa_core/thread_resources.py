@@ -6,9 +6,11 @@ call to the store or to the thread's package scope.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from sa_core.engine.embedder import pack_embedder
 from sa_core.memory import PackStore
 from sa_core.spec import AgentDefinition, ModelDefinition, PromptDefinition, ScheduledEffect
 
@@ -51,8 +53,16 @@ class ThreadResources:
         ``await state.store.put(("users", uid), "prefs", {"tone": "brief"}, ttl=None)``, ``get``,
         ``delete``, ``search(namespace_prefix, query=None, filter=None, limit=10)`` and
         ``list_namespaces(prefix)``. Unlike :meth:`set_value`, it is not tied to this thread.
+        While a tool runs, its writes commit with its result (see :mod:`sa_core.memory`).
         """
-        return PackStore(self._kernel.store, self._ref.shared.row.package)
+        kernel, ref = self._kernel, self._ref
+        package = ref.shared.row.package
+
+        def env(name: str) -> str | None:
+            return kernel.env_of(ref, name) or os.environ.get(name)
+
+        embedder = pack_embedder(kernel, package, env)
+        return PackStore(kernel.store, package, embedder=embedder, held=ref.store_writes)
 
     async def set_value(self, key: str, value: Any) -> None:
         """Store a JSON-serialisable value on the thread under ``key`` (see :meth:`get_value`)."""

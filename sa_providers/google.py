@@ -27,8 +27,9 @@ from sa_core.providers import (
     Usage,
 )
 from sa_hooks import hookimpl
+from sa_providers._embeddings import GeminiEmbeddings
 from sa_providers._gemini_schema import function_parameters
-from sa_providers._http import HTTPProvider, SSEEvent, error_code_from_name, sse_json
+from sa_providers._http import SSEEvent, error_code_from_name, sse_json
 from sa_providers._stream import closing, ended_early, new_call_id
 
 FORMAT = "google-gemini-v1"
@@ -371,8 +372,8 @@ async def gemini_stream_chunks(
         yield chunk
 
 
-class GoogleProvider(HTTPProvider):
-    """Google's Gemini API over httpx."""
+class GoogleProvider(GeminiEmbeddings):
+    """Google's Gemini API over httpx (embedding models through ``batchEmbedContents``)."""
 
     name = "google"
     key_variable = "GOOGLE_API_KEY"

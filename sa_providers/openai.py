@@ -5,6 +5,9 @@ A model definition picks the Responses API with ``provider_options={"api": "resp
     define_model(name="o4", provider="openai", model="o4-mini",
                  provider_options={"api": "responses"})
 
+An embedding model for a pack's store (``define_model(..., model="text-embedding-3-small",
+kind="embedding")``) is called at ``POST /embeddings``.
+
 The key comes from ``OPENAI_API_KEY``; ``provider_options["base_url"]`` points the provider at
 another deployment (Azure-style proxies, a local gateway).
 """
@@ -18,6 +21,7 @@ from typing import Any
 from sa_core.providers import ProviderRequest, ProviderResponse, StreamChunk
 from sa_hooks import hookimpl
 from sa_providers._chat_completions import ChatCompletionsProvider, ChatDialect
+from sa_providers._embeddings import OpenAIEmbeddings
 from sa_providers._responses import (
     parse_responses_response,
     responses_body,
@@ -26,8 +30,11 @@ from sa_providers._responses import (
 from sa_providers._stream import closing
 
 
-class OpenAIProvider(ChatCompletionsProvider):
-    """OpenAI's API over httpx: Chat Completions, or Responses when the model asks for it."""
+class OpenAIProvider(ChatCompletionsProvider, OpenAIEmbeddings):
+    """OpenAI's API over httpx: Chat Completions, or Responses when the model asks for it.
+
+    Embedding models (``kind="embedding"``) go to ``POST /embeddings``.
+    """
 
     name = "openai"
     key_variable = "OPENAI_API_KEY"

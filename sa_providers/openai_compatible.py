@@ -23,6 +23,7 @@ import httpx
 
 from sa_hooks import hookimpl
 from sa_providers._chat_completions import ChatCompletionsProvider, ChatDialect
+from sa_providers._embeddings import OpenAIEmbeddings
 
 OPENROUTER = ChatDialect(
     reasoning_style="openrouter",
@@ -32,8 +33,12 @@ OPENROUTER = ChatDialect(
 """OpenRouter: a ``reasoning`` object, reasoning details sent back, cost reported in usage."""
 
 
-class OpenAICompatibleProvider(ChatCompletionsProvider):
-    """A Chat Completions server at ``base_url``; the key is optional unless ``key_required``."""
+class OpenAICompatibleProvider(ChatCompletionsProvider, OpenAIEmbeddings):
+    """A Chat Completions server at ``base_url``; the key is optional unless ``key_required``.
+
+    Embedding models go to ``POST {base_url}/embeddings`` (ollama, llama.cpp, vLLM and
+    OpenRouter have it; a server without it answers an error naming the status).
+    """
 
     name = "openai_compatible"
 

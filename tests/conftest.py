@@ -80,6 +80,9 @@ def pg_cluster() -> Iterator[Cluster]:
         pytest.fail(f"PostgreSQL could not start, so the PostgreSQL tests cannot run: {error}")
     try:
         psql(cluster, f"CREATE DATABASE {TEMPLATE}")
+        if psql(cluster, "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'"):
+            # pgvector (installed by `make postgres`): the pack stores' search by meaning
+            psql(cluster, "CREATE EXTENSION IF NOT EXISTS vector", TEMPLATE)
 
         async def migrate() -> None:
             from sa_core.store import open_store

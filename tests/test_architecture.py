@@ -34,10 +34,21 @@ MAX_FUNCTION_LINES = 80
 FORBIDDEN_IN_ENGINE = ("sa_core.runtime", "sa_core.state")
 
 LAZY_EXTRAS = frozenset(
-    {"asyncpg", "alembic", "mcp", "mcp_types", "opentelemetry", "PIL", "a2a", "yaml"}
+    {
+        "asyncpg",
+        "alembic",
+        "mcp",
+        "mcp_types",
+        "opentelemetry",
+        "PIL",
+        "a2a",
+        "yaml",
+        "sqlite_vec",
+        "sqlean",
+    }
 )
 """Top-level modules a function may import lazily: the optional extras (``postgres``, ``mcp``
-and its ``mcp_types``, ``otel``, ``images``, ``a2a``, ``chat``), and alembic, which costs
+and its ``mcp_types``, ``otel``, ``images``, ``a2a``, ``chat``, ``vectors``), and alembic, which costs
 ~90 ms to import and is needed only while a database schema is migrated."""
 
 PUBLIC_UNDERSCORE = frozenset(

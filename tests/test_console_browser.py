@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlparse
 
+import httpx
 import pytest
 from console_server import ConsoleServer
 from playwright.sync_api import Browser, Page, Playwright, expect, sync_playwright
@@ -508,3 +509,46 @@ def test_the_schedules_panel_lists_creates_pauses_resumes_and_deletes_schedules(
     expect(page.locator("tr[data-schedule=weekday_report]")).to_have_count(0)
     listed = server.api("GET", "/packages/console_demo/schedules").json()["schedules"]
     assert [s["name"] for s in listed] == ["daily_digest"]
+
+
+def test_the_keys_view_makes_a_read_only_key_of_one_pack_that_sees_only_that_pack(
+    page: Page, server: ConsoleServer
+) -> None:
+    sign_in(page, server)
+    page.get_by_role("link", name="Keys").click()
+    expect(page.get_by_role("heading", name="API keys")).to_be_visible()
+    form = page.get_by_role("form", name="Create a key")
+    form.get_by_label("Name").fill("demo team")
+    form.get_by_label("Every package").uncheck()
+    form.get_by_label("console_demo", exact=True).check()
+    form.get_by_label("Read-only (may list and read, not write)").check()
+    form.get_by_role("button", name="Create key").click()
+    shown = page.get_by_label("The new API key")
+    expect(shown).to_contain_text("sa_")
+    token = (shown.text_content() or "").strip()
+    row = page.get_by_role("row", name=re.compile("demo team"))
+    expect(row).to_contain_text("read-only, console_demo")
+    shoot(page, "12-keys")
+
+    page.get_by_role("button", name="Sign out").click()
+    page.get_by_label("API key").fill(token)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("heading", name="Packs")).to_be_visible()
+    expect(page.get_by_role("link", name="console_demo")).to_be_visible()
+    expect(page.locator("ul.cards > li")).to_have_count(1)  # the other packs are not listed
+    page.get_by_role("link", name="Keys").click()
+    expect(page.get_by_role("alert")).to_contain_text(
+        "needs an API key with full access (every package, read-write); this key is "
+        "read-only, package console_demo."
+    )
+
+    page.get_by_role("button", name="Sign out").click()
+    sign_in(page, server)
+    page.get_by_role("link", name="Keys").click()
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name=re.compile("Revoke demo team")).click()
+    expect(page.get_by_role("row", name=re.compile("demo team"))).to_contain_text("revoked")
+    refused = httpx.get(
+        f"{server.url}/api/packages", headers={"Authorization": f"Bearer {token}"}, timeout=60
+    )
+    assert refused.status_code == 401

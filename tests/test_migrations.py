@@ -145,6 +145,9 @@ async def test_a_database_with_the_schema_of_main_is_upgraded_on_open_and_keeps_
         assert [effect.name for effect in await store.list_effects("t1")] == ["remind"]
         assert await store.get_value("t1", "counter") == {"n": 3}
         assert [key.name for key in await store.list_api_keys()] == ["ci"]
+        # a key made before scopes existed keeps its full access: every package, read-write
+        (old_key,) = await store.list_api_keys()
+        assert (old_key.packages, old_key.read_only, old_key.full_access) == (None, False, True)
         # the new revision's tables work on the upgraded database
         await store.insert_messages([Message(id="m3", thread_id="t1", role="user", content="x")])
         await store.insert_log("t1", Log(id="l2", type="error", data={}, created_at=now_us()))

@@ -203,3 +203,17 @@ def test_rewrite_imports_moves_only_vendored_modules() -> None:
     )
     assert imported_top_levels(out) == {"os", "pkg", "pydantic"}
     assert rewrite_imports("def broken(:\n", {"desk": "x"}) == "def broken(:\n"
+
+
+def test_closure_takes_the_store_embedding_model_along(weather_desk) -> None:
+    from dataclasses import replace
+
+    from sa_core import StoreConfig
+
+    embed = define_model(name="embed", provider="openai", model="e-3", kind="embedding")
+    pack = replace(
+        weather_desk,
+        models=[*weather_desk.models, embed],
+        store=StoreConfig(embedding_model="embed", fields=["text"]),
+    )
+    assert compute_closure(pack, "forecaster").names()["models"] == ["fast", "backup", "embed"]

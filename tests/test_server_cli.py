@@ -49,6 +49,44 @@ def test_keys_create_list_revoke(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert "UTC" in capsys.readouterr().out.splitlines()[-1].split(token[:11])[1]
 
 
+def test_keys_create_with_packages_and_read_only_makes_a_scoped_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import asyncio
+
+    from sa_core.store import open_store
+
+    db = f"sqlite:///{tmp_path / 'sa.db'}"
+    args = ["keys", "create", "--name", "team", "--package", "support_desk", "--package"]
+    assert main([*args, "notes", "--read-only", "--db", db]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    token = lines[-1]
+    assert lines[-2].endswith(
+        "; read-only, packages notes and support_desk). It is shown only once:"
+    )
+    assert main(["keys", "create", "--name", "typo", "--package", "suport_desk", "--db", db]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("note: no installed pack is named 'suport_desk'; the key opens it")
+    assert main(["keys", "list", "--db", db]) == 0
+    listing = capsys.readouterr().out.splitlines()
+    assert listing[0].endswith("REVOKED               ACCESS")
+    assert listing[1].endswith("  read-only, packages notes and support_desk")
+    assert listing[2].endswith("  read-write, package suport_desk")
+
+    async def stored() -> tuple[object, ...]:
+        store = await open_store(db)
+        try:
+            key = await store.verify_api_key(token)
+        finally:
+            await store.close()
+        assert key is not None
+        return key.packages, key.read_only, key.allows("notes"), key.allows("reminders")
+
+    assert asyncio.run(stored()) == (("notes", "support_desk"), True, True, False)
+    assert main(["keys", "create", "--package", " ", "--db", db]) == 2
+    assert "--package needs a package name" in capsys.readouterr().err
+
+
 def test_keys_revoke_takes_the_whole_key(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from sa_core.engine.flow import Flow
     from sa_core.spec import Message, PromptDefinition, SubagentRegistryEntry
     from sa_core.store import Store, ThreadRow, Transaction
+    from sa_core.store.packstore import StoreWrites
 
 NO_TOOL_OPTIONS: Mapping[str, Any] = MappingProxyType({})
 """``state.tool_options`` when a tool is given none."""
@@ -54,6 +55,8 @@ class ThreadRef:
         tool_options: While a tool runs: the ``options`` of the tools entry that offered it.
         tool_call_id: While a tool runs: the id of its call.
         tool_attempt: While a tool runs: 1, or 2 when a restart interrupted the first run.
+        store_writes: While a tool runs: its writes to the pack's store, held until they
+            commit with its result (:func:`sa_core.engine.toolrows.store_tool_row`).
         effect_attempt: While an effect runs: 1, or 2 when a restart interrupted the first.
         execution: The flow this handle runs in, else ``None`` (outside a turn).
         own_context: The scratch dict of a handle outside a flow.
@@ -68,6 +71,7 @@ class ThreadRef:
         "own_context",
         "prompt",
         "shared",
+        "store_writes",
         "tool_attempt",
         "tool_call_id",
         "tool_env",
@@ -83,6 +87,7 @@ class ThreadRef:
         self.tool_options: Mapping[str, Any] = NO_TOOL_OPTIONS
         self.tool_call_id: str | None = None
         self.tool_attempt = 1
+        self.store_writes: StoreWrites | None = None
         self.effect_attempt: int | None = None
         self.execution: Flow | None = flow
         self.own_context: dict[str, Any] = {}

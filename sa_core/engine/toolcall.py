@@ -21,6 +21,7 @@ from sa_core.engine.subagent_report import forward_status
 from sa_core.engine.toolrows import as_result, refused_on_resume, store_tool_row
 from sa_core.engine.tools import OfferedTool
 from sa_core.spec import Message, PromptDefinition, SideConfig, ToolCall, ToolCallFunction
+from sa_core.store.packstore import StoreWrites
 from sa_core.telemetry import tool_call
 
 if TYPE_CHECKING:
@@ -92,10 +93,29 @@ async def run_call(
 
     ``allow_any``: a queued call, looked up in the package when the prompt does not offer it.
     ``attempt``: the run this is (2 when a restart interrupted the first).
+    From the run to the row, writes to the pack's store are held (``thread.store_writes``)
+    and commit with the row (see :func:`~sa_core.engine.toolrows.store_tool_row`).
     """
     held = await gate(flow, call, offered, config)
     if held is not False:
         return held  # parked for approval (None), or refused inside a subprompt
+    thread = flow.thread
+    outer, thread.store_writes = thread.store_writes, StoreWrites()
+    try:
+        return await _run_gated(flow, call, offered, config, allow_any, attempt)
+    finally:
+        thread.store_writes = outer
+
+
+async def _run_gated(
+    flow: Flow,
+    call: ToolCall,
+    offered: dict[str, OfferedTool],
+    config: SideConfig,
+    allow_any: bool,
+    attempt: int,
+) -> Message:
+    """Run a call past the approval gate, its hooks, and store its row with its writes."""
     engine = flow.engine
     state = flow.state
     tool_message_id = new_id()
@@ -125,4 +145,6 @@ async def run_call(
         result = as_result(replaced, result)
     if config.session_status is not None and call.name == config.session_status.name:
         await forward_status(flow, call, result, config.session_status)
-    return await store_tool_row(flow, call, result, config, message_id=tool_message_id)
+    return await store_tool_row(
+        flow, call, result, config, message_id=tool_message_id, writes=flow.thread.store_writes
+    )

@@ -3,7 +3,8 @@
 * :func:`store_tool_row`: the result of a call that ran (or was refused), through the
   ``before_store_tool_result`` hook, with its attachments stored and a session tool's mapped
   message; the row of a call that ends the session settles the flow in its own commit
-  (:func:`store_ending_row`);
+  (:func:`store_ending_row`); a successful call's writes to the pack's store commit with its
+  row (:func:`store_row_with_writes`), a failed call's are dropped;
 * :func:`store_error_row`: a failed result written as it is (an empty or rejected answer, a
   crashed step);
 * :func:`cleanup_after_abort`: the calls a stop cut off (``Failed to execute tool: ...``);
@@ -20,7 +21,13 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic_core import to_jsonable_python
 
 from sa_core.engine.files import attachment_paths, existing_refs, store_attachment
-from sa_core.engine.messages import complete_prepared, create_message, new_message
+from sa_core.engine.messages import (
+    announce_created,
+    complete_prepared,
+    create_message,
+    new_message,
+    prepare_message,
+)
 from sa_core.engine.offered import resolve_any_tool
 from sa_core.engine.secrets import redact
 from sa_core.engine.tools import OfferedTool, normalise_result, result_text
@@ -33,11 +40,13 @@ from sa_core.spec import (
     ToolCall,
     ToolResult,
 )
+from sa_core.store.clock import now_us
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Sequence
 
     from sa_core.engine.flow import Flow
+    from sa_core.store.packstore import ItemWrite, StoreWrites
 
 STOPPED_BY_USER = "Execution stopped by user"
 INTERRUPTED = "Execution interrupted by a runtime shutdown; the turn resumes on restart"
@@ -57,11 +66,14 @@ async def store_tool_row(
     *,
     message_id: str | None = None,
     raw: bool = False,
+    writes: StoreWrites | None = None,
 ) -> Message:
     """Store the tool row answering ``call`` with ``result`` and remember it in the flow.
 
     ``raw``: skip the ``before_store_tool_result`` hook (a result the engine made itself).
     The row of the step's only call that ends the session settles the flow in its commit.
+    ``writes``: the call's writes to the pack's store, committed with the row when the call
+    succeeded (dropped when it failed).
     """
     state = flow.state
     hooks = flow.engine.host.hooks
@@ -94,11 +106,15 @@ async def store_tool_row(
         if result.error_code
         else None,
     )
+    held = writes.take() if writes else []
+    pending = held if result.status == "success" else []
     ending = ends_session(flow, call, result, config)
-    if ending is None:
-        row = await create_message(flow.engine, flow.thread, row)
+    if ending is not None:
+        row = await store_ending_row(flow, row, ending, pending)
+    elif pending:
+        row = await store_row_with_writes(flow, row, pending)
     else:
-        row = await store_ending_row(flow, row, ending)
+        row = await create_message(flow.engine, flow.thread, row)
     flow.remember(row)
     flow.unanswered = [c for c in flow.unanswered if c.id != call.id]
     return row
@@ -188,14 +204,39 @@ def ends_session(
     return None
 
 
-async def store_ending_row(
-    flow: Flow, row: Message, reason: Literal["session_stop", "session_fail"]
+async def store_row_with_writes(
+    flow: Flow, row: Message, writes: Sequence[ItemWrite]
 ) -> Message:
-    """Store the tool row that ends the session, and settle the flow in the same commit."""
+    """Store a tool row and the tool's writes to the pack's store in one commit.
+
+    A crash before the commit leaves neither: the call runs again on resume (or is refused),
+    as if it never ran.
+    """
+    engine = flow.engine
+    prepared = await prepare_message(engine, flow.thread, row)
+    async with engine.store.transaction() as tx:
+        await engine.store.write_items(writes, now=now_us(), tx=tx)
+        await engine.store.insert_messages([prepared], tx=tx)
+    await announce_created(engine, flow.thread, [prepared])
+    return prepared
+
+
+async def store_ending_row(
+    flow: Flow,
+    row: Message,
+    reason: Literal["session_stop", "session_fail"],
+    writes: Sequence[ItemWrite] = (),
+) -> Message:
+    """Store the tool row that ends the session and settle the flow in the same commit.
+
+    ``writes``: the tool's writes to the pack's store, committed with them.
+    """
     engine = flow.engine
     kept = (flow.outcome, dict(flow.turns))
     try:
         async with engine.store.transaction() as tx:
+            if writes:
+                await engine.store.write_items(writes, now=now_us(), tx=tx)
             stored = await create_message(flow.engine, flow.thread, row, tx=tx)
             await flow.end_session_on(stored, reason)
             queue = await engine.scheduler.settle_in(flow, tx, reason)

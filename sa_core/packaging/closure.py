@@ -45,6 +45,7 @@ from sa_core.spec import (
     ToolDefinition,
     tool_entry_name,
 )
+from sa_core.spec.stores import store_config
 
 __all__ = ["KINDS", "Closure", "compute_closure"]
 
@@ -326,6 +327,9 @@ def compute_closure(pack: Pack, agent_name: str, *, known_tools: Iterable[str] =
     for schedule in pack.schedules:  # a schedule goes with the agent it runs
         if schedule.agent in walker.found["agents"]:
             walker.found["schedules"][schedule.name] = schedule
+    embedding = store_config(pack.store).embedding_model
+    if embedding is not None:  # the pack's store goes along, with its embedding model
+        walker.model(embedding)
     closure = Closure(pack=pack, agent=agents[agent_name])
     for kind in KINDS:
         setattr(closure, kind, _ordered(getattr(pack, kind), kind, walker.found[kind]))

@@ -26,6 +26,7 @@ import tempfile
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from sa_core.errors import DefinitionNotFoundError, PackValidationError
 from sa_core.packaging.builder import build_distributions, twine_check
@@ -48,6 +49,7 @@ from sa_core.packaging.readme import render_readme, summary_line
 from sa_core.packaging.sources import SourcePlan, find_pack_module
 from sa_core.packaging.verify import environment
 from sa_core.spec import Pack
+from sa_core.spec.stores import store_config
 
 __all__ = ["PackResult", "pack_agent", "select_pack"]
 
@@ -265,7 +267,7 @@ def pack_agent(
         package_dir = staging / module
         vendored = plan.copy_into(package_dir)
         writer = DefinitionsWriter(plan)
-        pack_fields = {
+        pack_fields: dict[str, Any] = {
             "name": package_id,
             "entry_agents": [agent],
             "version": version,
@@ -273,6 +275,9 @@ def pack_agent(
             "license": license_id,
             "description": summary_line(closure),
         }
+        store = store_config(pack.store).model_dump(exclude_defaults=True)
+        if store:  # the pack's store config (its embedding model went in with the closure)
+            pack_fields["store"] = store
         (package_dir / "definitions.py").write_text(
             writer.render(items, pack_fields), encoding="utf-8"
         )

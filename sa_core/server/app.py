@@ -33,6 +33,7 @@ from sa_core.server.routes.custom import endpoint_handlers
 from sa_core.server.routes.files import FilesController
 from sa_core.server.routes.forks import ForksController
 from sa_core.server.routes.graph import GraphController
+from sa_core.server.routes.keys import KeysController
 from sa_core.server.routes.messages import MessagesController
 from sa_core.server.routes.queue import QueueController
 from sa_core.server.routes.schedules import SchedulesController
@@ -80,14 +81,19 @@ class StandardAgentsPlugin(InitPluginProtocol):
         self._guard = api_key_guard(runtime)
         self._mounted: set[str] = set()
 
-    def _layer(self) -> dict[str, Any]:
-        """Return the settings shared by every router of the API."""
+    def _layer(self, package: str | None = None) -> dict[str, Any]:
+        """Return the settings shared by every router of the API (of ``package``'s, if given).
+
+        A package's router has a guard of its own, so a key that does not open the package
+        gets 404 on each of its routes (:func:`~sa_core.server.auth.authorize`).
+        """
 
         async def provide_hub() -> StreamHub:
             return self.hub
 
+        guard = self._guard if package is None else api_key_guard(self.runtime, package)
         return {
-            "guards": [self._guard],
+            "guards": [guard],
             "middleware": [allow_header_middleware],
             "security": SECURITY,
             "exception_handlers": EXCEPTION_HANDLERS,
@@ -105,6 +111,7 @@ class StandardAgentsPlugin(InitPluginProtocol):
                 "/",
                 route_handlers=[
                     list_packages,
+                    KeysController,
                     unknown_package_websocket(self.runtime),
                     *mcp_handlers(self.runtime, self.hub),
                 ],
@@ -134,7 +141,7 @@ class StandardAgentsPlugin(InitPluginProtocol):
 
     def package_router(self, scope: PackScope) -> Router:
         """Build one package's router: catalog, threads, messages, files, schedules, streams..."""
-        layer = self._layer()
+        layer = self._layer(scope.package)
         layer["dependencies"].update(package_dependencies(scope, self.runtime))
         return Router(
             f"/api/packages/{scope.package}",

@@ -240,19 +240,25 @@ EXCEPTION_HANDLERS: dict[type[Exception] | int, Any] = {
 _DESCRIPTIONS = {
     400: "Invalid request (bad parameters, body or path).",
     401: "Missing or unknown API key.",
-    404: "No such package, agent, thread or resource (or the thread is in another package).",
+    403: "The API key may not do this: a read-only key may not write, and managing keys needs "
+    "a key with full access (every package, read-write).",
+    404: "No such package, agent, thread or resource (or the thread is in another package, or "
+    "the package is one the API key does not open).",
     409: "The thread is terminated, busy, or shares the history changed with a fork.",
     422: "The request is well-formed but cannot be carried out (missing variables, unknown agent).",
 }
 
 
 def errors(*statuses: int) -> dict[int, ResponseSpec]:
-    """OpenAPI error responses of a route: 400 and 401 always, plus ``statuses``."""
+    """OpenAPI error responses of a route: 400, 401, 403 and 404 always, plus ``statuses``.
+
+    403 and 404 answer scoped keys anywhere (:func:`sa_core.server.auth.authorize`).
+    """
     return {
         status: ResponseSpec(
             data_container=ErrorOut,
             description=_DESCRIPTIONS.get(status, HTTPStatus(status).phrase),
             generate_examples=False,
         )
-        for status in sorted({400, 401, *statuses})
+        for status in sorted({400, 401, 403, 404, *statuses})
     }

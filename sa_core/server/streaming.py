@@ -33,7 +33,7 @@ from litestar.response import ServerSentEvent, ServerSentEventMessage
 
 from sa_core.engine.events import Delivered, Frame
 from sa_core.runtime import Runtime
-from sa_core.server.auth import PUBLIC, QUERY_TOKEN, check_key
+from sa_core.server.auth import PUBLIC, QUERY_TOKEN, authorize, check_key
 from sa_core.server.context import PackDep, RuntimeDep, ThreadDep, load_thread
 from sa_core.server.errors import ApiError, errors
 
@@ -263,11 +263,13 @@ class StreamController(Controller):
         """Send live frames over a WebSocket.
 
         The key and the thread are checked after the upgrade, so a refusal is a close code a
-        browser can read: 4401 (no or bad key), 4404 (no such thread in this package).
+        browser can read: 4401 (no or bad key), 4404 (no such thread in this package, or a
+        package the key does not open).
         """
         await socket.accept()
         try:
-            await check_key(runtime, socket, allow_query=True)
+            key = await check_key(runtime, socket, allow_query=True)
+            authorize(key, method="GET", path=socket.scope["path"], package=pack.package)
             thread = await load_thread(runtime, pack, thread_id)
         except NotAuthorizedException as exc:
             await socket.close(code=4401, reason=_reason(exc.detail))

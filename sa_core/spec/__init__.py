@@ -50,6 +50,7 @@ from sa_core.spec.records import (
 )
 from sa_core.spec.remote import RemoteAgentDefinition, define_remote_agent
 from sa_core.spec.schedules import ScheduleDefinition, ScheduleRecord, define_schedule
+from sa_core.spec.stores import StoreConfig
 from sa_core.spec.tools import ToolDefinition, define_tool
 from sa_core.spec.variables import VariableDefinition
 
@@ -85,6 +86,7 @@ __all__ = [
     "ScheduleDefinition",
     "ScheduleRecord",
     "ScheduledEffect",
+    "StoreConfig",
     "SessionToolBinding",
     "ServingPolicy",
     "SideConfig",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -43,11 +43,16 @@ class ModelDefinition(SpecModel):
         max_context_tokens: accepted as a keyword of :func:`define_model` and stored as
             ``capabilities.max_context_tokens``: the model's context window, the ceiling no
             request of a thread exceeds (see docs/context-cost.md).
+        kind: ``chat`` (the default: a model prompts talk to) or ``embedding`` (a model that
+            turns text into vectors, for a pack store's search by meaning; see
+            docs/store.md). An embedding model cannot be a prompt's model, a compaction
+            model or a chat model's fallback.
     """
 
     name: str
     provider: str
     model: str
+    kind: Literal["chat", "embedding"] = "chat"
     fallbacks: list[str] = Field(default_factory=list)
     included_providers: list[str] = Field(default_factory=list)
     provider_tools: list[str] = Field(default_factory=list)
@@ -79,5 +84,10 @@ class ModelDefinition(SpecModel):
 
 
 def define_model(**fields: Any) -> ModelDefinition:
-    """Define a model. Example: ``define_model(name="fast", provider="openai", model="gpt-4o")``."""
+    """Define a model. Example: ``define_model(name="fast", provider="openai", model="gpt-4o")``.
+
+    An embedding model for the pack's store:
+    ``define_model(name="embed", provider="openai", model="text-embedding-3-small",
+    kind="embedding")``.
+    """
     return ModelDefinition(**fields)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from sa_core.spec.agents import AgentDefinition
 from sa_core.spec.effects import EffectDefinition
@@ -14,6 +15,7 @@ from sa_core.spec.models import ModelDefinition
 from sa_core.spec.prompts import PromptDefinition
 from sa_core.spec.remote import RemoteAgentDefinition
 from sa_core.spec.schedules import ScheduleDefinition
+from sa_core.spec.stores import StoreConfig
 from sa_core.spec.tools import ToolDefinition
 
 
@@ -23,7 +25,9 @@ class Pack:
 
     The pack's ``name`` is its package id: the entry-point name in the ``sa.packs`` group and
     the URL segment under ``/api/packages/``. ``entry_agents`` are the agents other packs (and the
-    server's catalog) may reach; by default every agent.
+    server's catalog) may reach; by default every agent. ``store`` configures the pack's
+    store (:class:`~sa_core.spec.stores.StoreConfig` or a dict of its fields): its
+    ``embedding_model`` adds search by meaning.
 
     Example::
 
@@ -42,6 +46,7 @@ class Pack:
     mcp_servers: Sequence[MCPServerDefinition] = field(default_factory=list)
     schedules: Sequence[ScheduleDefinition] = field(default_factory=list)
     remote_agents: Sequence[RemoteAgentDefinition] = field(default_factory=list)
+    store: StoreConfig | Mapping[str, Any] | None = None
     entry_agents: Sequence[str] | None = None
     version: str | None = None
     author: str | None = None

@@ -4,11 +4,10 @@
 thread="new" | "reuse")`` is data, like every ``define_*``: listed in ``Pack(schedules=[...])``
 or created at run time with ``runtime.schedules.create``. Each run sends ``message`` as a user
 message to a thread of ``agent`` (a new one, or the same one every time) tagged
-``schedule:{name}``. Cron expressions are read by `cronsim`_ in the schedule's time zone
+``schedule:{name}``. Cron expressions are read by cronsim in the schedule's time zone
 (``zoneinfo``); a definition with a bad expression, interval or time zone is refused with every
 problem listed (:class:`~sa_core.errors.ScheduleDefinitionError`).
 
-.. _cronsim: https://pypi.org/project/cronsim/
 """
 
 from __future__ import annotations

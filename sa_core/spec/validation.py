@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from sa_core.spec.agentchecks import AgentChecks
 from sa_core.spec.agents import SideConfig
+from sa_core.spec.embeddingchecks import embedding_problems
 from sa_core.spec.mcp import mcp_server_problems
 from sa_core.spec.prompts import (
     EnvPart,
@@ -70,6 +71,7 @@ class _Validator(ToolChecks, AgentChecks):
         for agent in self.pack.agents:
             self.check_agent(agent)
         self.check_schedules()
+        self.problems += embedding_problems(self.pack, self.other_packs.values())
         return self.problems
 
     # -- pack-level ---------------------------------------------------------------------------

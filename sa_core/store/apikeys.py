@@ -1,4 +1,9 @@
-"""API keys of the HTTP server: only a sha256 hash and a display prefix are stored."""
+"""API keys of the HTTP server: only a sha256 hash and a display prefix are stored.
+
+A key may be scoped: limited to some packages (``packages``; ``NULL``, every package, for keys
+made before scopes existed and for unscoped ones) and read-only. The server enforces the scope
+(:mod:`sa_core.server.auth`); the store keeps it with the key.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ import hashlib
 import hmac
 import secrets
 import uuid
+from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy import bindparam, func, insert, or_, select, update
@@ -24,7 +30,9 @@ TOKEN_PREFIX = "sa_"
 DISPLAY_PREFIX_CHARS = 11  # "sa_" and 8 random characters
 
 _K = t.api_keys.c
-_ROW_COLUMNS = (_K.id, _K.name, _K.prefix, _K.created_at, _K.revoked_at)
+_ROW_COLUMNS = (
+    _K.id, _K.name, _K.prefix, _K.created_at, _K.revoked_at, _K.packages, _K.read_only
+)  # fmt: skip
 _ACTIVE_BY_PREFIX = Prepared(
     select(*_ROW_COLUMNS, _K.key_hash).where(
         _K.prefix == bindparam("b_prefix"), _K.revoked_at.is_(None)
@@ -45,7 +53,23 @@ def _row(row: Any) -> ApiKeyRow:
         prefix=row.prefix,
         created_at=row.created_at,
         revoked_at=row.revoked_at,
+        packages=None if row.packages is None else tuple(row.packages),
+        read_only=bool(row.read_only),
     )
+
+
+def key_packages(packages: Iterable[str] | None) -> tuple[str, ...] | None:
+    """The packages a key is limited to, sorted and unique (``None``: every package).
+
+    Raises:
+        ValueError: ``packages`` is given but empty (such a key would open nothing).
+    """
+    if packages is None:
+        return None
+    chosen = tuple(sorted(set(packages)))
+    if not chosen:
+        raise ValueError("A key limited to packages needs at least one package.")
+    return chosen
 
 
 class ApiKeysMixin(StoreBase):
@@ -61,12 +85,26 @@ class ApiKeysMixin(StoreBase):
         return version if version is not None else self.keys_epoch
 
     async def create_api_key(
-        self, name: str, *, tx: Transaction | None = None
+        self,
+        name: str,
+        *,
+        packages: Iterable[str] | None = None,
+        read_only: bool = False,
+        tx: Transaction | None = None,
     ) -> tuple[str, ApiKeyRow]:
         """Create a key: ``sa_`` followed by 32 random bytes, URL-safe base64.
 
+        Args:
+            name: a label for the key.
+            packages: the packages the key opens (``None``: every package).
+            read_only: the key may list and read, not write.
+            tx: run in this transaction.
+
         Returns:
             The plaintext token (shown once, never stored) and the stored row.
+
+        Raises:
+            ValueError: ``packages`` is empty.
 
         """
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
@@ -75,6 +113,8 @@ class ApiKeysMixin(StoreBase):
             name=name,
             prefix=token[:DISPLAY_PREFIX_CHARS],
             created_at=now_us(),
+            packages=key_packages(packages),
+            read_only=read_only,
         )
         stmt = insert(t.api_keys).values(
             id=row.id,
@@ -82,6 +122,8 @@ class ApiKeysMixin(StoreBase):
             prefix=row.prefix,
             key_hash=hash_token(token),
             created_at=row.created_at,
+            packages=None if row.packages is None else list(row.packages),
+            read_only=read_only,
         )
         await self._write(lambda conn: conn.execute(stmt), tx)
         return token, row
@@ -113,11 +155,14 @@ class ApiKeysMixin(StoreBase):
             found = None
             for candidate in _ACTIVE_BY_PREFIX.rows(conn, params):
                 if hmac.compare_digest(candidate["key_hash"], digest):
+                    packages = candidate["packages"]
                     found = ApiKeyRow(
                         id=candidate["id"],
                         name=candidate["name"],
                         prefix=candidate["prefix"],
                         created_at=candidate["created_at"],
+                        packages=None if packages is None else tuple(packages),
+                        read_only=bool(candidate["read_only"]),
                     )
             return found
 

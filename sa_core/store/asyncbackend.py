@@ -29,6 +29,7 @@ from sa_core.store.fast import (
 )
 from sa_core.store.interface import Backend, Op, T, Transaction
 from sa_core.store.migrate import ensure_schema
+from sa_core.store.vectors import ensure_pgvector, refuse_aiosqlite
 
 POOL_SIZE = 5
 """Connections of a PostgreSQL store's pool kept open (SQLAlchemy's default)."""
@@ -287,8 +288,7 @@ class AsyncBackend(Backend):
     or its operation was cancelled) is invalidated rather than reused.
     """
 
-    def __init__(self, url: str) -> None:
-
+    def __init__(self, url: str, *, vectors: bool = False) -> None:
         options: dict[str, Any] = {"json_serializer": jsontext.dumps}
         postgres = url.startswith("postgresql")
         if postgres:
@@ -315,7 +315,10 @@ class AsyncBackend(Backend):
             self._reader = self._engine.execution_options(isolation_level="AUTOCOMMIT")
             # writes too: they send BEGIN and COMMIT on the driver connection themselves
             self._writer = self._reader
+        self._vectors = vectors and postgres
         if self._engine.dialect.name == "sqlite":
+            if vectors:
+                refuse_aiosqlite()
             memory = is_memory(url)
             self.serialize_reads = memory
             install_sqlite_listeners(self._engine.sync_engine, memory=memory)
@@ -324,6 +327,8 @@ class AsyncBackend(Backend):
         """Connect and create or upgrade the tables."""
         async with self._engine.begin() as conn:
             await conn.run_sync(ensure_schema)
+            if self._vectors:
+                await conn.run_sync(ensure_pgvector)
 
     async def _checkout(self, write: bool) -> Any:
         """A kept connection of the kind, or a new one; waits while every connection is in use.

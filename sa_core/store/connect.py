@@ -9,6 +9,7 @@ from sqlalchemy import Engine, event
 from sqlalchemy.engine import Connection, make_url
 
 from sa_core.store.checkpoint import AUTOCHECKPOINT_PAGES, CheckpointerSet
+from sa_core.store.vectors import load_sqlite_vec
 
 BUSY_TIMEOUT_MS = 5000
 WRITE_OPTION = "sa_store_write"
@@ -56,7 +57,7 @@ def is_memory(url: str) -> bool:
     return database in ("", ":memory:") or "mode=memory" in url
 
 
-def install_sqlite_listeners(engine: Engine, *, memory: bool) -> None:
+def install_sqlite_listeners(engine: Engine, *, memory: bool, vectors: bool = False) -> None:
     """Configure SQLite connections: pragmas on connect, explicit ``BEGIN`` per transaction.
 
     The driver's own implicit transaction handling is disabled (``isolation_level=None``) and
@@ -66,6 +67,8 @@ def install_sqlite_listeners(engine: Engine, *, memory: bool) -> None:
     Args:
         engine: The synchronous engine (``AsyncEngine.sync_engine`` for aiosqlite).
         memory: Whether the database is in memory (no WAL there).
+        vectors: Load ``sqlite-vec`` into each connection (the engine's DB-API module must
+            load extensions: :func:`sa_core.store.vectors.sqlite_module`).
 
     """
     checkpoints = None
@@ -85,6 +88,8 @@ def install_sqlite_listeners(engine: Engine, *, memory: bool) -> None:
         cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
+        if vectors:
+            load_sqlite_vec(dbapi_connection)
 
     def on_begin(conn: Connection) -> None:
         raw: Any = conn.connection.dbapi_connection

@@ -98,8 +98,31 @@ class ApiKeyRow:
     prefix: str
     created_at: int
     revoked_at: int | None = None
+    packages: tuple[str, ...] | None = None
+    """The packages the key opens (others answer as if they did not exist); ``None``: all."""
+    read_only: bool = False
+    """The key may list and read, but not create threads, send messages or change anything."""
 
     @property
     def revoked(self) -> bool:
         """Whether the key was revoked."""
         return self.revoked_at is not None
+
+    @property
+    def full_access(self) -> bool:
+        """Whether the key opens every package, read-write (only such keys manage keys)."""
+        return self.packages is None and not self.read_only
+
+    def allows(self, package: str) -> bool:
+        """Whether the key opens ``package``."""
+        return self.packages is None or package in self.packages
+
+    def describe_access(self) -> str:
+        """What the key opens, in words: ``read-only, packages alpha and beta``."""
+        if self.packages is None:
+            where = "every package"
+        elif len(self.packages) == 1:
+            where = f"package {self.packages[0]}"
+        else:
+            where = f"packages {', '.join(self.packages[:-1])} and {self.packages[-1]}"
+        return f"{'read-only' if self.read_only else 'read-write'}, {where}"

@@ -17,6 +17,7 @@ from sa_core import jsontext
 from sa_core.store.connect import WRITE_OPTION, install_sqlite_listeners, is_memory
 from sa_core.store.interface import Backend, Op, T, Transaction
 from sa_core.store.migrate import ensure_schema
+from sa_core.store.vectors import sqlite_module
 
 
 class _SQLiteTransaction(Transaction):
@@ -78,16 +79,20 @@ def _run_in_raw(conn: Connection, begin: str, op: Op[T]) -> T:
 class SQLiteBackend(Backend):
     """SQLite through the stdlib driver, run inline: a writer and a reader connection."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, vectors: bool = False) -> None:
         memory = is_memory(url)
         self.serialize_reads = memory
+        options: dict[str, Any] = {}
+        if vectors:  # sqlite-vec in every connection (see sa_core.store.vectors)
+            options["module"] = sqlite_module()
         self._engine = create_engine(
             url,
             poolclass=StaticPool if memory else NullPool,
             connect_args={"check_same_thread": False},
             json_serializer=jsontext.dumps,
+            **options,
         )
-        install_sqlite_listeners(self._engine, memory=memory)
+        install_sqlite_listeners(self._engine, memory=memory, vectors=vectors)
         self._memory = memory
         self._writer: Connection | None = None
         self._reader: Connection | None = None

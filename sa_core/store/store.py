@@ -44,9 +44,11 @@ class Store(
     in its own short transaction (or joins the transaction open in the calling task).
     """
 
-    def __init__(self, backend: Backend, url: str) -> None:
+    def __init__(self, backend: Backend, url: str, *, vectors: bool = False) -> None:
         super().__init__(backend)
         self.url = url
+        self.vectors = vectors
+        """Whether the store was opened for vectors (search by meaning)."""
 
     async def __aenter__(self) -> Store:
         return self
@@ -60,23 +62,31 @@ class Store(
         await self.close()
 
 
-async def open_store(database_url: str) -> Store:
+async def open_store(database_url: str, *, vectors: bool = False) -> Store:
     """Open (and create) the store at a database URL.
 
     Args:
         database_url: ``sqlite:///path/file.db`` (embedded default; parent directories are
             created), ``sqlite+aiosqlite:///path``, or ``postgresql://...`` (opened as
             ``postgresql+asyncpg``).
+        vectors: Whether a pack's store searches by meaning: load ``sqlite-vec`` into SQLite
+            connections, create pgvector's extension on PostgreSQL (see
+            :mod:`sa_core.store.vectors`).
 
     Returns:
         The open store; close it with ``await store.close()``.
 
+    Raises:
+        ConfigurationError: ``vectors`` asked for, and what they need is not installed.
+
     """
     url, is_async = resolve_database_url(database_url)
-    backend: Backend = AsyncBackend(url) if is_async else SQLiteBackend(url)
+    backend: Backend = (
+        AsyncBackend(url, vectors=vectors) if is_async else SQLiteBackend(url, vectors=vectors)
+    )
     try:
         await backend.setup()
     except BaseException:
         await backend.close()
         raise
-    return Store(backend, url)
+    return Store(backend, url, vectors=vectors)

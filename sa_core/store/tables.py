@@ -24,8 +24,10 @@ from sqlalchemy import (
     String,
     Table,
     event,
+    false,
     text,
 )
+from sqlalchemy.dialects.postgresql import ARRAY, REAL
 from sqlmodel import Field, SQLModel
 
 # An autoincrement key: INTEGER PRIMARY KEY (the rowid) on SQLite, BIGINT elsewhere.
@@ -381,6 +383,12 @@ class ApiKeyTable(SQLModel, table=True):
     key_hash: str = Field(sa_column=_c(String, nullable=False, unique=True))
     created_at: int = Field(sa_column=_c(BigInteger, nullable=False))
     revoked_at: int | None = Field(default=None, sa_column=_c(BigInteger))
+    packages: list[str] | None = Field(default=None, sa_column=_c(_json()))
+    """The packages the key opens; NULL: every package."""
+    read_only: bool = Field(
+        default=False, sa_column=_c(Boolean, nullable=False, server_default=false())
+    )
+    """The key may list and read but not write."""
 
 
 class LeaseTable(SQLModel, table=True):
@@ -476,6 +484,31 @@ class StoreItemTable(SQLModel, table=True):
     expires_at: int | None = Field(default=None, sa_column=_c(BigInteger))
 
 
+class StoreVectorTable(SQLModel, table=True):
+    """The vector of a store item, for search by meaning (one per item, ``seq`` its item's).
+
+    ``model`` names the embedding model that made it (``provider:model``): a search compares
+    only vectors of the pack's model now. ``embedding`` holds float32 values: a little-endian
+    blob on SQLite (what ``sqlite-vec``'s functions read), a ``real[]`` on PostgreSQL (cast to
+    pgvector's ``vector`` when searched), so the schema needs neither extension.
+    """
+
+    __tablename__ = "store_vectors"
+
+    seq: int = Field(
+        sa_column=_c(
+            _Seq,
+            ForeignKey("store_items.seq", ondelete="CASCADE"),
+            primary_key=True,
+            autoincrement=False,
+        )
+    )
+    model: str = Field(sa_column=_c(String, nullable=False))
+    embedding: bytes = Field(
+        sa_column=_c(LargeBinary().with_variant(ARRAY(REAL()), "postgresql"), nullable=False)
+    )
+
+
 STORE_TEXT_DDL = {
     "sqlite": "CREATE VIRTUAL TABLE IF NOT EXISTS store_items_fts USING fts5(text)",
     "postgresql": (
@@ -514,6 +547,7 @@ stream_frames = _table("stream_frames")
 workers = _table("workers")
 schedules = _table("schedules")
 store_items = _table("store_items")
+store_vectors = _table("store_vectors")
 
 _ddl: Any = DDL  # untyped in SQLAlchemy
 for _dialect, _statement in STORE_TEXT_DDL.items():

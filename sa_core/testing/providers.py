@@ -7,6 +7,7 @@ import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import ClassVar
 
+from sa_core.embeddings import EmbeddingRequest, EmbeddingResponse
 from sa_core.errors import ProviderError, ScriptExhaustedError
 from sa_core.providers import (
     BaseProvider,
@@ -21,6 +22,7 @@ from sa_core.testing.answers import (
     replay,
     stream_response,
 )
+from sa_core.testing.embeddings import embedding_response
 from sa_core.testing.script import (
     SCRIPTED_FIELDS,
     UNSCRIPTED_REPLY,
@@ -45,6 +47,8 @@ class _RecordingProvider(BaseProvider):
         if max_recorded is not None and max_recorded < 1:
             raise ValueError(f"max_recorded must be at least 1 (or None), got {max_recorded}")
         self.requests: list[ProviderRequest] = []
+        self.embedding_requests: list[EmbeddingRequest] = []
+        """The embedding calls received (kept like :attr:`requests`)."""
         self.max_recorded = max_recorded
         self._calls = 0
         self._sizes = PromptSizes()
@@ -56,6 +60,18 @@ class _RecordingProvider(BaseProvider):
         limit = self.max_recorded
         if limit is not None and len(self.requests) > limit:
             del self.requests[: len(self.requests) - limit]
+
+    async def embed(self, request: EmbeddingRequest) -> EmbeddingResponse:
+        """Deterministic vectors (:func:`~sa_core.testing.embeddings.text_vector`), offline.
+
+        Any model defined with ``kind="embedding"`` on this provider gets them: texts that
+        share words or parts of words get similar vectors.
+        """
+        self.embedding_requests.append(request)
+        limit = self.max_recorded
+        if limit is not None and len(self.embedding_requests) > limit:
+            del self.embedding_requests[: len(self.embedding_requests) - limit]
+        return embedding_response(request)
 
     # -- inspection -------------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from pydantic import BaseModel
 
 from sa_core import (
     Pack,
+    StoreConfig,
     define_agent,
     define_model,
     define_prompt,
@@ -131,7 +132,9 @@ pack = Pack(
         define_model(name="worker_model", provider=PROVIDER, model="scout-worker"),
         define_model(name="judge_model", provider=PROVIDER, model="scout-judge"),
         define_model(name="vault_model", provider=PROVIDER, model="vault-worker"),
+        define_model(name="embed_model", provider=PROVIDER, model="hash-embed", kind="embedding"),
     ],
+    store=StoreConfig(embedding_model="embed_model"),
     tools=[
         define_tool(
             name="note",

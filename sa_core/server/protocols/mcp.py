@@ -6,6 +6,10 @@ agent is a tool named ``{package}__{agent}`` taking ``message`` and an optional 
 a call runs one turn (:mod:`sa_core.server.protocols.mcp_turns`) and returns the answer and the
 thread id, while progress notifications say what the agent is doing.
 
+A key limited to some packages sees and calls only their agents (another package's tool is
+unknown, its ``/api/packages/{package}/mcp`` a 404); a read-only key may list the tools but
+not call them (403, :mod:`sa_core.server.rpc_writes`).
+
 The transport is the ``mcp`` SDK's streamable HTTP in stateless mode: every request is served
 on its own (no session to keep), so any worker of a PostgreSQL deployment answers any request.
 The SDK is an optional extra, imported only when a request arrives; without it the routes are
@@ -24,10 +28,13 @@ from litestar.handlers import ASGIRouteHandler, asgi
 from litestar.types import Receive, Scope, Send
 
 from sa_core.runtime import Runtime
+from sa_core.server.auth import WRITES_CHECKED_INSIDE, connection_key
 from sa_core.server.protocols.mcp_progress import describe
 from sa_core.server.protocols.mcp_refusal import refuse_without_key
 from sa_core.server.protocols.mcp_turns import TurnError, open_thread, run_turn
+from sa_core.server.rpc_writes import refuse_writes
 from sa_core.server.streaming import StreamFrame, StreamHub
+from sa_core.store import ApiKeyRow
 
 if TYPE_CHECKING:
     import mcp_types
@@ -63,6 +70,8 @@ OUTPUT_SCHEMA: dict[str, Any] = {
     },
     "required": ["answer", "thread_id"],
 }
+READS = frozenset({"initialize", "ping", "tools/list"})
+"""The MCP methods that only read (notifications too); a read-only key may call nothing else."""
 INSTRUCTIONS = (
     "Each tool is an agent. A call sends your message, runs one turn of the agent and returns "
     "its answer with a thread_id; pass that thread_id to continue the same conversation."
@@ -83,13 +92,20 @@ def mcp_handlers(runtime: Runtime, hub: StreamHub, package: str | None = None) -
     """The ASGI route at ``/mcp`` of a router serving ``package`` (every one when ``None``).
 
     Empty when the SDK is not installed. The router's guards (the API keys) apply to it; a
-    request they refuse is answered for MCP clients (:mod:`.mcp_refusal`).
+    request they refuse is answered for MCP clients (:mod:`.mcp_refusal`). A read-only key's
+    calls are told apart here: it may list the tools, not call them.
     """
     if mcp_unavailable() is not None:
         return []
     endpoint = McpEndpoint(runtime, hub, package)
 
     async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
+        key = connection_key(scope)
+        if key is not None and key.read_only:
+            replay = await refuse_writes(key, scope, receive, send, is_read)
+            if replay is None:
+                return
+            receive = replay
         await endpoint(scope, receive, send)
 
     handler: ASGIRouteHandler = asgi(
@@ -97,6 +113,7 @@ def mcp_handlers(runtime: Runtime, hub: StreamHub, package: str | None = None) -
         is_mount=True,
         copy_scope=True,
         exception_handlers={NotAuthorizedException: refuse_without_key},
+        opt={WRITES_CHECKED_INSIDE: True},
     )(mcp_endpoint)
     return [handler]
 
@@ -145,11 +162,16 @@ class McpEndpoint:
         async with manager.run():
             await manager.handle_request(dict(scope), receive, send)  # type: ignore[arg-type]
 
-    def agents(self) -> dict[str, AgentTool]:
-        """The tools served here, by name: each entry agent of the package(s)."""
+    def agents(self, key: ApiKeyRow | None) -> dict[str, AgentTool]:
+        """The tools served here to ``key``, by name: each entry agent of the package(s).
+
+        Only the packages ``key`` opens; none without a key (the guard always gives one).
+        """
+        if key is None:
+            return {}
         scopes = self.runtime.registry.scopes
         if self.package is None:
-            chosen = list(scopes.values())
+            chosen = [scope for scope in scopes.values() if key.allows(scope.package)]
         else:
             chosen = [scopes[self.package]] if self.package in scopes else []
         tools: dict[str, AgentTool] = {}
@@ -176,7 +198,7 @@ class McpEndpoint:
                 output_schema=OUTPUT_SCHEMA,
                 annotations=mcp_types.ToolAnnotations(read_only_hint=False, open_world_hint=True),
             )
-            for name, tool in self.agents().items()
+            for name, tool in self.agents(request_key(ctx)).items()
         ]
         return mcp_types.ListToolsResult(tools=tools)
 
@@ -184,7 +206,7 @@ class McpEndpoint:
         self, ctx: ServerRequestContext[Any], params: mcp_types.CallToolRequestParams
     ) -> mcp_types.CallToolResult:
         """``tools/call``: run one turn of the agent and return its answer and thread id."""
-        tool = self.agents().get(params.name)
+        tool = self.agents(request_key(ctx)).get(params.name)
         if tool is None:
             return tool_error(f"Unknown tool {params.name!r}; tools/list names the agents.")
         arguments = dict(params.arguments or {})
@@ -205,6 +227,18 @@ class McpEndpoint:
             logger.exception("MCP call of %s failed", params.name)
             return tool_error("The turn could not run: internal error (see the server log).")
         return tool_answer(outcome.answer, outcome.thread_id)
+
+
+def is_read(method: str) -> bool:
+    """Whether an MCP method only reads (a read-only key may call it)."""
+    return method in READS or method.startswith("notifications/")
+
+
+def request_key(ctx: ServerRequestContext[Any]) -> ApiKeyRow | None:
+    """The API key the guard verified for the HTTP request carrying this MCP request."""
+    request = ctx.request
+    scope = getattr(request, "scope", None)
+    return None if scope is None else connection_key(scope)
 
 
 class Progress:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from litestar import Controller, get
+from typing import Any
+
+from litestar import Controller, Request, get
 from litestar.params import FromPath
 
 from sa_core.registry import PackScope
 from sa_core.runtime import Runtime
+from sa_core.server.auth import connection_key
 from sa_core.server.context import PackDep, RuntimeDep
 from sa_core.server.errors import ApiError, errors
 from sa_core.server.schemas import (
@@ -119,9 +122,10 @@ def _agent_variables(
 
 
 @get("/api/packages", responses=errors(), tags=["packages"], summary="List packages")
-async def list_packages(runtime: RuntimeDep) -> PackagesOut:
-    """Every hosted package with version, author, license and entry agents."""
-    scopes = runtime.registry.scopes.values()
+async def list_packages(request: Request[Any, Any, Any], runtime: RuntimeDep) -> PackagesOut:
+    """Every hosted package the key opens, with version, author, license and entry agents."""
+    key = connection_key(request.scope)
+    scopes = [s for s in runtime.registry.scopes.values() if key is None or key.allows(s.package)]
     return PackagesOut(packages=[package_info(runtime, scope) for scope in scopes])
 
 

@@ -12,8 +12,9 @@ from litestar import Controller, delete, get, post, put
 from litestar.params import JSONBody, QueryParameter
 from msgspec import Meta
 
-from sa_core.errors import StoreError
+from sa_core.errors import ProviderError, StoreError
 from sa_core.memory import MAX_LIMIT, PackStore, StoreItem
+from sa_core.server.auth import READ_BY_NATURE
 from sa_core.server.context import PackDep, RuntimeDep
 from sa_core.server.errors import ApiError, errors
 from sa_core.server.schemas import Base
@@ -100,6 +101,10 @@ def _invalid(exc: StoreError) -> ApiError:
     return ApiError(422, "invalid_store_request", str(exc), errors=problems)
 
 
+def _embedding_failed(exc: ProviderError) -> ApiError:
+    return ApiError(502, "embedding_failed", f"The pack's embedding model failed: {exc}")
+
+
 def _not_found(pack: str, namespace: list[str], key: str) -> ApiError:
     return ApiError(
         404,
@@ -113,7 +118,7 @@ class StoreController(Controller):
 
     path = "/store"
 
-    @put("/items", responses=errors(422), summary="Put a store item")
+    @put("/items", responses=errors(422, 502), summary="Put a store item")
     async def put_item(self, data: JSONBody[ItemIn], pack: PackDep, runtime: RuntimeDep) -> ItemOut:
         """Store a JSON object under a namespace and a key (every thread of the package sees it)."""
         try:
@@ -122,6 +127,8 @@ class StoreController(Controller):
             )
         except StoreError as exc:
             raise _invalid(exc) from None
+        except ProviderError as exc:
+            raise _embedding_failed(exc) from None
         return item_out(item)
 
     @get("/items", responses=errors(404, 422), summary="Get a store item")
@@ -157,7 +164,13 @@ class StoreController(Controller):
         if not deleted:
             raise _not_found(pack.package, namespace, key)
 
-    @post("/items/search", status_code=200, responses=errors(422), summary="Search the store")
+    @post(
+        "/items/search",
+        status_code=200,
+        responses=errors(422, 502),
+        summary="Search the store",
+        opt={READ_BY_NATURE: True},  # a read-only key may search
+    )
     async def search_items(
         self, data: JSONBody[SearchIn], pack: PackDep, runtime: RuntimeDep
     ) -> ItemsOut:
@@ -177,9 +190,17 @@ class StoreController(Controller):
             )
         except StoreError as exc:
             raise _invalid(exc) from None
+        except ProviderError as exc:
+            raise _embedding_failed(exc) from None
         return ItemsOut(items=[item_out(item) for item in items])
 
-    @post("/namespaces", status_code=200, responses=errors(422), summary="List store namespaces")
+    @post(
+        "/namespaces",
+        status_code=200,
+        responses=errors(422),
+        summary="List store namespaces",
+        opt={READ_BY_NATURE: True},  # a read-only key may list them
+    )
     async def list_namespaces(
         self, data: JSONBody[NamespacesIn], pack: PackDep, runtime: RuntimeDep
     ) -> NamespacesOut:

@@ -11,6 +11,10 @@
   names ``message/send``, ``message/stream``, ``tasks/get``, ``tasks/cancel``), served by the
   SDK's request handler with our executor and task store. Needs ``Authorization: Bearer``.
 
+A key limited to some packages sees only their cards in ``GET /a2a`` and gets 404 from the
+other packages' agents; a read-only key may read tasks (``GetTask``, ``SubscribeToTask``, ...)
+but not send messages or cancel (403, :mod:`sa_core.server.rpc_writes`).
+
 The per-agent handlers are built on the first request, once the runtime has loaded its packs.
 """
 
@@ -33,6 +37,8 @@ from sa_core.server.protocols.a2a.cards import agent_card, agent_path
 from sa_core.server.protocols.a2a.contexts import ThreadContextBuilder
 from sa_core.server.protocols.a2a.executor import ThreadAgentExecutor
 from sa_core.server.protocols.a2a.taskstore import AgentRoute, ThreadTaskStore
+from sa_core.server.rpc_writes import refuse_writes
+from sa_core.store import ApiKeyRow
 
 PUSH_PREFIX = PUSH_PATH.rstrip("/") + "/"
 """Push notifications for remote children (``POST /a2a/_push/{thread id}``): token, no key."""
@@ -41,6 +47,15 @@ PUSH_BODY_LIMIT = 1024 * 1024
 INTERRUPTED_RELEASE_SECONDS = 600.0
 """An SDK task object waiting for input is dropped from memory after this long (the task stays
 in the database; a later request loads it again)."""
+READS = frozenset(
+    {
+        "GetTask", "ListTasks", "SubscribeToTask", "GetTaskPushNotificationConfig",
+        "ListTaskPushNotificationConfigs", "GetExtendedAgentCard", "tasks/get",
+        "tasks/resubscribe", "tasks/pushNotificationConfig/get",
+        "tasks/pushNotificationConfig/list", "agent/getAuthenticatedExtendedCard",
+    }
+)  # fmt: skip
+"""The JSON-RPC methods (A2A 1.0 and v0.3 names) that only read: all a read-only key may call."""
 
 
 class A2AServer:
@@ -52,11 +67,12 @@ class A2AServer:
         self._router: Router | None = None
         self._handlers: list[DefaultRequestHandler] = []
 
-    def agents(self) -> list[tuple[str, str]]:
-        """``(package, agent)`` of every served agent, in package order."""
+    def agents(self, key: ApiKeyRow | None = None) -> list[tuple[str, str]]:
+        """``(package, agent)`` of every served agent (that ``key`` opens), in package order."""
         return [
             (scope.package, name)
             for scope in self.runtime.registry.scopes.values()
+            if key is None or key.allows(scope.package)
             for name in scope.pack.entry_agent_names()
             if name in scope.agents
         ]
@@ -97,7 +113,8 @@ class A2AServer:
         if path.startswith(PUSH_PREFIX) and method == "POST":
             await self._push(scope, receive, send, path.removeprefix(PUSH_PREFIX))
             return
-        if not await self._authorized(scope):
+        key = await self._key(scope)
+        if key is None:
             await _json(
                 send,
                 401,
@@ -111,10 +128,19 @@ class A2AServer:
         if path == PREFIX and method == "GET":
             cards = [
                 agent_card_to_dict(agent_card(self.runtime.registry.scopes[p], a, _base(scope)))
-                for p, a in self.agents()
+                for p, a in self.agents(key)
             ]
             await _json(send, 200, {"agents": cards})
             return
+        if not key.allows(path.removeprefix(PREFIX + "/").split("/", 1)[0]):
+            detail = f"No A2A agent at {path}."
+            await _json(send, 404, {"error": "agent_not_found", "detail": detail})
+            return
+        if key.read_only:
+            replay = await refuse_writes(key, scope, receive, send, READS.__contains__)
+            if replay is None:
+                return
+            receive = replay
         if self._router is None:
             self._router = self._build()
         inner = dict(scope, path=path, raw_path=path.encode(), root_path="")
@@ -139,14 +165,15 @@ class A2AServer:
                 return agent_card_to_dict(card)
         return None
 
-    async def _authorized(self, scope: Scope) -> bool:
+    async def _key(self, scope: Scope) -> ApiKeyRow | None:
+        """The active key of the request's ``Authorization: Bearer`` header, if any."""
         for name, value in scope.get("headers", []):
             if name == b"authorization":
                 kind, _, token = value.decode("latin-1").partition(" ")
                 if kind.lower() == "bearer" and token.strip():
-                    return await self.runtime.store.verify_api_key(token.strip()) is not None
-                return False
-        return False
+                    return await self.runtime.store.verify_api_key(token.strip())
+                return None
+        return None
 
     async def aclose(self) -> None:
         """Drain the SDK handlers' running tasks (at shutdown)."""

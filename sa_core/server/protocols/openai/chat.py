@@ -99,7 +99,7 @@ async def open_turn(
     "/chat/completions",
     status_code=200,
     summary="Create a chat completion",
-    responses=error_specs(404, 502),
+    responses=error_specs(403, 404, 502),
 )
 async def chat_completions(
     request: Request[Any, Any, Any], runtime: RuntimeDep
@@ -113,7 +113,7 @@ async def chat_completions(
     """
     key = await authenticate(runtime, request)
     body = require_object(await read_json(request))
-    model = resolve_model(runtime, body.get("model"))
+    model = resolve_model(runtime, body.get("model"), key=key)
     data = chat_request(body, policy_for(model, request), model)
     thread, turn, fresh = await open_turn(runtime, key.id, model, data)
     before = None if fresh else await usage_before(thread)

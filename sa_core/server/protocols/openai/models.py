@@ -13,6 +13,7 @@ from typing import Any
 from sa_core.registry import PackScope
 from sa_core.runtime import Runtime
 from sa_core.server.protocols.openai.errors import OpenAIError
+from sa_core.store import ApiKeyRow
 
 
 @dataclass(frozen=True)
@@ -33,11 +34,12 @@ class Model:
         return f"{self.scope.package}/{self.agent}"
 
 
-def all_models(runtime: Runtime) -> list[Model]:
-    """Every entry agent of every package the runtime hosts, in package order."""
+def all_models(runtime: Runtime, key: ApiKeyRow | None = None) -> list[Model]:
+    """Every entry agent of every package the runtime hosts (that ``key`` opens), in order."""
     return [
         Model(scope, agent)
         for _, scope in sorted(runtime.registry.scopes.items())
+        if key is None or key.allows(scope.package)
         for agent in scope.pack.entry_agent_names()
     ]
 
@@ -48,7 +50,11 @@ def model_object(model: Model, created: int) -> dict[str, Any]:
 
 
 def resolve_model(
-    runtime: Runtime, name: Any, param: str = "model", unknown_status: int = 400
+    runtime: Runtime,
+    name: Any,
+    param: str = "model",
+    unknown_status: int = 400,
+    key: ApiKeyRow | None = None,
 ) -> Model:
     """The model a request names.
 
@@ -58,6 +64,8 @@ def resolve_model(
         param: the request field that named it, for the error.
         unknown_status: the status of an unknown model: 400 when a request body names it
             (``POST /v1/chat/completions``, ``/v1/responses``), 404 for ``GET /v1/models/{id}``.
+        key: the request's API key; a key limited to some packages gets 404 for every model
+            it cannot use, as OpenAI answers for a model a key cannot access.
 
     Raises:
         OpenAIError: 400 when ``model`` is missing or not text, ``unknown_status`` when no
@@ -69,9 +77,18 @@ def resolve_model(
         )
     package, _, agent = name.partition("/" if "/" in name else ":")
     scope = runtime.registry.scopes.get(package)
-    if scope is not None and agent in scope.pack.entry_agent_names():
+    opened = key is None or key.allows(package)
+    if opened and scope is not None and agent in scope.pack.entry_agent_names():
         return Model(scope, agent)
-    known = ", ".join(m.name for m in all_models(runtime)) or "none"
+    known = ", ".join(m.name for m in all_models(runtime, key)) or "none"
+    if key is not None and key.packages is not None:
+        raise OpenAIError(
+            404,
+            f"The model '{name}' does not exist or you do not have access to it (this API "
+            f"key's models: {known}).",
+            param=param,
+            code="model_not_found",
+        )
     raise OpenAIError(
         unknown_status,
         f"The model '{name}' does not exist: models are entry agents named "

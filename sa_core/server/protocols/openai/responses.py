@@ -30,10 +30,11 @@ from sa_core.server.protocols.openai.threads import (
 )
 from sa_core.server.protocols.openai.turns import Turn, TurnResult, joined, replies_after
 from sa_core.spec import Message
+from sa_core.store import ApiKeyRow
 
 
 @post(
-    "/responses", status_code=200, summary="Create a response", responses=error_specs(404, 502)
+    "/responses", status_code=200, summary="Create a response", responses=error_specs(403, 404, 502)
 )
 async def create_response(request: Request[Any, Any, Any], runtime: RuntimeDep) -> Response[Any]:
     """Run the model's agent for one turn (OpenAI Responses).
@@ -46,7 +47,7 @@ async def create_response(request: Request[Any, Any, Any], runtime: RuntimeDep) 
     """
     key = await authenticate(runtime, request)
     body = require_object(await read_json(request))
-    model = resolve_model(runtime, body.get("model"))
+    model = resolve_model(runtime, body.get("model"), key=key)
     data = responses_request(body, policy_for(model, request), model)
     thread, turn, before = await open_response_turn(runtime, key.id, model, data)
     headers = {THREAD_HEADER: thread.thread_id, **data.settings.headers()}
@@ -112,14 +113,14 @@ async def get_response(
     request: Request[Any, Any, Any], runtime: RuntimeDep, response_id: FromPath[str]
 ) -> dict[str, Any]:
     """A response as stored on its thread (usage is given only when it is created)."""
-    await authenticate(runtime, request)
-    return await stored_response(runtime, response_id)
+    key = await authenticate(runtime, request)
+    return await stored_response(runtime, response_id, key)
 
 
-async def stored_response(runtime: Runtime, value: str) -> dict[str, Any]:
-    """Rebuild a response from its thread's messages."""
+async def stored_response(runtime: Runtime, value: str, key: ApiKeyRow) -> dict[str, Any]:
+    """Rebuild a response from its thread's messages (404 for a package ``key`` does not open)."""
     thread_id, message_id = respids.decode(value, respids.RESPONSE, 2, "response_id")
-    thread = await any_thread(runtime, thread_id)
+    thread = await any_thread(runtime, thread_id, key)
     started = None if thread is None else await thread.get_message(message_id)
     if thread is None or started is None or started.role != "user":
         raise respids.not_found(value, "response_id")

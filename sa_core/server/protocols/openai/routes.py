@@ -18,9 +18,10 @@ STARTED = int(time.time())
 
 @get("/models", summary="List models", responses=error_specs())
 async def list_models(request: Request[Any, Any, Any], runtime: RuntimeDep) -> dict[str, Any]:
-    """Every entry agent of every hosted package, as a model named ``{package}/{agent}``."""
-    await authenticate(runtime, request)
-    return {"object": "list", "data": [model_object(m, STARTED) for m in all_models(runtime)]}
+    """Every entry agent of every package the key opens, as a model ``{package}/{agent}``."""
+    key = await authenticate(runtime, request)
+    models = all_models(runtime, key)
+    return {"object": "list", "data": [model_object(m, STARTED) for m in models]}
 
 
 @get(
@@ -33,8 +34,9 @@ async def retrieve_model(
     agent: FromPath[str],
 ) -> dict[str, Any]:
     """One model (``{package}/{agent}``); 404 when the package has no such entry agent."""
-    await authenticate(runtime, request)
-    return model_object(resolve_model(runtime, f"{package}/{agent}", unknown_status=404), STARTED)
+    key = await authenticate(runtime, request)
+    model = resolve_model(runtime, f"{package}/{agent}", unknown_status=404, key=key)
+    return model_object(model, STARTED)
 
 
 @get("/models/{model_id:str}", summary="Retrieve a model by its id without '/'",
@@ -43,6 +45,6 @@ async def retrieve_model_by_id(
     request: Request[Any, Any, Any], runtime: RuntimeDep, model_id: FromPath[str]
 ) -> dict[str, Any]:
     """One model by ``{package}:{agent}``, answered under that id; 404 when there is none."""
-    await authenticate(runtime, request)
-    model = resolve_model(runtime, model_id, param="model_id", unknown_status=404)
+    key = await authenticate(runtime, request)
+    model = resolve_model(runtime, model_id, param="model_id", unknown_status=404, key=key)
     return {**model_object(model, STARTED), "id": model_id}

@@ -9,7 +9,7 @@ from litestar import Request
 
 from sa_core.errors import MissingVariablesError, ThreadNotFoundError
 from sa_core.runtime import Runtime
-from sa_core.server.auth import bearer_token
+from sa_core.server.auth import READ_METHODS, bearer_token, read_only_detail
 from sa_core.server.protocols.openai.errors import OpenAIError
 from sa_core.server.protocols.openai.models import Model
 from sa_core.server.protocols.openai.requests import Turn
@@ -24,7 +24,12 @@ METADATA_KEY = "sa:openai:metadata"
 
 
 async def authenticate(runtime: Runtime, request: Request[Any, Any, Any]) -> ApiKeyRow:
-    """The active API key of ``Authorization: Bearer <key>``; else a 401 in OpenAI's shape."""
+    """The active API key of ``Authorization: Bearer <key>``; else a 401 in OpenAI's shape.
+
+    A read-only key may list and read (``GET``) but not run a turn: a 403 (``read_only_key``,
+    ``openai.PermissionDeniedError``) says what it may do. Which models a key limited to some
+    packages may use is :func:`~sa_core.server.protocols.openai.models.resolve_model`'s check.
+    """
     token = bearer_token(request, allow_query=False)
     if token is None:
         raise OpenAIError(
@@ -36,6 +41,9 @@ async def authenticate(runtime: Runtime, request: Request[Any, Any, Any]) -> Api
     key = await runtime.store.verify_api_key(token)
     if key is None:
         raise OpenAIError(401, "Unknown or revoked API key.", code="invalid_api_key")
+    if key.read_only and request.method not in READ_METHODS:
+        attempted = f"{request.method} {request.scope['path']}"
+        raise OpenAIError(403, read_only_detail(key, attempted), code="read_only_key")
     return key
 
 
@@ -81,13 +89,13 @@ async def model_thread(runtime: Runtime, model: Model, thread_id: str) -> Thread
     return thread
 
 
-async def any_thread(runtime: Runtime, thread_id: str) -> ThreadState | None:
-    """A top-level thread by id, whichever package it belongs to."""
+async def any_thread(runtime: Runtime, thread_id: str, key: ApiKeyRow) -> ThreadState | None:
+    """A top-level thread by id, of any package ``key`` opens."""
     try:
         thread = await runtime.get_thread(thread_id)
     except ThreadNotFoundError:
         return None
-    return thread if thread.parent_id is None else None
+    return thread if thread.parent_id is None and key.allows(thread.package) else None
 
 
 def check_active(thread: ThreadState, param: str) -> None:

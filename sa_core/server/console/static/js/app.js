@@ -2,8 +2,10 @@
 
 import { api, ApiError, getKey, pkg, setKey, signOut } from "./api.js";
 import { ago, clear, h } from "./dom.js";
+import { keysView } from "./keys.js";
 import { packView } from "./pack.js";
 import { schedulesView } from "./schedules.js";
+import { storeView } from "./store.js";
 import { threadView } from "./thread.js";
 
 const main = document.getElementById("main");
@@ -25,7 +27,9 @@ function renderNav(current) {
   if (current) {
     links.push(h("a", { href: `#/p/${encodeURIComponent(current)}/threads` }, "Threads"));
     links.push(h("a", { href: `#/p/${encodeURIComponent(current)}/schedules` }, "Schedules"));
+    links.push(h("a", { href: `#/p/${encodeURIComponent(current)}/store` }, "Store"));
   }
+  links.push(h("a", { href: "#/keys" }, "Keys"));
   links.push(h("a", { href: "/schema", target: "_blank", rel: "noopener" }, "API docs"));
   if (getKey()) {
     links.push(
@@ -204,12 +208,18 @@ async function route() {
   try {
     if (parts.length === 0) {
       await packsView();
+    } else if (parts[0] === "keys" && parts.length === 1) {
+      renderNav(null);
+      await keysView(main);
     } else if (parts[0] === "p" && parts.length === 2) {
       renderNav(parts[1]);
       await packView(main, parts[1]);
     } else if (parts[0] === "p" && parts[2] === "schedules") {
       renderNav(parts[1]);
       await schedulesView(main, parts[1]);
+    } else if (parts[0] === "p" && parts[2] === "store") {
+      renderNav(parts[1]);
+      await storeView(main, parts[1]);
     } else if (parts[0] === "p" && parts[2] === "threads") {
       await threadsView(parts[1], query);
     } else if (parts[0] === "p" && parts[2] === "t" && parts[3]) {
