@@ -77,7 +77,7 @@ async def fork_thread(
         env_types=dict(source.env_types),
         tags=list(source.tags),
         properties=dict(source.properties),
-        timeline=cut.view.continued(cut.at, fork_id, cut.at).to_json(),
+        timeline=cut.view.forked(cut.at, fork_id).to_json(),
     )
     await store.create_thread(row, tx=tx)
     await store.restore_state(fork_id, cut.owner, cut.at, tx=tx)

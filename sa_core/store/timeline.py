@@ -152,9 +152,17 @@ class Timeline:
         return tuple(segment for segment in parts if segment is not None)
 
     def continued(self, at: int, thread_id: str, start: int) -> Timeline:
-        """The history up to ``at``, then ``thread_id``'s messages created after ``start``."""
+        """The history up to ``at``, then ``thread_id``'s messages created after ``start``.
+
+        What it showed before stays seen (a rewind keeps the ranges it takes out).
+        """
         segments = (*self.up_to(at), Segment(thread_id, start))
         return Timeline(segments, merged((*self.seen, *segments)))
+
+    def forked(self, at: int, thread_id: str) -> Timeline:
+        """A fork's: this history up to ``at``, then the fork's own messages (after ``at``)."""
+        segments = (*self.up_to(at), Segment(thread_id, at))
+        return Timeline(segments, merged(segments))
 
 
 def merged(segments: Iterable[Segment]) -> tuple[Segment, ...]:
