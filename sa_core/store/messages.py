@@ -27,7 +27,7 @@ from sa_core.store.messagerows import (
 from sa_core.store.pghistory import SUMMARY_KEY, apply_history_read, history_params, history_read_pg
 from sa_core.store.rows import UNSET, Unset
 from sa_core.store.timeline import Timeline
-from sa_core.store.timelinereads import TimelineMixin
+from sa_core.store.timelinereads import PageShape, TimelineMixin
 
 _M = t.messages.c
 _L = t.logs.c
@@ -270,36 +270,12 @@ class MessagesMixin(TimelineMixin):
             The page and the count of every message matching the filters.
 
         """
-        conditions: list[Any] = []
-        if not include_silent:
-            conditions.append(_M.silent.is_(False))
-        if max_depth is not None:
-            conditions.append(_M.depth <= max_depth)
-        excluded = list(statuses_excluded)
-        if excluded:
-            conditions.append(or_(_M.status.is_(None), _M.status.not_in(excluded)))
-        if not isinstance(parent_id, Unset):
-            conditions.append(
-                _M.parent_id.is_(None) if parent_id is None else _M.parent_id == parent_id
-            )
-        timeline = await self._timeline_of(thread_id, tx)
-        if timeline is not None:
-            segments = timeline.seen if include_rewound else timeline.segments
-            return await self._view_page(
-                segments, conditions, order=order, limit=limit, offset=offset, tx=tx
-            )
-        conditions.append(_M.thread_id == thread_id)
-        sort = (_M.created_at, _M.seq) if order == "asc" else (_M.created_at.desc(), _M.seq.desc())
-        page = (
-            select(*MESSAGE_COLUMNS).where(*conditions).order_by(*sort).limit(limit).offset(offset)
+        timeline = await self._timeline_of(thread_id, tx) or Timeline.own(thread_id)
+        shape = PageShape(include_silent, max_depth, tuple(statuses_excluded), parent_id)
+        segments = timeline.seen if include_rewound else timeline.segments
+        return await self._view_page(
+            segments, shape, order=order, limit=limit, offset=offset, tx=tx
         )
-        count = select(func.count()).select_from(t.messages).where(*conditions)
-
-        def op(conn: Connection) -> tuple[list[Message], int]:
-            rows = messages_from_rows([dict(row) for row in conn.execute(page).mappings()])
-            return rows, int(conn.execute(count).scalar_one())
-
-        return await self._read(op, tx)
 
     async def history(
         self, thread_id: str, *, since: int | None = None, tx: Transaction | None = None

@@ -1,6 +1,8 @@
 """Messages read through a thread's timeline (the history of a fork or a rewound thread).
 
-Each segment of a timeline is one range query on ``(thread_id, created_at)``, the index every
+A page of messages (``list_messages``) is read this way for every thread (a thread whose
+history is its own is one segment), with statements prepared once per shape of filters. Each
+segment of a timeline is one range query on ``(thread_id, created_at)``, the index every
 history read uses; the segments are joined with ``UNION ALL`` and ordered by the database,
 which merges the already ordered parts (SQLite's and PostgreSQL's merge of ordered inputs), so
 a page of a fork's messages stops reading as early as a page of a thread's own.
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import bindparam, func, literal_column, or_, select, union_all, update
@@ -20,6 +23,7 @@ from sa_core.store import tables as t
 from sa_core.store.fast import Prepared
 from sa_core.store.interface import Transaction
 from sa_core.store.messagerows import MESSAGE_COLUMNS, message_from_row, messages_from_rows
+from sa_core.store.rows import UNSET, Unset
 from sa_core.store.storebase import StoreBase
 from sa_core.store.timeline import MISSING, Missing, Segment, Timeline
 
@@ -78,6 +82,87 @@ def _messages(rows: list[dict[str, Any]]) -> list[Message]:
     for row in rows:
         row.pop("seq_", None)
     return messages_from_rows(rows)
+
+
+@dataclass(frozen=True, slots=True)
+class PageShape:
+    """The filters of a page of messages (the arguments of ``list_messages``)."""
+
+    include_silent: bool
+    max_depth: int | None
+    excluded: tuple[str, ...]
+    parent: str | None | Unset
+
+    def conditions(self) -> list[Any]:
+        """The filters as conditions on ``messages`` (values as bound parameters)."""
+        where: list[Any] = []
+        if not self.include_silent:
+            where.append(_M.silent.is_(False))
+        if self.max_depth is not None:
+            where.append(_M.depth <= bindparam("b_depth"))
+        if self.excluded:
+            where.append(or_(_M.status.is_(None), _M.status.not_in(self.excluded)))
+        if self.parent is None:
+            where.append(_M.parent_id.is_(None))
+        elif not isinstance(self.parent, Unset):
+            where.append(_M.parent_id == bindparam("b_pid"))
+        return where
+
+    def params(self) -> dict[str, Any]:
+        """The values of the bound parameters of :meth:`conditions`."""
+        return {"b_depth": self.max_depth, "b_pid": self.parent}
+
+    def key(self) -> tuple[Any, ...]:
+        """What makes two shapes compile to the same statement."""
+        parent = "none" if self.parent is None else "id"
+        if isinstance(self.parent, Unset):
+            parent = "any"
+        return (self.include_silent, self.max_depth is None, self.excluded, parent)
+
+
+@functools.lru_cache(maxsize=256)
+def _page_statements_for(count: int, key: tuple[Any, ...], order: str) -> tuple[Prepared, Prepared]:
+    silent, no_depth, excluded, parent = key
+    shape = PageShape(
+        include_silent=silent,
+        max_depth=None if no_depth else 0,
+        excluded=excluded,
+        parent=UNSET if parent == "any" else None if parent == "none" else "id",
+    )
+    where = shape.conditions()
+    arms = [select(*MESSAGE_COLUMNS, _SEQ).where(*_arm_where(i), *where) for i in range(count)]
+    page: Any = (
+        arms[0].order_by(*_arm_order(order)) if count == 1 else _order(union_all(*arms), order)
+    )
+    page = page.limit(bindparam("b_limit")).offset(bindparam("b_offset"))
+    counts = [
+        select(func.count()).select_from(t.messages).where(*_arm_where(i), *where).scalar_subquery()
+        for i in range(count)
+    ]
+    total: Any = counts[0]
+    for more in counts[1:]:
+        total = total + more
+    total = total.label("total")
+    return Prepared(page, [*MESSAGE_COLUMNS, _SEQ]), Prepared(select(total), [total])
+
+
+def _page_statements(count: int, shape: PageShape, order: str) -> tuple[Prepared, Prepared]:
+    """The page and count statements of ``count`` segments of a shape (built once each)."""
+    return _page_statements_for(count, shape.key(), order)
+
+
+def _arm_where(i: int) -> list[Any]:
+    return [
+        _M.thread_id == bindparam(f"b_t{i}"),
+        _M.created_at > bindparam(f"b_a{i}"),
+        _M.created_at <= bindparam(f"b_u{i}"),
+    ]
+
+
+def _arm_order(order: str) -> tuple[Any, ...]:
+    if order == "desc":
+        return (_M.created_at.desc(), _M.seq.desc())
+    return (_M.created_at, _M.seq)
 
 
 class TimelineMixin(StoreBase):
@@ -157,27 +242,22 @@ class TimelineMixin(StoreBase):
     async def _view_page(
         self,
         segments: Sequence[Segment],
-        conditions: list[Any],
+        shape: PageShape,
         *,
         order: str,
         limit: int,
         offset: int,
         tx: Transaction | None,
     ) -> tuple[list[Message], int]:
-        """A page of the messages of ``segments`` matching ``conditions``, and their count."""
-        arms = [
-            select(*MESSAGE_COLUMNS, _SEQ).where(*segment_where(s), *conditions) for s in segments
-        ]
-        page = _order(union_all(*arms), order).limit(limit).offset(offset)
-        counts = [
-            select(func.count()).select_from(t.messages).where(*segment_where(s), *conditions)
-            for s in segments
-        ]
+        """A page of the messages of ``segments`` of a shape (filters), and their count."""
+        page, count = _page_statements(len(segments), shape, order)
+        params = _history_params(segments)
+        params.update(shape.params(), b_limit=limit, b_offset=offset)
 
         def op(conn: Connection) -> tuple[list[Message], int]:
-            rows = [dict(row) for row in conn.execute(page).mappings()]
-            total = sum(int(conn.execute(count).scalar_one()) for count in counts)
-            return _messages(rows), total
+            rows = page.rows(conn, params)
+            total = count.rows(conn, params)[0]["total"]
+            return _messages(rows), int(total or 0)
 
         return await self._read(op, tx)
 
