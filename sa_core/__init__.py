@@ -79,6 +79,10 @@ _EXPORTS: dict[str, str] = {
     "SAError": "sa_core.errors",
     "ThreadNotFoundError": "sa_core.errors",
     "ThreadTerminatedError": "sa_core.errors",
+    "CutPointError": "sa_core.errors",
+    "SharedHistoryError": "sa_core.errors",
+    "ThreadBusyError": "sa_core.errors",
+    "LineageEntry": "sa_core.spec.lineage",
 }
 
 __all__ = [
@@ -86,6 +90,7 @@ __all__ = [
     "AttachmentRef",
     "BaseProvider",
     "ConfigurationError",
+    "CutPointError",
     "EffectDefinition",
     "EndpointError",
     "EndpointRequest",
@@ -93,6 +98,7 @@ __all__ = [
     "FileRecord",
     "HookDefinition",
     "InjectMessageInput",
+    "LineageEntry",
     "Log",
     "MCPServerDefinition",
     "Message",
@@ -119,6 +125,7 @@ __all__ = [
     "ScheduledEffect",
     "ServingPolicy",
     "SessionToolBinding",
+    "SharedHistoryError",
     "SideConfig",
     "StoreConfig",
     "StoreError",
@@ -126,6 +133,7 @@ __all__ = [
     "SubagentRegistryEntry",
     "SubagentToolConfig",
     "SubpromptConfig",
+    "ThreadBusyError",
     "ThreadEndpointDefinition",
     "ThreadNotFoundError",
     "ThreadState",
@@ -141,8 +149,8 @@ __all__ = [
     "define_mcp_server",
     "define_model",
     "define_prompt",
-    "define_schedule",
     "define_remote_agent",
+    "define_schedule",
     "define_thread_endpoint",
     "define_tool",
 ]
@@ -164,13 +172,16 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:
     from sa_core.errors import (
         ConfigurationError,
+        CutPointError,
         EndpointError,
         MissingVariablesError,
         PackValidationError,
         ProviderError,
         SAError,
         ScheduleDefinitionError,
+        SharedHistoryError,
         StoreError,
+        ThreadBusyError,
         ThreadNotFoundError,
         ThreadTerminatedError,
     )
@@ -178,6 +189,7 @@ if TYPE_CHECKING:
     from sa_core.providers import BaseProvider, Provider, ProviderRequest, ProviderResponse
     from sa_core.runtime import Runtime
     from sa_core.server.endpoints import EndpointRequest, EndpointResponse
+    from sa_core.spec.lineage import LineageEntry
     from sa_core.spec import (
         AgentDefinition,
         AttachmentRef,
