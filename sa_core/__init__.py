@@ -9,6 +9,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from sa_core.quietimport import collector_paused
+
 __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
@@ -160,7 +162,8 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'sa_core' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    with collector_paused():
+        value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
 

@@ -24,7 +24,6 @@ from sa_core.engine.effects import EffectScheduler
 from sa_core.engine.embedder import pack_embedder
 from sa_core.engine.events import EventBus
 from sa_core.engine.kernel import Kernel, Life
-from sa_core.engine.leases import attach_workers
 from sa_core.engine.mcp import McpManager
 from sa_core.engine.modelcall import ModelCaller
 from sa_core.engine.owed import turn_settled
@@ -45,11 +44,11 @@ from sa_core.errors import (
 from sa_core.memory import PackStore
 from sa_core.offline import offline_provider
 from sa_core.plugins import create_plugin_host
+from sa_core.quietimport import collector_paused
 from sa_core.registry import Registry
 from sa_core.schedules import Schedules
 from sa_core.spec.stores import store_config
 from sa_core.state import ThreadState, thread_of
-from sa_core.store import open_store
 from sa_core.store.clock import SystemClock
 
 if TYPE_CHECKING:
@@ -143,9 +142,12 @@ class Runtime:
         )
         self.providers: dict[str, Provider] = {**self.host.providers, **self._provider_overrides}
         self.registry: Registry = self._load_registry()
+        with collector_paused():  # the database layer loads here, not on import
+            from sa_core.store.store import open_store
+
         vectors = any(store_config(p.store).embedding_model for p in self.registry.packs)
         self.store: Store = await open_store(self.database_url, vectors=vectors)
-        self.workers = await attach_workers(self.store)  # PostgreSQL: relaying bus, leases
+        self.workers = await self._attach_workers()
         self.kernel = kernel = self._build_kernel()
         self.events = kernel.events
         self.scheduler = kernel.scheduler
@@ -165,6 +167,14 @@ class Runtime:
         await prefetch_cards(kernel)  # remote agents described by their cards (bounded wait)
         await resume_interrupted(kernel)
         kernel.placement.run()
+
+    async def _attach_workers(self) -> Workers | None:
+        """PostgreSQL: share threads with the database's other workers (relaying bus, leases)."""
+        if not self.store.url.startswith("postgresql"):
+            return None
+        from sa_core.engine.leases import attach_workers  # the workers' machinery, PostgreSQL only
+
+        return await attach_workers(self.store)
 
     def _load_registry(self) -> Registry:
         """The registry of the given, plugin and installed packs (validated)."""

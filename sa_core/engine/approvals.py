@@ -38,7 +38,7 @@ from sa_core.errors import (
 from sa_core.errors import ApprovalError as ApprovalError
 from sa_core.spec import SideConfig, ToolCall, ToolCallFunction, ToolResult
 from sa_core.spec.schemas import validate_args
-from sa_core.store import now_us
+from sa_core.store.clock import now_us
 
 if TYPE_CHECKING:
     from sa_core.engine.flow import Flow

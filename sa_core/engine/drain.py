@@ -14,7 +14,7 @@ from sa_core.engine.messages import announce_created, new_message, prepare_messa
 from sa_core.engine.runagent import run_agent_request, take_run_agent
 from sa_core.engine.turnsettings import turn_asks
 from sa_core.spec import AttachmentRef, Message
-from sa_core.store.queue import QueueChanged
+from sa_core.store.conflicts import QueueChanged
 
 if TYPE_CHECKING:
     from sa_core.engine.flow import Flow

@@ -36,7 +36,7 @@ from sa_core.engine.usage import stop_for_budget
 from sa_core.spec import AgentDefinition, Message, PromptDefinition, SideConfig, ToolCall
 from sa_core.spec.remote import REMOTE_PROMPT_PREFIX
 from sa_core.store.clock import now_us
-from sa_core.store.executions import ResumePoint
+from sa_core.store.execution_record import ResumePoint
 from sa_core.telemetry import turn
 
 if TYPE_CHECKING:

@@ -31,7 +31,7 @@ from sa_core.spec import Message, SideConfig, ToolCall
 
 if TYPE_CHECKING:
     from sa_core.engine.flow import Flow
-    from sa_core.store.executions import ResumePoint
+    from sa_core.store.execution_record import ResumePoint
 
 INTERRUPTED_CALL = "Interrupted by a restart while the model was answering; the call was made again"
 """Error of an assistant row whose model call a crash cut off (the row stays ``failed``)."""

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
     from sa_core.engine.flow import Flow
-    from sa_core.store.packstore import ItemWrite, StoreWrites
+    from sa_core.store.packitems import ItemWrite, StoreWrites
 
 STOPPED_BY_USER = "Execution stopped by user"
 INTERRUPTED = "Execution interrupted by a runtime shutdown; the turn resumes on restart"

@@ -131,6 +131,8 @@ class StandardAgentsPlugin(InitPluginProtocol):
 
         if (a2a := a2a_server(self.runtime)) is not None:  # the A2A endpoints at /a2a
             app_config.route_handlers.append(a2a.handler())
+            app_config.on_startup.append(a2a.start)  # after the runtime's start
+            app_config.on_shutdown.insert(0, a2a.push.aclose)  # before the runtime's close
             app_config.on_shutdown.append(a2a.aclose)
         openapi = app_config.openapi_config
         if openapi is not None:

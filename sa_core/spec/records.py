@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from sa_core.spec.base import RecordModel, SpecModel
+from sa_core.spec.base import DEFERRED, RecordModel, SpecModel
 
 MessageRole = Literal["system", "user", "assistant", "tool"]
 
@@ -70,6 +70,8 @@ class ToolAttachment(SpecModel):
 
 class ToolResult(RecordModel):
     """What a tool returns."""
+
+    model_config = DEFERRED
 
     status: Literal["success", "error"] = "success"
     result: str | None = None
@@ -141,6 +143,8 @@ class MessagesResult(BaseModel):
 class QueueMessageInput(RecordModel):
     """A message queued for the thread's next step (``user``: side A acts next)."""
 
+    model_config = DEFERRED
+
     role: Literal["user", "assistant"] = "user"
     content: str
     attachments: list[ToolAttachment | AttachmentRef] = Field(default_factory=list)
@@ -150,6 +154,8 @@ class QueueMessageInput(RecordModel):
 
 class InjectMessageInput(RecordModel):
     """A message stored directly, without starting a turn."""
+
+    model_config = DEFERRED
 
     role: MessageRole
     content: str
@@ -180,12 +186,16 @@ class FileRecord(SpecModel):
 class FileStats(SpecModel):
     """Totals of a thread's filesystem."""
 
+    model_config = DEFERRED
+
     total_size: int
     file_count: int
 
 
 class GrepResult(SpecModel):
     """Matches of a pattern in one text file."""
+
+    model_config = DEFERRED
 
     path: str
     name: str
@@ -195,6 +205,8 @@ class GrepResult(SpecModel):
 
 class SubagentRegistryEntry(SpecModel):
     """One child instance in a parent's registry (``ThreadState.children``)."""
+
+    model_config = DEFERRED
 
     reference: str
     name: str
@@ -211,6 +223,8 @@ class SubagentRegistryEntry(SpecModel):
 
 class ScheduledEffect(SpecModel):
     """A pending effect run."""
+
+    model_config = DEFERRED
 
     id: str
     name: str

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from types import TracebackType
 
+from sa_core.store.a2apush import A2APushMixin
 from sa_core.store.apikeys import ApiKeysMixin
 from sa_core.store.asyncbackend import AsyncBackend
 from sa_core.store.branching import BranchingMixin
@@ -21,6 +22,7 @@ from sa_core.store.schedules import SchedulesMixin
 from sa_core.store.sqlitebackend import SQLiteBackend
 from sa_core.store.threads import ThreadsMixin
 from sa_core.store.turnstart import TurnStartMixin
+from sa_core.store.usage import UsageMixin
 
 
 class Store(
@@ -35,10 +37,14 @@ class Store(
     ApiKeysMixin,
     ExecutionsMixin,
     LeasesMixin,
+    UsageMixin,
     SchedulesMixin,
     PackStoreMixin,
+    A2APushMixin,
 ):
     """Durable state: threads, messages, files, queues, effects, keys, leases, schedules, stores.
+
+    Also the push notifications our A2A server owes (:mod:`sa_core.store.a2apush`).
 
     Every method takes an optional ``tx=`` from :meth:`transaction`; without it, a method runs
     in its own short transaction (or joins the transaction open in the calling task).

@@ -18,12 +18,12 @@ from sqlalchemy import (
     type_coerce,
     update,
 )
-from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.engine import Connection
 
 from sa_core.spec import SubagentRegistryEntry
 from sa_core.store import tables as t
 from sa_core.store.clock import now_us
+from sa_core.store.conflicts import ThreadChanged
 from sa_core.store.executions import new_record
 from sa_core.store.fast import Deferred, Prepared
 from sa_core.store.interface import Transaction
@@ -53,10 +53,6 @@ _UNCHANGED = Prepared(
 )
 
 
-class ThreadChanged(Exception):
-    """A thread's row changed (or went) since the caller read it: its transaction rolls back."""
-
-
 KIDS_KEY = "children_entries"
 
 
@@ -66,6 +62,8 @@ def get_with_children_pg() -> Prepared:
 
     Built on first use: SQLite stores never import the PostgreSQL dialect for it.
     """
+    from sqlalchemy.dialects.postgresql import aggregate_order_by
+
     c = t.children.c
     kids = (
         select(func.json_agg(aggregate_order_by(c.entry, c.created_at, c.reference)))

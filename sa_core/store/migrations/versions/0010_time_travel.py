@@ -6,7 +6,7 @@ last change); each existing value and registry entry its first ``state_versions`
 ``threads.timeline``, ``children.hidden_by`` and ``thread_lineage`` record forks and rewinds.
 
 Revision ID: 0010_time_travel
-Revises: 0008_store_vectors
+Revises: 0009_a2a_push
 """
 
 import hashlib
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0010_time_travel"
-down_revision = "0008_store_vectors"
+down_revision = "0009_a2a_push"
 branch_labels = None
 depends_on = None
 
