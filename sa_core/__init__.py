@@ -192,7 +192,6 @@ if TYPE_CHECKING:
     from sa_core.providers import BaseProvider, Provider, ProviderRequest, ProviderResponse
     from sa_core.runtime import Runtime
     from sa_core.server.endpoints import EndpointRequest, EndpointResponse
-    from sa_core.spec.lineage import LineageEntry
     from sa_core.spec import (
         AgentDefinition,
         AttachmentRef,
@@ -238,4 +237,5 @@ if TYPE_CHECKING:
         define_thread_endpoint,
         define_tool,
     )
+    from sa_core.spec.lineage import LineageEntry
     from sa_core.state import ThreadState

@@ -9,12 +9,12 @@ after any moment are, per path, the newest version from then or before, unless a
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import bindparam, func, insert, select
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
@@ -40,10 +40,7 @@ VERSION_FIELDS = (
     "height",
 )
 """The columns a version shares with its ``files`` row (besides the path)."""
-_BLOB_INSERTS = {
-    "sqlite": sqlite_insert(t.file_blobs).on_conflict_do_nothing(index_elements=["hash"]),
-    "postgresql": pg_insert(t.file_blobs).on_conflict_do_nothing(index_elements=["hash"]),
-}
+_BLOB_INSERT_SQLITE = sqlite_insert(t.file_blobs).on_conflict_do_nothing(index_elements=["hash"])
 _HAS_BLOB = select(_B.hash).where(_B.hash == bindparam("b_hash"))
 _RECORD = insert(t.file_versions)
 
@@ -57,9 +54,17 @@ def put_blob(conn: Connection, data: bytes, now: int) -> str:
     """Store bytes once (a content already stored is not written again); returns its hash."""
     digest = content_hash(data)
     if conn.execute(_HAS_BLOB, {"b_hash": digest}).first() is None:
-        stmt = _BLOB_INSERTS.get(conn.dialect.name, insert(t.file_blobs))
+        stmt = _BLOB_INSERT_SQLITE if conn.dialect.name == "sqlite" else _blob_insert_pg()
         conn.execute(stmt, {"hash": digest, "data": data, "size": len(data), "created_at": now})
     return digest
+
+
+@functools.cache
+def _blob_insert_pg() -> Any:
+    """The blob insert of PostgreSQL (its dialect is imported on first use, never on SQLite)."""
+    from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+    return pg_insert(t.file_blobs).on_conflict_do_nothing(index_elements=["hash"])
 
 
 def record_version(
