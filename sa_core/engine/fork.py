@@ -3,9 +3,10 @@
 Nothing of the history is copied: the fork's row carries a timeline (its source's segments up
 to the cut, then its own messages, :mod:`sa_core.store.timeline`). Its files and values are
 those of the source at the cut, written as rows that point at the same stored contents; its
-registry is the source's then, each child forked in turn at the same moment (children that had
-settled keep their status; those running or resumable then are ``interrupted``, their calls
-without results answered as such, and can be resumed in the fork). Everything commits in one
+registry is the source's then (the entries created by the cut), each child forked in turn at the
+same moment: a child that had settled (its thread terminated) by the cut keeps its status; one
+running or resumable then is ``interrupted``, its calls without results answered as such, and
+can be resumed in the fork. Everything commits in one
 transaction; the source and its children are only read.
 """
 
@@ -81,8 +82,9 @@ async def fork_thread(
     )
     await store.create_thread(row, tx=tx)
     await store.restore_state(fork_id, cut.owner, cut.at, tx=tx)
-    for entry in await store.registry_at(cut.owner, cut.at, tx=tx):
-        if cut.view.covers(int(entry.get("created_at") or 0)):
+    for entry in await store.registry_entries(cut.owner, tx=tx):
+        created = int(entry.get("created_at") or 0)
+        if created <= cut.at and cut.view.covers(created):
             await _fork_child(store, fork_id, entry, cut.at, tx)
     lineage = LineageEntry(
         id=new_id(),
@@ -110,11 +112,8 @@ async def _fork_child(
         return
     view = await store.thread_timeline(child.id, tx=tx)
     forked = await fork_thread(store, child, Cut(child.id, None, at, view), parent_id, tx)
-    status = str(entry.get("status") or "running")
-    ended = _ended_by(child.terminated, at)
-    if ended:
-        status = "terminated"
-    elif status == "running" or (entry.get("resumable") and status != "terminated"):
+    status = str(entry.get("status") or "terminated")  # what a child settles with stays
+    if not _ended_by(child.terminated, at):  # running or resumable at the cut
         status = INTERRUPTED
         await _answer_open_calls(store, forked.id, view, at, tx)
     fields = dict(entry, reference=forked.id, status=status)

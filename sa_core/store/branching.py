@@ -83,19 +83,18 @@ class BranchingMixin(FileHistoryMixin, LineageMixin, TimelineMixin):
 
         return await self._write(op, tx)
 
-    async def registry_at(
-        self, owner_id: str, at: int, *, tx: Transaction | None = None
+    async def registry_entries(
+        self, parent_id: str, *, tx: Transaction | None = None
     ) -> list[dict[str, Any]]:
-        """The owner's registry entries (JSON) as they were at ``at``, in creation order."""
-
-        def op(conn: Connection) -> list[dict[str, Any]]:
-            entries = state_at(conn, owner_id, "child", at)
-            return sorted(
-                (dict(entry) for entry in entries.values() if entry),
-                key=lambda entry: (entry.get("created_at") or 0, entry.get("reference") or ""),
-            )
-
-        return await self._read(op, tx)
+        """Every registry entry (JSON) of a parent, hidden ones included, in creation order."""
+        stmt = (
+            select(_C.entry)
+            .where(_C.parent_id == parent_id)
+            .order_by(_C.created_at, _C.reference)
+        )
+        return await self._read(
+            lambda conn: [dict(row.entry) for row in conn.execute(stmt) if row.entry], tx
+        )
 
     async def registry_rows(
         self, parent_id: str, *, tx: Transaction | None = None

@@ -91,7 +91,6 @@ class RegistryMixin(StoreBase):
         def op(conn: Connection) -> None:
             if new or _UPDATE_CHILD.run(conn, params) == 0:
                 _INSERT_CHILD.run(conn, row)
-            record_state(conn, parent_id, "child", entry.reference, data, now_us())
 
         await self._write(op, tx)
 
@@ -147,9 +146,7 @@ class RegistryMixin(StoreBase):
                 merged = SubagentRegistryEntry.model_validate(found["entry"]).model_dump()
             merged.update(fields, reference=reference)
             entry = SubagentRegistryEntry.model_validate(merged)
-            data = _entry_json(entry)
-            _UPDATE_CHILD.run(conn, {**params, "v_entry": data})
-            record_state(conn, parent_id, "child", reference, data, now_us())
+            _UPDATE_CHILD.run(conn, {**params, "v_entry": _entry_json(entry)})
             return entry
 
         return await self._write(op, tx)

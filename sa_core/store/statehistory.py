@@ -1,8 +1,10 @@
-"""The history of a thread's values and subagent registry (``state_versions``).
+"""The history of a thread's values (``state_versions``, ``kind`` ``value``).
 
-Every ``set_value``, ``delete_value`` and registry write also appends a version row, in the
-same transaction; the values (or the registry) after any moment are, per key, the newest
-version from then or before. The current tables stay as they are, read as fast as before.
+Every ``set_value`` and ``delete_value`` also appends a version row, in the same transaction;
+the values after any moment are, per key, the newest version from then or before. The current
+table stays as it is, read as fast as before. (The registry needs no history: an entry's fields
+are fixed when its child is created, and its status at a moment follows from the child's row,
+see :mod:`sa_core.engine.fork`.)
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from sqlalchemy.engine import Connection
 from sa_core.store import tables as t
 from sa_core.store.fast import Prepared
 
-StateKind = Literal["value", "child"]
+StateKind = Literal["value"]
 _S = t.state_versions.c
 _RECORD = Prepared(
     insert(t.state_versions).values(

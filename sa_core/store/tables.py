@@ -253,10 +253,10 @@ state_versions = Table(
     Index("ix_state_versions_thread_key", "thread_id", "kind", "key", "seq"),
     Index("ix_state_versions_thread_created", "thread_id", "created_at"),
 )
-"""One change of a thread value (``kind`` ``value``) or registry entry (``kind`` ``child``).
+"""One change of a thread value (``kind`` ``value``).
 
-``value`` is the new JSON value (``deleted``: the key was removed); the values and the registry
-after any moment are, per key, the newest version from then or before.
+``value`` is the new JSON value (``deleted``: the key was removed); the values after any moment
+are, per key, the newest version from then or before.
 """
 
 thread_lineage = Table(

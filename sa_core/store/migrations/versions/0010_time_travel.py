@@ -2,7 +2,7 @@
 
 File bytes move from ``files.data`` to ``file_blobs`` (one row per distinct content, keyed by
 its SHA-256), and each existing file and directory gets its first ``file_versions`` row (at its
-last change); each existing value and registry entry its first ``state_versions`` row.
+last change); each existing value its first ``state_versions`` row.
 ``threads.timeline``, ``children.hidden_by`` and ``thread_lineage`` record forks and rewinds.
 
 Revision ID: 0010_time_travel
@@ -175,10 +175,6 @@ def _first_versions(bind: sa.engine.Connection) -> None:
     op.execute(
         "INSERT INTO state_versions (thread_id, kind, key, value, deleted, created_at) "
         "SELECT thread_id, 'value', key, value, false, updated_at FROM thread_values"
-    )
-    op.execute(
-        "INSERT INTO state_versions (thread_id, kind, key, value, deleted, created_at) "
-        "SELECT parent_id, 'child', reference, entry, false, created_at FROM children"
     )
 
 
