@@ -31,6 +31,7 @@ from sa_core.server.routes.approvals import ApprovalsController
 from sa_core.server.routes.catalog import CatalogController, list_packages
 from sa_core.server.routes.custom import endpoint_handlers
 from sa_core.server.routes.files import FilesController
+from sa_core.server.routes.forks import ForksController
 from sa_core.server.routes.graph import GraphController
 from sa_core.server.routes.keys import KeysController
 from sa_core.server.routes.messages import MessagesController
@@ -158,6 +159,7 @@ class StandardAgentsPlugin(InitPluginProtocol):
                 ApprovalsController,
                 MessagesController,
                 FilesController,
+                ForksController,
                 QueueController,
                 SchedulesController,
                 StoreController,

@@ -7,6 +7,7 @@ from types import TracebackType
 from sa_core.store.a2apush import A2APushMixin
 from sa_core.store.apikeys import ApiKeysMixin
 from sa_core.store.asyncbackend import AsyncBackend
+from sa_core.store.branching import BranchingMixin
 from sa_core.store.connect import resolve_database_url
 from sa_core.store.effects import EffectsMixin
 from sa_core.store.executions import ExecutionsMixin
@@ -28,6 +29,7 @@ class Store(
     TurnStartMixin,
     ThreadsMixin,
     MessagesMixin,
+    BranchingMixin,
     FilesMixin,
     QueueMixin,
     EffectsMixin,
