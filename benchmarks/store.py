@@ -55,7 +55,7 @@ def random_vector() -> list[float]:
 
 
 def row(n: int, now: int) -> dict[str, Any]:
-    from sa_core.store.packstore import namespace_column
+    from sa_core.store.packitems import namespace_column
 
     text = " ".join(random.choices(VOCABULARY, k=8))
     return {

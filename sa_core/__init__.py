@@ -9,6 +9,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from sa_core.quietimport import collector_paused
+
 __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
@@ -81,6 +83,10 @@ _EXPORTS: dict[str, str] = {
     "ThreadDocumentError": "sa_core.errors",
     "ThreadNotFoundError": "sa_core.errors",
     "ThreadTerminatedError": "sa_core.errors",
+    "CutPointError": "sa_core.errors",
+    "SharedHistoryError": "sa_core.errors",
+    "ThreadBusyError": "sa_core.errors",
+    "LineageEntry": "sa_core.spec.lineage",
 }
 
 __all__ = [
@@ -88,6 +94,7 @@ __all__ = [
     "AttachmentRef",
     "BaseProvider",
     "ConfigurationError",
+    "CutPointError",
     "EffectDefinition",
     "EndpointError",
     "EndpointRequest",
@@ -95,6 +102,7 @@ __all__ = [
     "FileRecord",
     "HookDefinition",
     "InjectMessageInput",
+    "LineageEntry",
     "Log",
     "MCPServerDefinition",
     "Message",
@@ -122,6 +130,7 @@ __all__ = [
     "ScheduledEffect",
     "ServingPolicy",
     "SessionToolBinding",
+    "SharedHistoryError",
     "SideConfig",
     "StoreConfig",
     "StoreError",
@@ -129,6 +138,7 @@ __all__ = [
     "SubagentRegistryEntry",
     "SubagentToolConfig",
     "SubpromptConfig",
+    "ThreadBusyError",
     "ThreadDocumentError",
     "ThreadEndpointDefinition",
     "ThreadNotFoundError",
@@ -156,7 +166,8 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'sa_core' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    with collector_paused():
+        value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
 
@@ -168,13 +179,16 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:
     from sa_core.errors import (
         ConfigurationError,
+        CutPointError,
         EndpointError,
         MissingVariablesError,
         PackValidationError,
         ProviderError,
         SAError,
         ScheduleDefinitionError,
+        SharedHistoryError,
         StoreError,
+        ThreadBusyError,
         ThreadDocumentError,
         ThreadNotFoundError,
         ThreadTerminatedError,
@@ -229,4 +243,5 @@ if TYPE_CHECKING:
         define_thread_endpoint,
         define_tool,
     )
+    from sa_core.spec.lineage import LineageEntry
     from sa_core.state import ThreadState

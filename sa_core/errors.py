@@ -22,6 +22,9 @@ do next::
     │   ├── ApprovalNotFoundError     no pending approval with this tool call id
     │   ├── ApprovalConflictError     the call was already decided
     │   └── ApprovalArgumentsError    edited arguments do not fit the tool (.problems)
+    ├── ClientToolsError              a message's client tools or tool_choice are invalid
+    │                                 (.problems: (field, message) pairs, every one at once)
+    ├── ClientToolResultsError        tool results that answer no pending client call
     ├── EffectError                   an effect is unknown or failed
     ├── StoreError                    a pack store call got a bad namespace, key, value or ttl
     ├── ScheduleError                 a schedule cannot be found or created
@@ -34,6 +37,9 @@ do next::
         ├── ThreadNotFoundError
         ├── ThreadTerminatedError
         ├── NoParentThreadError       notify_parent / set_status on a top-level thread
+        ├── ThreadBusyError           a rewind while a turn runs (HTTP 409)
+        ├── CutPointError             a fork or rewind at a message that is no quiescent point
+        ├── SharedHistoryError        a change to messages a fork shares
         └── ThreadDocumentError       an exported thread cannot be imported (.problems)
             └── ReplayUnavailableError  its model calls were not recorded (.unrecorded)
 """
@@ -213,6 +219,37 @@ class ApprovalArgumentsError(ApprovalError):
         )
 
 
+class ClientToolsError(SAError, ValueError):
+    """A message's client tools (or its ``tool_choice``) cannot be offered for its turn.
+
+    Attributes:
+        problems: ``(field, message)`` pairs, every problem found: ``field`` is
+            ``client_tools``, ``client_tools[<index>]``, ``client_tools[<index>].<key>`` or
+            ``tool_choice``.
+    """
+
+    def __init__(self, problems: Sequence[tuple[str, str]]) -> None:
+        self.problems = list(problems)
+        listed = "; ".join(f"{field}: {message}" for field, message in self.problems)
+        super().__init__(f"Client tools cannot be offered: {listed}")
+
+
+class ClientToolResultsError(SAError, ValueError):
+    """Tool results sent for calls that are not client tool calls awaiting a result.
+
+    Attributes:
+        problems: one entry per result that cannot be taken (or why none can).
+    """
+
+    def __init__(self, thread_id: str, problems: Sequence[str]) -> None:
+        self.problems = list(problems)
+        super().__init__(
+            f"Thread {thread_id} cannot take these tool results: {'; '.join(self.problems)}. "
+            "Send one result per client tool call the last turn returned "
+            "(thread.pending_client_calls() lists them)."
+        )
+
+
 class EffectError(SAError):
     """An effect is unknown or failed."""
 
@@ -317,6 +354,44 @@ class NoParentThreadError(ThreadError):
             f"{operation} needs a parent thread, but thread {thread_id} has none: only a "
             f"subagent (a thread created by a subagent tool or subagent_create) has a parent. "
             f"Check state.parent_id before calling it."
+        )
+
+
+class ThreadBusyError(ThreadError):
+    """The thread is running a turn; the operation needs it idle."""
+
+    def __init__(self, thread_id: str, operation: str) -> None:
+        self.thread_id = thread_id
+        self.operation = operation
+        super().__init__(
+            f"Cannot {operation} thread {thread_id} while a turn runs on it; wait until it is "
+            "idle (runtime.wait_idle()) or stop it first (thread.stop())."
+        )
+
+
+class CutPointError(ThreadError):
+    """A fork or rewind names a message that is not a point the thread can be cut at."""
+
+    def __init__(self, thread_id: str, message_id: str | None, reason: str) -> None:
+        self.thread_id = thread_id
+        self.message_id = message_id
+        self.reason = reason
+        super().__init__(
+            f"Cannot cut thread {thread_id} at message {message_id}: {reason} A cut must be "
+            "at a user message, an answer without tool calls, or the last result of a tool "
+            "round, in the thread's history."
+        )
+
+
+class SharedHistoryError(ThreadError):
+    """A change would alter history that a fork shares with its source."""
+
+    def __init__(self, thread_id: str, detail: str) -> None:
+        self.thread_id = thread_id
+        super().__init__(
+            f"{detail} Forks share their source's history as it was at the cut, so neither "
+            "side may change it: fork at an earlier message and continue there instead (or "
+            "delete the forks first)."
         )
 
 

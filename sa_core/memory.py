@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from sa_core.errors import StoreError
 from sa_core.store.clock import now_us
-from sa_core.store.packstore import (
+from sa_core.store.packitems import (
     SEPARATOR,
     ItemWrite,
     StoreItem,

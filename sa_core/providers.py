@@ -91,11 +91,16 @@ class ProviderMessage:
 
 @dataclass(slots=True)
 class ProviderTool:
-    """A tool offered to the model: ``parameters`` is a JSON Schema object."""
+    """A tool offered to the model: ``parameters`` is a JSON Schema object.
+
+    ``strict``: the arguments must match ``parameters`` exactly (OpenAI's strict function
+    calling; a client tool declared ``strict``), where the provider's API has it.
+    """
 
     name: str
     description: str
     parameters: dict[str, Any]
+    strict: bool = False
 
 
 @dataclass(slots=True)

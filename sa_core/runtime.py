@@ -24,7 +24,6 @@ from sa_core.engine.effects import EffectScheduler
 from sa_core.engine.embedder import pack_embedder
 from sa_core.engine.events import EventBus
 from sa_core.engine.kernel import Kernel, Life
-from sa_core.engine.leases import attach_workers
 from sa_core.engine.mcp import McpManager
 from sa_core.engine.modelcall import ModelCaller
 from sa_core.engine.owed import turn_settled
@@ -45,12 +44,11 @@ from sa_core.errors import (
 from sa_core.memory import PackStore
 from sa_core.offline import offline_provider
 from sa_core.plugins import create_plugin_host
+from sa_core.quietimport import collector_paused
 from sa_core.registry import Registry
-from sa_core.replay import ReplayReport, import_thread, replay_thread
 from sa_core.schedules import Schedules
 from sa_core.spec.stores import store_config
 from sa_core.state import ThreadState, thread_of
-from sa_core.store import open_store
 from sa_core.store.clock import SystemClock
 
 if TYPE_CHECKING:
@@ -59,6 +57,7 @@ if TYPE_CHECKING:
     from sa_core.plugins import PluginHost
     from sa_core.providers import Provider
     from sa_core.registry import PackScope
+    from sa_core.replay.report import ReplayReport
     from sa_core.spec import AgentDefinition, Pack
     from sa_core.store import Store
     from sa_core.store.clock import Clock
@@ -88,6 +87,10 @@ class Runtime:
             calls are logged as provider ``test`` and model ``offline:<model>``.
         clock: the time schedules run by (default the system's); a test passes a
             :class:`sa_core.testing.ManualClock`.
+        work: run turns, effects and schedules (the default). ``False`` opens a runtime that
+            only reads and changes stored threads (the ``sa thread`` commands), leaving every
+            turn, effect and schedule (and the claims of running processes) to the servers on
+            the same database.
     """
 
     def __init__(
@@ -102,8 +105,10 @@ class Runtime:
         plugins: Sequence[object] = (),
         offline: OfflineSpec = False,
         clock: Clock | None = None,
+        work: bool = True,
     ) -> None:
         self._packs = list(packs)
+        self.work = work
         self._provider_overrides = dict(providers or {})
         self.database_url = database_url or default_database_url()
         self.load_entrypoints = load_entrypoints
@@ -138,9 +143,12 @@ class Runtime:
         )
         self.providers: dict[str, Provider] = {**self.host.providers, **self._provider_overrides}
         self.registry: Registry = self._load_registry()
+        with collector_paused():  # the database layer loads here, not on import
+            from sa_core.store.store import open_store
+
         vectors = any(store_config(p.store).embedding_model for p in self.registry.packs)
         self.store: Store = await open_store(self.database_url, vectors=vectors)
-        self.workers = await attach_workers(self.store)  # PostgreSQL: relaying bus, leases
+        self.workers = await self._attach_workers()
         self.kernel = kernel = self._build_kernel()
         self.events = kernel.events
         self.scheduler = kernel.scheduler
@@ -150,6 +158,8 @@ class Runtime:
         if self.workers is not None:
             self.workers.bind(kernel)
         kernel.life.open = True
+        if not self.work:
+            return
         # alone: the processes that held claims are gone; with workers, a thread whose lease
         # is valid runs elsewhere (its kick finds the lease taken)
         await kernel.placement.start()
@@ -158,6 +168,14 @@ class Runtime:
         await prefetch_cards(kernel)  # remote agents described by their cards (bounded wait)
         await resume_interrupted(kernel)
         kernel.placement.run()
+
+    async def _attach_workers(self) -> Workers | None:
+        """PostgreSQL: share threads with the database's other workers (relaying bus, leases)."""
+        if not self.store.url.startswith("postgresql"):
+            return None
+        from sa_core.engine.leases import attach_workers  # the workers' machinery, PostgreSQL only
+
+        return await attach_workers(self.store)
 
     def _load_registry(self) -> Registry:
         """The registry of the given, plugin and installed packs (validated)."""
@@ -351,6 +369,8 @@ class Runtime:
             ThreadDocumentError: not an ``sa-thread/1`` document, or it needs agents this
                 runtime lacks (named all at once).
         """
+        from sa_core.replay.importer import import_thread  # the database layer: on first use
+
         thread_id = await import_thread(self.kernel, document)
         return await self.get_thread(thread_id)
 
@@ -364,6 +384,8 @@ class Runtime:
 
         See :func:`sa_core.replay.driver.replay_thread` and docs/time-travel.md.
         """
+        from sa_core.replay.driver import replay_thread  # the database layer: on first use
+
         return await replay_thread(
             self.kernel, thread_id_or_document, tools=tools, stop_at_first=stop_at_first
         )

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from sa_core.engine import (
     approvals,
+    clienttools,
     delivery,
     dispatch,
     files,
@@ -23,6 +24,8 @@ from sa_core.engine import (
     subagent_vars,
     usage,
 )
+from sa_core.engine import fork as forks
+from sa_core.engine import rewind as rewinds
 from sa_core.engine.scrub import emit
 from sa_core.engine.threads import NO_TOOL_OPTIONS, ThreadRef, tool_config
 from sa_core.errors import (
@@ -45,6 +48,7 @@ from sa_core.spec import (
 )
 from sa_core.spec.modelsettings import ModelSettings, check_model_settings
 from sa_core.spec.schemas import ArgsSpec, is_model_class, json_schema_of
+from sa_core.thread_branches import ThreadBranches
 from sa_core.thread_files import ThreadFiles
 from sa_core.thread_resources import ThreadResources
 
@@ -56,7 +60,7 @@ if TYPE_CHECKING:
     from sa_core.store import ThreadRow
 
 
-class ThreadState(ThreadFiles, ThreadResources):
+class ThreadState(ThreadFiles, ThreadResources, ThreadBranches):
     """A thread, as seen by code running on it: a facade over the kernel and a thread handle.
 
     Args:
@@ -192,6 +196,8 @@ class ThreadState(ThreadFiles, ThreadResources):
         wait: bool = True,
         output_schema: ArgsSpec = None,
         model_settings: ModelSettings | Mapping[str, Any] | None = None,
+        client_tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_choice: str | Mapping[str, str] | None = None,
     ) -> Message:
         """Store a message and run the thread until it settles.
 
@@ -205,15 +211,27 @@ class ThreadState(ThreadFiles, ThreadResources):
         only, over the prompt's and the model's own values; they are kept in the message's
         ``metadata.model_settings``.
 
+        ``client_tools`` (``[{"name", "description", "parameters", "strict"}]``) are offered
+        to the model for this turn beside the agent's own tools; a call of one is not run: the
+        turn parks (status ``awaiting_client_tools``) until :meth:`submit_tool_results` brings
+        its result (see docs/protocols.md, "Client tools"). ``tool_choice``: ``auto``
+        (default), ``none`` (no client tool offered), ``required``, or ``{"name": tool}``;
+        a forced choice applies to the turn's next model step.
+
         Raises:
             ValueError: ``output_schema`` is not a model class or a valid JSON Schema, or
                 ``model_settings`` has unknown keys or values out of range (every problem
                 named).
+            ClientToolsError: the client tools or ``tool_choice`` cannot be offered (every
+                problem listed: an agent with ``serving.client_tools=False``, a name of one of
+                the agent's tools, a malformed tool).
+            ClientToolResultsError: client tool calls of the thread await their results.
 
         Returns:
             The stored message.
         """
         self._check_active()
+        await clienttools.refuse_while_awaited(self._kernel, self._ref)
         metadata: dict[str, Any] | None = None
         if output_schema is not None:
             from sa_core.spec.schemas import check_schema
@@ -224,6 +242,10 @@ class ThreadState(ThreadFiles, ThreadResources):
             check_schema(metadata["output_schema"])
         if model_settings is not None and (settings := check_model_settings(model_settings)):
             metadata = {**(metadata or {}), "model_settings": settings}
+        if client_tools is not None or tool_choice is not None:
+            declared = await clienttools.check(self._kernel, self._ref, client_tools, tool_choice)
+            if declared:
+                metadata = {**(metadata or {}), **declared}
         return await delivery.send(
             self._kernel,
             self._ref,
@@ -242,11 +264,14 @@ class ThreadState(ThreadFiles, ThreadResources):
         order: Literal["asc", "desc"] = "asc",
         include_silent: bool = False,
         max_depth: int | None = 0,
+        include_rewound: bool = False,
     ) -> MessagesResult:
         """A page of stored messages (top level by default).
 
         Messages carrying a ``subagent_id`` show that child's registry entry in their
         ``subagent_*`` fields (name, title, description, status, ...), as the registry is now.
+        ``include_rewound``: also the messages rewinds took out of the history, each with its
+        rewind's record in ``metadata.rewound`` (``id``, ``to``, ``at``).
         """
         page, total = await self._kernel.store.list_messages(
             self.thread_id,
@@ -255,7 +280,10 @@ class ThreadState(ThreadFiles, ThreadResources):
             order=order,
             include_silent=include_silent,
             max_depth=max_depth,
+            include_rewound=include_rewound,
         )
+        if include_rewound:
+            page = await rewinds.mark_rewound(self._kernel.store, self.thread_id, page)
         page = await messages.with_subagent_fields(self._kernel.store, self.thread_id, page)
         return MessagesResult(messages=page, total=total, has_more=offset + len(page) < total)
 
@@ -287,17 +315,31 @@ class ThreadState(ThreadFiles, ThreadResources):
         return await delivery.queue_message(self._kernel, self._ref, message)
 
     async def update_message(self, message_id: str, updates: Mapping[str, Any]) -> Message | None:
-        """Update fields of a stored message (runs the update hooks)."""
+        """Update fields of a stored message (runs the update hooks).
+
+        Raises:
+            SharedHistoryError: A fork shares the message (with its source, or a fork of this
+                thread has it).
+        """
+        message = await self._kernel.store.get_message(self.thread_id, message_id)
+        if message is None:
+            return None
+        await forks.check_changeable(self._kernel.store, self.thread_id, message)
         return await messages.update_message(self._kernel, self._ref, message_id, dict(updates))
 
     async def delete_message(self, message_id: str) -> bool:
-        """Delete a message (or a still-queued entry) and its attachment files."""
+        """Delete a message (or a still-queued entry) and its attachment files.
+
+        Raises:
+            SharedHistoryError: A fork shares the message.
+        """
         store = self._kernel.store
         if await store.delete_queue_entry(self.thread_id, message_id):
             return True
         message = await store.get_message(self.thread_id, message_id)
         if message is None:
             return False
+        await forks.check_changeable(store, self.thread_id, message)
         for ref in message.attachments or []:
             await store.unlink_file(self.thread_id, ref.path)
         return await store.delete_message(self.thread_id, message_id)
@@ -352,6 +394,50 @@ class ThreadState(ThreadFiles, ThreadResources):
     async def deny(self, tool_call_id: str, reason: str) -> None:
         """Deny a pending tool call: the model sees a failed tool result with ``reason``."""
         await approvals.decide(self._kernel, self._ref, tool_call_id, approve=False, reason=reason)
+
+    async def pending_client_calls(self) -> list[dict[str, Any]]:
+        """Client tool calls of this thread awaiting their result, in the order they were made.
+
+        Each is a dict with ``tool_call_id``, ``name``, ``arguments`` (a dict) and
+        ``requested_at``.
+        """
+        return await clienttools.pending_calls(self._kernel, self.thread_id)
+
+    async def submit_tool_results(
+        self,
+        results: Mapping[str, Any],
+        *,
+        client_tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_choice: str | Mapping[str, str] | None = None,
+        resume: bool = True,
+        wait: bool = True,
+    ) -> None:
+        """Deliver results of pending client tool calls; the parked turn goes on with them.
+
+        ``results``: ``{tool_call_id: output}`` (a string; anything else is sent as JSON).
+        Each is stored as its call's tool result; once every pending call has its result, the
+        turn continues (on whichever worker holds the thread) and the model sees them. The
+        results are queued durably before this returns: a restart keeps them.
+        ``client_tools`` replace the turn's client tools from here on (``None`` keeps them);
+        ``tool_choice`` applies to the next model step (``None``: ``auto``). With
+        ``wait=False`` the turn goes on in the background. With ``resume=False`` the results
+        are stored and the turn ends there, with no model step (the caller took the calls as
+        the answer and goes on with a new message).
+
+        Raises:
+            ClientToolResultsError: an id that is not a client call awaiting a result.
+            ClientToolsError: ``client_tools`` or ``tool_choice`` cannot be offered.
+        """
+        self._check_active()
+        if not resume:
+            await clienttools.close(self._kernel, self._ref, results)
+            return
+        options = None
+        if client_tools is not None or tool_choice is not None:
+            options = await clienttools.check(self._kernel, self._ref, client_tools, tool_choice)
+        await clienttools.submit(self._kernel, self._ref, results, options)
+        if wait:
+            await self._kernel.scheduler.wait(self.thread_id)
 
     async def variables_request(self, request_id: str) -> dict[str, Any] | None:
         """A pending scoped-variables request of this thread (names only), else None."""

@@ -234,7 +234,7 @@ def chat_tools(tools: list[ProviderTool]) -> list[dict[str, Any]]:
             "type": "function",
             "function": {
                 "name": tool.name,
-                "strict": False,
+                "strict": tool.strict,
                 "description": tool.description,
                 "parameters": tool.parameters,
             },

@@ -13,13 +13,14 @@ import re
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
-
-import httpx
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from sa_core.errors import ProviderError
 from sa_core.providers import BaseProvider, ProviderRequest
 from sa_providers._stream import closing
+
+if TYPE_CHECKING:
+    import httpx
 
 BODY_LIMIT = 500
 """How many characters of an error body a message quotes."""
@@ -276,6 +277,8 @@ class HTTPProvider(BaseProvider):
 
     def transport_error(self, endpoint: Endpoint, exc: Exception) -> ProviderError:
         """Build the error for a transport failure (timeout, refused connection...)."""
+        import httpx
+
         detail = redact(trim(str(exc) or type(exc).__name__), endpoint.key)
         if isinstance(exc, httpx.TimeoutException):
             code, what = "timeout", "timed out"
@@ -328,7 +331,7 @@ class HTTPProvider(BaseProvider):
                 headers=headers,
                 params=params,
             )
-        except (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError) as exc:
+        except transport_failures() as exc:
             raise self.transport_error(endpoint, exc) from None
         if response.status_code >= 400:
             raise self.http_error(endpoint, response.status_code, response.text, response.headers)
@@ -362,8 +365,20 @@ class HTTPProvider(BaseProvider):
                 ):
                     async for event in events:
                         yield event
-        except (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError) as exc:
+        except transport_failures() as exc:
             raise self.transport_error(endpoint, exc) from None
+
+
+def transport_failures() -> tuple[type[Exception], ...]:
+    """The httpx errors of a request that got no usable answer (timeouts, refused connections).
+
+    httpx is imported on a provider's first request, not with the provider: importing it also
+    loads its command line (click, rich and pygments, when installed), ~80 ms that every
+    runtime and ``sa serve`` loading the built-in providers would pay before any model call.
+    """
+    import httpx
+
+    return (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError)
 
 
 def sse_json(event: SSEEvent, on_error: Callable[[str], ProviderError]) -> Any:

@@ -119,7 +119,7 @@ def responses_body(request: ProviderRequest, *, stream: bool) -> dict[str, Any]:
                 "name": tool.name,
                 "description": tool.description,
                 "parameters": tool.parameters,
-                "strict": False,
+                "strict": tool.strict,
             }
             for tool in request.tools
         ]

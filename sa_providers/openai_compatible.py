@@ -17,13 +17,14 @@ whose model definitions must set ``provider_options.base_url`` (and may set
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from sa_hooks import hookimpl
 from sa_providers._chat_completions import ChatCompletionsProvider, ChatDialect
 from sa_providers._embeddings import OpenAIEmbeddings
+
+if TYPE_CHECKING:
+    import httpx
 
 OPENROUTER = ChatDialect(
     reasoning_style="openrouter",

@@ -9,7 +9,8 @@
 (c) No file under ``sa_core/``, ``sa_hooks/`` or ``sa_providers/`` is over 600 lines.
 (d) No function under ``sa_core/engine/`` is over 80 lines.
 (e) No import inside a function under ``sa_core/engine/`` or ``sa_core/store/``, except of an
-    optional extra (:data:`LAZY_EXTRAS`).
+    optional extra (:data:`LAZY_EXTRAS`) or of a costly module only an optional path uses
+    (:data:`LAZY_MODULES`).
 
 Each check prints every offender as ``path:line: what``. There is no allow-list: the rules hold
 everywhere (:data:`THIRD_PARTY_INTERNALS` names the only private names reached, a dependency's).
@@ -50,6 +51,21 @@ LAZY_EXTRAS = frozenset(
 """Top-level modules a function may import lazily: the optional extras (``postgres``, ``mcp``
 and its ``mcp_types``, ``otel``, ``images``, ``a2a``, ``chat``, ``vectors``), and alembic, which costs
 ~90 ms to import and is needed only while a database schema is migrated."""
+
+LAZY_MODULES = frozenset({"sqlalchemy.ext.asyncio", "sqlalchemy.dialects.postgresql"})
+"""Modules (and their submodules) a function may import lazily although their package is a
+dependency, because only an optional path uses them and they are costly: SQLAlchemy's asyncio
+extension imports SQLAlchemy's ORM (~50 ms) and only the async backends (PostgreSQL, aiosqlite)
+use it; SQLAlchemy's PostgreSQL dialect (~20 ms) only PostgreSQL statements, built on first
+use. The default SQLite store loads neither."""
+
+
+def lazy_import_allowed(module: str) -> bool:
+    """Whether a function may import ``module``: an optional extra or a :data:`LAZY_MODULES`."""
+    if module.split(".")[0] in LAZY_EXTRAS:
+        return True
+    return any(module == lazy or module.startswith(lazy + ".") for lazy in LAZY_MODULES)
+
 
 PUBLIC_UNDERSCORE = frozenset(
     {"_asdict", "_replace", "_fields", "_make", "_field_defaults", "_mapping"}
@@ -263,7 +279,7 @@ def function_imports(path: str, tree: ast.AST) -> list[Offence]:
             modules = [alias.name for alias in node.names]
         else:
             modules = [absolute(path, node)]
-        if all(module.split(".")[0] in LAZY_EXTRAS for module in modules):
+        if all(lazy_import_allowed(module) for module in modules):
             continue
         names = ", ".join(modules)
         found.append(Offence(path, node.lineno, f"imports {names} in {function}()"))
@@ -442,11 +458,17 @@ def test_the_function_import_rule_spares_module_level_and_optional_extras() -> N
             "    from sa_core.store.fast import Prepared",
             "    async def inner():",
             "        import os",
+            "def engine():",
+            "    from sqlalchemy.ext.asyncio import create_async_engine",
+            "    from sqlalchemy.ext import compiler",
+            "    from sqlalchemy.ext.asynciox import y",
         ]
     )
     assert offences(function_imports, "sa_core/store/x.py", source) == [
         "sa_core/store/x.py:5: imports sa_core.store.fast in connect()",
         "sa_core/store/x.py:7: imports os in inner()",
+        "sa_core/store/x.py:10: imports sqlalchemy.ext in engine()",
+        "sa_core/store/x.py:11: imports sqlalchemy.ext.asynciox in engine()",
     ]
     assert offences(function_imports, "sa_core/server/x.py", source) == []
 

@@ -10,7 +10,6 @@ import pytest
 from sqlalchemy import MetaData, Table, create_engine, insert, select, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
-from sqlmodel import SQLModel
 
 from sa_core.spec.records import Log, Message
 from sa_core.store import now_us, open_store, resolve_database_url
@@ -173,7 +172,7 @@ async def test_upgrading_from_the_baseline_gives_exactly_the_schema_of_a_new_dat
         upgrade(conn, None, BASELINE)
         upgrade(conn, BASELINE, HEAD)
         context = MigrationContext.configure(conn, opts={"include_object": sqlalchemy_object})
-        return list(compare_metadata(context, SQLModel.metadata))
+        return list(compare_metadata(context, t.metadata))
 
     assert await run_sync(empty_url, migrate_step_by_step) == []
 
@@ -206,6 +205,22 @@ async def test_a_new_database_is_created_at_the_head_revision(empty_url: str) ->
     async with await open_store(empty_url):
         pass
     assert await run_sync(empty_url, current_revision) == HEAD
+
+
+async def test_a_new_database_indexes_only_the_messages_that_have_a_parent(empty_url: str) -> None:
+    """The parent index is partial on a new database too, as revision 0004 makes it."""
+    async with await open_store(empty_url):
+        pass
+
+    def parent_index(conn: Connection) -> str:
+        if conn.dialect.name == "postgresql":
+            query = "SELECT indexdef FROM pg_indexes WHERE indexname = :name"
+        else:
+            query = "SELECT sql FROM sqlite_master WHERE type = 'index' AND name = :name"
+        return str(conn.execute(text(query), {"name": t.PARENT_INDEX}).scalar_one())
+
+    definition = await run_sync(empty_url, parent_index)
+    assert "WHERE" in definition and "parent_id IS NOT NULL" in definition, definition
 
 
 async def test_a_database_migrated_by_a_newer_release_is_refused_with_a_clear_error(

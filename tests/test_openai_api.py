@@ -188,7 +188,7 @@ def test_streamed_response_emits_the_event_sequence(served: Served) -> None:
     assert follow.conversation == final.conversation
 
 
-def test_unknown_model_client_tools_and_structured_output_are_refused(served: Served) -> None:
+def test_unknown_model_legacy_functions_and_bad_formats_are_refused(served: Served) -> None:
     sdk = client(served)
     hi: list[Any] = [{"role": "user", "content": "Hi"}]
     with pytest.raises(openai.BadRequestError, match="The model 'nope/agent' does not exist"):
@@ -197,14 +197,13 @@ def test_unknown_model_client_tools_and_structured_output_are_refused(served: Se
         sdk.responses.create(model="reminders/nobody", input="Hi")
     with pytest.raises(openai.NotFoundError, match="does not exist"):
         sdk.models.retrieve("reminders/nobody")
-    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
-    with pytest.raises(openai.BadRequestError, match="'tools' is not supported") as refused:
-        sdk.chat.completions.create(model=MODEL, messages=hi, tools=[tool])  # type: ignore[list-item]
-    assert refused.value.param == "tools"
-    with pytest.raises(openai.BadRequestError, match="'tools' is not supported"):
-        sdk.responses.create(
-            model=MODEL, input="Hi", tools=[{"type": "function", "name": "f", "parameters": {}}]
-        )
+    legacy: Any = [{"name": "f", "parameters": {"type": "object"}}]
+    with pytest.raises(openai.BadRequestError, match="'functions' is not supported") as refused:
+        sdk.chat.completions.create(model=MODEL, messages=hi, functions=legacy)
+    assert refused.value.param == "functions"
+    with pytest.raises(openai.BadRequestError, match="only function tools") as hosted:
+        sdk.responses.create(model=MODEL, input="Hi", tools=[{"type": "web_search"}])
+    assert hosted.value.param == "tools[0].type"
     with pytest.raises(openai.BadRequestError, match="response_format.type") as structured:
         sdk.chat.completions.create(
             model=MODEL, messages=hi, response_format={"type": "xml"}  # type: ignore[arg-type]

@@ -115,7 +115,7 @@ def test_every_bad_message_and_field_is_named_in_one_error() -> None:
         chat_request, {"messages": messages, "modalities": ["audio"], "stream": "yes"},
         "apply", MODEL,
     )  # fmt: skip
-    assert error.param == "modalities,messages[0].role,messages[1].content[0],stream"
+    assert error.param == "modalities,messages[0].tool_call_id,messages[1].content[0],stream"
     single = refusal(chat, n=3)
     assert (single.param, single.code) == ("n", "unsupported")
 
@@ -165,7 +165,9 @@ def test_responses_history_items_reduce_to_role_and_text() -> None:
     assert only.param == "input[0]"
     assert responses(input=[*HI, {"type": "reasoning", "summary": []}]).items == [("user", "Hi")]
     calls = refusal(responses, input=[{"type": "function_call_output", "output": "x"}])
-    assert calls.param == "input[0].type"
+    assert calls.param == "input[0].call_id"  # served: the call it answers must be named
+    hosted = refusal(responses, input=[{"type": "computer_call_output", "call_id": "c"}])
+    assert hosted.param == "input[0].type"
 
 
 def test_models_answer_to_package_colon_agent() -> None:

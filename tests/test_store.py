@@ -119,13 +119,12 @@ async def test_sqlite_pragmas(tmp_path: Path) -> None:
 def test_schema_and_statements_compile_for_postgresql() -> None:
     from sqlalchemy.dialects.postgresql import asyncpg
     from sqlalchemy.schema import CreateIndex, CreateTable
-    from sqlmodel import SQLModel
 
-    from sa_core.store import messages, queue, threads
+    from sa_core.store import messages, queue, tables, threads
     from sa_core.store.fast import Prepared
 
     dialect = asyncpg.dialect()  # type: ignore[no-untyped-call]
-    for table in SQLModel.metadata.sorted_tables:
+    for table in tables.metadata.sorted_tables:
         assert "CREATE TABLE" in str(CreateTable(table).compile(dialect=dialect))
         for index in table.indexes:
             CreateIndex(index).compile(dialect=dialect)

@@ -16,6 +16,11 @@ _BEFORE_VERSIONING = (
     "DROP TABLE thread_leases",
     "DROP TABLE stream_frames",
     "ALTER TABLE effects DROP COLUMN owner",
+    "DROP TABLE schedules",
+    "DROP TABLE store_items_fts",
+    "DROP TABLE store_items",
+    "ALTER TABLE api_keys DROP COLUMN packages",
+    "ALTER TABLE api_keys DROP COLUMN read_only",
 )
 """Turn a fresh database into one made by the durable engine's release, before migrations."""
 
@@ -46,6 +51,8 @@ async def test_an_unversioned_database_is_upgraded_and_its_effects_run(
         claimed = await store.claim_due_effects(now_us=1)
         assert [run.name for run in claimed] == ["remind"]
         assert await store.start_effect(claimed[0].id)
+        _, key = await store.create_api_key("team", packages=["p"], read_only=True)
+        assert (key.packages, key.read_only) == (("p",), True)
     finally:
         await store.close()
 

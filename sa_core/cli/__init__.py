@@ -3,18 +3,18 @@
 Each subcommand lives in its own module under ``sa_core.cli`` and exposes
 ``register(subparsers)``, which adds its parser and sets ``func`` (sync or async, taking the parsed
 namespace and returning an exit code). Commands import heavy modules lazily so ``sa --help`` is
-fast.
+fast: it loads the command modules and argparse, and neither asyncio, the runtime, the server
+nor the package metadata (``--version`` reads it when asked).
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import importlib
-import inspect
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
+from typing import Any
 
 COMMAND_MODULES: tuple[str, ...] = (
     "run",
@@ -43,12 +43,24 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: print the version, read from the package metadata only when asked."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        print(f"{parser.prog} {_version()}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The top-level parser with every available subcommand."""
     parser = argparse.ArgumentParser(prog="sa", description="Standard Agents for Python.")
-    parser.add_argument(
-        "--version", action="version", version=f"%(prog)s {_version()}", help="print the version"
-    )
+    parser.add_argument("--version", action=_VersionAction, nargs=0, help="print the version")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         try:
@@ -75,7 +87,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         _honour_interrupts()
     try:
         result = func(args)
-        if inspect.isawaitable(result):
+        if isinstance(result, Awaitable):
+            import asyncio
+
             # a command may name its event loop (``sa serve``: requests before turns)
             with asyncio.Runner(loop_factory=getattr(args, "loop_factory", None)) as runner:
                 result = runner.run(result)  # type: ignore[arg-type]

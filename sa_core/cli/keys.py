@@ -9,7 +9,6 @@ team. Every command takes ``--db URL`` (default ``sqlite:///.sa/sa.db``, the dat
 from __future__ import annotations
 
 import argparse
-import datetime
 import sys
 from typing import Any
 
@@ -104,6 +103,8 @@ def installed_pack_names() -> set[str]:
 def _when(microseconds: int | None) -> str:
     if microseconds is None:
         return "-"
+    import datetime
+
     moment = datetime.datetime.fromtimestamp(microseconds / 1e6, tz=datetime.UTC)
     return moment.strftime("%Y-%m-%d %H:%M UTC")
 

@@ -14,9 +14,7 @@ A pack that fails to load is reported with its distribution and skipped; the exi
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from dataclasses import asdict
 from typing import Any
 
 
@@ -43,6 +41,9 @@ def run(args: argparse.Namespace) -> int:
 
     infos, errors = installed_pack_infos(validate=not args.no_validate)
     if args.json:
+        import json
+        from dataclasses import asdict
+
         payload = {
             "packs": [asdict(info) for info in infos],
             "errors": [{"source": e.source, "reason": e.reason} for e in errors],

@@ -52,7 +52,7 @@ async def replay_command(args: argparse.Namespace) -> int:
     source: Any = args.source
     if source == "-" or Path(source).is_file():
         source = read_document(source)
-    async with open_runtime(args) as runtime:
+    async with open_runtime(args, work=True) as runtime:
         report = await runtime.replay_thread(
             source, tools=args.tools, stop_at_first=args.stop_at_first
         )

@@ -14,13 +14,15 @@ line; every pack model whose provider or key is missing is warned about at start
 from __future__ import annotations
 
 import argparse
-import asyncio
+import gc
 import os
-import socket
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sa_core.cli.offline_option import add_test_provider_option
+
+if TYPE_CHECKING:
+    import asyncio
 
 
 def register(subparsers: Any) -> None:
@@ -107,9 +109,7 @@ def responsive_loop() -> asyncio.AbstractEventLoop:
 
 
 async def run(args: argparse.Namespace) -> int:
-    """Load the packs, start the runtime, print a first key if needed, and serve."""
-    from sa_core.cli.serve_banner import BindError, banner, bind, missing_key_warnings
-
+    """Serve: in this process (:func:`serve_one`), or in ``--workers N`` worker processes."""
     if args.lease_seconds is not None:
         if args.lease_seconds <= 0:
             print("error: --lease-seconds must be a positive number of seconds", file=sys.stderr)
@@ -126,7 +126,22 @@ async def run(args: argparse.Namespace) -> int:
         from sa_core.cli.workers import serve_workers
 
         return await serve_workers(args)
+    # start-up allocates what lives as long as the process: the collector's passes over it free
+    # nothing, so it is paused until freeze_startup_heap
+    gc.disable()
+    try:
+        return await serve_one(args)
+    finally:
+        gc.enable()
+
+
+async def serve_one(args: argparse.Namespace) -> int:
+    """Bind, load the packs, start the runtime, print a first key if needed, and serve."""
+    from sa_core.cli.serve_banner import BindError, banner, bind, missing_key_warnings
+
     if args.worker_fd is not None:  # a worker of `sa serve --workers N`: the parent bound it
+        import socket
+
         sock = socket.socket(fileno=args.worker_fd)
     else:
         try:
@@ -183,6 +198,10 @@ async def run(args: argparse.Namespace) -> int:
 
         if not a2a.available():
             print(a2a.MISSING, flush=True)
+        from sa_core.server.protocols import agui
+
+        if not agui.available():
+            print(agui.MISSING, flush=True)
         port = sock.getsockname()[1]
         lines = banner(app, runtime, args.host, port, token, offline=args.test_provider)
         print("\n".join(lines), flush=True)
@@ -196,18 +215,17 @@ async def run(args: argparse.Namespace) -> int:
 
 
 def freeze_startup_heap() -> None:
-    """Move every object alive after start-up out of the garbage collector's reach.
+    """Move every object alive after start-up out of the garbage collector's reach, resume it.
 
     Modules, pack definitions, the app and its routes live as long as the process; the cyclic
     collector's full passes would otherwise walk them all (about a hundred thousand objects)
     every few hundred turns. Frozen objects are still freed by reference counting; only the
     cycle search skips them (``gc.freeze``: they move to a permanent generation that no
-    collection visits).
+    collection visits). :func:`run` pauses the collector through start-up; this resumes it.
     """
-    import gc
-
     gc.collect()
     gc.freeze()
+    gc.enable()
 
 
 def announce_first_key(token: str) -> None:

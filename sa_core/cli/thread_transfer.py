@@ -3,9 +3,8 @@
 ``sa thread export ID -o FILE`` writes the thread and its children as an ``sa-thread/1``
 document (``-o -``: to standard output); ``sa thread import FILE`` recreates a document as a
 new tree and prints its id. Both open the database and the installed packs as ``sa serve``
-does (``--db``, default ``sqlite:///.sa/sa.db``; ``--pack`` loads more packs): run them on a
-database no server is using at the moment, or use the HTTP routes
-(``GET .../threads/{id}/export``, ``POST .../threads/import``). See docs/time-travel.md.
+does (``--db``, default ``sqlite:///.sa/sa.db``; ``--pack`` loads more packs) and run no
+turn, effect or schedule of their own. See docs/time-travel.md.
 """
 
 from __future__ import annotations
@@ -57,13 +56,17 @@ def register_actions(commands: Any) -> None:
 
 
 @asynccontextmanager
-async def open_runtime(args: argparse.Namespace) -> AsyncIterator[Runtime]:
-    """The runtime ``sa serve`` would start: installed packs, ``--pack`` ones, ``--db``."""
+async def open_runtime(args: argparse.Namespace, *, work: bool = False) -> AsyncIterator[Runtime]:
+    """A runtime over the packs and database ``sa serve`` would use (``--pack``, ``--db``).
+
+    ``work=False`` (export, import) runs no turn, effect or schedule of its own, so a server on
+    the same database keeps its work; a replay runs its own threads' turns (``work=True``).
+    """
     from sa_core.packloader import load_packs_from
     from sa_core.runtime import Runtime
 
     packs = [pack for target in args.packs for pack in load_packs_from(target)]
-    async with Runtime(packs=packs, database_url=args.db) as runtime:
+    async with Runtime(packs=packs, database_url=args.db, work=work) as runtime:
         for error in runtime.pack_errors:
             print(f"warning: {error}", file=sys.stderr)
         yield runtime

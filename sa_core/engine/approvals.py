@@ -15,6 +15,12 @@ a failed tool result carrying the reason) and steps on once no call is left unde
 model sees every result. Everything is in the database, so a restart keeps pending approvals and
 decisions; a blocking parent waits through its child's approvals. Stopping or terminating the
 thread settles its pending calls as not run (:func:`cancel_pending`).
+
+Calls of *client tools* (:mod:`sa_core.engine.clienttools`) park the same way: the gate records
+them with ``client: true`` and the turn stops with reason ``awaiting_client_tools`` (while no
+call awaits a human); their decision is the result the client sent (``{"output": ...}``), which
+:func:`settle` stores as the call's tool row. They are not approvals: :func:`list_pending` and
+:func:`decide` leave them out.
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ from sa_core.errors import (
 from sa_core.errors import ApprovalError as ApprovalError
 from sa_core.spec import SideConfig, ToolCall, ToolCallFunction, ToolResult
 from sa_core.spec.schemas import validate_args
-from sa_core.store import now_us
+from sa_core.store.clock import now_us
 
 if TYPE_CHECKING:
     from sa_core.engine.flow import Flow
@@ -47,11 +53,18 @@ if TYPE_CHECKING:
     from sa_core.engine.tools import OfferedTool
     from sa_core.spec import Message
 
+Parked = Literal["awaiting_approval", "awaiting_client_tools"]
+
 KEY = "sa:approvals"
 DECISION_LOG = "approval"
 """The log row of each decision (``tool_call_id``, ``approve``, ``arguments``, ``reason``):
 what a replay decides when the same call awaits approval (see docs/time-travel.md)."""
-STATUS = "awaiting_approval"
+STATUS: Parked = "awaiting_approval"
+CLIENT_STATUS: Parked = "awaiting_client_tools"
+"""Why a turn stops, and the thread's status, while only client tool calls await results."""
+PARKED = (STATUS, CLIENT_STATUS)
+CLIENT_RESULT = "client_tool"
+"""Metadata key (``True``) of the tool row holding a result a client sent for its tool's call."""
 _approved: ContextVar[str | None] = ContextVar("sa_approved_call", default=None)
 _events: weakref.WeakKeyDictionary[Kernel, dict[str, asyncio.Event]] = weakref.WeakKeyDictionary()
 _pending_known: weakref.WeakKeyDictionary[Kernel, dict[str, bool]] = weakref.WeakKeyDictionary()
@@ -75,17 +88,38 @@ def mark_no_pending(kernel: Kernel, thread_id: str) -> None:
     _mark(kernel, thread_id, False)
 
 
+def known_clear(kernel: Kernel, thread_id: str) -> bool:
+    """Whether the thread is known to have no pending calls (no read needed)."""
+    return _pending_known.get(kernel, {}).get(thread_id) is False
+
+
+def mark(kernel: Kernel, thread_id: str, pending: bool) -> None:
+    """Record whether a thread has pending calls, as a read of its approvals value just said."""
+    _mark(kernel, thread_id, pending)
+
+
+def mark_pending(kernel: Kernel, thread_id: str) -> None:
+    """Record that a thread's approvals value was just written (read it before the next step)."""
+    _mark(kernel, thread_id, True)
+
+
 # -- parking --------------------------------------------------------------------------------
 
 
 async def gate(
     flow: Flow, call: ToolCall, offered: dict[str, OfferedTool], config: SideConfig
 ) -> Message | None | Literal[False]:
-    """Before a tool call runs: ``False`` to run it, ``None`` when parked, or a refusal row."""
+    """Before a tool call runs: ``False`` to run it, ``None`` when parked, or a refusal row.
+
+    A client tool's call is always parked (it runs on the client); a gated tool's until approved.
+    """
     tool = offered.get(call.name)
-    if tool is None or not tool.requires_approval or _approved.get() == call.id:
+    if tool is None or _approved.get() == call.id:
         return False
-    if flow.depth > 0:
+    client = tool.kind == "client"
+    if not (tool.requires_approval or client):
+        return False
+    if flow.depth > 0 and not client:
         result = ToolResult(
             status="error",
             error=f"Tool '{call.name}' requires human approval, which is only possible in a "
@@ -109,63 +143,56 @@ async def gate(
         "requested_at": now_us(),
         "decision": None,
     }
+    if client:
+        calls[call.id]["client"] = True
     await store.set_value(thread.thread_id, KEY, pending)
     _mark(kernel, thread.thread_id, True)
     flow.unanswered = [c for c in flow.unanswered if c.id != call.id]
-    emit(kernel, thread, "tool_call_awaiting_approval", {"id": call.id, "name": call.name})
+    event = "tool_call_awaiting_client" if client else "tool_call_awaiting_approval"
+    emit(kernel, thread, event, {"id": call.id, "name": call.name})
     return None
 
 
-async def settle(flow: Flow, side: str, config: SideConfig) -> bool:
-    """Before a step: run decided calls; ``True`` while any call still awaits a decision."""
+async def settle(flow: Flow, side: str, config: SideConfig) -> Parked | None:
+    """Before a step: act on decided calls; why the turn stays parked, while a call waits.
+
+    Returns:
+        ``awaiting_approval`` while a call awaits a human, ``awaiting_client_tools`` while
+        only client calls await their results, ``None`` once nothing waits.
+    """
     if flow.depth > 0:
-        return False
+        return None
     kernel, thread = flow.engine, flow.thread
     thread_id = thread.thread_id
     store = kernel.store
     if _pending_known.get(kernel, {}).get(thread_id) is False:
-        return False
+        return None
     pending = await store.get_value(thread_id, KEY)
     _mark(kernel, thread_id, bool(pending))
     if not pending:
-        return False
+        return None
     calls: dict[str, Any] = pending.get("calls", {})
     decided = [c for c in calls.values() if c.get("decision") is not None]
     if not decided:
-        return True
+        return _parked_reason(calls)
     if pending.get("side") in ("a", "b") and pending["side"] != side:
         side = pending["side"]
         config = flow.side_config(side) or config  # type: ignore[arg-type]
         flow.current_side = side  # type: ignore[assignment]
     await _resume_turn(flow, pending.get("turn_start"))
+    flow.resume_turn(pending)
     prompt = kernel.scope_of(thread).prompt(pending.get("prompt") or config.prompt)
     previous = thread.prompt
     thread.prompt = prompt
     try:
-        offered = await _offered(kernel, thread, prompt, side)
+        offered: dict[str, OfferedTool] | None = None
+        # a call whose row is stored already (a crash came before it was crossed off) is done
+        answered = {m.tool_call_id for m in flow.messages if m.role == "tool"}
         for entry in decided:
-            decision = entry["decision"]
-            arguments = decision.get("arguments")
-            if arguments is None:
-                arguments = entry["arguments"]
-            call = ToolCall(
-                id=entry["tool_call_id"],
-                function=ToolCallFunction(name=entry["name"], arguments=json.dumps(arguments)),
-            )
-            if decision.get("approve"):
-                token = _approved.set(call.id)
-                try:
-                    await flow.run_call(call, offered, config)
-                finally:
-                    _approved.reset(token)
-            else:
-                reason = decision.get("reason") or "no reason given"
-                result = ToolResult(
-                    status="error",
-                    error=f"A human denied this tool call: {reason}",
-                    error_code="approval_denied",
-                )
-                await store_tool_row(flow, call, result, config)
+            if offered is None and not entry.get("client"):
+                offered = await _offered(kernel, thread, prompt, side)
+            if entry["tool_call_id"] not in answered:
+                await _act_on(flow, entry, offered or {}, config)
             calls.pop(entry["tool_call_id"], None)
             if calls:
                 await store.set_value(thread_id, KEY, pending)
@@ -174,7 +201,45 @@ async def settle(flow: Flow, side: str, config: SideConfig) -> bool:
                 _mark(kernel, thread_id, False)
     finally:
         thread.prompt = previous
-    return bool(calls)
+    return _parked_reason(calls) if calls else None
+
+
+def _parked_reason(calls: dict[str, Any]) -> Parked:
+    """``awaiting_approval`` while any call awaits a human, else ``awaiting_client_tools``."""
+    if any(not c.get("client") and c.get("decision") is None for c in calls.values()):
+        return STATUS
+    return CLIENT_STATUS
+
+
+async def _act_on(
+    flow: Flow, entry: dict[str, Any], offered: dict[str, OfferedTool], config: SideConfig
+) -> None:
+    """Run an approved call, or store a denied call's refusal or a client call's result."""
+    decision = entry["decision"]
+    arguments = decision.get("arguments")
+    if arguments is None:
+        arguments = entry["arguments"]
+    call = ToolCall(
+        id=entry["tool_call_id"],
+        function=ToolCallFunction(name=entry["name"], arguments=json.dumps(arguments)),
+    )
+    if entry.get("client"):
+        result = ToolResult(status="success", result=decision.get("output") or "")
+        await store_tool_row(flow, call, result, config, metadata={CLIENT_RESULT: True})
+    elif decision.get("approve"):
+        token = _approved.set(call.id)
+        try:
+            await flow.run_call(call, offered, config)
+        finally:
+            _approved.reset(token)
+    else:
+        reason = decision.get("reason") or "no reason given"
+        result = ToolResult(
+            status="error",
+            error=f"A human denied this tool call: {reason}",
+            error_code="approval_denied",
+        )
+        await store_tool_row(flow, call, result, config)
 
 
 async def _resume_turn(flow: Flow, first: str | None) -> None:
@@ -188,6 +253,8 @@ async def _resume_turn(flow: Flow, first: str | None) -> None:
     known = {m.id for m in flow.messages}
     turn = [m for m in history[ids.index(first) :] if m.id not in known]
     flow.messages[:0] = turn
+    if turn and turn[0].created_at:  # a resume point saved from now on reloads the turn
+        flow.since = min(flow.since, turn[0].created_at)
 
 
 async def _offered(
@@ -208,6 +275,8 @@ async def list_pending(kernel: Kernel, thread_id: str) -> list[dict[str, Any]]:
     pending = await kernel.store.get_value(thread_id, KEY) or {}
     listed = []
     for entry in pending.get("calls", {}).values():
+        if entry.get("client"):
+            continue  # a client tool's call awaits the client, not a human
         decision = entry.get("decision")
         status = "pending"
         if decision is not None:
@@ -245,8 +314,13 @@ async def decide(
     pending = await store.get_value(thread_id, KEY) or {}
     calls = pending.get("calls", {})
     entry = calls.get(tool_call_id)
+    if entry is not None and entry.get("client"):
+        raise ApprovalNotFoundError(
+            f"Tool call '{tool_call_id}' of thread {thread_id} is a client tool's call: it "
+            "awaits the client's result (thread.submit_tool_results), not an approval."
+        )
     if entry is None:
-        known = ", ".join(calls) or "none"
+        known = ", ".join(c for c, e in calls.items() if not e.get("client")) or "none"
         raise ApprovalNotFoundError(
             f"Thread {thread_id} has no tool call '{tool_call_id}' awaiting approval "
             f"(pending: {known}); list them with GET threads/{{id}}/approvals."
@@ -327,7 +401,7 @@ async def cancel_pending(
     if not pending:
         return
     row = kernel.threads.live_row(thread_id) or thread.row
-    if row.execution.get("status") == STATUS:
+    if row.execution.get("status") in PARKED:
         execution = {**row.execution, "status": "idle", "last_stop_reason": "aborted_by_user"}
         row.execution = execution
         await store.update_thread(thread_id, execution=execution)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Literal
 from sa_core.engine import approvals, delivery
 from sa_core.engine.flowtypes import side_for_role
 from sa_core.engine.messages import create_messages, new_message
-from sa_core.store.executions import ExecutionRecord, ResumePoint
+from sa_core.store.execution_record import ExecutionRecord, ResumePoint
 
 if TYPE_CHECKING:
     from sa_core.engine.kernel import Kernel

@@ -15,7 +15,8 @@ from sa_core.engine.messages import new_id
 from sa_core.engine.threads import ThreadRef
 from sa_core.engine.variables import missing_variables, resolve_agent
 from sa_core.errors import MissingVariablesError
-from sa_core.store import ThreadRow, now_us
+from sa_core.store.clock import now_us
+from sa_core.store.rows import ThreadRow
 
 if TYPE_CHECKING:
     from sa_core.engine.kernel import Kernel

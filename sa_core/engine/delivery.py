@@ -24,8 +24,8 @@ from sa_core.engine.threads import ThreadRef
 from sa_core.errors import ThreadNotFoundError, ThreadTerminatedError
 from sa_core.spec import AttachmentRef, QueueMessageInput, ToolAttachment
 from sa_core.store.clock import now_us
-from sa_core.store.executions import ExecutionRecord, ResumePoint
-from sa_core.store.threads import ThreadChanged
+from sa_core.store.conflicts import ThreadChanged
+from sa_core.store.execution_record import ExecutionRecord, ResumePoint
 
 if TYPE_CHECKING:
     from sa_core.engine.events import QueuedFrame
@@ -168,7 +168,7 @@ async def deliver(
         thread: The thread.
         item: The message.
         verify: Check in the commit that the row is as ``thread`` holds it
-            (:class:`~sa_core.store.threads.ThreadChanged` when not).
+            (:class:`~sa_core.store.conflicts.ThreadChanged` when not).
         prepared: The message as ``before_create_message`` shaped it, kept across
             attempts (the hooks run once).
     """

@@ -78,6 +78,10 @@ async def run_offered(
 
             return await replay_tools.run_tool(kernel, cursor, thread, tool, arguments, execute)
         return await _execute(kernel, thread, tool, arguments)
+    if tool.kind == "client":  # parked by the gate; never run here
+        return ToolResult(
+            status="error", error=f"Tool '{tool.name}' is a client tool: the client runs it."
+        )
     _, problems = validate_args(
         tool.parameters if tool.parameters.get("properties") else None, arguments
     )

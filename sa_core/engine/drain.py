@@ -2,20 +2,22 @@
 
 Queued entries become the thread's messages in the transaction that removes them from the
 queue and moves the resume point past them; an entry queued by ``state.run_agent`` makes its
-agent the thread's owner instead. The first queued role picks the side that acts next.
+agent the thread's owner instead, and one carrying client tool results records them for the
+parked turn to go on with (:mod:`sa_core.engine.clienttools`). The first queued role picks the
+side that acts next.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from sa_core.engine import clienttools
 from sa_core.engine.flowtypes import side_for_role
 from sa_core.engine.messages import announce_created, new_message, prepare_message
 from sa_core.engine.replay_tools import entries_to_drain
 from sa_core.engine.runagent import run_agent_request, take_run_agent
-from sa_core.engine.turnsettings import turn_asks
 from sa_core.spec import AttachmentRef, Message
-from sa_core.store.queue import QueueChanged
+from sa_core.store.conflicts import QueueChanged
 
 if TYPE_CHECKING:
     from sa_core.engine.flow import Flow
@@ -94,13 +96,18 @@ async def drain_entries(flow: Flow, known: list[QueueEntry] | None) -> bool:
 async def store_entries(flow: Flow, entries: list[QueueEntry], tx: Transaction) -> list[Message]:
     """Insert drained entries as messages in ``tx`` and move the resume point past them.
 
-    An entry queued by ``state.run_agent`` is no message: it makes its agent the owner.
+    An entry queued by ``state.run_agent`` is no message: it makes its agent the owner; nor
+    is one carrying client tool results: they become their calls' decisions.
     """
     messages = []
     for entry in entries:
         request = run_agent_request(entry.metadata)
         if request is not None:
             await take_run_agent(flow, request, tx)
+            continue
+        if clienttools.results_of(entry.metadata) is not None:
+            metadata = entry.metadata or {}
+            await clienttools.take_results(flow.engine, flow.thread.thread_id, metadata, tx)
             continue
         metadata = dict(entry.metadata or {})
         metadata.setdefault("queued", True)
@@ -121,7 +128,7 @@ async def store_entries(flow: Flow, entries: list[QueueEntry], tx: Transaction) 
     for message in messages:
         flow.remember(message)
         if message.role == "user":
-            flow.turn_schema, flow.turn_settings = turn_asks([message])
+            flow.read_turn([message])
     flow.current_side = side_for_role(entries[0].role)
     flow.stopped = False
     await flow.save_point(flow.resume_point(), tx=tx)

@@ -11,10 +11,11 @@ A completed turn parks when the other side is human and switches sides otherwise
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sa_core.cachepolicy import THREAD_USE
-from sa_core.engine import resume, toolcall
+from sa_core.engine import clienttools, resume, toolcall
 from sa_core.engine import step as turn_step
 from sa_core.engine.approvals import settle
 from sa_core.engine.context import IncrementalConverter, Side, converter_for
@@ -36,7 +37,7 @@ from sa_core.engine.usage import stop_for_budget
 from sa_core.spec import AgentDefinition, Message, PromptDefinition, SideConfig, ToolCall
 from sa_core.spec.remote import REMOTE_PROMPT_PREFIX
 from sa_core.store.clock import now_us
-from sa_core.store.executions import ResumePoint
+from sa_core.store.execution_record import ResumePoint
 from sa_core.telemetry import turn
 
 if TYPE_CHECKING:
@@ -63,6 +64,13 @@ class Flow:
     ``side_a_step_count``, ``side_b_step_count``, ``stopped``, ``stopped_by``,
     ``message_history``, ``prompt_path``, :meth:`force_turn` and :meth:`stop`.
     """
+
+    turn_schema: dict[str, Any] | None = None
+    """The output schema the turn's user message asked for (``send_message``), if any."""
+    turn_settings: dict[str, Any] | None = None
+    """The model settings the turn's user message asked for (``send_message``), if any."""
+    client_tools: clienttools.TurnTools | None = None
+    """The client tools the turn's user message declared (``send_message``), if any."""
 
     def __init__(
         self,
@@ -102,8 +110,8 @@ class Flow:
         """The thread's queue as the commit of the flow's last step, which settled the flow,
         read it; ``None`` when the runner settles the flow in a transaction of its own."""
         self.messages: list[Message] = list(initial_messages or [])
-        self.turn_schema, self.turn_settings = turn_asks(self.messages if depth == 0 else ())
-        """The output schema and model settings the turn's message asked for, if any."""
+        if depth == 0:  # the turn's output schema, model settings and client tools
+            self.read_turn(self.messages)
         self.last_text = ""
         self.prompt_path: list[str] = []
         self._forced: Side | None = None
@@ -174,6 +182,20 @@ class Flow:
     def remember(self, message: Message) -> None:
         """Add a message created during this flow to the live history."""
         self.messages.append(message)
+
+    def read_turn(self, messages: Sequence[Message]) -> None:
+        """Take the turn's options from its user message: output schema, settings, client tools."""
+        self.turn_schema, self.turn_settings = turn_asks(messages)
+        self.client_tools = clienttools.turn_tools_of(messages)
+
+    def resume_turn(self, pending: Mapping[str, Any]) -> None:
+        """Back in a parked turn (``pending``: its approvals value): the turn's options again.
+
+        Read from the turn's first user message, with the client tools its results ask for.
+        """
+        self.read_turn([m for m in self.messages if m.role == "user" and m.depth == 0][:1])
+        options = pending.get(clienttools.OPTIONS)
+        self.client_tools = clienttools.resumed_tools(self.client_tools, options)
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -250,8 +272,9 @@ class Flow:
                 return "max_side_steps"
             if self.step_count >= self._step_ceiling(agent):
                 return "max_total_steps"
-            if await settle(self, side, side_config):
-                return "awaiting_approval"
+            parked = await settle(self, side, side_config)
+            if parked is not None:
+                return parked
             if await stop_for_budget(self, side):
                 return "budget_exceeded"
             self.side_steps[side] += 1

@@ -30,6 +30,7 @@ StopReason = Literal[
     "state_stop_session",
     "budget_exceeded",
     "awaiting_approval",
+    "awaiting_client_tools",
 ]
 
 

@@ -129,6 +129,7 @@ async def inject(
             metadata=data.metadata,
             name=data.name,
             tool_call_id=data.tool_call_id,
+            tool_calls=data.tool_calls,
             depth=flow.depth if flow is not None else 0,
         ),
     )

@@ -201,7 +201,9 @@ class ModelCaller:
         settings: ProviderSettings,
     ) -> list[ModelAttempt]:
         """One attempt per model of the chain (the model, then its fallbacks), requests built."""
-        provider_tools = [ProviderTool(t.name, t.description, t.parameters) for t in tools]
+        provider_tools = [
+            ProviderTool(t.name, t.description, t.parameters, t.strict) for t in tools
+        ]
 
         def lookup(name: str) -> str | None:
             return kernel.env_of(thread, name) or os.environ.get(name)

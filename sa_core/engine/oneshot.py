@@ -24,7 +24,9 @@ from sa_core.spec import SubagentRegistryEntry, ToolResult
 if TYPE_CHECKING:
     from sa_core.store import ThreadRow
 
-KEEPS_RUNNING = frozenset({"awaiting_approval", "aborted_by_user", "awaiting_human"})
+KEEPS_RUNNING = frozenset(
+    {"awaiting_approval", "awaiting_client_tools", "aborted_by_user", "awaiting_human"}
+)
 """Why a flow may stop without having reported to the parent: the child is not finished."""
 
 NOT_ADDRESSABLE = (

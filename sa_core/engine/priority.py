@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from contextvars import Context
 
-from sa_core.store.backend import detached_context
+from sa_core.store.ambient import detached_context
 from sa_core.store.prioritylock import BACKGROUND
 
 __all__ = ["BACKGROUND", "background_context"]

@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sa_core.providers import ProviderImage, ProviderResponse, ProviderToolCall, Usage
-from sa_core.store.modelcalls import RecordedCall
+from sa_core.store.rows import RecordedCall
 
 if TYPE_CHECKING:
     from sa_core.engine.threads import ThreadRef

@@ -18,7 +18,7 @@ from sa_core.engine.recording import normalise
 from sa_core.spec import Message
 
 if TYPE_CHECKING:
-    from sa_core.store.modelcalls import RecordedCall
+    from sa_core.store.rows import RecordedCall
 
 DivergenceKind = Literal[
     "request_changed",
@@ -87,11 +87,12 @@ class FileEvent:
 
 @dataclass(slots=True)
 class ValueEvent:
-    """A recorded thread value (``state.set_value``) as it was set at ``time``."""
+    """A recorded change of a thread value (``state.set_value``) at ``time``: set, or deleted."""
 
     time: int
     key: str
     value: Any
+    deleted: bool = False
 
 
 @dataclass

@@ -195,7 +195,10 @@ async def apply_effects(
             )
     for value in recorded.value_events:
         if start < value.time <= end and not value.key.startswith(INTERNAL_VALUE):
-            await store.set_value(thread_id, value.key, value.value)
+            if value.deleted:
+                await store.delete_value(thread_id, value.key)
+            else:
+                await store.set_value(thread_id, value.key, value.value)
 
 
 # -- the queue ----------------------------------------------------------------------------------

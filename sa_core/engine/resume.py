@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sa_core.engine import dispatch, toolcall
+from sa_core.engine import clienttools, dispatch, toolcall
 from sa_core.engine import step as turn_step
 from sa_core.engine.context import Side
 from sa_core.engine.flowtypes import StepResult
@@ -31,7 +31,7 @@ from sa_core.spec import Message, SideConfig, ToolCall
 
 if TYPE_CHECKING:
     from sa_core.engine.flow import Flow
-    from sa_core.store.executions import ResumePoint
+    from sa_core.store.execution_record import ResumePoint
 
 INTERRUPTED_CALL = "Interrupted by a restart while the model was answering; the call was made again"
 """Error of an assistant row whose model call a crash cut off (the row stays ``failed``)."""
@@ -63,8 +63,11 @@ async def resume_step(flow: Flow, point: ResumePoint) -> tuple[Side, SideConfig,
     await mark_interrupted_calls(flow)
     history = await flow.engine.store.history(flow.thread.thread_id, since=point.since - 1)
     flow.messages = [m for m in history if m.parent_id is None]
+    flow.read_turn(flow.messages)  # the turn's output schema and client tools
     if point.step_message_id is None:
         return None
+    if flow.client_tools is not None:  # a forced tool_choice applied to the step taken
+        flow.client_tools = flow.client_tools.relaxed()
     message = next((m for m in flow.messages if m.id == point.step_message_id), None)
     config = flow.side_config(point.side)
     if message is None or message.status != "completed" or config is None:
@@ -73,6 +76,8 @@ async def resume_step(flow: Flow, point: ResumePoint) -> tuple[Side, SideConfig,
     flow.thread.prompt = prompt
     flow.prompt_path = [prompt.name]
     offered = offered_tools(flow.engine, flow.thread, flow.scope, prompt, point.side)
+    if flow.client_tools is not None:  # a client call without a result parks again
+        clienttools.offer(flow.client_tools, offered)
     calls = [
         c if isinstance(c, ToolCall) else ToolCall.model_validate(c)
         for c in message.tool_calls or []

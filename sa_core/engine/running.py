@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Literal
 from sa_core.engine import approvals
 from sa_core.engine.flow import Flow
 from sa_core.engine.oneshot import termination_fields
+from sa_core.engine.scrub import emit
 from sa_core.engine.subagent_report import on_flow_end, settled_execution
 from sa_core.engine.threads import ThreadRef
 from sa_core.store.clock import now_us
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from sa_core.engine.flowtypes import StopReason
     from sa_core.engine.kernel import Kernel
     from sa_core.spec import Message
-    from sa_core.store.executions import ResumePoint
+    from sa_core.store.execution_record import ResumePoint
     from sa_core.store.rows import QueueEntry
 
 FLOW_MARKER = "sa:flow"
@@ -109,6 +110,8 @@ async def settle_flow(kernel: Kernel, flow: Flow, reason: StopReason | None = No
     except BaseException:
         kernel.threads.forget_current(thread_id)  # the live row went ahead of the store
         raise
+    if why == approvals.CLIENT_STATUS:  # watchers (the served protocols) answer with the calls
+        emit(kernel, flow.thread, approvals.CLIENT_STATUS, {"thread_id": thread_id})
     flow.thread.execution = None
     if not kernel.placement.alone:  # the lease stays a while: so does the handle
         kernel.threads.keep(thread_id)
@@ -125,7 +128,7 @@ async def settle(kernel: Kernel, flow: Flow, reason: str) -> None:
         last_stop_reason=reason,
         status="awaiting_human"
         if reason in ("awaiting_human", "stop_on_response", "stop_tool")
-        else ("awaiting_approval" if reason == "awaiting_approval" else "idle"),
+        else (reason if reason in approvals.PARKED else "idle"),
     )
     # a child's outcome (and the call it answers) goes in the same update
     row.execution = settled_execution(kernel, thread, flow, reason, execution)

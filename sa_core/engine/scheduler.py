@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from sa_core.engine.kernel import Kernel
     from sa_core.spec import Message
     from sa_core.store import Store, Transaction
-    from sa_core.store.executions import ResumePoint
+    from sa_core.store.execution_record import ResumePoint
     from sa_core.store.rows import QueueEntry
 
 Side = Literal["a", "b"]

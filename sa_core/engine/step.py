@@ -20,7 +20,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sa_core.engine import structured, toolcall
+from sa_core.engine import clienttools, structured, toolcall
 from sa_core.engine.compaction import compact_history
 from sa_core.engine.context import SIDE_ROLE, Side, dumps_compact, registry_system_message
 from sa_core.engine.flowtypes import StepResult, StopReason, other
@@ -134,8 +134,13 @@ async def run_step(flow: Flow, side: Side, config: SideConfig) -> StepResult:
     offered = offered_tools(flow.engine, flow.thread, scope, prompt, side)
     if scope.mcp_servers:
         offered.update(await offered_mcp_tools(flow.engine, flow.thread, scope, prompt))
+    client = flow.client_tools
+    if client is not None:  # the turn's client tools, beside the agent's own
+        clienttools.offer(client, offered)
     messages = await provider_messages(flow, side, prompt, model, offered)
     pending, response, log = await call_model(flow, side, prompt, model, offered, messages)
+    if client is not None:  # a forced tool_choice applies to this step only
+        flow.client_tools = client.relaxed()
     read = await read_answer(flow, side, config, prompt, response, log)
     message, settled = await commit_answer(flow, side, config, prompt, pending, response, log, read)
     tool_rows = await run_calls(flow, side, config, prompt, offered, read)
@@ -212,6 +217,9 @@ async def call_model(
     flow.prepared = pending
     publish_message(flow.engine, flow.thread.thread_id, pending)
     tools = [t for t in offered.values()] if model.capabilities.supports_tool_calls else []
+    choice = prompt.tool_choice if tools else "auto"
+    if flow.client_tools is not None and tools:
+        choice = clienttools.choice_for(flow.client_tools, choice)
     reasoning = None
     if prompt.reasoning is not None:
         reasoning = ReasoningConfig(
@@ -224,7 +232,7 @@ async def call_model(
         model,
         provider_messages,
         tools,
-        tool_choice=prompt.tool_choice if tools else "auto",
+        tool_choice=choice,
         parallel_tool_calls=prompt.parallel_tool_calls,
         reasoning=reasoning,
         provider_options=prompt.provider_options,

@@ -36,7 +36,7 @@ from sa_core.spec import (
     SubagentToolConfig,
     ToolResult,
 )
-from sa_core.store import now_us
+from sa_core.store.clock import now_us
 
 if TYPE_CHECKING:
     from sa_core.engine.flow import Flow

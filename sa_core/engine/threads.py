@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from sa_core.engine.flow import Flow
     from sa_core.spec import Message, PromptDefinition, SubagentRegistryEntry
     from sa_core.store import Store, ThreadRow, Transaction
-    from sa_core.store.packstore import StoreWrites
+    from sa_core.store.packitems import StoreWrites
 
 NO_TOOL_OPTIONS: Mapping[str, Any] = MappingProxyType({})
 """``state.tool_options`` when a tool is given none."""

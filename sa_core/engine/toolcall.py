@@ -21,7 +21,7 @@ from sa_core.engine.subagent_report import forward_status
 from sa_core.engine.toolrows import as_result, refused_on_resume, store_tool_row
 from sa_core.engine.tools import OfferedTool
 from sa_core.spec import Message, PromptDefinition, SideConfig, ToolCall, ToolCallFunction
-from sa_core.store.packstore import StoreWrites
+from sa_core.store.packitems import StoreWrites
 from sa_core.telemetry import tool_call
 
 if TYPE_CHECKING:

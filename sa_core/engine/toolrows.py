@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
     from sa_core.engine.flow import Flow
-    from sa_core.store.packstore import ItemWrite, StoreWrites
+    from sa_core.store.packitems import ItemWrite, StoreWrites
 
 STOPPED_BY_USER = "Execution stopped by user"
 INTERRUPTED = "Execution interrupted by a runtime shutdown; the turn resumes on restart"
@@ -66,11 +66,13 @@ async def store_tool_row(
     *,
     message_id: str | None = None,
     raw: bool = False,
+    metadata: dict[str, Any] | None = None,
     writes: StoreWrites | None = None,
 ) -> Message:
     """Store the tool row answering ``call`` with ``result`` and remember it in the flow.
 
     ``raw``: skip the ``before_store_tool_result`` hook (a result the engine made itself).
+    ``metadata``: more of the row's metadata (beside an error's code and data).
     The row of the step's only call that ends the session settles the flow in its commit.
     ``writes``: the call's writes to the pack's store, committed with the row when the call
     succeeded (dropped when it failed).
@@ -99,12 +101,7 @@ async def store_tool_row(
         subagent_id=result.subagent_id,
         depth=flow.depth,
         parent_id=flow.parent_message_id,
-        metadata={
-            "error_code": result.error_code,
-            "error_data": to_jsonable_python(result.error_data, fallback=str),
-        }
-        if result.error_code
-        else None,
+        metadata=_row_metadata(result, metadata),
     )
     held = writes.take() if writes else []
     pending = held if result.status == "success" else []
@@ -118,6 +115,17 @@ async def store_tool_row(
     flow.remember(row)
     flow.unanswered = [c for c in flow.unanswered if c.id != call.id]
     return row
+
+
+def _row_metadata(result: ToolResult, extra: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A tool row's metadata: an error's code and data, and ``extra``."""
+    if not result.error_code:
+        return extra
+    error = {
+        "error_code": result.error_code,
+        "error_data": to_jsonable_python(result.error_data, fallback=str),
+    }
+    return {**error, **extra} if extra else error
 
 
 async def store_error_row(flow: Flow, call: ToolCall, error: str) -> Message:
@@ -314,24 +322,29 @@ def cancelled_rows(
 ) -> list[Message]:
     """The rows (not yet stored) of calls a stop or terminate left awaiting approval.
 
-    ``entries``: the pending approval entries (``tool_call_id``, ``name``). Each row is the
+    ``entries``: the pending entries (``tool_call_id``, ``name``, ``client``). Each row is the
     failed result ``Not run: the thread was <how> before a human decided.`` with the error
-    code ``approval_cancelled``.
+    code ``approval_cancelled`` (for a client tool's call: ``... before the client sent its
+    result.``, ``client_tool_cancelled``).
     """
-    error = f"Not run: the thread was {how} before a human decided."
-    content = result_text(ToolResult(status="error", error=error))
-    return [
-        new_message(
-            thread_id,
-            "tool",
-            content,
-            name=entry["name"],
-            tool_call_id=entry["tool_call_id"],
-            tool_status="error",
-            metadata={"error_code": "approval_cancelled", "error_data": None},
+    rows = []
+    for entry in entries:
+        client = bool(entry.get("client"))
+        who = "the client sent its result" if client else "a human decided"
+        error = f"Not run: the thread was {how} before {who}."
+        code = "client_tool_cancelled" if client else "approval_cancelled"
+        rows.append(
+            new_message(
+                thread_id,
+                "tool",
+                result_text(ToolResult(status="error", error=error)),
+                name=entry["name"],
+                tool_call_id=entry["tool_call_id"],
+                tool_status="error",
+                metadata={"error_code": code, "error_data": None},
+            )
         )
-        for entry in entries
-    ]
+    return rows
 
 
 def _binding_for(config: SideConfig, name: str) -> SessionToolBinding | None:

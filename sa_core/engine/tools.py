@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from sa_core.engine.mcp import McpToolRef
     from sa_core.registry import PackScope
 
-ToolKind = Literal["native", "prompt", "handoff", "subagent", "lifecycle", "mcp"]
+ToolKind = Literal["native", "prompt", "handoff", "subagent", "lifecycle", "mcp", "client"]
 LIFECYCLE_TOOLS = ("subagent_create", "subagent_message", "subagent_terminate", "subagents")
 NOT_AVAILABLE = (
     'Tool "{name}" is not available for this prompt. You can only use tools that were '
@@ -62,6 +62,8 @@ class OfferedTool:
     subagent: SubagentToolConfig | None = None
     mcp: McpToolRef | None = None
     requires_approval: bool = False
+    strict: bool = False
+    """A client tool declared ``strict`` (its provider tool asks for exact arguments)."""
 
 
 @dataclass(slots=True)

@@ -1,10 +1,11 @@
 """Usage over a thread and its subagent tree, and the budgets that cap it.
 
 Usage comes from the ``llm_call`` log rows every model attempt writes (tokens, cost). The totals
-of a thread and all its descendants are one prepared statement: a recursive CTE collects the
-tree's thread ids and one aggregate over their logs groups them by model (the budget check runs
-just that; ``thread_usage`` adds one count of descendants). Nothing is kept in memory, so usage
-and budgets survive a restart.
+of a thread and all its descendants are one prepared statement of the store
+(:meth:`~sa_core.store.usage.UsageMixin.usage_rows`): a recursive CTE collects the tree's thread
+ids and one aggregate over their logs groups them by model (the budget check runs just that;
+``thread_usage`` adds one count of descendants). Nothing is kept in memory, so usage and budgets
+survive a restart.
 
 Budgets are variables, resolved like any env value and inherited down the tree: a thread's own
 env (or its user, instance, agent and prompt sources), else the nearest ancestor thread that sets
@@ -22,15 +23,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
-from sqlalchemy import Float, Integer, and_, bindparam, case, func, literal_column, select
-from sqlalchemy.engine import Connection
 
 from sa_core.engine.context import SIDE_ROLE
 from sa_core.engine.flowtypes import SessionOutcome
 from sa_core.engine.messages import create_message, new_message
-from sa_core.store import tables as t
-from sa_core.store.fast import Prepared
-from sa_core.store.threads import descendants
+from sa_core.spec.base import DEFERRED
 
 if TYPE_CHECKING:
     from sa_core.engine.flow import Flow
@@ -50,6 +47,8 @@ class UsageTotals(BaseModel):
     provider's prompt cache and ``cache_write_tokens`` written to it. ``cost_usd`` prices each
     kind at the model's price for it (``cached_price``, ``cache_write_price``).
     """
+
+    model_config = DEFERRED
 
     input_tokens: int = 0
     output_tokens: int = 0
@@ -86,82 +85,24 @@ class UsageSummary(UsageTotals):
 class ThreadUsage(BaseModel):
     """A thread's own usage and, when asked, its usage with every descendant."""
 
+    model_config = DEFERRED
+
     thread_id: str
     thread: UsageSummary
     tree: UsageSummary | None = None
     descendant_count: int | None = None
 
 
-_COLUMNS = (
-    "input_tokens",
-    "output_tokens",
-    "reasoning_tokens",
-    "cached_tokens",
-    "cache_write_tokens",
-    "cost_usd",
-    "model_calls",
-    "failed_model_calls",
-)
-_STATEMENTS: dict[bool, Any] = {}
+_COUNTS = tuple(name for name in UsageTotals.model_fields if name != "cost_usd")
+"""The integer totals, named as the columns of the store's usage rows."""
 
 
-def _statement(tree: bool) -> Any:
-    """The grouped aggregate over a thread's (or its tree's) ``llm_call`` logs, built once.
-
-    One statement: with ``tree`` a recursive CTE collects the thread and its descendants and the
-    aggregate reads their logs; rows are grouped by (own thread or not, model).
-    """
-    found = _STATEMENTS.get(tree)
-    if found is not None:
-        return found
-
-    logs = t.logs.c
-    data = logs.data
-    root = bindparam("root", type_=t.threads.c.id.type)
-
-    def number(key: str, kind: Any) -> Any:
-        return func.coalesce(func.sum(func.coalesce(data[key].as_float(), 0)), 0).cast(kind)
-
-    failed = and_(data["error"].as_string().is_not(None), data["error"].as_string() != "")
-    own = case((logs.thread_id == root, 1), else_=0).label("own")
-    model = func.coalesce(data["model_name"].as_string(), data["model"].as_string()).label("m")
-    columns = [
-        own,
-        model,
-        number("input_tokens", Integer).label("input_tokens"),
-        number("output_tokens", Integer).label("output_tokens"),
-        number("reasoning_tokens", Integer).label("reasoning_tokens"),
-        number("cached_tokens", Integer).label("cached_tokens"),
-        number("cache_write_tokens", Integer).label("cache_write_tokens"),
-        number("cost_total", Float).label("cost_usd"),
-        func.sum(case((failed, 0), else_=1)).label("model_calls"),
-        func.sum(case((failed, 1), else_=0)).label("failed_model_calls"),
-    ]
-    if tree:
-        threads = t.threads.c
-        members = (
-            select(threads.id.label("id")).where(threads.id == root).cte("tree", recursive=True)
-        )
-        members = members.union_all(select(threads.id).where(threads.parent_id == members.c.id))
-        where: Any = logs.thread_id.in_(select(members.c.id))
-    else:
-        where = logs.thread_id == root
-    stmt = (
-        select(*columns)
-        .where(logs.type == "llm_call", where)
-        .group_by(literal_column("own"), literal_column("m"))
-    )
-    found = Prepared(stmt, columns)
-    _STATEMENTS[tree] = found
-    return found
-
-
-def _aggregate(conn: Connection, thread_id: str, tree: bool) -> tuple[UsageSummary, UsageSummary]:
-    """(the thread's own summary, the summary of it and its descendants when ``tree``)."""
+def _summaries(rows: list[dict[str, Any]]) -> tuple[UsageSummary, UsageSummary]:
+    """(the thread's own summary, the summary of every row) of the store's usage rows."""
     mine, everyone = UsageSummary(), UsageSummary()
-    for row in _statement(tree).rows(conn, {"root": thread_id}):
+    for row in rows:
         totals = UsageTotals(
-            **{name: (row[name] or 0) for name in _COLUMNS if name != "cost_usd"},
+            **{name: (row[name] or 0) for name in _COUNTS},
             cost_usd=float(row["cost_usd"] or 0.0),
         )
         model = str(row["m"] or "unknown")
@@ -180,20 +121,19 @@ async def thread_usage(
     store: Store, thread_id: str, *, include_descendants: bool = True
 ) -> ThreadUsage:
     """Usage of a thread and (by default) of it plus every descendant, by model."""
-
-    def op(conn: Connection) -> ThreadUsage:
-        mine, everyone = _aggregate(conn, thread_id, include_descendants)
-        if not include_descendants:
-            return ThreadUsage(thread_id=thread_id, thread=mine)
-        count = len(descendants(conn, thread_id))
-        return ThreadUsage(thread_id=thread_id, thread=mine, tree=everyone, descendant_count=count)
-
-    return await store.read(op)
+    rows, count = await store.usage_rows(
+        thread_id, tree=include_descendants, count_descendants=include_descendants
+    )
+    mine, everyone = _summaries(rows)
+    if not include_descendants:
+        return ThreadUsage(thread_id=thread_id, thread=mine)
+    return ThreadUsage(thread_id=thread_id, thread=mine, tree=everyone, descendant_count=count)
 
 
 async def tree_totals(store: Store, root: str) -> UsageSummary:
     """The rolled-up usage of a root and all its descendants (one prepared statement)."""
-    return await store.read(lambda conn: _aggregate(conn, root, True)[1])
+    rows, _ = await store.usage_rows(root, tree=True)
+    return _summaries(rows)[1]
 
 
 async def _ancestry(kernel: Kernel, thread: ThreadRef) -> list[Any]:

@@ -12,10 +12,28 @@
 See docs/time-travel.md.
 """
 
-from sa_core.replay.document import FORMAT, export_thread
-from sa_core.replay.driver import replay_thread
-from sa_core.replay.importer import import_thread
-from sa_core.replay.report import Divergence, ReplayReport
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "FORMAT": "sa_core.replay.document",
+    "Divergence": "sa_core.replay.report",
+    "ReplayReport": "sa_core.replay.report",
+    "export_thread": "sa_core.replay.document",
+    "import_thread": "sa_core.replay.importer",
+    "replay_thread": "sa_core.replay.driver",
+}
+"""Loaded on first use: importing the package (``ThreadState`` does) loads no database layer."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sa_core.replay' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
 
 __all__ = [
     "FORMAT",

@@ -2,18 +2,22 @@
 
 The document holds the root thread and, recursively, its children, each as a *node*::
 
-    {"format": "sa-thread/1", "exported_at": ..., "file_history": "current", "thread": NODE}
+    {"format": "sa-thread/1", "exported_at": ..., "file_history": "versions", "thread": NODE}
 
     NODE = {"id", "path", "package", "agent_id", "user_id", "parent_id", "created_at",
             "updated_at", "terminated", "stopped", "tags", "properties", "execution",
             "env" (secret variables left out), "env_types", "secrets" (their names),
-            "messages", "logs", "model_calls", "files" (contents in base64), "values",
-            "registry", "queue", "children": [NODE, ...]}
+            "messages", "logs", "model_calls", "files" (contents in base64),
+            "file_versions", "values", "value_versions", "registry", "queue",
+            "children": [NODE, ...]}
 
 ``path`` names a thread by its place in the tree: ``root``, then ``<agent>#<rank>`` per level
 (the rank among its parent's children of that agent, in creation order), as in
-``root/researcher#1``; a replay reports divergences by it. ``file_history`` says what
-``files`` holds: ``current`` (each file as it is now, with the time it was last written).
+``root/researcher#1``; a replay reports divergences by it. ``file_history`` is ``versions``:
+``files`` holds each file as it is now, ``file_versions`` every change of them (a write, a
+directory made, a deletion: ``op``), in order, with its time; ``value_versions`` likewise every
+change of the values. A node's ``messages`` are its history as the thread sees it (a fork's
+shared part included, a rewound range left out), each as the thread's own.
 
 Secret values never appear: the values of the thread's secret variables are dropped from
 ``env``, and every text of the node (text files too) is scrubbed of them (``[redacted]``), as
@@ -38,12 +42,13 @@ if TYPE_CHECKING:
     from sa_core.engine.kernel import Kernel
     from sa_core.engine.threads import ThreadRef
     from sa_core.spec import SubagentRegistryEntry
-    from sa_core.store.treecopy import FileRow
+    from sa_core.store.treecopy import FileRow, ValueRow
 
 FORMAT = "sa-thread/1"
 """The document format this version writes and reads."""
-FILE_HISTORY = "current"
-"""What a document's ``files`` hold: each file as it is now (no earlier versions are kept)."""
+FILE_HISTORY = "versions"
+"""What a document holds of files: each as it is now (``files``) and every version of them
+(``file_versions``: each write, directory made and deletion, in order, with its time)."""
 
 
 async def export_thread(kernel: Kernel, thread_id: str) -> dict[str, Any]:
@@ -67,6 +72,7 @@ async def export_node(kernel: Kernel, thread: ThreadRef, path: str) -> dict[str,
     thread_id = thread.thread_id
     row = thread.shared.row
     secret = kernel.secrets.secret_names(kernel.scope_of(thread), row)
+    secrets = kernel.secret_values(thread)
     node: dict[str, Any] = {
         "id": thread_id,
         "path": path,
@@ -84,18 +90,19 @@ async def export_node(kernel: Kernel, thread: ThreadRef, path: str) -> dict[str,
         "env": {k: v for k, v in row.env.items() if k not in secret},
         "env_types": dict(row.env_types),
         "secrets": sorted(k for k in row.env if k in secret),
-        "messages": [
-            m.model_dump(mode="json", exclude_none=True)
+        "messages": [  # its history through its timeline (a fork's shared part too), as its own
+            m.model_dump(mode="json", exclude_none=True) | {"thread_id": thread_id}
             for m in await store.all_messages(thread_id)
         ],
         "logs": [log.model_dump(mode="json") for log in await store.all_logs(thread_id)],
-        "model_calls": [c.to_json() for c in await store.list_model_calls(thread_id)],
-        "files": [
-            _file_json(f, kernel.secret_values(thread)) for f in await store.file_rows(thread_id)
+        "model_calls": [c.to_json() for c in await store.history_model_calls(thread_id)],
+        "files": [_file_json(f, secrets) for f in await store.file_rows(thread_id)],
+        "file_versions": [
+            _file_json(f, secrets) for f in await store.file_rows(thread_id, versions=True)
         ],
-        "values": [
-            {"key": v.key, "value": v.value, "created_at": v.created_at, "updated_at": v.updated_at}
-            for v in await store.value_rows(thread_id)
+        "values": [_value_json(v) for v in await store.value_rows(thread_id)],
+        "value_versions": [
+            _value_json(v) for v in await store.value_rows(thread_id, versions=True)
         ],
         "registry": [e.model_dump(mode="json") for e in await store.list_children(thread_id)],
         "queue": [to_jsonable_python(e) for e in await store.list_queue(thread_id)],
@@ -133,7 +140,17 @@ def _file_json(file: FileRow, secrets: list[str]) -> dict[str, Any]:
         "created_at": file.created_at,
         "updated_at": file.updated_at,
         "data": None if data is None else base64.b64encode(data).decode(),
+    } | ({} if file.op is None else {"op": file.op})
+
+
+def _value_json(value: ValueRow) -> dict[str, Any]:
+    found = {
+        "key": value.key,
+        "value": value.value,
+        "created_at": value.created_at,
+        "updated_at": value.updated_at,
     }
+    return found | {"deleted": True} if value.deleted else found
 
 
 __all__ = ["FILE_HISTORY", "FORMAT", "child_paths", "export_node", "export_thread"]

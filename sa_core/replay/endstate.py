@@ -132,7 +132,12 @@ async def _end_state(kernel: Kernel, cursor: ThreadCursor) -> None:
             )
         )
         return
-    values_was = {v.key: v.value for v in recorded.value_events}
+    values_was: dict[str, Any] = {}
+    for change in recorded.value_events:
+        if change.deleted:
+            values_was.pop(change.key, None)
+        else:
+            values_was[change.key] = change.value
     values_now = {v.key: v.value for v in await store.value_rows(cursor.thread_id)}
     if _public(values_was) != _public(values_now):
         cursor.session.diverge(

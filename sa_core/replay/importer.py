@@ -21,7 +21,7 @@ from sa_core.engine.replay_record import INTERNAL_VALUE
 from sa_core.replay.recorded import check_document, nodes
 from sa_core.spec import Log, Message, SubagentRegistryEntry
 from sa_core.store import ThreadRow
-from sa_core.store.modelcalls import RecordedCall
+from sa_core.store.rows import RecordedCall
 from sa_core.store.treecopy import FileRow, ValueRow
 
 if TYPE_CHECKING:
@@ -86,24 +86,40 @@ async def _insert(
         updated_at=int(node.get("updated_at") or 0),
     )
     await store.create_thread(row, tx=tx)
-    messages = [Message.model_validate(m) for m in node.get("messages") or []]
+    messages = [
+        Message.model_validate({**m, "thread_id": thread_id}) for m in node.get("messages") or []
+    ]
     await store.insert_messages(messages, tx=tx)
     for call in node.get("model_calls") or []:  # each stored with its log
         store.stage_model_call(RecordedCall.from_json(call, thread_id))
     for log in node.get("logs") or []:
         await store.insert_log(thread_id, Log.model_validate(log), tx=tx)
-    await store.insert_file_rows(thread_id, [_file(f) for f in node.get("files") or []], tx=tx)
-    values = [
-        ValueRow(v["key"], v.get("value"), int(v["created_at"]), int(v["updated_at"]))
-        for v in node.get("values") or []
-        if not str(v["key"]).startswith(INTERNAL_VALUE)
-    ]
-    await store.insert_value_rows(thread_id, values, tx=tx)
+    files = [_file(f) for f in node.get("files") or []]
+    versions = [_file(f) for f in node.get("file_versions") or []]
+    await store.insert_file_rows(thread_id, files, versions, tx=tx)
+    await store.insert_value_rows(
+        thread_id, _values(node.get("values")), _values(node.get("value_versions")), tx=tx
+    )
     for child in node.get("children") or []:
         await _insert(kernel, child, thread_id, tx)
     for entry in node.get("registry") or []:
         registered = SubagentRegistryEntry.model_validate(entry)
         await store.upsert_child(thread_id, registered, new=True, tx=tx)
+
+
+def _values(items: list[dict[str, Any]] | None) -> list[ValueRow]:
+    """The values (or their changes) of a node, the engine's own (``sa:``) left out."""
+    return [
+        ValueRow(
+            v["key"],
+            v.get("value"),
+            int(v["created_at"]),
+            int(v["updated_at"]),
+            bool(v.get("deleted")),
+        )  # fmt: skip
+        for v in items or []
+        if not str(v["key"]).startswith(INTERNAL_VALUE)
+    ]
 
 
 def _file(data: dict[str, Any]) -> FileRow:
@@ -118,6 +134,7 @@ def _file(data: dict[str, Any]) -> FileRow:
         height=data.get("height"),
         created_at=int(data.get("created_at") or 0),
         updated_at=int(data.get("updated_at") or 0),
+        op=data.get("op"),
     )
 
 

@@ -11,10 +11,22 @@ from sa_core.engine.replay_record import FileEvent, RecordedThread, ValueEvent
 from sa_core.errors import DefinitionNotFoundError, ReplayUnavailableError, ThreadDocumentError
 from sa_core.replay.document import FORMAT
 from sa_core.spec import Message
-from sa_core.store.modelcalls import RecordedCall
+from sa_core.store.rows import RecordedCall
 
 if TYPE_CHECKING:
     from sa_core.registry import Registry
+
+
+def _file_event(version: dict[str, Any]) -> FileEvent:
+    """A recorded write (with its bytes) or deletion of a file."""
+    deleted = version.get("op") == "delete" or version.get("data") is None
+    return FileEvent(
+        int(version.get("updated_at") or 0),
+        version["path"],
+        None if deleted else base64.b64decode(version["data"]),
+        version.get("mime_type") or "application/octet-stream",
+        version.get("metadata"),
+    )
 
 
 def nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -88,25 +100,18 @@ def recorded_tree(root: dict[str, Any]) -> RecordedThread:
 def _recorded(node: dict[str, Any]) -> RecordedThread:
     files: dict[str, bytes] = {}
     meta: dict[str, dict[str, Any]] = {}
-    events = []
     for file in node.get("files") or []:
         if file.get("is_directory") or file.get("data") is None:
             continue
-        data = base64.b64decode(file["data"])
-        files[file["path"]] = data
+        files[file["path"]] = base64.b64decode(file["data"])
         meta[file["path"]] = {"mime_type": file.get("mime_type"), "metadata": file.get("metadata")}
-        events.append(
-            FileEvent(
-                int(file.get("updated_at") or 0),
-                file["path"],
-                data,
-                file.get("mime_type") or "application/octet-stream",
-                file.get("metadata"),
-            )
-        )
+    versions = node.get("file_versions")
+    if versions is None:  # a document with the files as they are only: each written once
+        versions = [f | {"op": "write"} for f in node.get("files") or []]
+    events = [_file_event(v) for v in versions if v.get("op") in ("write", "delete")]
     values = [
-        ValueEvent(int(v.get("updated_at") or 0), v["key"], v.get("value"))
-        for v in node.get("values") or []
+        ValueEvent(int(v.get("updated_at") or 0), v["key"], v.get("value"), bool(v.get("deleted")))
+        for v in node.get("value_versions") or node.get("values") or []
     ]
     decisions = {
         str(log["data"].get("tool_call_id")): dict(log["data"])
@@ -123,7 +128,7 @@ def _recorded(node: dict[str, Any]) -> RecordedThread:
         created_by=(node.get("properties") or {}).get("tool_call_id"),
         files=files,
         file_meta=meta,
-        file_events=sorted(events, key=lambda e: e.time),
+        file_events=events,
         value_events=sorted(values, key=lambda v: v.time),
         decisions=decisions,
         children=[_recorded(child) for child in node.get("children") or []],

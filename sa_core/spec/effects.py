@@ -7,13 +7,15 @@ from typing import Any
 
 from pydantic import Field, field_serializer, field_validator
 
-from sa_core.spec.base import SpecModel
+from sa_core.spec.base import DEFERRED, SpecModel
 from sa_core.spec.schemas import ArgsSpec, dump_args
 from sa_core.spec.tools import check_args
 
 
 class EffectDefinition(SpecModel):
     """An effect: ``execute(state, args)`` runs later, after ``state.schedule_effect``."""
+
+    model_config = DEFERRED
 
     name: str
     description: str = ""

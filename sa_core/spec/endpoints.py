@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from sa_core.spec.base import SpecModel
+from sa_core.spec.base import DEFERRED, SpecModel
 
 HttpMethod = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
 
@@ -21,6 +21,8 @@ class ThreadEndpointDefinition(SpecModel):
     ``EndpointRequest`` (method, path params, query, headers, body) and the ``ThreadState``; it
     returns a dict/list (JSON), a str (text), bytes, or an ``EndpointResponse``.
     """
+
+    model_config = DEFERRED
 
     name: str = ""
     path: str

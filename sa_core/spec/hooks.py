@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from sa_core.spec.base import SpecModel
+from sa_core.spec.base import DEFERRED, SpecModel
 
 HookName = Literal[
     "filter_messages",
@@ -28,6 +28,8 @@ class HookDefinition(SpecModel):
     ``execute(state, *hook_args)`` may be sync or async; transforming hooks return the new value
     (``None`` keeps the input).
     """
+
+    model_config = DEFERRED
 
     id: str
     hook: HookName

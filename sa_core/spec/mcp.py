@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, model_validator
 
-from sa_core.spec.base import SpecModel
+from sa_core.spec.base import DEFERRED, SpecModel
 
 if TYPE_CHECKING:
     from sa_core.spec.packs import Pack
@@ -41,6 +41,8 @@ class MCPServerDefinition(SpecModel):
     ``Authorization`` header: the value never reaches a model, a log or an API response. A
     ``command`` starting with ``python`` runs with the runtime's own interpreter.
     """
+
+    model_config = DEFERRED
 
     name: str
     description: str = ""

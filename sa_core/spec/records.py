@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from sa_core.spec.base import RecordModel, SpecModel
+from sa_core.spec.base import DEFERRED, RecordModel, SpecModel
 
 MessageRole = Literal["system", "user", "assistant", "tool"]
 
@@ -70,6 +70,8 @@ class ToolAttachment(SpecModel):
 
 class ToolResult(RecordModel):
     """What a tool returns."""
+
+    model_config = DEFERRED
 
     status: Literal["success", "error"] = "success"
     result: str | None = None
@@ -141,6 +143,8 @@ class MessagesResult(BaseModel):
 class QueueMessageInput(RecordModel):
     """A message queued for the thread's next step (``user``: side A acts next)."""
 
+    model_config = DEFERRED
+
     role: Literal["user", "assistant"] = "user"
     content: str
     attachments: list[ToolAttachment | AttachmentRef] = Field(default_factory=list)
@@ -151,12 +155,16 @@ class QueueMessageInput(RecordModel):
 class InjectMessageInput(RecordModel):
     """A message stored directly, without starting a turn."""
 
+    model_config = DEFERRED
+
     role: MessageRole
     content: str
     silent: bool = False
     metadata: dict[str, Any] | None = None
     name: str | None = None
     tool_call_id: str | None = None
+    tool_calls: list[ToolCall] | None = None
+    """An assistant message's tool calls (a conversation a client brings, say)."""
 
 
 class FileRecord(SpecModel):
@@ -173,10 +181,14 @@ class FileRecord(SpecModel):
     created_at: int = 0
     width: int | None = None
     height: int | None = None
+    content_hash: str | None = None
+    """The SHA-256 of the file's bytes (hex); ``None`` for a directory."""
 
 
 class FileStats(SpecModel):
     """Totals of a thread's filesystem."""
+
+    model_config = DEFERRED
 
     total_size: int
     file_count: int
@@ -184,6 +196,8 @@ class FileStats(SpecModel):
 
 class GrepResult(SpecModel):
     """Matches of a pattern in one text file."""
+
+    model_config = DEFERRED
 
     path: str
     name: str
@@ -193,6 +207,8 @@ class GrepResult(SpecModel):
 
 class SubagentRegistryEntry(SpecModel):
     """One child instance in a parent's registry (``ThreadState.children``)."""
+
+    model_config = DEFERRED
 
     reference: str
     name: str
@@ -209,6 +225,8 @@ class SubagentRegistryEntry(SpecModel):
 
 class ScheduledEffect(SpecModel):
     """A pending effect run."""
+
+    model_config = DEFERRED
 
     id: str
     name: str

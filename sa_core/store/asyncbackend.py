@@ -14,7 +14,6 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError, IntegrityError
-from sqlalchemy.ext.asyncio import create_async_engine
 
 from sa_core import jsontext
 from sa_core.store.connect import WRITE_OPTION, install_sqlite_listeners, is_memory
@@ -289,6 +288,9 @@ class AsyncBackend(Backend):
     """
 
     def __init__(self, url: str, *, vectors: bool = False) -> None:
+        # SQLAlchemy's asyncio extension brings its ORM along (~50 ms): only this backend needs it
+        from sqlalchemy.ext.asyncio import create_async_engine
+
         options: dict[str, Any] = {"json_serializer": jsontext.dumps}
         postgres = url.startswith("postgresql")
         if postgres:

@@ -14,10 +14,11 @@ Writes are serialised by one ``asyncio.Lock`` per store, so SQLite never reports
 locked" from within the process; write transactions start with ``BEGIN IMMEDIATE``.
 """
 
+from sa_core.store.ambient import detached_context
 from sa_core.store.asyncbackend import POOL_OVERFLOW, POOL_SIZE, AsyncBackend
 from sa_core.store.interface import Backend, Op, Transaction
 from sa_core.store.sqlitebackend import SQLiteBackend
-from sa_core.store.storebase import StoreBase, detached_context
+from sa_core.store.storebase import StoreBase
 
 __all__ = [
     "POOL_OVERFLOW",

@@ -10,15 +10,15 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqlalchemy.engine import Connection
-
 from sa_core.store.caches import StoreCaches
 
 if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
+
     from sa_core.store.fast import Deferred, Prepared
 
 T = TypeVar("T")
-Op = Callable[[Connection], T]
+Op = Callable[["Connection"], T]
 
 
 class Transaction(ABC):

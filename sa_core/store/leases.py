@@ -15,7 +15,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from sqlalchemy import bindparam, delete, exists, literal, select, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
@@ -48,7 +47,9 @@ def _acquire_statement(dialect: str) -> Prepared:
     on PostgreSQL, the holder and false when another worker holds it (found in the same
     statement); no row otherwise.
     """
-    upsert = pg_insert if dialect == "postgresql" else sqlite_insert
+    upsert: Any = sqlite_insert
+    if dialect == "postgresql":  # built on first use: SQLite stores never load the dialect
+        from sqlalchemy.dialects.postgresql import insert as upsert
     stmt = upsert(t.thread_leases).values(
         thread_id=bindparam("v_tid"),
         owner=bindparam("v_owner"),

@@ -3,7 +3,8 @@
 :func:`ensure_schema` runs when a store opens, inside one transaction:
 
 * an empty database gets every table (``create_all``) and is stamped with the head revision;
-* a database at the head revision is left alone (one ``SELECT``; Alembic is not imported);
+* a database at the head revision is left alone (two reads: its tables and its revision;
+  Alembic is not imported);
 * an older database is upgraded with Alembic; a database with tables but no version table is
   one created before migrations existed and is taken as the baseline revision;
 * a database at a revision this code does not know (a newer release) is refused.
@@ -20,9 +21,10 @@ from typing import Any
 
 from sqlalchemy import Column, MetaData, PrimaryKeyConstraint, String, Table, inspect, select, text
 from sqlalchemy.engine import Connection
-from sqlmodel import SQLModel
 
-HEAD = "0009_log_recordings"
+from sa_core.store.tables import metadata
+
+HEAD = "0011_log_recordings"
 """The newest revision in ``migrations/versions`` (a test keeps the two in step)."""
 BASELINE = "0001_baseline"
 """The revision of databases created before migrations existed."""
@@ -45,13 +47,26 @@ class SchemaVersionError(RuntimeError):
 
 def current_revision(conn: Connection) -> str | None:
     """The database's schema revision (``None``: unversioned or empty)."""
-    if not inspect(conn).has_table("alembic_version"):
+    return _revision(conn, _table_names(conn))
+
+
+def _table_names(conn: Connection) -> set[str]:
+    """The database's tables (one catalogue query)."""
+    return set(inspect(conn).get_table_names())
+
+
+def _revision(conn: Connection, tables: set[str]) -> str | None:
+    """The revision in ``alembic_version``, read with plain SQL (``None``: no such table)."""
+    if "alembic_version" not in tables:
         return None
     return conn.execute(select(version_table.c.version_num)).scalar()
 
 
 def ensure_schema(conn: Connection) -> str:
     """Create or upgrade the schema to :data:`HEAD` in the connection's open transaction.
+
+    A new database gets today's tables directly, and a current one only two reads: neither
+    imports Alembic, which only an upgrade needs.
 
     Args:
         conn: A connection inside a write transaction.
@@ -65,17 +80,18 @@ def ensure_schema(conn: Connection) -> str:
     """
     if conn.dialect.name == "postgresql":
         conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _LOCK_KEY})
-    revision = current_revision(conn)
+    tables = _table_names(conn)
+    revision = _revision(conn, tables)
     if revision == HEAD:
         return "current"
     if revision is None:
-        if not inspect(conn).has_table("threads"):
-            SQLModel.metadata.create_all(conn)
-            _version_meta.create_all(conn)
+        if "alembic_version" not in tables:
+            _version_meta.create_all(conn, checkfirst=False)
+        if "threads" not in tables:
+            metadata.create_all(conn, checkfirst=bool(tables))  # an empty database: no checks
             conn.execute(version_table.insert().values(version_num=HEAD))
             return "created"
         revision = BASELINE
-        _version_meta.create_all(conn)
         conn.execute(version_table.insert().values(version_num=BASELINE))
     upgrade(conn, revision)
     return f"upgraded from {revision}"
@@ -113,5 +129,5 @@ def upgrade(conn: Connection, revision: str | None, target: str = HEAD) -> None:
         return script._upgrade_revs(target, rev)
 
     with EnvironmentContext(config, script, fn=steps, destination_rev=target) as env:
-        env.configure(connection=conn, target_metadata=SQLModel.metadata)
+        env.configure(connection=conn, target_metadata=metadata)
         env.run_migrations()

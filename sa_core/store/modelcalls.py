@@ -10,7 +10,7 @@ are its logs that carry one, in the order they were written (the first is ordina
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import bindparam, select
@@ -19,6 +19,7 @@ from sqlalchemy.engine import Connection
 from sa_core.store import tables as t
 from sa_core.store.fast import Prepared
 from sa_core.store.interface import Backend, Transaction
+from sa_core.store.rows import RecordedCall
 from sa_core.store.storebase import StoreBase
 
 _L = t.logs.c
@@ -33,44 +34,18 @@ MAX_STAGED = 4096
 the answer and the commit) is dropped, oldest first, instead of being held forever."""
 
 
-@dataclass(slots=True)
-class RecordedCall:
-    """One recorded model call.
-
-    Attributes:
-        thread_id: The thread the call was made for.
-        log_id: Its ``llm_call`` log row.
-        message_id: The message the answer became (a compaction's marker for a summary).
-        request_hash: The canonical request's hash (see :mod:`sa_core.engine.recording`).
-        request: The hashes of the request's parts, and their text where it changed.
-        response: The provider's answer (content, tool calls, reasoning, usage, finish).
-        created_at: When the answer arrived (the log's time), microseconds since the epoch.
-    """
-
-    thread_id: str
-    log_id: str
-    message_id: str | None
-    request_hash: str
-    request: dict[str, Any]
-    response: dict[str, Any]
-    created_at: int
-
-    def to_json(self) -> dict[str, Any]:
-        """The call as a JSON object (the export format's ``model_calls`` items)."""
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any], thread_id: str | None = None) -> RecordedCall:
-        """A call from :meth:`to_json`'s object (``thread_id`` replaces the recorded one)."""
-        return cls(
-            thread_id=thread_id or data["thread_id"],
-            log_id=data["log_id"],
-            message_id=data.get("message_id"),
-            request_hash=data["request_hash"],
-            request=dict(data.get("request") or {}),
-            response=dict(data.get("response") or {}),
-            created_at=int(data.get("created_at") or 0),
-        )
+def recorded_call(thread_id: str, row: Mapping[str, Any]) -> RecordedCall:
+    """The call a log row (``id``, ``created_at``, ``recording``) carries, as ``thread_id``'s."""
+    recording = row["recording"]
+    return RecordedCall(
+        thread_id=thread_id,
+        log_id=row["id"],
+        message_id=recording.get("message_id"),
+        request_hash=recording["request_hash"],
+        request=recording.get("request") or {},
+        response=recording.get("response") or {},
+        created_at=row["created_at"],
+    )
 
 
 def staged_recording(store: ModelCallsMixin, log_id: str) -> dict[str, Any] | None:
@@ -111,17 +86,6 @@ class ModelCallsMixin(StoreBase):
         params = {"b_tid": thread_id}
 
         def op(conn: Connection) -> list[RecordedCall]:
-            return [
-                RecordedCall(
-                    thread_id=thread_id,
-                    log_id=row["id"],
-                    message_id=row["recording"].get("message_id"),
-                    request_hash=row["recording"]["request_hash"],
-                    request=row["recording"].get("request") or {},
-                    response=row["recording"].get("response") or {},
-                    created_at=row["created_at"],
-                )
-                for row in _LIST.rows(conn, params)
-            ]
+            return [recorded_call(thread_id, row) for row in _LIST.rows(conn, params)]
 
         return await self._read_one(op, tx)

@@ -1,6 +1,6 @@
 """The packs' stores: JSON documents under a namespace and a key, searchable by their text.
 
-Rows of ``store_items`` (:class:`~sa_core.store.tables.StoreItemTable`). A namespace is kept
+Rows of ``store_items`` (:data:`~sa_core.store.tables.store_items`). A namespace is kept
 as its labels, each followed by the unit separator U+001F, so that every namespace under a
 prefix starts with the prefix's column value. Full-text search uses SQLite's FTS5 (the
 ``store_items_fts`` table, written in the same transaction as the item, its rowid the item's
@@ -10,78 +10,38 @@ deletes it.
 
 An item of a pack with an embedding model has a vector (``store_vectors``, written with the
 item); a search with a vector ranks by cosine distance (:mod:`sa_core.store.vectors`).
-:class:`StoreWrites` holds the writes a tool makes until they commit with its result.
+:class:`~sa_core.store.packitems.StoreWrites` holds the writes a tool makes until they commit
+with its result.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel
 from sqlalchemy import Float, RowMapping, and_, delete, func, or_, select, text
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
 from sa_core.store import tables as t
 from sa_core.store.interface import Transaction
+from sa_core.store.packitems import (
+    SEPARATOR,
+    ItemWrite,
+    StoreItem,
+    namespace_labels,
+    searchable_text,
+)
 from sa_core.store.storebase import StoreBase
 from sa_core.store.vectors import cosine_distance, encode
 
-SEPARATOR = "\x1f"
-"""Ends each label of a namespace in the ``namespace`` column (labels may not contain it)."""
 _I = t.store_items.c
 _V = t.store_vectors.c
 _REPLACED = ("value", "text", "updated_at", "expires_at")
 """The columns a put again replaces (``created_at`` stays)."""
 _WORD = re.compile(r"\w+", re.UNICODE)
 _COLUMNS = (_I.seq, _I.namespace, _I.key, _I.value, _I.created_at, _I.updated_at, _I.expires_at)
-
-
-class StoreItem(BaseModel):
-    """An item of a pack's store.
-
-    Attributes:
-        namespace: Its namespace, a tuple of labels such as ``("users", "42", "notes")``.
-        key: Its key in the namespace.
-        value: The JSON document.
-        created_at: When it was first put (µs since the epoch).
-        updated_at: When it was last put (µs).
-        expires_at: When it expires (µs), if it was put with a ``ttl``.
-        score: How well it matched a search's ``query`` (higher is better), else ``None``.
-    """
-
-    namespace: tuple[str, ...]
-    key: str
-    value: dict[str, Any]
-    created_at: int
-    updated_at: int
-    expires_at: int | None = None
-    score: float | None = None
-
-
-def namespace_column(labels: Sequence[str]) -> str:
-    """A namespace's labels as stored (each followed by the separator)."""
-    return "".join(f"{label}{SEPARATOR}" for label in labels)
-
-
-def namespace_labels(column: str) -> tuple[str, ...]:
-    """The labels of a stored namespace."""
-    return tuple(column.split(SEPARATOR)[:-1])
-
-
-def searchable_text(value: Any) -> str:
-    """Every string in a JSON document (keys aside), one per line: what search matches."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, dict):
-        return "\n".join(filter(None, (searchable_text(v) for v in value.values())))
-    if isinstance(value, list):
-        return "\n".join(filter(None, (searchable_text(v) for v in value)))
-    return ""
 
 
 def words(query: str) -> list[str]:
@@ -149,51 +109,6 @@ def _matching(conn: Connection, query: str) -> tuple[Any, Any]:
     return _I.seq == found.c.rowid, found.c.score
 
 
-@dataclass(slots=True)
-class ItemWrite:
-    """A put (``value`` set) or a delete (``value`` ``None``) of one item, not yet written."""
-
-    package: str
-    namespace: str
-    key: str
-    value: dict[str, Any] | None
-    now: int
-    expires_at: int | None = None
-    vector: Sequence[float] | None = None
-    model: str | None = None
-    created_at: int = 0
-    """When the item was first put, as its reader sees it before the write commits."""
-
-
-class StoreWrites:
-    """Writes to packs' stores held back until they commit with a tool's result.
-
-    The last write of each item wins; :meth:`take` hands them over in the order first made.
-    """
-
-    __slots__ = ("_writes",)
-
-    def __init__(self) -> None:
-        self._writes: dict[tuple[str, str, str], ItemWrite] = {}
-
-    def __bool__(self) -> bool:
-        return bool(self._writes)
-
-    def record(self, write: ItemWrite) -> None:
-        """Hold ``write`` (replacing an earlier one of the same item)."""
-        self._writes[(write.package, write.namespace, write.key)] = write
-
-    def get(self, package: str, namespace: str, key: str) -> ItemWrite | None:
-        """The write held for an item, if any."""
-        return self._writes.get((package, namespace, key))
-
-    def take(self) -> list[ItemWrite]:
-        """Every write held, oldest first; none are held afterwards."""
-        writes = list(self._writes.values())
-        self._writes.clear()
-        return writes
-
-
 def _write_vector(conn: Connection, seq: int, write: ItemWrite) -> None:
     """Replace the vector of item ``seq`` with the write's (none: drop it)."""
     conn.execute(delete(t.store_vectors).where(_V.seq == seq))
@@ -217,7 +132,9 @@ def _put(conn: Connection, write: ItemWrite) -> StoreItem:
         "updated_at": write.now,
         "expires_at": write.expires_at,
     }
-    upsert = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
+    upsert: Any = sqlite_insert
+    if conn.dialect.name == "postgresql":  # SQLite stores never load the dialect
+        from sqlalchemy.dialects.postgresql import insert as upsert
     insert = upsert(t.store_items).values(values)
     stmt = insert.on_conflict_do_update(
         index_elements=[_I.package, _I.namespace, _I.key],
@@ -296,7 +213,7 @@ class PackStoreMixin(StoreBase):
 
         Args:
             package: The package whose store it is.
-            namespace: The namespace as stored (:func:`namespace_column`).
+            namespace: The namespace as stored (:func:`~sa_core.store.packitems.namespace_column`).
             key: The key.
             value: The JSON document.
             now: The time of the write (µs).
@@ -316,7 +233,7 @@ class PackStoreMixin(StoreBase):
     async def write_items(
         self, writes: Sequence[ItemWrite], *, now: int, tx: Transaction | None = None
     ) -> None:
-        """Apply held writes (see :class:`StoreWrites`), in order, in one transaction."""
+        """Apply held writes (:class:`~sa_core.store.packitems.StoreWrites`) in one transaction."""
 
         def op(conn: Connection) -> None:
             _purge(conn, now)
@@ -404,11 +321,4 @@ class PackStoreMixin(StoreBase):
         await self._write(lambda conn: _purge(conn, now), tx)
 
 
-__all__ = [
-    "ItemWrite",
-    "PackStoreMixin",
-    "StoreItem",
-    "StoreWrites",
-    "namespace_column",
-    "namespace_labels",
-]
+__all__ = ["PackStoreMixin"]

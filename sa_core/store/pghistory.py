@@ -26,7 +26,6 @@ from sqlalchemy import (
     select,
     type_coerce,
 )
-from sqlalchemy.dialects.postgresql import aggregate_order_by
 
 from sa_core.store import tables as t
 from sa_core.store.caches import ReadHistory
@@ -51,8 +50,11 @@ def history_since_known(thread_id: Any) -> Any:
     ``b_known`` is ``[how many, sum of their hashes]``: any write of one of them (an edit, a
     status, a deletion, a row committed late with a lower ``seq``) changes it. A sum needs no
     sort and adds up: the digest of every row read is the rest's plus the new rows' hashes,
-    so the caller keeps it without the database computing it again.
+    so the caller keeps it without the database computing it again. PostgreSQL only, built by
+    cached functions on first use: SQLite stores never import the PostgreSQL dialect for it.
     """
+    from sqlalchemy.dialects.postgresql import aggregate_order_by
+
     m = t.messages.c
     version = cast(m.seq, Text) + ":" + cast(literal_column("messages.xmin"), Text)
     found = (

@@ -14,6 +14,7 @@ from sqlalchemy.engine import Connection
 from sa_core.spec.records import QueueMessageInput
 from sa_core.store import tables as t
 from sa_core.store.clock import now_us
+from sa_core.store.conflicts import QueueChanged
 from sa_core.store.fast import Deferred, Prepared
 from sa_core.store.interface import Transaction
 from sa_core.store.rows import QueueEntry
@@ -34,10 +35,6 @@ _DELETE_ONE = Prepared(
     delete(t.queue).where(_Q.thread_id == bindparam("b_tid"), _Q.id == bindparam("b_id"))
 )
 _THREADS = select(_Q.thread_id).distinct().order_by(_Q.thread_id)
-
-
-class QueueChanged(Exception):
-    """An entry a runner read was deleted (or taken) before the runner drained it."""
 
 
 def _gone(thread_id: str, queue_id: str) -> Any:

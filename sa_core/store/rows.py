@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
 
@@ -36,6 +36,8 @@ class ThreadRow:
         properties: Free-form thread properties.
         execution: Engine state (turn counters, acting side, parked flag...).
         updated_at: Last update (µs).
+        timeline: Where the history of a fork or a rewound thread comes from (see
+            :mod:`sa_core.store.timeline`); ``None`` for a thread whose history is its own.
 
     """
 
@@ -53,6 +55,7 @@ class ThreadRow:
     properties: dict[str, Any] = field(default_factory=dict)
     execution: dict[str, Any] = field(default_factory=dict)
     updated_at: int = 0
+    timeline: dict[str, Any] | None = None
 
 
 THREAD_FIELDS: Final = frozenset(ThreadRow.__dataclass_fields__)
@@ -123,3 +126,43 @@ class ApiKeyRow:
         else:
             where = f"packages {', '.join(self.packages[:-1])} and {self.packages[-1]}"
         return f"{'read-only' if self.read_only else 'read-write'}, {where}"
+
+
+@dataclass(slots=True)
+class RecordedCall:
+    """One recorded model call.
+
+    Attributes:
+        thread_id: The thread the call was made for.
+        log_id: Its ``llm_call`` log row.
+        message_id: The message the answer became (a compaction's marker for a summary).
+        request_hash: The canonical request's hash (see :mod:`sa_core.engine.recording`).
+        request: The hashes of the request's parts, and their text where it changed.
+        response: The provider's answer (content, tool calls, reasoning, usage, finish).
+        created_at: When the answer arrived (the log's time), microseconds since the epoch.
+    """
+
+    thread_id: str
+    log_id: str
+    message_id: str | None
+    request_hash: str
+    request: dict[str, Any]
+    response: dict[str, Any]
+    created_at: int
+
+    def to_json(self) -> dict[str, Any]:
+        """The call as a JSON object (the export format's ``model_calls`` items)."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], thread_id: str | None = None) -> RecordedCall:
+        """A call from :meth:`to_json`'s object (``thread_id`` replaces the recorded one)."""
+        return cls(
+            thread_id=thread_id or data["thread_id"],
+            log_id=data["log_id"],
+            message_id=data.get("message_id"),
+            request_hash=data["request_hash"],
+            request=dict(data.get("request") or {}),
+            response=dict(data.get("response") or {}),
+            created_at=int(data.get("created_at") or 0),
+        )

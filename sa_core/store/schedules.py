@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import delete, func, select, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection, RowMapping
 
@@ -84,7 +83,9 @@ class SchedulesMixin(StoreBase):
         def op(conn: Connection) -> bool:
             if conn.execute(replace.values(values)).rowcount > 0:
                 return True
-            upsert = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
+            upsert: Any = sqlite_insert
+            if conn.dialect.name == "postgresql":  # SQLite stores never load the dialect
+                from sqlalchemy.dialects.postgresql import insert as upsert
             stmt = upsert(t.schedules).values(values).on_conflict_do_nothing()
             return bool(conn.execute(stmt).rowcount > 0)
 

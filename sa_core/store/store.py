@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from types import TracebackType
 
+from sa_core.store.a2apush import A2APushMixin
 from sa_core.store.apikeys import ApiKeysMixin
 from sa_core.store.asyncbackend import AsyncBackend
+from sa_core.store.branching import BranchingMixin
 from sa_core.store.connect import resolve_database_url
 from sa_core.store.effects import EffectsMixin
 from sa_core.store.executions import ExecutionsMixin
@@ -21,12 +23,15 @@ from sa_core.store.sqlitebackend import SQLiteBackend
 from sa_core.store.threads import ThreadsMixin
 from sa_core.store.treecopy import TreeCopyMixin
 from sa_core.store.turnstart import TurnStartMixin
+from sa_core.store.usage import UsageMixin
 
 
 class Store(
     TurnStartMixin,
     ThreadsMixin,
+    TreeCopyMixin,
     MessagesMixin,
+    BranchingMixin,
     FilesMixin,
     QueueMixin,
     EffectsMixin,
@@ -34,11 +39,14 @@ class Store(
     ApiKeysMixin,
     ExecutionsMixin,
     LeasesMixin,
+    UsageMixin,
     SchedulesMixin,
     PackStoreMixin,
-    TreeCopyMixin,
+    A2APushMixin,
 ):
     """Durable state: threads, messages, files, queues, effects, keys, leases, schedules, stores.
+
+    Also the push notifications our A2A server owes (:mod:`sa_core.store.a2apush`).
 
     Every method takes an optional ``tx=`` from :meth:`transaction`; without it, a method runs
     in its own short transaction (or joins the transaction open in the calling task).

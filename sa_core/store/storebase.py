@@ -8,18 +8,16 @@ a commit.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from contextvars import Context, ContextVar, copy_context
 from types import TracebackType
 from typing import Any
 
 from sqlalchemy.engine import Connection
 
+from sa_core.store.ambient import current_tx
 from sa_core.store.caches import StoreCaches
 from sa_core.store.fast import Deferred, Prepared
 from sa_core.store.interface import Backend, Op, T, Transaction
 from sa_core.store.prioritylock import PriorityLock
-
-_current_tx: ContextVar[Transaction | None] = ContextVar("sa_store_tx", default=None)
 
 
 class _TransactionContext:
@@ -43,7 +41,7 @@ class _TransactionContext:
         except BaseException:
             store._lock.release()
             raise
-        self._token = _current_tx.set(self._tx)
+        self._token = current_tx.set(self._tx)
         return self._tx
 
     async def __aexit__(
@@ -69,20 +67,8 @@ class _TransactionContext:
                 await tx.rollback()
         finally:
             tx.active = False
-            _current_tx.reset(self._token)
+            current_tx.reset(self._token)
             self._store._lock.release()
-
-
-def detached_context() -> Context:
-    """A copy of the current context without an open store transaction.
-
-    Start tasks in it (``asyncio.create_task(coro, context=detached_context())``) when the
-    caller may be inside a transaction block: a task started there would otherwise join the
-    caller's transaction.
-    """
-    context = copy_context()
-    context.run(_current_tx.set, None)
-    return context
 
 
 class StoreBase:
@@ -204,7 +190,7 @@ class StoreBase:
         return _TransactionContext(self)
 
     def _ambient(self) -> Transaction | None:
-        tx = _current_tx.get()
+        tx = current_tx.get()
         if tx is not None and tx.owner is self and tx.active:
             return tx
         return None

@@ -14,8 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import JSON, bindparam, func, select, type_coerce
-from sqlalchemy.dialects.postgresql import aggregate_order_by
+from sqlalchemy import JSON, String, bindparam, func, literal, select, type_coerce
 
 from sa_core.store import tables as t
 from sa_core.store.executions import RECORD_COLUMNS, ExecutionsMixin, record_from_row
@@ -36,7 +35,7 @@ if TYPE_CHECKING:
     from sa_core.spec import SubagentRegistryEntry
     from sa_core.spec.records import Message
     from sa_core.store.caches import ReadHistory
-    from sa_core.store.executions import ExecutionRecord
+    from sa_core.store.execution_record import ExecutionRecord
     from sa_core.store.rows import QueueEntry, ThreadRow
 
 _QUEUE_KEY = "queue_entries"
@@ -66,6 +65,7 @@ def _turn_start_pg() -> Prepared:
     The registry, queue and history come back as JSON arrays of rows, in their orders. Built
     on first use: SQLite stores never import the PostgreSQL dialect for it.
     """
+    from sqlalchemy.dialects.postgresql import aggregate_order_by
 
     def rows_of(table: Any, *conditions: Any) -> Any:
         found = select(*table.c).where(*conditions).subquery()
@@ -84,7 +84,9 @@ def _turn_start_pg() -> Prepared:
 @functools.cache
 def _runner_start_pg() -> Prepared:
     """:func:`_turn_start_pg` and the thread's execution record, in one query."""
-    fields = func.json_build_object(*(item for c in RECORD_COLUMNS for item in (c.name, c)))
+    # each key typed as text: PostgreSQL cannot infer the type of an untyped parameter there
+    pairs = [(literal(c.name, String), c) for c in RECORD_COLUMNS]
+    fields = func.json_build_object(*(item for pair in pairs for item in pair))
     where = t.executions.c.thread_id == bindparam("b_id")
     found = select(fields).where(where).scalar_subquery()
     record = type_coerce(found, JSON).label(_EXECUTION_KEY)
@@ -173,6 +175,9 @@ class TurnStartMixin(ThreadsMixin, QueueMixin, ExecutionsMixin):
         queue = [entry_from_row(without_seq(entry)) for entry in row.pop(_QUEUE_KEY) or []]
         summary = row.pop(_HISTORY_KEY)
         thread, children = thread_with_children(row, row.pop(KIDS_KEY) or [])
+        self.note_timeline(thread_id, thread.timeline)
+        if thread.timeline:  # a fork's or a rewound thread's history is read through it
+            return TurnStart(thread, children, queue, None)
         history_read = apply_history_read(self._caches, thread_id, held, summary)
         if history_read is None:  # an older row changed: the engine reads the history whole
             return TurnStart(thread, children, queue, None)

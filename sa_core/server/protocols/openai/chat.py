@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 from litestar import Request, Response, post
@@ -13,7 +14,7 @@ from litestar.response import Stream
 from sa_core.engine.usage import UsageTotals
 from sa_core.runtime import Runtime
 from sa_core.server.context import RuntimeDep
-from sa_core.server.protocols.openai import conversations
+from sa_core.server.protocols.openai import conversations, toolcalls, toolturns
 from sa_core.server.protocols.openai.errors import OpenAIError, error_body, error_specs
 from sa_core.server.protocols.openai.models import Model, resolve_model
 from sa_core.server.protocols.openai.requests import ChatRequest, chat_request, require_object
@@ -82,16 +83,35 @@ async def open_turn(
 ) -> tuple[ThreadState, Turn, bool]:
     """Find the thread the messages continue (or start one); the turn to run on it.
 
+    Messages that end with the results of client tool calls continue the turn that paused on
+    them, on its thread.
+
     Returns:
-        The thread, the turn for the last message, and whether the thread is new.
+        The thread, the turn for the last message (or the results), and whether the thread
+        is new.
     """
+    client = data.client
+    trailing = toolcalls.trailing_results(data.messages)
+    if trailing is not None:
+        known, results = trailing
+        thread = await conversations.paused_conversation(
+            runtime, key_id, model, data.user, data.messages[:known], "messages"
+        )
+        anchor = await toolturns.continuing(thread, results, "messages")
+        await keep_metadata(runtime, thread, data.metadata)
+        turn = Turn(
+            runtime, thread, "", data.output_schema, data.settings.applied,
+            client=replace(client, results=results), anchor=anchor,
+        )  # fmt: skip
+        return thread, turn, False
     thread, fresh = await conversations.open_conversation(
         runtime, key_id, model, data.user, data.messages
     )
     await keep_metadata(runtime, thread, data.metadata)
     turn = Turn(
-        runtime, thread, data.messages[-1][1], data.output_schema, data.settings.applied
-    )
+        runtime, thread, data.messages[-1][1], data.output_schema, data.settings.applied,
+        client=client if client.declared else None,
+    )  # fmt: skip
     return thread, turn, fresh
 
 
@@ -115,6 +135,7 @@ async def chat_completions(
     body = require_object(await read_json(request))
     model = resolve_model(runtime, body.get("model"), key=key)
     data = chat_request(body, policy_for(model, request), model)
+    await toolturns.check(runtime, model, data.client, chat=True)
     thread, turn, fresh = await open_turn(runtime, key.id, model, data)
     before = None if fresh else await usage_before(thread)
     created = int(time.time())
@@ -124,6 +145,10 @@ async def chat_completions(
         return Stream(chunks, media_type="text/event-stream", headers={**headers, **SSE_HEADERS})
     result = await answered_result(runtime, thread, turn, before)
     await remember(runtime, key.id, model, data, result)
+    message: dict[str, Any] = {"role": "assistant", "content": result.text, "refusal": None}
+    if result.calls:  # the turn paused on client tool calls: the client runs them
+        message["content"] = result.text or None
+        message["tool_calls"] = [toolcalls.chat_call(call) for call in result.calls]
     body = {
         "id": completion_id(result.request),
         "object": "chat.completion",
@@ -132,8 +157,8 @@ async def chat_completions(
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": result.text, "refusal": None},
-                "finish_reason": "stop",
+                "message": message,
+                "finish_reason": "tool_calls" if result.calls else "stop",
                 "logprobs": None,
             }
         ],
@@ -144,7 +169,10 @@ async def chat_completions(
 
 
 def completion_id(message: Message) -> str:
-    """The completion's id: the id of the message that started the turn."""
+    """The completion's id: from the id of the message that started the turn.
+
+    For a turn that went on with client tool results: of the message whose calls they answered.
+    """
     return f"chatcmpl-{message.id}"
 
 
@@ -153,8 +181,9 @@ async def remember(
 ) -> None:
     """Index the conversation the client now holds, so its next request finds the thread."""
     await conversations.remember_answer(
-        runtime, key_id, model, data.user, data.messages, result.text, result.thread_id
-    )
+        runtime, key_id, model, data.user, data.messages, result.text, result.thread_id,
+        result.calls,
+    )  # fmt: skip
 
 
 async def stream_chunks(
@@ -188,7 +217,10 @@ async def stream_chunks(
                 yield event(error_body(failure.message, kind="server_error", code=failure.code))
                 return
             await remember(runtime, key_id, model, data, item)
-            yield chunk({}, "stop")
+            if item.calls:  # paused on client tool calls: each whole, in one delta
+                calls = [toolcalls.chat_call(c, index) for index, c in enumerate(item.calls)]
+                yield chunk({"tool_calls": calls})
+            yield chunk({}, "tool_calls" if item.calls else "stop")
             if data.include_usage:
                 yield event({
                     "id": ident, "object": "chat.completion.chunk", "created": created,

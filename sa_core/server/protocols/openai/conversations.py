@@ -24,9 +24,11 @@ from collections.abc import Sequence
 
 from sa_core.errors import ThreadNotFoundError
 from sa_core.runtime import Runtime
+from sa_core.server.protocols.openai.errors import OpenAIError
 from sa_core.server.protocols.openai.models import Model
 from sa_core.server.protocols.openai.requests import Turn
 from sa_core.server.protocols.openai.threads import add_history, start_thread
+from sa_core.server.protocols.openai.toolcalls import assistant_turn
 from sa_core.state import ThreadState
 
 KEY_PREFIX = "sa:openai:chat:"
@@ -94,6 +96,28 @@ async def open_conversation(
     return thread, False
 
 
+async def paused_conversation(
+    runtime: Runtime, key_id: str, model: Model, user: str, known: Sequence[Turn], param: str
+) -> ThreadState:
+    """The thread of a conversation whose turn paused on client tool calls.
+
+    ``known``: the conversation up to the assistant message that made the calls.
+
+    Raises:
+        OpenAIError: a 400 naming ``param`` when no thread holds that conversation.
+    """
+    thread = await find_thread(runtime, model, digest(key_id, model, user, known))
+    if thread is None:
+        raise OpenAIError(
+            400,
+            f"Invalid '{param}': the tool results answer calls of no conversation this server "
+            "paused (send the conversation as it was returned, results last).",
+            param=param,
+            code="invalid_tool_results",
+        )
+    return thread
+
+
 async def remember_answer(
     runtime: Runtime,
     key_id: str,
@@ -102,7 +126,11 @@ async def remember_answer(
     messages: Sequence[Turn],
     answer: str,
     thread_id: str,
+    calls: Sequence[dict[str, str]] = (),
 ) -> None:
-    """Index the conversation the client now holds (its messages and the answer)."""
-    seen = [*messages, ("assistant", answer)]
+    """Index the conversation the client now holds (its messages and the answer).
+
+    ``calls``: the client tool calls the answer returned, kept with it.
+    """
+    seen = [*messages, assistant_turn(answer, calls)]
     await remember(runtime, thread_id, digest(key_id, model, user, seen))

@@ -1,12 +1,14 @@
 """Checking request bodies: what this server serves, and one 400 naming every problem otherwise.
 
 The agent decides how it answers: its own prompt, model and tools. So fields that would change
-that (client ``tools``, ``n`` above 1, audio, ...) are refused with a 400 naming the field rather
-than silently ignored. Sampling and length settings (``temperature``, ``max_tokens``, ...)
-follow the agent's serving policy (:mod:`sa_core.server.protocols.openai.settings`). Fields
-with no meaning here (``store``, ``service_tier``, ``prompt_cache_key``, ...) are accepted;
-``metadata`` is kept on the thread. Every refused or invalid field of a request is named in
-the one 400 (:class:`~sa_core.server.protocols.openai.errors.Problems`).
+that (``n`` above 1, audio, the legacy ``functions``, ...) are refused with a 400 naming the field
+rather than silently ignored. Client ``tools`` are offered beside the agent's own, unless the
+agent turns them off (:mod:`sa_core.server.protocols.openai.toolcalls`). Sampling and length
+settings (``temperature``, ``max_tokens``, ...) follow the agent's serving policy
+(:mod:`sa_core.server.protocols.openai.settings`). Fields with no meaning here (``store``,
+``service_tier``, ``prompt_cache_key``, ...) are accepted; ``metadata`` is kept on the thread.
+Every refused or invalid field of a request is named in the one 400
+(:class:`~sa_core.server.protocols.openai.errors.Problems`).
 """
 
 from __future__ import annotations
@@ -23,14 +25,27 @@ from sa_core.server.protocols.openai.settings import (
     asked_settings,
     client_settings,
 )
+from sa_core.server.protocols.openai.toolcalls import (
+    ClientTools,
+    assistant_turn,
+    chat_calls,
+    chat_choice,
+    chat_tools,
+    check_answered,
+    output_text,
+    tool_turn,
+)
 from sa_core.spec.agents import ClientSettingsPolicy
 from sa_core.spec.schemas import check_schema
 
 Turn = tuple[str, str]
-"""A message as this API keeps it: ``(role, text)``, role ``system``, ``user`` or ``assistant``."""
+"""A message as this API keeps it: ``(role, text)``, role ``system``, ``user``, ``assistant``
+or ``tool`` (tool calls and results as :mod:`~sa_core.server.protocols.openai.toolcalls` keeps
+them)."""
 
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
-CLIENT_TOOLS = ("tools", "functions", "tool_choice", "function_call")
+CLIENT_TOOLS = ("functions", "function_call")
+"""The legacy function calling fields (``tools`` and ``tool_choice`` are served)."""
 UNMEANING = {"user", "store", "service_tier", "safety_identifier", "prompt_cache_key",
              "prompt_cache_retention", "stream_options", "parallel_tool_calls", "metadata",
              "logprobs", "top_logprobs"}  # fmt: skip
@@ -59,8 +74,8 @@ def refuse_fields(
         if name in empty_ok and value in ([], {}, False, "none", "auto", "disabled"):
             continue
         if name in CLIENT_TOOLS:
-            problems.add(unsupported(name, "the agent's own tools run on the server; client "
-                                     "tools are not served."))  # fmt: skip
+            problems.add(unsupported(name, "the legacy function calling is not served; "
+                                     "declare 'tools' instead."))  # fmt: skip
         else:
             problems.add(unsupported(name, "the agent's definition decides this."))
 
@@ -123,8 +138,9 @@ def text_of(content: Any, param: str, part_types: tuple[str, ...]) -> str:
 def role_of(value: Any, param: str) -> str:
     """A message role, with ``developer`` taken as ``system``."""
     if value in ("tool", "function"):
-        raise unsupported(param, "tool results come from the agent's own tools, which run "
-                          "on the server.")
+        raise unsupported(param, "tool results are 'tool' messages after the assistant "
+                          "message with the calls (chat completions), or function_call_output "
+                          "items (Responses).")  # fmt: skip
     if value not in ROLES:
         raise invalid(param, f"expected one of {', '.join(ROLES)}, got {value!r}.")
     return ROLES[value]
@@ -143,10 +159,12 @@ class ChatRequest:
     settings: ClientSettings = field(default_factory=ClientSettings)
     """The sampling and length settings, as the serving policy took them."""
     metadata: dict[str, str] | None = None
+    client: ClientTools = field(default_factory=ClientTools)
+    """The client tools and ``tool_choice`` the request declares."""
 
 
-CHAT_FIELDS = {"model", "messages", "stream", "response_format", "n", "modalities",
-               *UNMEANING, *CHAT_SETTINGS}  # fmt: skip
+CHAT_FIELDS = {"model", "messages", "stream", "response_format", "n", "modalities", "tools",
+               "tool_choice", *UNMEANING, *CHAT_SETTINGS}  # fmt: skip
 CHAT_EMPTY_OK = {*CLIENT_TOOLS, "logit_bias"}
 
 
@@ -169,6 +187,10 @@ def chat_request(body: dict[str, Any], policy: ClientSettingsPolicy, model: Mode
         text_format, body.get("response_format"), "response_format", True, default=None
     )
     messages = chat_messages(body.get("messages"), problems)
+    client = ClientTools(
+        chat_tools(body.get("tools"), problems.add),
+        problems.attempt(chat_choice, body.get("tool_choice"), default=None),
+    )
     stream = problems.attempt(flag, body, "stream", default=False)
     usage = problems.attempt(include_usage, body.get("stream_options"), default=False)
     problems.raise_any()
@@ -180,11 +202,16 @@ def chat_request(body: dict[str, Any], policy: ClientSettingsPolicy, model: Mode
         output_schema=output_schema,
         settings=settings,
         metadata=common.metadata,
+        client=client,
     )
 
 
 def chat_messages(raw: Any, problems: Problems) -> list[Turn]:
-    """The ``messages``, each checked (every bad one recorded); the last must be a user's."""
+    """The ``messages``, each checked (every bad one recorded).
+
+    The last must be a user's (the agent answers it) or the results of the calls of the
+    assistant message before them (the turn that made them goes on).
+    """
     if not isinstance(raw, list) or not raw:
         problems.add(invalid("messages", "expected a non-empty list of messages."))
         return []
@@ -195,27 +222,37 @@ def chat_messages(raw: Any, problems: Problems) -> list[Turn]:
             problems.attempt(chat_message, message, index, default=("", ""))
             for index, message in enumerate(raw)
         ]
-    if messages[-1][0] not in ("user", ""):
-        problems.add(invalid(f"messages[{len(messages) - 1}].role",
-                             "the last message must be a user message (the agent answers it)."))
+    if messages[-1][0] not in ("user", "tool", ""):
+        problems.add(invalid(f"messages[{len(messages) - 1}].role", "the last message must be "
+                             "a user message (the agent answers it) or tool results."))  # fmt: skip
+    check_answered(messages, problems.add, lambda index: f"messages[{index}]")
     return messages
 
 
 def chat_message(message: Any, index: int) -> Turn:
-    """One chat message as ``(role, text)``."""
+    """One chat message as ``(role, text)`` (a tool result or calls as ``toolcalls`` keeps them)."""
     where = f"messages[{index}]"
     if not isinstance(message, dict):
         raise invalid(where, "expected an object.")
-    role = role_of(message.get("role"), f"{where}.role")
-    if message.get("tool_calls"):
-        raise unsupported(f"{where}.tool_calls", "tool calls are the agent's own.")
+    role = message.get("role")
+    if role == "tool":
+        call_id = message.get("tool_call_id")
+        if not isinstance(call_id, str) or not call_id:
+            raise invalid(f"{where}.tool_call_id", "expected the id of the call it answers.")
+        return tool_turn(call_id, output_text(message.get("content"), f"{where}.content"))
+    role = role_of(role, f"{where}.role")
     for name in ("audio", "function_call"):
         if message.get(name) is not None:
             raise unsupported(f"{where}.{name}")
     content = message.get("content")
-    if content is None and role == "assistant":
-        return role, ""
-    return role, text_of(content, f"{where}.content", ("text", "input_text", "output_text"))
+    text = "" if content is None and role == "assistant" else text_of(
+        content, f"{where}.content", ("text", "input_text", "output_text")
+    )
+    if message.get("tool_calls"):
+        if role != "assistant":
+            raise invalid(f"{where}.tool_calls", "only an assistant message makes tool calls.")
+        return assistant_turn(text, chat_calls(message["tool_calls"], f"{where}.tool_calls"))
+    return role, text
 
 
 def flag(body: Mapping[str, Any], name: str, param: str | None = None) -> bool:

@@ -1,7 +1,9 @@
 """Response and conversation ids that carry the thread they belong to.
 
 A response id encodes the thread's id and the id of the user message that started the turn
-(``resp_`` + base64url of both); a conversation id encodes the thread's id (``conv_`` + ...).
+(``resp_`` + base64url of both), and for a response that went on with client tool results, the
+id of the assistant message whose calls they answered; a conversation id encodes the thread's id
+(``conv_`` + ...).
 Nothing else is stored: the thread and its messages are the record, so the ids stay valid
 across restarts and on every worker. An id that does not decode, or whose thread or message is
 missing or belongs to another model, is answered as not found.
@@ -24,8 +26,11 @@ def encode(prefix: str, *parts: str) -> str:
     return prefix + base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def decode(value: str, prefix: str, count: int, param: str) -> list[str]:
-    """The parts of an id made by :func:`encode`; a 404 naming ``param`` when it is not one."""
+def decode(value: str, prefix: str, count: int | tuple[int, ...], param: str) -> list[str]:
+    """The parts of an id made by :func:`encode`; a 404 naming ``param`` when it is not one.
+
+    ``count``: how many parts it has (or the numbers it may have).
+    """
     parts: list[str] = []
     if value.startswith(prefix):
         body = value[len(prefix) :]
@@ -34,7 +39,8 @@ def decode(value: str, prefix: str, count: int, param: str) -> list[str]:
             parts = text.split("\n")
         except (binascii.Error, UnicodeDecodeError, ValueError):
             parts = []
-    if len(parts) != count or not all(parts):
+    counts = count if isinstance(count, tuple) else (count,)
+    if len(parts) not in counts or not all(parts):
         raise not_found(value, param)
     return parts
 
@@ -47,8 +53,14 @@ def not_found(value: str, param: str) -> OpenAIError:
     )
 
 
-def response_id(thread_id: str, message_id: str) -> str:
-    """The id of the response to the user message ``message_id`` of ``thread_id``."""
+def response_id(thread_id: str, message_id: str, anchor: str | None = None) -> str:
+    """The id of the response to the user message ``message_id`` of ``thread_id``.
+
+    ``anchor``: for a response that went on with client tool results, the assistant message
+    whose calls they answered (a third part).
+    """
+    if anchor is not None:
+        return encode(RESPONSE, thread_id, message_id, anchor)
     return encode(RESPONSE, thread_id, message_id)
 
 

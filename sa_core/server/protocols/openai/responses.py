@@ -13,7 +13,7 @@ from litestar.response import Stream
 from sa_core.engine.usage import UsageTotals
 from sa_core.runtime import Runtime
 from sa_core.server.context import RuntimeDep
-from sa_core.server.protocols.openai import conversations, respids
+from sa_core.server.protocols.openai import conversations, respids, toolturns
 from sa_core.server.protocols.openai.chat import SSE_HEADERS, answered_result, no_answer
 from sa_core.server.protocols.openai.errors import error_specs
 from sa_core.server.protocols.openai.models import Model, resolve_model
@@ -28,7 +28,7 @@ from sa_core.server.protocols.openai.threads import (
     authenticate,
     read_json,
 )
-from sa_core.server.protocols.openai.turns import Turn, TurnResult, joined, replies_after
+from sa_core.server.protocols.openai.turns import Turn, TurnResult, joined
 from sa_core.spec import Message
 from sa_core.store import ApiKeyRow
 
@@ -49,6 +49,7 @@ async def create_response(request: Request[Any, Any, Any], runtime: RuntimeDep) 
     body = require_object(await read_json(request))
     model = resolve_model(runtime, body.get("model"), key=key)
     data = responses_request(body, policy_for(model, request), model)
+    await toolturns.check(runtime, model, data.client, chat=False)
     thread, turn, before = await open_response_turn(runtime, key.id, model, data)
     headers = {THREAD_HEADER: thread.thread_id, **data.settings.headers()}
     created = int(time.time())
@@ -57,11 +58,23 @@ async def create_response(request: Request[Any, Any, Any], runtime: RuntimeDep) 
         return Stream(events, media_type="text/event-stream", headers={**headers, **SSE_HEADERS})
     result = await answered_result(runtime, thread, turn, before)
     await remember(runtime, key.id, model, data, result)
+    message_id, anchor = response_ids(turn, result.request)
     body = response_object(
-        result.thread_id, result.request.id, model.name, created, "completed", result.text,
-        result.usage, data.previous_response_id,
+        result.thread_id, message_id, model.name, created, "completed", result.text,
+        result.usage, data.previous_response_id, calls=result.calls, anchor=anchor,
     )  # fmt: skip
     return Response(content=body, headers=headers, media_type="application/json")
+
+
+def response_ids(turn: Turn, request: Message) -> tuple[str, str | None]:
+    """The message ids a response's id holds.
+
+    The turn's user message, and for a turn that went on with client tool results, the
+    assistant message whose calls they answered.
+    """
+    if turn.started is not None:
+        return turn.started, request.id
+    return request.id, None
 
 
 async def remember(
@@ -70,8 +83,9 @@ async def remember(
     """Index the conversation a client that keeps its own history now holds."""
     if data.carries_history:
         await conversations.remember_answer(
-            runtime, key_id, model, data.user, data.items, result.text, result.thread_id
-        )
+            runtime, key_id, model, data.user, data.items, result.text, result.thread_id,
+            result.calls,
+        )  # fmt: skip
 
 
 async def stream_events(
@@ -87,9 +101,11 @@ async def stream_events(
     writer: EventWriter | None = None
     async for item in turn.deltas(before):
         if isinstance(item, Message):
+            message_id, anchor = response_ids(turn, item)
             writer = EventWriter(
-                turn.thread.thread_id, item.id, model.name, created, data.previous_response_id
-            )
+                turn.thread.thread_id, message_id, model.name, created,
+                data.previous_response_id, anchor,
+            )  # fmt: skip
             for line in writer.start():
                 yield line
         elif isinstance(item, str):
@@ -102,7 +118,7 @@ async def stream_events(
                 yield writer.failed((await no_answer(runtime, turn.thread)).message)
                 return
             await remember(runtime, key_id, model, data, item)
-            for line in writer.finish(item.text, item.usage):
+            for line in writer.finish(item.text, item.usage, item.calls):
                 yield line
 
 
@@ -118,15 +134,21 @@ async def get_response(
 
 
 async def stored_response(runtime: Runtime, value: str, key: ApiKeyRow) -> dict[str, Any]:
-    """Rebuild a response from its thread's messages (404 for a package ``key`` does not open)."""
-    thread_id, message_id = respids.decode(value, respids.RESPONSE, 2, "response_id")
+    """Rebuild a response from its thread's messages (404 for a package ``key`` does not open).
+
+    A response of a turn that paused on client tool calls ends with them; the response to
+    their results begins after the message that made them.
+    """
+    parts = respids.decode(value, respids.RESPONSE, (2, 3), "response_id")
+    thread_id, message_id = parts[0], parts[1]
+    anchor = parts[2] if len(parts) == 3 else None
     thread = await any_thread(runtime, thread_id, key)
     started = None if thread is None else await thread.get_message(message_id)
     if thread is None or started is None or started.role != "user":
         raise respids.not_found(value, "response_id")
-    replies = await replies_after(thread, message_id)
+    replies, calls = await toolturns.turn_part(thread, anchor or message_id)
     text = runtime.redact_secrets(thread, joined(replies))
-    if text:
+    if text or calls:
         status = "completed"
     elif await runtime.turn_settled(thread_id):
         status = "failed"
@@ -134,5 +156,5 @@ async def stored_response(runtime: Runtime, value: str, key: ApiKeyRow) -> dict[
         status = "in_progress"
     return response_object(
         thread_id, message_id, f"{thread.package}/{thread.agent_id}",
-        started.created_at // 1_000_000, status, text, None, None,
+        started.created_at // 1_000_000, status, text, None, None, calls=calls, anchor=anchor,
     )  # fmt: skip

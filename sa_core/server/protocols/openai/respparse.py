@@ -3,9 +3,11 @@
 The ``input`` may carry the conversation so far, as the clients that keep their own history
 send it (the OpenAI Agents SDK's ``to_input_list()``, pydantic-ai, LangChain, ``llm``):
 messages of every role, assistant messages with ``output_text`` parts, and ``reasoning``
-items, which are left out (they are a model's private notes, not the conversation). Each
-message becomes the same ``(role, text)`` pair a chat completions message does, so the two
-APIs agree on a conversation's digest.
+items, which are left out (they are a model's private notes, not the conversation), and the
+``function_call`` items of client tools with their ``function_call_output`` items. Each message
+becomes the same ``(role, text)`` pair a chat completions message does (the function calls
+join the assistant message before them, as chat's ``tool_calls`` do), so the two APIs agree on a
+conversation's digest.
 """
 
 from __future__ import annotations
@@ -32,10 +34,20 @@ from sa_core.server.protocols.openai.settings import (
     asked_settings,
     client_settings,
 )
+from sa_core.server.protocols.openai.toolcalls import (
+    ClientTools,
+    call_of,
+    check_answered,
+    join_call,
+    output_text,
+    responses_choice,
+    responses_tools,
+    tool_turn,
+)
 from sa_core.spec.agents import ClientSettingsPolicy
 
 FIELDS = {"model", "input", "instructions", "previous_response_id", "conversation", "stream",
-          "text", "reasoning", "truncation", "include", *UNMEANING,
+          "text", "reasoning", "truncation", "include", "tools", "tool_choice", *UNMEANING,
           *(name for name in RESPONSES_SETTINGS if "." not in name)}  # fmt: skip
 EMPTY_OK = {*CLIENT_TOOLS, "background"}
 PARTS = ("input_text", "output_text", "text")
@@ -59,6 +71,8 @@ class ResponsesRequest:
     """The JSON Schema ``text.format`` asks for, if any."""
     settings: ClientSettings = field(default_factory=ClientSettings)
     metadata: dict[str, str] | None = None
+    client: ClientTools = field(default_factory=ClientTools)
+    """The client tools and ``tool_choice`` the request declares."""
 
     @property
     def carries_history(self) -> bool:
@@ -69,7 +83,7 @@ class ResponsesRequest:
 def responses_request(
     body: dict[str, Any], policy: ClientSettingsPolicy, model: Model
 ) -> ResponsesRequest:
-    """Check a responses request for ``model``: text input only, no client tools.
+    """Check a responses request for ``model``: text input, client function tools.
 
     Raises:
         OpenAIError: a 400 naming every refused or invalid field.
@@ -102,6 +116,12 @@ def responses_request(
             400, "Send either 'previous_response_id' or 'conversation', not both.",
             param="conversation",
         ))  # fmt: skip
+    if previous is None and conversation is None:  # the input carries the conversation
+        check_answered(items, problems.add, lambda index: "input")
+    client = ClientTools(
+        responses_tools(body.get("tools"), problems.add),
+        problems.attempt(responses_choice, body.get("tool_choice"), default=None),
+    )
     stream = problems.attempt(flag, body, "stream", default=False)
     problems.raise_any()
     return ResponsesRequest(
@@ -113,6 +133,7 @@ def responses_request(
         output_schema=output_schema,
         settings=settings,
         metadata=common.metadata,
+        client=client,
     )
 
 
@@ -140,7 +161,11 @@ def text_options(value: Any) -> dict[str, Any] | None:
 
 
 def input_items(raw: Any, problems: Problems) -> list[Turn]:
-    """The ``input``: a string, or a list of messages (text content only) and reasoning items."""
+    """The ``input``: a string, or a list of items.
+
+    Items: messages (text content only), reasoning items, and client tools' function calls and
+    their outputs.
+    """
     if isinstance(raw, str):
         return [("user", raw)]
     if not isinstance(raw, list) or not raw:
@@ -148,27 +173,51 @@ def input_items(raw: Any, problems: Problems) -> list[Turn]:
         return []
     found = len(problems.errors)
     try:  # every item at once; on a problem, again one by one to name each bad one
-        turns = [input_item(item, index) for index, item in enumerate(raw)]
+        parsed = [input_item(item, index) for index, item in enumerate(raw)]
     except OpenAIError:
-        turns = [problems.attempt(input_item, item, i, default=None) for i, item in enumerate(raw)]
-    items = [turn for turn in turns if turn is not None]
-    if len(problems.errors) == found and (not items or items[-1][0] != "user"):
-        problems.add(invalid(f"input[{len(raw) - 1}]",
-                             "the last input message must be a user's (the agent answers it)."))
+        parsed = [problems.attempt(input_item, item, i, default=None) for i, item in enumerate(raw)]
+    items: list[Turn] = []
+    for entry in parsed:
+        if isinstance(entry, dict):  # a function call joins the assistant message before it
+            join_call(items, entry)
+        elif entry is not None:
+            items.append(entry)
+    if len(problems.errors) == found and (not items or items[-1][0] not in ("user", "tool")):
+        problems.add(invalid(f"input[{len(raw) - 1}]", "the last input message must be a "
+                             "user's (the agent answers it), or function call outputs."))
     return items
 
 
-def input_item(item: Any, index: int) -> Turn | None:
-    """One input item as ``(role, text)``; ``None`` for an item left out (reasoning)."""
+def function_call(item: dict[str, Any], where: str) -> dict[str, str]:
+    """A ``function_call`` item (a client tool's call the model made)."""
+    call_id, name = item.get("call_id"), item.get("name")
+    if not isinstance(call_id, str) or not isinstance(name, str):
+        raise invalid(where, "expected a function_call with 'call_id', 'name' and 'arguments'.")
+    return call_of(call_id, name, item.get("arguments"))
+
+
+def input_item(item: Any, index: int) -> Turn | dict[str, str] | None:
+    """One input item as ``(role, text)``.
+
+    A function call is returned as the call (it joins a message); ``None`` for an item left
+    out (reasoning).
+    """
     where = f"input[{index}]"
     if not isinstance(item, dict):
         raise invalid(where, "expected an object.")
     kind = item.get("type", "message")
     if kind in SKIPPED_ITEMS:
         return None
+    if kind == "function_call":
+        return function_call(item, where)
+    if kind == "function_call_output":
+        call_id = item.get("call_id")
+        if not isinstance(call_id, str) or not call_id:
+            raise invalid(f"{where}.call_id", "expected the call_id of the call it answers.")
+        return tool_turn(call_id, output_text(item.get("output"), f"{where}.output"))
     if kind != "message":
-        raise unsupported(f"{where}.type", f"items of type {kind!r} are not served; "
-                          "send messages (the agent's own tools run on the server).")
+        raise unsupported(f"{where}.type", f"items of type {kind!r} are not served; send "
+                          "messages, function calls and their outputs.")  # fmt: skip
     role = role_of(item.get("role"), f"{where}.role")
     return role, text_of(item.get("content"), f"{where}.content", PARTS)
 

@@ -3,13 +3,18 @@
 A request with ``previous_response_id`` or ``conversation`` runs on the thread they name; one
 whose ``input`` carries a conversation this server answered continues its thread, as chat
 completions do (:mod:`~sa_core.server.protocols.openai.conversations`); any other starts one.
+An ``input`` of ``function_call_output`` items (after the conversation, when it carries it)
+continues the turn that paused on those calls (:func:`open_results_turn`).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from sa_core.engine.usage import UsageTotals
 from sa_core.runtime import Runtime
-from sa_core.server.protocols.openai import conversations, respids
+from sa_core.server.protocols.openai import conversations, respids, toolcalls, toolturns
+from sa_core.server.protocols.openai.errors import invalid
 from sa_core.server.protocols.openai.models import Model
 from sa_core.server.protocols.openai.requests import Turn as Item
 from sa_core.server.protocols.openai.respparse import ResponsesRequest
@@ -33,11 +38,86 @@ async def open_response_turn(
     Returns:
         The thread, the turn, and the thread's usage before it (``None`` for a new thread).
     """
+    results = input_results(data)
+    if results is not None:
+        return await open_results_turn(runtime, key_id, model, data, results)
     thread, fresh = await response_thread(runtime, key_id, model, data)
+    if not fresh and not data.carries_history and toolturns.paused(thread):
+        await toolturns.refuse_paused(thread, "input")  # a paused turn takes its results only
     await keep_metadata(runtime, thread, data.metadata)
     before = None if fresh else await usage_before(thread)
     last = data.items[-1][1]
-    return thread, Turn(runtime, thread, last, data.output_schema, data.settings.applied), before
+    client = data.client if data.client.declared else None
+    turn = Turn(
+        runtime, thread, last, data.output_schema, data.settings.applied, client=client
+    )
+    return thread, turn, before
+
+
+def input_results(data: ResponsesRequest) -> tuple[int, dict[str, str]] | None:
+    """The results an input ends with (``function_call_output`` items), if it does.
+
+    Returns:
+        Where the conversation before them ends and the results, else ``None``.
+
+    Raises:
+        OpenAIError: a 400 when results continue a thread named by id and come with messages.
+    """
+    trailing = toolcalls.trailing_results(data.items)
+    if data.carries_history or data.items[-1][0] != "tool":
+        return trailing  # results before a message end their turn (``add_history``)
+    if any(role not in ("tool", "system") for role, _ in data.items):
+        raise invalid("input", "to continue a turn paused on client tool calls, send their "
+                      "function_call_output items alone.")  # fmt: skip
+    results = dict(toolcalls.split_result(text) for role, text in data.items if role == "tool")
+    return len(data.items), results
+
+
+async def open_results_turn(
+    runtime: Runtime,
+    key_id: str,
+    model: Model,
+    data: ResponsesRequest,
+    trailing: tuple[int, dict[str, str]],
+) -> tuple[ThreadState, Turn, UsageTotals | None]:
+    """The turn that goes on with client tool results, on the thread that paused on them."""
+    known, results = trailing
+    started: str | None = None
+    if data.carries_history:
+        thread = await conversations.paused_conversation(
+            runtime, key_id, model, data.user, data.items[:known], "input"
+        )
+    elif data.previous_response_id is not None:
+        param = "previous_response_id"
+        thread, history = await after_response(runtime, model, data.previous_response_id)
+        if history is not None:
+            raise invalid(param, "it is not the latest response of its conversation; only "
+                          "the latest one's tool calls can be answered.")  # fmt: skip
+        started = respids.decode(data.previous_response_id, respids.RESPONSE, (2, 3), param)[1]
+    else:
+        thread = await conversation_thread(runtime, model, data)
+    anchor = await toolturns.continuing(thread, results, "input")
+    await keep_metadata(runtime, thread, data.metadata)
+    before = await usage_before(thread)
+    turn = Turn(
+        runtime, thread, "", data.output_schema, data.settings.applied,
+        client=replace(data.client, results=results), anchor=anchor,
+        started=started or await latest_user_message(thread),
+    )  # fmt: skip
+    return thread, turn, before
+
+
+async def conversation_thread(
+    runtime: Runtime, model: Model, data: ResponsesRequest
+) -> ThreadState:
+    """The thread ``conversation`` names (a 404 when it names none of the model's)."""
+    assert data.conversation is not None
+    thread_id = respids.decode(data.conversation, respids.CONVERSATION, 1, "conversation")[0]
+    found = await model_thread(runtime, model, thread_id)
+    if found is None:
+        raise respids.not_found(data.conversation, "conversation")
+    check_active(found, "conversation")
+    return found
 
 
 async def response_thread(
@@ -58,13 +138,7 @@ async def response_thread(
         if history is not None:  # an earlier response of its thread: branch from there
             return await start_thread(runtime, model, [*history, *earlier]), True
     else:
-        assert data.conversation is not None
-        thread_id = respids.decode(data.conversation, respids.CONVERSATION, 1, "conversation")[0]
-        found = await model_thread(runtime, model, thread_id)
-        if found is None:
-            raise respids.not_found(data.conversation, "conversation")
-        check_active(found, "conversation")
-        thread = found
+        thread = await conversation_thread(runtime, model, data)
     await add_history(thread, earlier)
     return thread, False
 
@@ -78,7 +152,7 @@ async def after_response(
         OpenAIError: 404 when the id names no response of this model's threads.
     """
     param = "previous_response_id"
-    thread_id, message_id = respids.decode(value, respids.RESPONSE, 2, param)
+    thread_id, message_id = respids.decode(value, respids.RESPONSE, (2, 3), param)[:2]
     thread = await model_thread(runtime, model, thread_id)
     started = None if thread is None else await thread.get_message(message_id)
     if thread is None or started is None or started.role != "user":

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sa_core.engine.usage import UsageTotals
 from sa_core.server.protocols.openai.respids import conversation_id, response_id
+from sa_core.server.protocols.openai.toolcalls import function_call_item
+
+Calls = Sequence[Mapping[str, str]]
 
 
 def response_usage(usage: UsageTotals) -> dict[str, Any]:
@@ -49,11 +53,19 @@ def response_object(
     usage: UsageTotals | None,
     previous: str | None,
     error: dict[str, Any] | None = None,
+    calls: Calls = (),
+    anchor: str | None = None,
 ) -> dict[str, Any]:
-    """A response object (``status``: ``in_progress``, ``completed`` or ``failed``)."""
-    output = [message_item(item_id(message_id), text, "completed")] if text else []
+    """A response object (``status``: ``in_progress``, ``completed`` or ``failed``).
+
+    ``calls``: the client tool calls it returns (``function_call`` items after the text);
+    ``anchor``: for a turn that went on with client tool results, the id of the assistant
+    message whose calls they answered (part of the response's id).
+    """
+    output = [message_item(item_id(anchor or message_id), text, "completed")] if text else []
+    output += [function_call_item(call) for call in calls]
     return {
-        "id": response_id(thread_id, message_id),
+        "id": response_id(thread_id, message_id, anchor),
         "object": "response",
         "created_at": created,
         "status": status,
@@ -80,13 +92,20 @@ class EventWriter:
     """The numbered events of one streamed response."""
 
     def __init__(
-        self, thread_id: str, message_id: str, model: str, created: int, previous: str | None
+        self,
+        thread_id: str,
+        message_id: str,
+        model: str,
+        created: int,
+        previous: str | None,
+        anchor: str | None = None,
     ) -> None:
         self.ids = (thread_id, message_id)
+        self.anchor = anchor
         self.model = model
         self.created = created
         self.previous = previous
-        self.item = item_id(message_id)
+        self.item = item_id(anchor or message_id)
         self.sequence = 0
         self.opened = False
         self.text = ""
@@ -97,11 +116,17 @@ class EventWriter:
         return f"event: {kind}\ndata: {json.dumps(payload, ensure_ascii=False)}\n\n"
 
     def _response(
-        self, status: str, text: str, usage: UsageTotals | None, error: Any = None
+        self,
+        status: str,
+        text: str,
+        usage: UsageTotals | None,
+        error: Any = None,
+        calls: Calls = (),
     ) -> dict[str, Any]:
         return response_object(
-            *self.ids, self.model, self.created, status, text, usage, self.previous, error
-        )
+            *self.ids, self.model, self.created, status, text, usage, self.previous, error,
+            calls, self.anchor,
+        )  # fmt: skip
 
     def _where(self) -> dict[str, Any]:
         return {"item_id": self.item, "output_index": 0, "content_index": 0}
@@ -135,20 +160,49 @@ class EventWriter:
             self._event("response.output_text.delta", **self._where(), delta=text, logprobs=[]),
         ]
 
-    def finish(self, text: str, usage: UsageTotals) -> list[str]:
-        """The closing events, ending with ``response.completed``."""
-        lines = [] if self.text else self.delta(text)
-        text = self.text
+    def finish(self, text: str, usage: UsageTotals, calls: Calls = ()) -> list[str]:
+        """The closing events, ending with ``response.completed``.
+
+        ``calls``: the client tool calls the turn paused on, each a ``function_call`` item
+        after the text (with no text, the only items).
+        """
+        lines: list[str] = []
+        if text or self.text or not calls:
+            lines += [] if self.text else self.delta(text)
+            text = self.text
+            lines += [
+                self._event("response.output_text.done", **self._where(), text=text, logprobs=[]),
+                self._event("response.content_part.done", **self._where(), part=text_part(text)),
+                self._event(
+                    "response.output_item.done",
+                    output_index=0,
+                    item=message_item(self.item, text, "completed"),
+                ),
+            ]
+        first = 1 if self.opened else 0
+        for index, call in enumerate(calls, first):
+            lines += self._function_call(index, call)
+        response = self._response("completed", text, usage, calls=calls)
+        return [*lines, self._event("response.completed", response=response)]
+
+    def _function_call(self, index: int, call: Mapping[str, str]) -> list[str]:
+        """The events of one ``function_call`` output item, its arguments in one delta."""
+        item = function_call_item(call)
+        where = {"item_id": item["id"], "output_index": index}
         return [
-            *lines,
-            self._event("response.output_text.done", **self._where(), text=text, logprobs=[]),
-            self._event("response.content_part.done", **self._where(), part=text_part(text)),
             self._event(
-                "response.output_item.done",
-                output_index=0,
-                item=message_item(self.item, text, "completed"),
+                "response.output_item.added",
+                output_index=index,
+                item=function_call_item(call, "in_progress"),
             ),
-            self._event("response.completed", response=self._response("completed", text, usage)),
+            self._event("response.function_call_arguments.delta", **where, delta=item["arguments"]),
+            self._event(
+                "response.function_call_arguments.done",
+                **where,
+                name=item["name"],
+                arguments=item["arguments"],
+            ),
+            self._event("response.output_item.done", output_index=index, item=item),
         ]
 
     def failed(self, message: str) -> str:

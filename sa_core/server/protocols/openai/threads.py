@@ -13,6 +13,8 @@ from sa_core.server.auth import READ_METHODS, bearer_token, read_only_detail
 from sa_core.server.protocols.openai.errors import OpenAIError
 from sa_core.server.protocols.openai.models import Model
 from sa_core.server.protocols.openai.requests import Turn
+from sa_core.server.protocols.openai.toolcalls import history_messages
+from sa_core.server.protocols.openai.toolturns import close_paused
 from sa_core.state import ThreadState
 from sa_core.store import ApiKeyRow
 
@@ -71,9 +73,15 @@ async def start_thread(runtime: Runtime, model: Model, history: Sequence[Turn]) 
 
 
 async def add_history(thread: ThreadState, history: Sequence[Turn]) -> None:
-    """Store messages on a thread without running a turn for them."""
-    for role, text in history:
-        await thread.inject_message({"role": role, "content": text})
+    """Store messages on a thread without running a turn for them (tool calls as they were).
+
+    Results of client tool calls the thread's turn awaits end that turn with them, with no
+    model step (``submit_tool_results(..., resume=False)``): the client went on with a new
+    message, as after a forced tool's call that was its answer.
+    """
+    history = await close_paused(thread, history)
+    for message in history_messages(history):
+        await thread.inject_message(message)
 
 
 async def model_thread(runtime: Runtime, model: Model, thread_id: str) -> ThreadState | None:

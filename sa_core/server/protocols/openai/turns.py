@@ -6,6 +6,11 @@ process subscribes to the thread's frames first (relayed between workers on Post
 the answer's text deltas on as they stream, and asks the database whether the turn is over
 (:meth:`Runtime.turn_settled`) when a frame looks like its end, or when no frame came for a
 second. The answer is then read back from the stored messages.
+
+A turn that declares client tools sends them with the message; one that carries their results
+submits them instead (``thread.submit_tool_results``) and follows the parked turn as it goes on.
+A turn that pauses on client tool calls ends when its runner settles (the
+``awaiting_client_tools`` event); its result carries the calls.
 """
 
 from __future__ import annotations
@@ -17,8 +22,10 @@ from typing import Any
 
 from sa_core.engine.usage import UsageTotals
 from sa_core.runtime import Runtime
+from sa_core.server.protocols.openai.toolcalls import ClientTools, paused_calls
 from sa_core.spec import Message
 from sa_core.state import ThreadState
+from sa_core.store.clock import now_us
 
 SEPARATOR = "\n\n"
 """Between the texts of two assistant messages of one turn (text, a tool call, more text)."""
@@ -26,6 +33,8 @@ POLL_SECONDS = 1.0
 """Without a frame for this long, ask the database whether the turn ended (a safety net)."""
 MAX_BACKLOG = 10_000
 READ_PAGE = 100
+PAUSED = "awaiting_client_tools"
+"""The event a turn's runner emits once the turn parked on client tool calls."""
 
 
 @dataclass
@@ -34,17 +43,20 @@ class TurnResult:
 
     thread_id: str
     request: Message
-    """The message that started the turn (as stored)."""
+    """The message that started the turn (as stored), or for a turn that goes on with client
+    tool results, the assistant message whose calls they answer."""
     replies: list[Message] = field(default_factory=list)
     """The turn's top-level assistant messages, oldest first."""
     text: str = ""
     """What the client was given: the streamed text, else the replies' texts joined."""
     usage: UsageTotals = field(default_factory=UsageTotals)
+    calls: list[dict[str, str]] = field(default_factory=list)
+    """The client tool calls the turn paused on (``id``, ``name``, ``arguments``), if it did."""
 
     @property
     def answered(self) -> bool:
-        """Whether the turn produced text (a failed model call produces none)."""
-        return bool(self.text)
+        """Whether the turn produced text or client tool calls (a failed one produces none)."""
+        return bool(self.text) or bool(self.calls)
 
 
 class Turn:
@@ -61,6 +73,9 @@ class Turn:
         content: str,
         output_schema: dict[str, Any] | None = None,
         model_settings: dict[str, Any] | None = None,
+        client: ClientTools | None = None,
+        anchor: Message | None = None,
+        started: str | None = None,
     ) -> None:
         self.runtime = runtime
         self.thread = thread
@@ -69,8 +84,16 @@ class Turn:
         """The JSON Schema the client's ``response_format`` / ``text.format`` asked for."""
         self.model_settings = model_settings
         """The client's sampling and length settings the serving policy applies."""
+        self.client = client
+        """The client tools the request declares, or the results it brings."""
+        self.anchor = anchor
+        """With results: the assistant message whose calls they answer."""
+        self.started = started
+        """With results: the id of the user message that started the turn, when known."""
         self._streamed: list[str] = []
         self._request: Message | None = None
+        self._since: int | None = None
+        """When results were submitted: the turn's usage counts the calls made since."""
 
     async def deltas(
         self, before: UsageTotals | None = None
@@ -83,12 +106,7 @@ class Turn:
         """
         runtime, thread_id = self.runtime, self.thread.thread_id
         async with runtime.events.subscribe(thread_id, max_backlog=MAX_BACKLOG) as queue:
-            self._request = await self.thread.send_message(
-                self.content,
-                wait=False,
-                output_schema=self.output_schema,
-                model_settings=self.model_settings,
-            )
+            self._request = await self._start()
             yield self._request
             watching = True
             texts: dict[str | None, str] = {}
@@ -122,10 +140,35 @@ class Turn:
                             yield piece
                     if not data.get("tool_calls") and await runtime.turn_settled(thread_id):
                         break
+                elif (
+                    frame["type"] == "event"
+                    and frame.get("eventType") == PAUSED
+                    and await runtime.turn_settled(thread_id)
+                ):
+                    break
         result = await self._result(before)
         if self.output_schema is not None and result.text:
             yield result.text  # a rejected, retried answer is never shown: the valid one, whole
         yield result
+
+    async def _start(self) -> Message:
+        """Send the turn's message, or submit the results it brings; the turn's anchor."""
+        client = self.client
+        if client is not None and client.results is not None:
+            assert self.anchor is not None
+            self._since = now_us()
+            await self.thread.submit_tool_results(
+                client.results, client_tools=client.tools, tool_choice=client.choice, wait=False
+            )
+            return self.anchor
+        return await self.thread.send_message(
+            self.content,
+            wait=False,
+            output_schema=self.output_schema,
+            model_settings=self.model_settings,
+            client_tools=client.tools if client is not None else None,
+            tool_choice=client.choice if client is not None else None,
+        )
 
     def _emit(self, text: str) -> str:
         self._streamed.append(text)
@@ -163,8 +206,13 @@ class Turn:
             text = "".join(self._streamed)
         else:
             text = self.runtime.redact_secrets(self.thread, joined(replies))
+        calls: list[dict[str, str]] = []
+        if self.client is not None or not text:  # did it pause on client calls?
+            pending = await self.thread.pending_client_calls()
+            calls = paused_calls(replies, pending) if pending else []
         if before is None:
-            usage = await turn_usage(self.thread, self._request.created_at)
+            since = self._since or self._request.created_at
+            usage = await turn_usage(self.thread, since)
         else:  # subagents' calls are logged on their threads: the tree's totals tell
             after = (await self.thread.usage()).tree or UsageTotals()
             usage = usage_delta(after, before)
@@ -174,6 +222,7 @@ class Turn:
             replies=replies,
             text=text,
             usage=usage,
+            calls=calls,
         )
 
 

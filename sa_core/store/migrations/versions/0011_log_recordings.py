@@ -1,14 +1,14 @@
 """Recorded model calls: an ``llm_call`` log's request hash and full answer (time travel).
 
-Revision ID: 0009_log_recordings
-Revises: 0008_store_vectors
+Revision ID: 0011_log_recordings
+Revises: 0010_time_travel
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0009_log_recordings"
-down_revision = "0008_store_vectors"
+revision = "0011_log_recordings"
+down_revision = "0010_time_travel"
 branch_labels = None
 depends_on = None
 
