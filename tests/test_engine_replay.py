@@ -217,3 +217,32 @@ async def test_a_replay_that_goes_on_reports_every_divergence_and_unused_recordi
         report = await rt.replay_thread(document, stop_at_first=False)
     kinds = [(d.kind, d.path, d.ordinal) for d in report.divergences]
     assert ("missing_model_call", "root", 6) in kinds
+
+
+@pytest.mark.asyncio
+async def test_a_fork_exports_its_shared_history_and_replays_identically(
+    sa_runtime_factory: Any, tmp_path: Path
+) -> None:
+    executed: list[str] = []
+    async with sa_runtime_factory(
+        packs=[desk_pack(executed)], providers={"test": desk_model()}
+    ) as rt:
+        lead = await run_desk(rt)
+        fork = await lead.fork()  # at its latest message: the whole history, shared
+        document = await fork.export()
+        source = await lead.export()
+    node = document["thread"]
+    assert node["id"] == fork.thread_id
+    assert [m.get("content") for m in node["messages"]] == [
+        m.get("content") for m in source["thread"]["messages"]
+    ]
+    assert {m["thread_id"] for m in node["messages"]} == {fork.thread_id}
+    assert [c["request_hash"] for c in node["model_calls"]] == [
+        c["request_hash"] for c in source["thread"]["model_calls"]
+    ]
+    async with fresh(tmp_path, []) as rt:
+        report = await rt.replay_thread(document)
+        lineage = await (await rt.get_thread(report.thread_id)).lineage()
+    assert report.identical, str(report)
+    assert [(e.kind, e.source_id) for e in lineage] == [("replay", fork.thread_id)]
+

@@ -108,6 +108,9 @@ class RecordedThread:
     """The recorded thread's id (its children's results name it)."""
     created_by: str | None = None
     """The tool call that created the thread (a child), when known."""
+    history_ids: list[str] = field(default_factory=list)
+    """The threads its history was read from (a fork's sources and itself): a child's result
+    in its parent's history names one of them."""
     files: dict[str, bytes] = field(default_factory=dict)
     """The thread's files at the end of the recording, by path."""
     file_meta: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -134,7 +137,7 @@ class RecordedThread:
 
     def child_by_id(self, thread_id: str) -> RecordedThread | None:
         """The child whose recorded thread id is ``thread_id``."""
-        return next((c for c in self.children if c.thread_id == thread_id), None)
+        return next((c for c in self.children if thread_id in (c.thread_id, *c.history_ids)), None)
 
     def call_arguments(self, call_id: str) -> tuple[str, dict[str, Any]] | None:
         """The tool name and arguments of the recorded call ``call_id``."""

@@ -4,7 +4,8 @@ The document holds the root thread and, recursively, its children, each as a *no
 
     {"format": "sa-thread/1", "exported_at": ..., "file_history": "versions", "thread": NODE}
 
-    NODE = {"id", "path", "package", "agent_id", "user_id", "parent_id", "created_at",
+    NODE = {"id", "path", "package", "agent_id", "user_id", "parent_id", "history_ids",
+            "created_at",
             "updated_at", "terminated", "stopped", "tags", "properties", "execution",
             "env" (secret variables left out), "env_types", "secrets" (their names),
             "messages", "logs", "model_calls", "files" (contents in base64),
@@ -80,6 +81,9 @@ async def export_node(kernel: Kernel, thread: ThreadRef, path: str) -> dict[str,
         "agent_id": row.agent_id,
         "user_id": row.user_id,
         "parent_id": row.parent_id,
+        "history_ids": [  # the threads its history is read from: a fork's sources, itself
+            s.thread_id for s in (await store.thread_timeline(thread_id)).segments
+        ],
         "created_at": row.created_at,
         "updated_at": row.updated_at,
         "terminated": row.terminated,
@@ -97,13 +101,9 @@ async def export_node(kernel: Kernel, thread: ThreadRef, path: str) -> dict[str,
         "logs": [log.model_dump(mode="json") for log in await store.all_logs(thread_id)],
         "model_calls": [c.to_json() for c in await store.history_model_calls(thread_id)],
         "files": [_file_json(f, secrets) for f in await store.file_rows(thread_id)],
-        "file_versions": [
-            _file_json(f, secrets) for f in await store.file_rows(thread_id, versions=True)
-        ],
+        "file_versions": [_file_json(f, secrets) for f in await store.file_versions(thread_id)],
         "values": [_value_json(v) for v in await store.value_rows(thread_id)],
-        "value_versions": [
-            _value_json(v) for v in await store.value_rows(thread_id, versions=True)
-        ],
+        "value_versions": [_value_json(v) for v in await store.value_versions(thread_id)],
         "registry": [e.model_dump(mode="json") for e in await store.list_children(thread_id)],
         "queue": [to_jsonable_python(e) for e in await store.list_queue(thread_id)],
     }

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from sa_core.engine import approvals
 from sa_core.engine.creation import new_thread
 from sa_core.engine.delivery import open_thread, send, stop
+from sa_core.engine.messages import new_id
 from sa_core.engine.replay_record import Divergence, RecordedThread, ReplaySession, ToolReplay
 from sa_core.engine.replay_tools import write_recorded_files
 from sa_core.engine.secrets import REDACTED
@@ -29,6 +30,8 @@ from sa_core.replay.document import export_thread
 from sa_core.replay.endstate import compare_end
 from sa_core.replay.recorded import check_document, recorded_tree
 from sa_core.replay.report import ReplayReport
+from sa_core.spec.lineage import LineageEntry
+from sa_core.store.clock import now_us
 
 if TYPE_CHECKING:
     from sa_core.engine.kernel import Kernel
@@ -73,6 +76,7 @@ async def replay_thread(
     root = await _new_root(kernel, node)
     kernel.replays.begin(session, root.thread_id)
     try:
+        await kernel.store.add_lineage(_lineage(root.thread_id, node, tools))
         await boot_immediate(kernel, root)
         await _feed(kernel, session, root.thread_id)
         await _settle(kernel, session)
@@ -109,6 +113,21 @@ async def _new_root(kernel: Kernel, node: dict[str, Any]) -> Any:
         package=str(node["package"]),
         env_types=dict(node.get("env_types") or {}),
         properties=properties,
+    )
+
+
+def _lineage(thread_id: str, node: dict[str, Any], tools: str) -> LineageEntry:
+    """The replay's entry in the lineage.
+
+    ``thread.lineage()`` lists it for the replay, and for its source when that is in this store.
+    """
+    return LineageEntry(
+        id=new_id(),
+        kind="replay",
+        thread_id=thread_id,
+        source_id=str(node.get("id") or "") or None,
+        created_at=now_us(),
+        data={"tools": tools},
     )
 
 

@@ -126,6 +126,7 @@ def _recorded(node: dict[str, Any]) -> RecordedThread:
         calls=[RecordedCall.from_json(c) for c in node.get("model_calls") or []],
         thread_id=str(node.get("id") or ""),
         created_by=(node.get("properties") or {}).get("tool_call_id"),
+        history_ids=[str(i) for i in node.get("history_ids") or []],
         files=files,
         file_meta=meta,
         file_events=events,

@@ -11,7 +11,7 @@ again unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,58 +134,66 @@ class TreeCopyMixin(TimelineMixin):
         )
         return [recorded_call(thread_id, row) for row in rows]
 
-    async def file_rows(
-        self, thread_id: str, *, versions: bool = False, tx: Transaction | None = None
-    ) -> list[FileRow]:
-        """A thread's files and directories with their bytes, by path.
-
-        ``versions``: every version of them instead, oldest first.
-        """
-        table = _V if versions else _F
-        columns: list[Any] = [table.path, table.mime_type, table.is_directory, _B.data, table.meta]
-        columns += [table.width, table.height]
-        if versions:
-            columns += [_V.file_created_at.label("created_at"), _V.created_at.label("updated_at")]
-            columns.append(_V.op)
-            order = (_V.seq,)
-        else:
-            columns += [_F.created_at, _F.updated_at]
-            order = (_F.path,)
-        source = (t.file_versions if versions else t.files).outerjoin(
-            t.file_blobs, _B.hash == table.blob
+    async def file_rows(self, thread_id: str, *, tx: Transaction | None = None) -> list[FileRow]:
+        """A thread's files and directories as they are, with their bytes, by path."""
+        columns = [_F.path, _F.mime_type, _F.is_directory, _B.data, _F.meta, _F.width, _F.height]
+        source = t.files.outerjoin(t.file_blobs, _B.hash == _F.blob)
+        query = (
+            select(*columns, _F.created_at, _F.updated_at)
+            .select_from(source)
+            .where(_F.thread_id == thread_id)
+            .order_by(_F.path)
         )
-        query = select(*columns).select_from(source).where(table.thread_id == thread_id)
+        return await self._read(
+            lambda conn: _file_rows([dict(row) for row in conn.execute(query).mappings()]), tx
+        )
 
-        def op(conn: Connection) -> list[FileRow]:
-            found = []
-            for row in conn.execute(query.order_by(*order)).mappings():
-                values = dict(row)
-                values["metadata"] = values.pop("meta")
-                values["is_directory"] = bool(values["is_directory"])
-                found.append(FileRow(**values))
-            return found
+    async def file_versions(
+        self, thread_id: str, *, tx: Transaction | None = None
+    ) -> list[FileRow]:
+        """Every version of the files of a thread's history (through its timeline), in order."""
+        columns: list[Any] = [_V.path, _V.mime_type, _V.is_directory, _B.data, _V.meta]
+        columns += [_V.width, _V.height]
+        columns += [_V.file_created_at.label("created_at"), _V.created_at.label("updated_at")]
+        source = t.file_versions.outerjoin(t.file_blobs, _B.hash == _V.blob)
+        rows = await self._through_timeline(
+            thread_id,
+            lambda s: (
+                select(*columns, _V.op)
+                .select_from(source)
+                .where(*_in(_V, s))
+                .order_by(_V.created_at, _V.seq)
+            ),
+            tx,
+        )
+        return _file_rows(rows)
 
-        return await self._read(op, tx)
-
-    async def value_rows(
-        self, thread_id: str, *, versions: bool = False, tx: Transaction | None = None
-    ) -> list[ValueRow]:
-        """A thread's values with their times, by key (``versions``: every change, in order)."""
-        if versions:
-            query = (
-                select(
-                    _S.key, _S.value, _S.created_at, _S.created_at.label("updated_at"), _S.deleted
-                )
-                .where(_S.thread_id == thread_id, _S.kind == "value")
-                .order_by(_S.seq)
-            )
-        else:
-            query = (
-                select(_T.key, _T.value, _T.created_at, _T.updated_at)
-                .where(_T.thread_id == thread_id)
-                .order_by(_T.key)
-            )
+    async def value_rows(self, thread_id: str, *, tx: Transaction | None = None) -> list[ValueRow]:
+        """A thread's values as they are, with their times, by key."""
+        query = (
+            select(_T.key, _T.value, _T.created_at, _T.updated_at)
+            .where(_T.thread_id == thread_id)
+            .order_by(_T.key)
+        )
         return await self._read(lambda conn: [ValueRow(*row) for row in conn.execute(query)], tx)
+
+    async def value_versions(
+        self, thread_id: str, *, tx: Transaction | None = None
+    ) -> list[ValueRow]:
+        """Every change of the values of a thread's history (through its timeline), in order."""
+        rows = await self._through_timeline(
+            thread_id,
+            lambda s: (
+                select(_S.key, _S.value, _S.created_at, _S.deleted)
+                .where(*_in(_S, s), _S.kind == "value")
+                .order_by(_S.created_at, _S.seq)
+            ),
+            tx,
+        )
+        return [
+            ValueRow(r["key"], r["value"], r["created_at"], r["created_at"], bool(r["deleted"]))
+            for r in rows
+        ]
 
     async def insert_file_rows(
         self,
@@ -253,6 +261,17 @@ class TreeCopyMixin(TimelineMixin):
                 conn.execute(insert(t.state_versions), changes)
 
         await self._write(op, tx)
+
+
+def _file_rows(rows: Iterable[Mapping[str, Any]]) -> list[FileRow]:
+    """File rows (or versions) as read, as :class:`FileRow`."""
+    found = []
+    for row in rows:
+        values = dict(row)
+        values["metadata"] = values.pop("meta")
+        values["is_directory"] = bool(values["is_directory"])
+        found.append(FileRow(**values))
+    return found
 
 
 def _file_row(conn: Connection, thread_id: str, file: FileRow, now: int) -> dict[str, Any]:
