@@ -81,6 +81,10 @@ _EXPORTS: dict[str, str] = {
     "SAError": "sa_core.errors",
     "ThreadNotFoundError": "sa_core.errors",
     "ThreadTerminatedError": "sa_core.errors",
+    "CutPointError": "sa_core.errors",
+    "SharedHistoryError": "sa_core.errors",
+    "ThreadBusyError": "sa_core.errors",
+    "LineageEntry": "sa_core.spec.lineage",
 }
 
 __all__ = [
@@ -88,6 +92,7 @@ __all__ = [
     "AttachmentRef",
     "BaseProvider",
     "ConfigurationError",
+    "CutPointError",
     "EffectDefinition",
     "EndpointError",
     "EndpointRequest",
@@ -95,6 +100,7 @@ __all__ = [
     "FileRecord",
     "HookDefinition",
     "InjectMessageInput",
+    "LineageEntry",
     "Log",
     "MCPServerDefinition",
     "Message",
@@ -121,6 +127,7 @@ __all__ = [
     "ScheduledEffect",
     "ServingPolicy",
     "SessionToolBinding",
+    "SharedHistoryError",
     "SideConfig",
     "StoreConfig",
     "StoreError",
@@ -128,6 +135,7 @@ __all__ = [
     "SubagentRegistryEntry",
     "SubagentToolConfig",
     "SubpromptConfig",
+    "ThreadBusyError",
     "ThreadEndpointDefinition",
     "ThreadNotFoundError",
     "ThreadState",
@@ -143,8 +151,8 @@ __all__ = [
     "define_mcp_server",
     "define_model",
     "define_prompt",
-    "define_schedule",
     "define_remote_agent",
+    "define_schedule",
     "define_thread_endpoint",
     "define_tool",
 ]
@@ -167,13 +175,16 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:
     from sa_core.errors import (
         ConfigurationError,
+        CutPointError,
         EndpointError,
         MissingVariablesError,
         PackValidationError,
         ProviderError,
         SAError,
         ScheduleDefinitionError,
+        SharedHistoryError,
         StoreError,
+        ThreadBusyError,
         ThreadNotFoundError,
         ThreadTerminatedError,
     )
@@ -226,4 +237,5 @@ if TYPE_CHECKING:
         define_thread_endpoint,
         define_tool,
     )
+    from sa_core.spec.lineage import LineageEntry
     from sa_core.state import ThreadState

@@ -36,7 +36,10 @@ do next::
     └── ThreadError                   thread lifecycle problems
         ├── ThreadNotFoundError
         ├── ThreadTerminatedError
-        └── NoParentThreadError       notify_parent / set_status on a top-level thread
+        ├── NoParentThreadError       notify_parent / set_status on a top-level thread
+        ├── ThreadBusyError           a rewind while a turn runs (HTTP 409)
+        ├── CutPointError             a fork or rewind at a message that is no quiescent point
+        └── SharedHistoryError        a change to messages a fork shares
 """
 
 from __future__ import annotations
@@ -349,6 +352,44 @@ class NoParentThreadError(ThreadError):
             f"{operation} needs a parent thread, but thread {thread_id} has none: only a "
             f"subagent (a thread created by a subagent tool or subagent_create) has a parent. "
             f"Check state.parent_id before calling it."
+        )
+
+
+class ThreadBusyError(ThreadError):
+    """The thread is running a turn; the operation needs it idle."""
+
+    def __init__(self, thread_id: str, operation: str) -> None:
+        self.thread_id = thread_id
+        self.operation = operation
+        super().__init__(
+            f"Cannot {operation} thread {thread_id} while a turn runs on it; wait until it is "
+            "idle (runtime.wait_idle()) or stop it first (thread.stop())."
+        )
+
+
+class CutPointError(ThreadError):
+    """A fork or rewind names a message that is not a point the thread can be cut at."""
+
+    def __init__(self, thread_id: str, message_id: str | None, reason: str) -> None:
+        self.thread_id = thread_id
+        self.message_id = message_id
+        self.reason = reason
+        super().__init__(
+            f"Cannot cut thread {thread_id} at message {message_id}: {reason} A cut must be "
+            "at a user message, an answer without tool calls, or the last result of a tool "
+            "round, in the thread's history."
+        )
+
+
+class SharedHistoryError(ThreadError):
+    """A change would alter history that a fork shares with its source."""
+
+    def __init__(self, thread_id: str, detail: str) -> None:
+        self.thread_id = thread_id
+        super().__init__(
+            f"{detail} Forks share their source's history as it was at the cut, so neither "
+            "side may change it: fork at an earlier message and continue there instead (or "
+            "delete the forks first)."
         )
 
 

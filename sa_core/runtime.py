@@ -86,6 +86,10 @@ class Runtime:
             calls are logged as provider ``test`` and model ``offline:<model>``.
         clock: the time schedules run by (default the system's); a test passes a
             :class:`sa_core.testing.ManualClock`.
+        work: run turns, effects and schedules (the default). ``False`` opens a runtime that
+            only reads and changes stored threads (the ``sa thread`` commands), leaving every
+            turn, effect and schedule (and the claims of running processes) to the servers on
+            the same database.
     """
 
     def __init__(
@@ -100,8 +104,10 @@ class Runtime:
         plugins: Sequence[object] = (),
         offline: OfflineSpec = False,
         clock: Clock | None = None,
+        work: bool = True,
     ) -> None:
         self._packs = list(packs)
+        self.work = work
         self._provider_overrides = dict(providers or {})
         self.database_url = database_url or default_database_url()
         self.load_entrypoints = load_entrypoints
@@ -151,6 +157,8 @@ class Runtime:
         if self.workers is not None:
             self.workers.bind(kernel)
         kernel.life.open = True
+        if not self.work:
+            return
         # alone: the processes that held claims are gone; with workers, a thread whose lease
         # is valid runs elsewhere (its kick finds the lease taken)
         await kernel.placement.start()

@@ -24,6 +24,8 @@ from sa_core.engine import (
     subagent_vars,
     usage,
 )
+from sa_core.engine import fork as forks
+from sa_core.engine import rewind as rewinds
 from sa_core.engine.scrub import emit
 from sa_core.engine.threads import NO_TOOL_OPTIONS, ThreadRef, tool_config
 from sa_core.errors import (
@@ -45,6 +47,7 @@ from sa_core.spec import (
 )
 from sa_core.spec.modelsettings import ModelSettings, check_model_settings
 from sa_core.spec.schemas import ArgsSpec, is_model_class, json_schema_of
+from sa_core.thread_branches import ThreadBranches
 from sa_core.thread_files import ThreadFiles
 from sa_core.thread_resources import ThreadResources
 
@@ -56,7 +59,7 @@ if TYPE_CHECKING:
     from sa_core.store import ThreadRow
 
 
-class ThreadState(ThreadFiles, ThreadResources):
+class ThreadState(ThreadFiles, ThreadResources, ThreadBranches):
     """A thread, as seen by code running on it: a facade over the kernel and a thread handle.
 
     Args:
@@ -260,11 +263,14 @@ class ThreadState(ThreadFiles, ThreadResources):
         order: Literal["asc", "desc"] = "asc",
         include_silent: bool = False,
         max_depth: int | None = 0,
+        include_rewound: bool = False,
     ) -> MessagesResult:
         """A page of stored messages (top level by default).
 
         Messages carrying a ``subagent_id`` show that child's registry entry in their
         ``subagent_*`` fields (name, title, description, status, ...), as the registry is now.
+        ``include_rewound``: also the messages rewinds took out of the history, each with its
+        rewind's record in ``metadata.rewound`` (``id``, ``to``, ``at``).
         """
         page, total = await self._kernel.store.list_messages(
             self.thread_id,
@@ -273,7 +279,10 @@ class ThreadState(ThreadFiles, ThreadResources):
             order=order,
             include_silent=include_silent,
             max_depth=max_depth,
+            include_rewound=include_rewound,
         )
+        if include_rewound:
+            page = await rewinds.mark_rewound(self._kernel.store, self.thread_id, page)
         page = await messages.with_subagent_fields(self._kernel.store, self.thread_id, page)
         return MessagesResult(messages=page, total=total, has_more=offset + len(page) < total)
 
@@ -305,17 +314,31 @@ class ThreadState(ThreadFiles, ThreadResources):
         return await delivery.queue_message(self._kernel, self._ref, message)
 
     async def update_message(self, message_id: str, updates: Mapping[str, Any]) -> Message | None:
-        """Update fields of a stored message (runs the update hooks)."""
+        """Update fields of a stored message (runs the update hooks).
+
+        Raises:
+            SharedHistoryError: A fork shares the message (with its source, or a fork of this
+                thread has it).
+        """
+        message = await self._kernel.store.get_message(self.thread_id, message_id)
+        if message is None:
+            return None
+        await forks.check_changeable(self._kernel.store, self.thread_id, message)
         return await messages.update_message(self._kernel, self._ref, message_id, dict(updates))
 
     async def delete_message(self, message_id: str) -> bool:
-        """Delete a message (or a still-queued entry) and its attachment files."""
+        """Delete a message (or a still-queued entry) and its attachment files.
+
+        Raises:
+            SharedHistoryError: A fork shares the message.
+        """
         store = self._kernel.store
         if await store.delete_queue_entry(self.thread_id, message_id):
             return True
         message = await store.get_message(self.thread_id, message_id)
         if message is None:
             return False
+        await forks.check_changeable(store, self.thread_id, message)
         for ref in message.attachments or []:
             await store.unlink_file(self.thread_id, ref.path)
         return await store.delete_message(self.thread_id, message_id)

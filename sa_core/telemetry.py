@@ -20,6 +20,16 @@ Spans follow the OpenTelemetry GenAI semantic conventions:
 
 Every span carries ``sa.thread_id`` and ``sa.package``. Spans hold names, ids, counts and
 statuses only: never prompts, arguments, results or variable values, so no secret reaches them.
+
+Across servers, traces join up through the W3C trace context (``traceparent``,
+``tracestate``, with the configured propagator, W3C by default):
+
+- ``invoke_agent <remote agent>`` (kind ``CLIENT``): each exchange of a remote child with its
+  A2A agent; its requests carry the span's context (:func:`trace_headers`);
+- an A2A server request is a ``SERVER`` span continuing the context the request carries
+  (:func:`server_span`), and the turn it starts continues that span
+  (:func:`continue_trace`): its ``invoke_agent`` span is the request span's child, not the
+  root of a trace of its own.
 """
 
 from __future__ import annotations
@@ -28,7 +38,8 @@ import importlib.util
 import os
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -45,6 +56,8 @@ _provider: Any = None
 _tool_span: ContextVar[tuple[str, Any] | None] = ContextVar("sa_tool_span", default=None)
 _origins: dict[str, Any] = {}
 _MAX_ORIGINS = 10_000
+_incoming: dict[str, Any] = {}
+"""Thread id -> the span context (an A2A request's) its next turn continues."""
 _turn_recording: ContextVar[bool | None] = ContextVar("sa_turn_recording", default=None)
 """Whether the turn running in this context records spans (decided as the turn starts)."""
 
@@ -175,6 +188,8 @@ async def _traced_turn(flow: Flow, run: Callable[[], Awaitable[T]]) -> T:
         kwargs["context"] = otel_context.Context()  # its own trace, linked to the parent's
         if linked is not None:
             kwargs["links"] = [trace.Link(linked, {"sa.link": "spawned_by_tool_call"})]
+    elif flow.depth == 0 and (incoming := _incoming.pop(state.thread_id, None)) is not None:
+        kwargs["context"] = trace.set_span_in_context(trace.NonRecordingSpan(incoming))
     with _tracer().start_as_current_span(name, attributes=attributes, **kwargs) as span:
         result = await run()
         span.set_attribute("sa.stop_reason", str(flow.stopped_by or result))
@@ -246,3 +261,83 @@ def model_attempt(state: ThreadState | ThreadRef, data: dict[str, Any]) -> None:
         span.set_attribute("error.type", str(data.get("error_type") or "model_error"))
         span.set_status(Status(StatusCode.ERROR))
     span.end(end_time=end)
+
+
+def trace_headers() -> dict[str, str]:
+    """The trace context of the current span as headers (``traceparent``...); {} when off."""
+    if not recording():
+        return {}
+    from opentelemetry import propagate
+
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    return carrier
+
+
+@contextmanager
+def server_span(
+    name: str, headers: Mapping[str, str], attributes: dict[str, Any]
+) -> Iterator[None]:
+    """Run a request inside a ``SERVER`` span continuing the trace context of its headers."""
+    if not active():
+        yield
+        return
+    from opentelemetry import propagate
+    from opentelemetry.trace import SpanKind
+
+    parent = propagate.extract(headers)
+    with _tracer().start_as_current_span(
+        name, context=parent, kind=SpanKind.SERVER, attributes=attributes
+    ):
+        yield
+
+
+def continue_trace(thread_id: str) -> None:
+    """Let the thread's next turn continue the current span (an A2A request's) as its parent."""
+    if not active():
+        return
+    from opentelemetry import trace
+
+    span_context = trace.get_current_span().get_span_context()
+    if span_context.is_valid:
+        if len(_incoming) >= _MAX_ORIGINS:
+            _incoming.pop(next(iter(_incoming)))
+        _incoming[thread_id] = span_context
+
+
+@asynccontextmanager
+async def remote_call(state: ThreadRef, agent: str, url: str) -> AsyncIterator[Any]:
+    """Run a remote agent's exchange inside a ``CLIENT`` ``invoke_agent <agent>`` span.
+
+    Yields:
+        The span (set more attributes on it with :func:`annotate`), or None when off.
+    """
+    if not recording():
+        yield None
+        return
+    from urllib.parse import urlsplit
+
+    from opentelemetry.trace import SpanKind
+
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": agent,
+        "server.address": urlsplit(url).hostname or "",
+        **_thread_attributes(state),
+    }
+    with _tracer().start_as_current_span(
+        f"invoke_agent {agent}", kind=SpanKind.CLIENT, attributes=attributes
+    ) as span:
+        yield span
+
+
+def annotate(span: Any, attributes: dict[str, Any], error: str | None = None) -> None:
+    """Set attributes on a span from :func:`remote_call` (and mark it failed on ``error``)."""
+    if span is None:
+        return
+    span.set_attributes(attributes)
+    if error:
+        from opentelemetry.trace import Status, StatusCode
+
+        span.set_attribute("error.type", error)
+        span.set_status(Status(StatusCode.ERROR))

@@ -52,9 +52,22 @@ class ThreadFiles:
             self.thread_id, path, raw, mime, metadata=metadata, width=width, height=height
         )
 
-    async def read_file(self, path: str) -> bytes | None:
-        """A file's bytes, or None when it does not exist."""
-        return await self._kernel.store.read_file(self.thread_id, path)
+    async def read_file(self, path: str, *, at: str | None = None) -> bytes | None:
+        """A file's bytes, or None when it does not exist.
+
+        ``at``: a message id of the thread's history: the file as it was after that message.
+        """
+        store = self._kernel.store
+        if at is None:
+            return await store.read_file(self.thread_id, path)
+        message = await store.get_message(self.thread_id, at)
+        if message is None:
+            raise FileSystemError(
+                f"Thread {self.thread_id} has no message {at} in its history; pass the id of "
+                "one of its messages (get_messages)."
+            )
+        owner = message.thread_id or self.thread_id
+        return await store.read_file_at(owner, path, message.created_at)
 
     async def read_file_stream(self, path: str, chunk_size: int = 65536) -> AsyncIterator[bytes]:
         """A file's bytes in chunks."""
@@ -72,6 +85,20 @@ class ThreadFiles:
     async def readdir_file(self, path: str = "/") -> list[FileRecord]:
         """Direct children of a directory."""
         return await self._kernel.store.readdir(self.thread_id, path)
+
+    async def move_file(self, src: str, dst: str) -> FileRecord:
+        """Move a file or directory to a new path (the earlier paths stay in the history)."""
+        return await self._kernel.store.move_file(self.thread_id, src, dst)
+
+    async def rename_file(self, path: str, new_name: str) -> FileRecord:
+        """Rename a file or directory within its directory."""
+        if not new_name or "/" in new_name:
+            raise FileSystemError(
+                f"Cannot rename {path} to {new_name!r}: give a name without '/' (use move_file "
+                "to move it elsewhere)."
+            )
+        parent = path.rstrip("/").rsplit("/", 1)[0] or ""
+        return await self._kernel.store.move_file(self.thread_id, path, f"{parent}/{new_name}")
 
     async def unlink_file(self, path: str) -> bool:
         """Delete a file."""

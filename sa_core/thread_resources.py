@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from sa_core.engine.embedder import pack_embedder
+from sa_core.engine.scrub import publish_value
 from sa_core.memory import PackStore
 from sa_core.spec import AgentDefinition, ModelDefinition, PromptDefinition, ScheduledEffect
 
@@ -65,8 +66,12 @@ class ThreadResources:
         return PackStore(kernel.store, package, embedder=embedder, held=ref.store_writes)
 
     async def set_value(self, key: str, value: Any) -> None:
-        """Store a JSON-serialisable value on the thread under ``key`` (see :meth:`get_value`)."""
+        """Store a JSON-serialisable value on the thread under ``key`` (see :meth:`get_value`).
+
+        The thread's live subscribers get a ``value`` frame with it (secret values redacted).
+        """
         await self._kernel.store.set_value(self.thread_id, key, value)
+        publish_value(self._kernel, self._ref, key, value)
 
     # -- resources --------------------------------------------------------------------------
 

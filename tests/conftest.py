@@ -24,7 +24,9 @@ from typing import Any
 import pytest
 from pgcluster import Cluster, PostgresUnavailable, start_cluster
 
-BOTH_BACKENDS = re.compile(r"^test_(engine|server|composition|store|postgres|hooks|isolation)")
+BOTH_BACKENDS = re.compile(
+    r"^test_(engine|server|composition|store|postgres|hooks|isolation|fork\.|rewind\.|file_history)"
+)
 """Modules whose tests run on SQLite and PostgreSQL."""
 TEMPLATE = "sa_template"
 _counter = itertools.count()

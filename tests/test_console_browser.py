@@ -552,3 +552,62 @@ def test_the_keys_view_makes_a_read_only_key_of_one_pack_that_sees_only_that_pac
         f"{server.url}/api/packages", headers={"Authorization": f"Bearer {token}"}, timeout=60
     )
     assert refused.status_code == 401
+
+
+def _thread_with_answers(server: ConsoleServer, *texts: str) -> str:
+    thread_id = server.api("POST", "/packages/console_demo/threads", json={"agent": "lead"}).json()["id"]
+    messages = f"/packages/console_demo/threads/{thread_id}/messages"
+    for number, text in enumerate(texts, 1):
+        server.api("POST", messages, json={"content": text})
+        deadline = time.monotonic() + 60
+        while True:
+            page = server.api("GET", messages).json()["messages"]
+            done = [m for m in page if m["role"] == "assistant" and m["status"] == "completed"]
+            if len(done) == number:
+                break
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the scripted turn did not finish in 60 s: {page}")
+            time.sleep(0.05)
+    return str(thread_id)
+
+
+def test_fork_from_here_opens_the_fork_and_rewind_to_here_rolls_the_thread_back(
+    page: Page, server: ConsoleServer
+) -> None:
+    thread_id = _thread_with_answers(server, "first question", "second question")
+    sign_in(page, server)
+    page.goto(f"{server.url}/#/p/console_demo/t/{thread_id}")
+    answers = page.locator(".msg.r-assistant")
+    expect(answers).to_have_count(2)
+    answers.first.get_by_role("button", name=re.compile("^Fork from here")).click()
+    expect(page.locator(".lineage")).to_contain_text("Forked from thread")
+    fork_id = page.url.split("/t/")[1].split("/")[0]
+    assert fork_id != thread_id
+    expect(page.locator(".msg:not([hidden])")).to_have_count(2)
+    expect(page.locator(".msg.r-user")).to_contain_text("first question")
+    composer = page.get_by_label("Message", exact=True)
+    composer.fill("only in the fork")
+    composer.press("Enter")
+    expect(page.locator(".msg.r-assistant").last).to_contain_text("only in the fork")
+    shoot(page, "15-fork")
+
+    page.locator(".lineage a").first.click()  # back to the source, through the lineage
+    expect(page.locator(".lineage")).to_contain_text("Fork: thread")
+    expect(page.locator(".msg.r-assistant")).to_have_count(2)
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.locator(".msg.r-assistant").first.get_by_role("button", name=re.compile("^Rewind to here")).click()
+    expect(page.locator(".msg:not([hidden])")).to_have_count(2)
+    expect(page.locator(".lineage")).to_contain_text("Rewound to message")
+    expect(page.locator(".lineage")).to_contain_text("2 message(s) left the history")
+    page.get_by_label("Show rewound messages").check()
+    rewound = page.locator(".msg.rewound")
+    expect(rewound).to_have_count(2)
+    expect(rewound.first).to_contain_text("second question")
+    shoot(page, "16-rewind")
+    history = server.api("GET", f"/packages/console_demo/threads/{thread_id}/messages").json()
+    assert [m["content"] for m in history["messages"]][0] == "first question"
+    assert history["total"] == 2
+    page.once("dialog", lambda dialog: dialog.accept())  # undo: rewind to the rewound answer
+    rewound.last.get_by_role("button", name=re.compile("^Rewind to here")).click()
+    expect(page.locator(".msg.rewound")).to_have_count(0)
+    expect(page.locator(".msg:not([hidden])")).to_have_count(4)

@@ -13,6 +13,7 @@ from sa_core.engine.events import (
     MessageDataFrame,
     OutputFrame,
     QueuedFrame,
+    ValueFrame,
 )
 from sa_core.testing import TestProvider, TestScript
 
@@ -23,6 +24,7 @@ FRAME_TYPES = {
     "output_chunk": OutputFrame,
     "event": EventFrame,
     "queued": QueuedFrame,
+    "value": ValueFrame,
 }
 
 
@@ -41,9 +43,12 @@ def problems(frame: dict[str, typing.Any]) -> list[str]:
 
 @pytest.mark.asyncio
 async def test_every_published_frame_has_exactly_the_keys_its_type_declares(sa_runtime_factory):
-    tool = define_tool(
-        name="lookup", description="x", execute=lambda state: state.emit("looked", 1) or "found"
-    )
+    async def lookup(state: typing.Any) -> str:
+        state.emit("looked", 1)
+        await state.set_value("looked", {"times": 1})
+        return "found"
+
+    tool = define_tool(name="lookup", description="x", execute=lookup)
     prompt = define_prompt(
         name="main", model="fast", prompt="P.", include_chat=True, tools=["lookup"]
     )
@@ -70,5 +75,32 @@ async def test_every_published_frame_has_exactly_the_keys_its_type_declares(sa_r
             received = []
             while not frames.empty():
                 received.append(frames.get_nowait())
-    assert {f["type"] for f in received} == {"message_data", "message_chunk", "event", "queued"}
+    assert {f["type"] for f in received} == {
+        "message_data", "message_chunk", "event", "queued", "value"
+    }  # fmt: skip
     assert [p for f in received for p in problems(f)] == []
+
+
+@pytest.mark.asyncio
+async def test_set_value_tells_live_subscribers_the_value_with_secrets_redacted(
+    sa_runtime_factory,
+):
+    pack = Pack(
+        name="s",
+        agents=[define_agent(name="a", side_a={"prompt": "main"})],
+        prompts=[define_prompt(name="main", model="fast", prompt="P.")],
+        models=[define_model(name="fast", provider="test", model="m")],
+    )
+    provider = TestProvider(TestScript())
+    async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
+        thread = await rt.create_thread(
+            "a", env={"TOKEN": "tok-123456"}, env_types={"TOKEN": "secret"}
+        )
+        await thread.set_value("unwatched", 1)  # no subscriber: no frame, nothing kept
+        async with rt.events.subscribe(thread.thread_id) as frames:
+            await thread.set_value("plan", {"steps": ["call with tok-123456"], "n": 2})
+            received = [frames.get_nowait() for _ in range(frames.qsize())]
+        assert await thread.get_value("plan") == {"steps": ["call with tok-123456"], "n": 2}
+    assert received == [
+        {"type": "value", "key": "plan", "value": {"steps": ["call with [redacted]"], "n": 2}}
+    ]

@@ -14,7 +14,8 @@ from typing import Any
 
 import httpx
 import pytest
-from litestar import Litestar, asgi, get
+from litestar import Litestar, asgi, get, post
+from litestar.params import FromPath
 
 from sa_core.cli.serve_banner import BindError, banner, bind, display_host, has_console
 
@@ -178,9 +179,15 @@ def test_banner_lists_each_protocol_the_app_serves_and_only_those() -> None:
     async def a2a(scope: Any, receive: Any, send: Any) -> None:
         return None
 
-    lines = banner(Litestar([models, a2a]), FakeRuntime(), "::", 8000)  # type: ignore[arg-type]
+    @post("/ag-ui/{package:str}/{agent:str}")
+    async def agui(package: FromPath[str], agent: FromPath[str]) -> str:
+        return "events"
+
+    app = Litestar([models, a2a, agui])
+    lines = banner(app, FakeRuntime(), "::", 8000)  # type: ignore[arg-type]
     assert "  OpenAI:  http://127.0.0.1:8000/v1" in lines
     assert "  A2A:     http://127.0.0.1:8000/a2a" in lines
+    assert "  AG-UI:   http://127.0.0.1:8000/ag-ui" in lines
     assert not [line for line in lines if line.startswith("  MCP:")]  # its SDK is missing
 
 
@@ -262,8 +269,15 @@ def test_serve_with_the_test_provider_says_models_are_offline_and_how_to_use_rea
     serving = next(i for i, line in enumerate(lines) if line.startswith("Serving packages"))
     banner_lines = lines[serving:]
     base = f"http://127.0.0.1:{port}"
-    assert [f"  OpenAI:  {base}/v1", f"  MCP:     {base}/mcp", f"  A2A:     {base}/a2a"] == [
-        line for line in banner_lines if line.split(":")[0].strip() in ("OpenAI", "MCP", "A2A")
+    assert [
+        f"  OpenAI:  {base}/v1",
+        f"  MCP:     {base}/mcp",
+        f"  A2A:     {base}/a2a",
+        f"  AG-UI:   {base}/ag-ui",
+    ] == [
+        line
+        for line in banner_lines
+        if line.split(":")[0].strip() in ("OpenAI", "MCP", "A2A", "AG-UI")
     ]
     assert (
         "  Models:  offline. Every model is answered by the offline test provider "

@@ -3,11 +3,13 @@
 One live server (loopback, SQLite and PostgreSQL) hosts the packs ``alpha`` and ``beta`` of
 ``test_server_packs``. The walks read ``/schema/openapi.json`` and call every operation it
 lists, so a route added later is covered without touching this file; the protocols that are
-not in the schema (``/mcp``, ``/a2a``, the WebSocket upgrade) and ``/v1`` are driven after.
+not in the schema (``/mcp``, ``/a2a``, the WebSocket upgrade), ``/v1`` and ``/ag-ui`` are driven
+after.
 
 - A key of ``beta`` gets, from every operation of ``alpha``, the very 404 a package that is not
   served gets; it never sees ``alpha`` in ``GET /api/packages``, ``/v1/models``, MCP
-  ``tools/list`` or the A2A index, and ``alpha``'s thread ids are 404 wherever an id is looked up.
+  ``tools/list`` or the A2A index, and ``alpha``'s thread ids are 404 wherever an id is looked up
+  (an AG-UI ``threadId`` of ``alpha``'s is a client's own id to ``beta``: a thread of its own).
 - A read-only key gets 403 from every write: every operation that is not ``GET``, except the
   two that read by nature, named in ``READS_BY_NATURE``: the pack store's search and namespace
   list take their query as a ``POST`` body. The JSON-RPC protocols carry reads in ``POST``
@@ -278,6 +280,19 @@ async def test_the_protocols_and_streams_of_another_package_answer_404(scene: Sc
             "error": "agent_not_found",
             "detail": "No A2A agent at /a2a/alpha/helper.",
         }
+        # AG-UI: another package's agent is the 404 of a package that is not served
+        unknown = await no_package_answer(http, "gamma")
+        run = {"threadId": "t-1", "runId": "r-1", "messages": [
+            {"id": "u-1", "role": "user", "content": "Hi"}]}  # fmt: skip
+        agui = await http.post("/ag-ui/alpha/helper", json=run)
+        assert agui.status_code == 404
+        assert agui.json() == {
+            "error": unknown["error"],
+            "detail": unknown["detail"].replace("gamma", "alpha"),
+        }
+        own = await http.post("/ag-ui/beta/helper", json={**run, "threadId": scene.threads["beta"]})
+        assert own.status_code == 200 and '"type":"RUN_FINISHED"' in own.text
+        assert own.headers["x-sa-thread-id"] == scene.threads["beta"]
         # the server-sent events of a thread of the package
         sse = await call(http, "GET", f"/api/packages/alpha/threads/{alpha}/stream")
         assert sse.status_code == 404 and "No package 'alpha'" in sse.json()["detail"]
@@ -322,6 +337,24 @@ async def test_thread_ids_of_another_package_are_404_wherever_an_id_is_looked_up
         called = await client.call_tool("beta__helper", {"message": "Hi", "thread_id": alpha})
         assert called.is_error
         assert called.content[0].text == f"Agent 'beta/helper' has no thread '{alpha}'."
+
+
+async def test_an_ag_ui_thread_id_of_another_package_never_reaches_its_thread(
+    scene: Scene,
+) -> None:
+    alpha = scene.threads["alpha"]
+    before = await state_of(scene)
+    run = {"threadId": alpha, "runId": "r-1", "state": {"mood": "calm"},
+           "messages": [{"id": "u-1", "role": "user", "content": "Hi"}]}  # fmt: skip
+    async with scene.client(scene.beta) as http:
+        answered = await http.post("/ag-ui/beta/helper", json=run)
+    # to beta's agent, alpha's thread id is a client's own id: it starts a thread of beta's
+    # agent (which needs BETA_KEY: without it the run cannot start), never alpha's thread
+    assert answered.status_code == 200 and "x-sa-thread-id" not in answered.headers
+    assert '"code":"missing_variables"' in answered.text
+    assert f'"threadId":"{alpha}"' in answered.text  # the client's id, echoed
+    assert await state_of(scene) == before
+    assert await scene.runtime.store.list_values(alpha) == {}
 
 
 # -- a read-only key -----------------------------------------------------------------------
@@ -401,6 +434,10 @@ async def test_a_read_only_key_reads_over_mcp_and_a2a_and_may_not_call_or_send(
             assert sent.status_code == 403, method
             assert sent.json()["id"] == 8 and sent.json()["error"]["code"] == -32003
             assert f"The JSON-RPC method '{method}' needs a read-write key." in sent.text
+        run = {"threadId": "t-1", "runId": "r-1", "messages": []}
+        agui = await http.post("/ag-ui/alpha/helper", json=run)
+        assert agui.status_code == 403 and agui.json()["error"] == "read_only_key"
+        assert "POST /ag-ui/alpha/helper needs a read-write key." in agui.json()["detail"]
     alpha = scene.threads["alpha"]
     url = scene.url.replace("http://", "ws://") + f"/api/packages/alpha/threads/{alpha}/ws"
     token = {"access_token": scene.reader}

@@ -17,20 +17,29 @@ from pathlib import Path
 def kill_at_marker(script: Path, *args: str, markers: tuple[str, ...] = ("POINT",)) -> str:
     """Run ``script`` with ``args`` until it prints one of ``markers``, SIGKILL it, and return
     the thread id it printed; fail if it ends before that or did not die of the SIGKILL."""
+    lines = kill_at_marker_lines(script, *args, markers=markers)
+    thread_id = next((line.split()[1] for line in lines if line.startswith("THREAD ")), "")
+    assert thread_id, "the worker printed no THREAD line"
+    return thread_id
+
+
+def kill_at_marker_lines(
+    script: Path, *args: str, markers: tuple[str, ...] = ("POINT",)
+) -> list[str]:
+    """:func:`kill_at_marker`, returning every line the worker printed before the marker."""
     process = subprocess.Popen(
         [sys.executable, str(script), *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
-    thread_id = ""
+    lines: list[str] = []
     try:
         assert process.stdout is not None
         for line in process.stdout:
-            if line.startswith("THREAD "):
-                thread_id = line.split()[1]
             if line.strip() in markers:
                 break
+            lines.append(line.rstrip("\n"))
         else:
             error = process.stderr.read() if process.stderr else ""
             raise AssertionError(f"worker ended early: {error}")
@@ -45,5 +54,4 @@ def kill_at_marker(script: Path, *args: str, markers: tuple[str, ...] = ("POINT"
             if stream is not None:
                 stream.close()
     assert process.returncode == -signal.SIGKILL
-    assert thread_id, "the worker printed no THREAD line"
-    return thread_id
+    return lines

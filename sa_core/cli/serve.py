@@ -189,6 +189,10 @@ async def serve_one(args: argparse.Namespace) -> int:
 
         if not a2a.available():
             print(a2a.MISSING, flush=True)
+        from sa_core.server.protocols import agui
+
+        if not agui.available():
+            print(agui.MISSING, flush=True)
         port = sock.getsockname()[1]
         lines = banner(app, runtime, args.host, port, token, offline=args.test_provider)
         print("\n".join(lines), flush=True)

@@ -3,8 +3,8 @@
 Binding first means a taken port is reported (and the command exits 1) before any "Serving"
 line, instead of uvicorn failing after the banner. The banner says where the API, the docs,
 (when the app has a route at ``/``) the console and the other protocols served (OpenAI-compatible
-at ``/v1``, MCP at ``/mcp``, A2A at ``/a2a``) are, gives a curl line to paste, and warns about
-every pack model that cannot be called for want of its provider or key.
+at ``/v1``, MCP at ``/mcp``, A2A at ``/a2a``, AG-UI at ``/ag-ui``) are, gives a curl line to
+paste, and warns about every pack model that cannot be called for want of its provider or key.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def has_console(app: Litestar) -> bool:
     return any(route.path == "/" for route in app.routes)
 
 
-PROTOCOLS = (("OpenAI:", "/v1"), ("MCP:", "/mcp"), ("A2A:", "/a2a"))
+PROTOCOLS = (("OpenAI:", "/v1"), ("MCP:", "/mcp"), ("A2A:", "/a2a"), ("AG-UI:", "/ag-ui"))
 """The other protocols ``sa serve`` speaks, by banner label and URL prefix."""
 
 

@@ -3,12 +3,13 @@
 A frame is one of the typed dicts below (:data:`Frame`), told apart by ``type``:
 ``message_data`` (a stored message, created or updated), ``message_chunk`` /
 ``reasoning_chunk`` (streamed deltas), ``output_chunk`` (a structured answer, parsed so far),
-``event`` (``state.emit``, ``tool_call_started``, ``tool_call_done``) and ``queued`` (a queue
-entry). A child thread's frames are also delivered to its ancestors with ``subagent_id`` set.
-Publishing with no subscribers costs one dict lookup. Subscribers receive the frames as
-published (:data:`Delivered`: a :data:`Frame`, or :data:`OVERFLOW`), plain dicts ready to
-encode; an ancestor receives a tagged copy, so the frame a thread's own subscribers hold is
-never changed.
+``event`` (``state.emit``, ``tool_call_started``, ``tool_call_done``), ``queued`` (a queue
+entry), ``value`` (a thread value set through ``state.set_value``), ``fork`` and ``rewind``
+(:mod:`sa_core.engine.fork`, :mod:`sa_core.engine.rewind`). A child thread's frames are also
+delivered to its ancestors with ``subagent_id`` set. Publishing with no subscribers costs one
+dict lookup. Subscribers receive the frames as published (:data:`Delivered`: a :data:`Frame`,
+or :data:`OVERFLOW`), plain dicts ready to encode; an ancestor receives a tagged copy, so the
+frame a thread's own subscribers hold is never changed.
 
 A subscription may bound its backlog (``max_backlog``): a subscriber that falls that many
 frames behind is dropped at once, its queued frames are released and it receives
@@ -78,13 +79,46 @@ class QueuedFrame(_Relayed):
     silent: bool
 
 
+class ValueFrame(_Relayed):
+    """A thread value set through ``state.set_value`` (secret values redacted)."""
+
+    type: Literal["value"]
+    key: str
+    value: Any
+
+
+class TimelineFrame(_Relayed, total=False):
+    """A fork made from the thread (``fork``), or the thread rewound (``rewind``).
+
+    ``fork``: ``fork_id`` is the new thread, ``message_id`` the message of the cut (``None``:
+    the latest). ``rewind``: ``message_id`` is the message the thread went back to,
+    ``rewound`` how many messages left the history, ``lineage_id`` the rewind's record.
+    """
+
+    type: Literal["fork", "rewind"]
+    thread_id: str
+    fork_id: str
+    message_id: str | None
+    cut_at: int
+    rewound: int
+    lineage_id: str
+
+
 class OverflowFrame(TypedDict):
     """The last frame of a subscriber dropped for falling ``max_backlog`` frames behind."""
 
     type: Literal["overflow"]
 
 
-Frame = MessageDataFrame | ChunkFrame | OutputFrame | EventFrame | QueuedFrame
+Frame = (
+    MessageDataFrame
+    | ChunkFrame
+    | OutputFrame
+    | EventFrame
+    | QueuedFrame
+    | ValueFrame
+    | TimelineFrame
+)
 """Every frame the engine publishes."""
 Delivered = Frame | OverflowFrame
 """What a subscriber receives: the published frames, then perhaps :data:`OVERFLOW`."""

@@ -34,6 +34,7 @@ import uuid
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal
 
+from sa_core.engine import remote_push
 from sa_core.engine.child_wait import wake
 from sa_core.engine.delivery import stop
 from sa_core.engine.effects import MAX_EFFECT_ATTEMPTS
@@ -336,10 +337,15 @@ class Workers:
         See :mod:`sa_core.engine.child_wait`; a lost note is made up by the waiting call's
         periodic read of the child's row.
         """
-        if not self.relay.peers:
-            return
-        payload = json.dumps({"w": self.worker_id, "settled": thread_id})
-        self._spawn(self._notify([(WORK_CHANNEL, payload)]))
+        self._tell({"settled": thread_id})
+
+    def notify_pushed(self, thread_id: str) -> None:
+        """Wake a remote child's follower where it runs (:mod:`sa_core.engine.remote_push`)."""
+        self._tell({"pushed": thread_id})
+
+    def _tell(self, note: dict[str, str]) -> None:
+        if self.relay.peers:
+            self._spawn(self._notify([(WORK_CHANNEL, json.dumps({"w": self.worker_id, **note}))]))
 
     def notify_stop(self, thread_id: str) -> None:
         """Ask the worker running the thread to stop its turn (a stop posted elsewhere)."""
@@ -361,9 +367,10 @@ class Workers:
         if note.get("hello"):  # a worker started: relay frames to it from now on
             self.relay.peers = True
             return
-        if "settled" in note:  # a child's settle committed: a blocking call here may wait
+        if "settled" in note or "pushed" in note:  # a child settled, or a remote task pushed
             if self.kernel is not None:
-                wake(self.kernel, str(note["settled"]))
+                woke = wake if "settled" in note else remote_push.wake
+                woke(self.kernel, str(note.get("settled") or note.get("pushed")))
             return
         thread_id = str(note["t"])
         scheduler = self._scheduler()

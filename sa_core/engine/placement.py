@@ -82,6 +82,9 @@ class Placement(Protocol):
     def notify_settled(self, thread_id: str) -> None:
         """Tell a call waiting on another process that a child's settle committed."""
 
+    def notify_pushed(self, thread_id: str) -> None:
+        """Wake a remote child's follower on another process (a push notification came here)."""
+
     def settled(self, thread_id: str) -> bool:
         """Whether this process's runner settled the thread's last turn and still holds it."""
 
@@ -144,6 +147,9 @@ class LocalPlacement:
         """No other process to tell."""
 
     def notify_settled(self, thread_id: str) -> None:
+        """No other process to tell."""
+
+    def notify_pushed(self, thread_id: str) -> None:
         """No other process to tell."""
 
     def settled(self, thread_id: str) -> bool:

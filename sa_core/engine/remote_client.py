@@ -5,7 +5,9 @@ child's variables, then the process environment), reads the agent card (cached f
 :data:`CARD_TTL` seconds per runtime), checks that the endpoint the card names is on the
 card's own origin when headers are sent (so a card cannot send our keys elsewhere), and
 yields a :class:`Connection`: the a2a-sdk's client over one ``httpx`` client carrying the
-headers (:mod:`sa_core.remote_http`, which imports ``httpx`` only then). Every failure
+headers (:mod:`sa_core.remote_http`, which imports ``httpx`` only then), and the current
+span's W3C trace context when OpenTelemetry is on (:func:`sa_core.telemetry.trace_headers`).
+Every failure
 becomes a :class:`RemoteError` naming the agent and its URL, with the header values
 scrubbed. The ``a2a`` extra is imported only inside functions.
 """
@@ -26,6 +28,7 @@ from urllib.parse import urlsplit
 from sa_core.engine.secrets import MIN_SECRET_LENGTH, redact
 from sa_core.remote_http import failure, new_client
 from sa_core.spec.mcp import substitute
+from sa_core.telemetry import trace_headers
 
 if TYPE_CHECKING:
     from sa_core.engine.kernel import Kernel
@@ -292,7 +295,8 @@ async def connect(
     from a2a.client import ClientConfig, ClientFactory
 
     headers, secrets = resolve_headers(kernel, thread, remote)
-    async with new_client(headers, CONNECT_SECONDS, None) as http:
+    traced = {**headers, **trace_headers()}  # W3C trace context: not a secret, any origin
+    async with new_client(traced, CONNECT_SECONDS, None) as http:
         try:
             card = await card_for(kernel, http, remote)
         except RemoteError as exc:

@@ -11,7 +11,10 @@ follower then reads the task with ``tasks/get`` from the agent itself.
 While push is registered, a follower without a stream waits for a notification instead of
 polling every few seconds, and polls only every :func:`push_poll_seconds` as a safety net. A
 notification for a child whose runner is not in this process starts it when it owes work (a
-restart, say), so push is also a way back to an unfinished exchange.
+restart, say), so push is also a way back to an unfinished exchange. With several workers
+(PostgreSQL), a notification received by a worker that does not follow the task is relayed to
+the others (``pushed`` on the workers' ``sa_work`` channel): the follower, wherever it runs,
+wakes at once.
 """
 
 from __future__ import annotations
@@ -94,12 +97,18 @@ async def notified(kernel: Kernel, thread_id: str, token: str) -> bool:
     record = await load(kernel, thread_id)
     if not record.push_hash or not hmac.compare_digest(record.push_hash, digest(token)):
         return False
+    if not wake(kernel, thread_id):
+        kernel.placement.notify_pushed(thread_id)  # followed by another worker: wake it there
+        await ensure_running(kernel, thread_id)  # followed nowhere: resume it if it owes work
+    return True
+
+
+def wake(kernel: Kernel, thread_id: str) -> bool:
+    """Wake the child's follower if it runs in this process; whether it does."""
     event = _WAKES.get(kernel, {}).get(thread_id)
     if event is not None:
         event.set()
-    else:
-        await ensure_running(kernel, thread_id)  # not followed here: resume it if it owes work
-    return True
+    return event is not None
 
 
 __all__ = [
@@ -111,5 +120,6 @@ __all__ = [
     "public_url",
     "push_poll_seconds",
     "push_target",
+    "wake",
     "waker",
 ]

@@ -35,6 +35,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from sa_core import telemetry
 from sa_core.engine.messages import create_message, new_message
 from sa_core.engine.remote_answer import A2A, commit, replay
 from sa_core.engine.remote_cancel import cancel_task
@@ -96,13 +97,21 @@ async def run_remote_step(flow: Flow, remote: RemoteAgentDefinition) -> StepResu
         return await replay(flow, remote)
     kernel, thread = flow.engine, flow.thread
     exchange = Exchange(await load(kernel, thread.thread_id), new_view())
-    try:
-        await _run(flow, remote, exchange, inputs)
-    except asyncio.CancelledError:
-        task_id = exchange.view.task_id or exchange.record.task_id
-        if task_id and not kernel.closing and not kernel.scheduler.interrupted(thread.thread_id):
-            await asyncio.shield(cancel_task(kernel, thread, remote, task_id))  # stop, terminate
-        raise
+    async with telemetry.remote_call(thread, remote.name, remote.card_url) as span:
+        try:
+            await _run(flow, remote, exchange, inputs)
+        except asyncio.CancelledError:
+            task_id = exchange.view.task_id or exchange.record.task_id
+            if (
+                task_id
+                and not kernel.closing
+                and not kernel.scheduler.interrupted(thread.thread_id)
+            ):
+                await asyncio.shield(cancel_task(kernel, thread, remote, task_id))  # a stop
+            raise
+        view = exchange.view
+        error = exchange.error.code if exchange.error is not None else None
+        telemetry.annotate(span, {"a2a.task_id": view.task_id, "a2a.state": view.state}, error)
     return await commit(
         flow, remote, exchange.record, exchange.view, exchange.error, exchange.secrets
     )

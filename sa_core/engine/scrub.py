@@ -1,9 +1,10 @@
-"""Secret scrubbing of custom event payloads before they leave for live subscribers.
+"""Secret scrubbing of what leaves for live subscribers: custom event payloads, thread values.
 
-``state.emit(event, data)`` publishes whatever a tool or hook hands it. A tool that reads a
-secret variable could put its value in that payload; this module replaces the values of the
-thread's secret variables with ``[redacted]``, the same rule
-:func:`~sa_core.engine.secrets.redact` applies to tool results, so a secret never reaches
+``state.emit(event, data)`` publishes whatever a tool or hook hands it, and
+``state.set_value(key, value)`` publishes the value it stores (a ``value`` frame,
+:func:`publish_value`). A tool that reads a secret variable could put its value in either;
+this module replaces the values of the thread's secret variables with ``[redacted]``, the same
+rule :func:`~sa_core.engine.secrets.redact` applies to tool results, so a secret never reaches
 an SSE or WebSocket client.
 """
 
@@ -17,9 +18,10 @@ from sa_core.engine.secrets import redact
 from sa_core.store.clock import now_us
 
 if TYPE_CHECKING:
-    from sa_core.engine.events import EventFrame
+    from sa_core.engine.events import EventFrame, ValueFrame
     from sa_core.engine.kernel import Kernel
     from sa_core.engine.threads import ThreadRef
+
 
 def scrub_payload(kernel: Kernel, thread: ThreadRef, data: Any) -> Any:
     """Return ``data`` with every secret value of the thread replaced by ``[redacted]``.
@@ -79,5 +81,18 @@ def emit(kernel: Kernel, thread: ThreadRef, event: str, data: Any = None) -> Non
         "eventType": event,
         "data": scrub_payload(kernel, thread, data),
         "timestamp": now_us(),
+    }
+    events.publish(thread.thread_id, frame)
+
+
+def publish_value(kernel: Kernel, thread: ThreadRef, key: str, value: Any) -> None:
+    """Tell the thread's live subscribers that value ``key`` is now ``value`` (secrets redacted)."""
+    events = kernel.events
+    if not events.has_listeners:
+        return
+    frame: ValueFrame = {
+        "type": "value",
+        "key": key,
+        "value": scrub_payload(kernel, thread, to_jsonable_python(value, fallback=str)),
     }
     events.publish(thread.thread_id, frame)

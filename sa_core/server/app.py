@@ -31,6 +31,7 @@ from sa_core.server.routes.approvals import ApprovalsController
 from sa_core.server.routes.catalog import CatalogController, list_packages
 from sa_core.server.routes.custom import endpoint_handlers
 from sa_core.server.routes.files import FilesController
+from sa_core.server.routes.forks import ForksController
 from sa_core.server.routes.graph import GraphController
 from sa_core.server.routes.keys import KeysController
 from sa_core.server.routes.messages import MessagesController
@@ -130,7 +131,13 @@ class StandardAgentsPlugin(InitPluginProtocol):
 
         if (a2a := a2a_server(self.runtime)) is not None:  # the A2A endpoints at /a2a
             app_config.route_handlers.append(a2a.handler())
+            app_config.on_startup.append(a2a.start)  # after the runtime's start
+            app_config.on_shutdown.insert(0, a2a.push.aclose)  # before the runtime's close
             app_config.on_shutdown.append(a2a.aclose)
+        from sa_core.server.protocols.agui import agui_router
+
+        if (agui := agui_router(self.runtime)) is not None:  # AG-UI at /ag-ui/{package}/{agent}
+            app_config.route_handlers.append(agui)
         openapi = app_config.openapi_config
         if openapi is not None:
             existing = openapi.components
@@ -152,6 +159,7 @@ class StandardAgentsPlugin(InitPluginProtocol):
                 ApprovalsController,
                 MessagesController,
                 FilesController,
+                ForksController,
                 QueueController,
                 SchedulesController,
                 StoreController,

@@ -17,11 +17,14 @@ from litestar.openapi.datastructures import ResponseSpec
 
 from sa_core.errors import (
     ConfigurationError,
+    CutPointError,
     DefinitionNotFoundError,
     EndpointError,
     FileSystemError,
     MissingVariablesError,
     SAError,
+    SharedHistoryError,
+    ThreadBusyError,
     ThreadNotFoundError,
     ThreadTerminatedError,
 )
@@ -191,6 +194,12 @@ def to_api_error(exc: SAError) -> ApiError:
         return ApiError(404, "thread_not_found", str(exc))
     if isinstance(exc, ThreadTerminatedError):
         return ApiError(409, "thread_terminated", str(exc))
+    if isinstance(exc, ThreadBusyError):
+        return ApiError(409, "thread_busy", str(exc))
+    if isinstance(exc, SharedHistoryError):
+        return ApiError(409, "shared_history", str(exc))
+    if isinstance(exc, CutPointError):
+        return ApiError(422, "invalid_cut", str(exc))
     if isinstance(exc, DefinitionNotFoundError):
         return ApiError(404, "not_found", str(exc))
     if isinstance(exc, FileSystemError):
@@ -235,7 +244,7 @@ _DESCRIPTIONS = {
     "a key with full access (every package, read-write).",
     404: "No such package, agent, thread or resource (or the thread is in another package, or "
     "the package is one the API key does not open).",
-    409: "The thread is terminated.",
+    409: "The thread is terminated, busy, or shares the history changed with a fork.",
     422: "The request is well-formed but cannot be carried out (missing variables, unknown agent).",
 }
 

@@ -438,6 +438,7 @@ class FileOut(Base, kw_only=True):
     width: int | None = None
     height: int | None = None
     metadata: dict[str, Any] | None = None
+    content_hash: str | None = None
 
 
 class DirectoryOut(Base, kw_only=True):

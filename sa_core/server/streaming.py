@@ -3,7 +3,8 @@
 A stream subscribes to the runtime's event bus for one thread. Frames (JSON objects with a
 ``type``): ``connected`` (first, once subscribed), ``message_data`` (a stored message, created
 or updated), ``message_chunk`` / ``reasoning_chunk`` (deltas as they stream), ``event``
-(``tool_call_started``, ``tool_call_done`` and ``state.emit`` events), ``queued``; frames of
+(``tool_call_started``, ``tool_call_done`` and ``state.emit`` events), ``queued``, ``value``
+(a thread value set through ``state.set_value``); frames of
 child threads carry ``subagent_id``. Silent messages are left out unless ``include_silent``.
 A client too slow to keep up (``MAX_BACKLOG`` frames behind) is dropped by the event bus at
 once, so its unread frames are released while it is still blocked; it then gets an ``error``

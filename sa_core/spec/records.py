@@ -181,6 +181,8 @@ class FileRecord(SpecModel):
     created_at: int = 0
     width: int | None = None
     height: int | None = None
+    content_hash: str | None = None
+    """The SHA-256 of the file's bytes (hex); ``None`` for a directory."""
 
 
 class FileStats(SpecModel):

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from sa_core.cachepolicy import THREAD_USE, cached_messages
+from sa_core.store.timeline import TimelineCache
 
 if TYPE_CHECKING:
     from sa_core.spec.records import Message
@@ -292,9 +293,10 @@ class EmptyQueues(_Versioned[None]):
 class StoreCaches:
     """The caches of one store."""
 
-    __slots__ = ("history", "keys", "rows", "read_histories", "empty_queues")
+    __slots__ = ("history", "keys", "rows", "read_histories", "empty_queues", "timelines")
 
     def __init__(self) -> None:
+        self.timelines = TimelineCache()
         self.history = HistoryCache()
         self.keys = KeyCache()
         self.rows = RowMessages()

@@ -1,4 +1,9 @@
-"""The per-thread filesystem: one row per file (bytes inline) or directory."""
+"""The per-thread filesystem: one row per file or directory, as it is now.
+
+A file's bytes are stored once per distinct content (``file_blobs``); every change also keeps
+a version (:mod:`sa_core.store.filehistory`), so the files after any message can be listed and
+read (:meth:`FilesMixin.files_at`, ``read_file(..., at=...)``).
+"""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ from sa_core.errors import FileSystemError
 from sa_core.spec.records import FileRecord, FileStats, GrepResult
 from sa_core.store import tables as t
 from sa_core.store.clock import now_us
+from sa_core.store.filehistory import put_blob, record_version, record_versions
 from sa_core.store.interface import Transaction
 from sa_core.store.paths import (
     DIRECTORY_MIME,
@@ -27,14 +33,16 @@ MAX_GREP_MATCHES_PER_FILE = 100
 MAX_GREP_LINE_CHARS = 1000
 
 _F = t.files.c
-_RECORD_COLUMNS = [
-    c for c in t.files.c if c.name not in ("data", "thread_id", "parent", "updated_at")
-]
+_B = t.file_blobs.c
+_RECORD_COLUMNS = [c for c in t.files.c if c.name not in ("thread_id", "parent", "updated_at")]
 _STAT = select(*_RECORD_COLUMNS).where(
     _F.thread_id == bindparam("b_tid"), _F.path == bindparam("b_path")
 )
-_READ = select(_F.data, _F.is_directory).where(
-    _F.thread_id == bindparam("b_tid"), _F.path == bindparam("b_path")
+_WITH_DATA = t.files.outerjoin(t.file_blobs, _B.hash == _F.blob)
+_READ = (
+    select(_B.data, _F.is_directory)
+    .select_from(_WITH_DATA)
+    .where(_F.thread_id == bindparam("b_tid"), _F.path == bindparam("b_path"))
 )
 _INSERT = insert(t.files)
 _DELETE = delete(t.files).where(_F.thread_id == bindparam("b_tid"), _F.path == bindparam("b_path"))
@@ -44,6 +52,7 @@ _ROOT = FileRecord(path="/", name="", mime_type=DIRECTORY_MIME, is_directory=Tru
 def _record(row: RowMapping) -> FileRecord:
     values = dict(row)
     values["metadata"] = values.pop("meta")
+    values["content_hash"] = values.pop("blob")
     values["is_directory"] = bool(values["is_directory"])
     return FileRecord.model_validate(values)
 
@@ -76,6 +85,7 @@ def _make_parents(conn: Connection, thread_id: str, path: str, now: int) -> None
         rows.append(_dir_row(thread_id, directory, parent, name, now))
     if rows:
         conn.execute(_INSERT, rows)
+        record_versions(conn, thread_id, "mkdir", rows, now)
 
 
 def _dir_row(thread_id: str, path: str, parent: str, name: str, now: int) -> dict[str, Any]:
@@ -88,7 +98,7 @@ def _dir_row(thread_id: str, path: str, parent: str, name: str, now: int) -> dic
         "mime_type": DIRECTORY_MIME,
         "storage": "local",
         "size": 0,
-        "data": None,
+        "blob": None,
         "meta": None,
         "created_at": now,
         "updated_at": now,
@@ -96,8 +106,15 @@ def _dir_row(thread_id: str, path: str, parent: str, name: str, now: int) -> dic
 
 
 def _write(
-    conn: Connection, thread_id: str, path: str, data: bytes, values: dict[str, Any]
+    conn: Connection,
+    thread_id: str,
+    path: str,
+    data: bytes | None,
+    values: dict[str, Any],
+    *,
+    blob: tuple[str, int] | None = None,
 ) -> FileRecord:
+    """Write a file from ``data``, or from stored content ``blob`` (hash, size): no copy."""
     if path == "/":
         raise FileSystemError("Cannot write to /: give a file path like /attachments/a.txt.")
     now = now_us()
@@ -105,17 +122,39 @@ def _write(
     current = _stat(conn, thread_id, path)
     if current is not None and current.is_directory:
         raise FileSystemError(f"Cannot write {path}: it is a directory.")
-    row = dict(values, data=data, size=len(data), is_directory=False, updated_at=now)
+    if blob is None:
+        content = data or b""
+        blob = (put_blob(conn, content, now), len(content))
+    row = dict(values, blob=blob[0], size=blob[1], is_directory=False, updated_at=now)
+    row.setdefault("storage", "local")
     if current is None:
         parent, name = split_path(path)
         row.update(thread_id=thread_id, path=path, parent=parent, name=name, created_at=now)
-        row.setdefault("storage", "local")
         conn.execute(_INSERT, row)
     else:
         conn.execute(update(t.files).where(_F.thread_id == thread_id, _F.path == path).values(row))
+        row["created_at"] = current.created_at
+    record_version(conn, thread_id, path, "write", row, now)
     found = _stat(conn, thread_id, path)
     assert found is not None
     return found
+
+
+def _row_of(record: FileRecord) -> dict[str, Any]:
+    """The ``files`` values of a record (as a version row needs them)."""
+    return {
+        "path": record.path,
+        "is_directory": record.is_directory,
+        "mime_type": record.mime_type,
+        "storage": record.storage,
+        "location": record.location,
+        "size": record.size,
+        "blob": record.content_hash,
+        "meta": record.metadata,
+        "width": record.width,
+        "height": record.height,
+        "created_at": record.created_at,
+    }
 
 
 def _under(path: str) -> Any:
@@ -217,6 +256,7 @@ class FilesMixin(StoreBase):
             if current.is_directory:
                 raise FileSystemError(f"Cannot unlink {norm}: it is a directory; use rmdir.")
             conn.execute(_DELETE, {"b_tid": thread_id, "b_path": norm})
+            record_version(conn, thread_id, norm, "delete", _row_of(current), now_us())
             return True
 
         return await self._write(op, tx)
@@ -241,7 +281,9 @@ class FilesMixin(StoreBase):
             now = now_us()
             _make_parents(conn, thread_id, norm, now)
             parent, name = split_path(norm)
-            conn.execute(_INSERT, _dir_row(thread_id, norm, parent, name, now))
+            row = _dir_row(thread_id, norm, parent, name, now)
+            conn.execute(_INSERT, row)
+            record_version(conn, thread_id, norm, "mkdir", row, now)
             found = _stat(conn, thread_id, norm)
             assert found is not None
             return found
@@ -270,8 +312,11 @@ class FilesMixin(StoreBase):
             inside = and_(_F.thread_id == thread_id, _under(norm))
             if not recursive and conn.execute(select(_F.path).where(inside).limit(1)).first():
                 raise FileSystemError(f"Directory {norm} is not empty; pass recursive=True.")
+            removed = [dict(row) for row in conn.execute(select(t.files).where(inside)).mappings()]
             conn.execute(delete(t.files).where(inside))
             conn.execute(_DELETE, {"b_tid": thread_id, "b_path": norm})
+            removed.append(_row_of(current))
+            record_versions(conn, thread_id, "delete", removed, now_us())
             return True
 
         return await self._write(op, tx)
@@ -303,7 +348,8 @@ class FilesMixin(StoreBase):
         except re.error:
             regex = re.compile(re.escape(pattern))
         stmt = (
-            select(_F.path, _F.name, _F.data)
+            select(_F.path, _F.name, _B.data)
+            .select_from(_WITH_DATA)
             .where(
                 _F.thread_id == thread_id,
                 _F.is_directory.is_(False),
@@ -373,6 +419,66 @@ class FilesMixin(StoreBase):
                 raise FileSystemError(f"Cannot copy {src}: it is a directory.")
             keys = ("mime_type", "storage", "location", "meta", "width", "height")
             values = {key: row[key] for key in keys}
-            return _write(conn, dst_thread, dst, bytes(row["data"] or b""), values)
+            return _write(conn, dst_thread, dst, None, values, blob=(row["blob"], row["size"]))
 
         return await self._write(op, tx)
+
+    async def move_file(
+        self, thread_id: str, src_path: str, dst_path: str, *, tx: Transaction | None = None
+    ) -> FileRecord:
+        """Move (or rename) a file or a directory with everything in it; no bytes are copied.
+
+        A file at the destination is replaced; missing parent directories are created.
+
+        Raises:
+            FileSystemError: The source is missing or the root, the destination is a
+                directory (for a file) or exists (for a directory), or lies inside the source.
+
+        """
+        src, dst = normalize_path(src_path), normalize_path(dst_path)
+
+        def op(conn: Connection) -> FileRecord:
+            current = _stat(conn, thread_id, src)
+            if current is None or src == "/":
+                raise FileSystemError(f"Cannot move {src}: no such file or directory.")
+            if dst == src:
+                return current
+            if dst.startswith(src + "/"):
+                raise FileSystemError(f"Cannot move {src} into itself ({dst}).")
+            if not current.is_directory:
+                keys = ("mime_type", "storage", "location", "meta", "width", "height")
+                row = _row_of(current)
+                moved = _write(
+                    conn, thread_id, dst, None, {key: row[key] for key in keys},
+                    blob=(current.content_hash or "", current.size),
+                )
+                conn.execute(_DELETE, {"b_tid": thread_id, "b_path": src})
+                record_version(conn, thread_id, src, "delete", row, now_us())
+                return moved
+            return _move_directory(conn, thread_id, src, dst)
+
+        return await self._write(op, tx)
+
+
+def _move_directory(conn: Connection, thread_id: str, src: str, dst: str) -> FileRecord:
+    """Move a directory and everything under it to ``dst`` (which must not exist)."""
+    if _stat(conn, thread_id, dst) is not None:
+        raise FileSystemError(f"Cannot move {src} to {dst}: {dst} exists.")
+    now = now_us()
+    _make_parents(conn, thread_id, dst, now)
+    inside = and_(_F.thread_id == thread_id, or_(_F.path == src, _under(src)))
+    rows = [dict(row) for row in conn.execute(select(t.files).where(inside)).mappings()]
+    conn.execute(delete(t.files).where(inside))
+    record_versions(conn, thread_id, "delete", rows, now)
+    moved = []
+    for row in rows:
+        path = dst + row["path"][len(src) :]
+        parent, name = split_path(path)
+        moved.append(dict(row, path=path, parent=parent, name=name, updated_at=now))
+    conn.execute(_INSERT, moved)
+    for op in ("mkdir", "write"):
+        kind = [row for row in moved if bool(row["is_directory"]) == (op == "mkdir")]
+        record_versions(conn, thread_id, op, kind, now)
+    found = _stat(conn, thread_id, dst)
+    assert found is not None
+    return found

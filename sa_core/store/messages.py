@@ -26,7 +26,8 @@ from sa_core.store.messagerows import (
 )
 from sa_core.store.pghistory import SUMMARY_KEY, apply_history_read, history_params, history_read_pg
 from sa_core.store.rows import UNSET, Unset
-from sa_core.store.storebase import StoreBase
+from sa_core.store.timeline import Timeline
+from sa_core.store.timelinereads import PageShape, TimelineMixin
 
 _M = t.messages.c
 _L = t.logs.c
@@ -119,8 +120,8 @@ def _update_statement(keys: tuple[str, ...], returning: bool) -> Prepared:
     return prepared
 
 
-class MessagesMixin(StoreBase):
-    """Messages and logs."""
+class MessagesMixin(TimelineMixin):
+    """Messages and logs (a fork's or a rewound thread's through its timeline)."""
 
     async def insert_messages(
         self, messages: Sequence[Message], *, tx: Transaction | None = None
@@ -220,14 +221,19 @@ class MessagesMixin(StoreBase):
     async def get_message(
         self, thread_id: str, message_id: str, *, tx: Transaction | None = None
     ) -> Message | None:
-        """Return one message of a thread, or ``None``."""
+        """Return one message of a thread's history (rewound ones included), or ``None``."""
         params = {"b_tid": thread_id, "b_id": message_id}
 
         def op(conn: Connection) -> Message | None:
             found = _GET.first(conn, params)
             return message_from_row(found) if found is not None else None
 
-        return await self._read(op, tx)
+        found = await self._read(op, tx)
+        if found is None:
+            timeline = await self._timeline_of(thread_id, tx)
+            if timeline is not None:
+                return await self._view_message(timeline, message_id, tx)
+        return found
 
     async def list_messages(
         self,
@@ -240,9 +246,13 @@ class MessagesMixin(StoreBase):
         max_depth: int | None = 0,
         statuses_excluded: Iterable[str] = (),
         parent_id: str | None | Unset = UNSET,
+        include_rewound: bool = False,
         tx: Transaction | None = None,
     ) -> tuple[list[Message], int]:
         """List a thread's messages by ``created_at`` then insertion order.
+
+        A fork lists its source's messages up to the cut, then its own; a rewound thread
+        leaves out the messages its rewinds took back, unless ``include_rewound``.
 
         Args:
             thread_id: The thread.
@@ -253,35 +263,19 @@ class MessagesMixin(StoreBase):
             max_depth: Deepest ``depth`` included (``None``: every depth).
             statuses_excluded: Statuses left out (``None`` status is never excluded).
             parent_id: ``UNSET``: any; ``None``: messages without a parent; an id: its children.
+            include_rewound: Include messages that rewinds took out of the history.
             tx: An open transaction to read in.
 
         Returns:
             The page and the count of every message matching the filters.
 
         """
-        conditions: list[Any] = [_M.thread_id == thread_id]
-        if not include_silent:
-            conditions.append(_M.silent.is_(False))
-        if max_depth is not None:
-            conditions.append(_M.depth <= max_depth)
-        excluded = list(statuses_excluded)
-        if excluded:
-            conditions.append(or_(_M.status.is_(None), _M.status.not_in(excluded)))
-        if not isinstance(parent_id, Unset):
-            conditions.append(
-                _M.parent_id.is_(None) if parent_id is None else _M.parent_id == parent_id
-            )
-        sort = (_M.created_at, _M.seq) if order == "asc" else (_M.created_at.desc(), _M.seq.desc())
-        page = (
-            select(*MESSAGE_COLUMNS).where(*conditions).order_by(*sort).limit(limit).offset(offset)
+        timeline = await self._timeline_of(thread_id, tx) or Timeline.own(thread_id)
+        shape = PageShape(include_silent, max_depth, tuple(statuses_excluded), parent_id)
+        segments = timeline.seen if include_rewound else timeline.segments
+        return await self._view_page(
+            segments, shape, order=order, limit=limit, offset=offset, tx=tx
         )
-        count = select(func.count()).select_from(t.messages).where(*conditions)
-
-        def op(conn: Connection) -> tuple[list[Message], int]:
-            rows = messages_from_rows([dict(row) for row in conn.execute(page).mappings()])
-            return rows, int(conn.execute(count).scalar_one())
-
-        return await self._read(op, tx)
 
     async def history(
         self, thread_id: str, *, since: int | None = None, tx: Transaction | None = None
@@ -302,22 +296,26 @@ class MessagesMixin(StoreBase):
             The messages, oldest first.
 
         """
+        version = self.external_version()
+        timeline = await self._timeline_of(thread_id, tx, version)
         if since is not None or tx is not None or self._ambient() is not None:
-            return await self._load_history(thread_id, since, tx)
+            return await self._load_history(thread_id, since, tx, timeline)
         cache = self._caches.history
-        if not cache.check(self.external_version()):
+        if not cache.check(version):
+            if timeline is not None:
+                return await self._view_history(timeline, None, None)
             if self._backend.dialect == "postgresql":
                 return await self._read_history_pg(thread_id)
             return await self._load_history(thread_id, None, None)
         fillable = self._cache_fillable()
         found = cache.lookup(thread_id)
         if found is None:
-            messages = await self._load_history(thread_id, None, None)
+            messages = await self._load_history(thread_id, None, None, timeline)
         else:
             kept, dirty_from = found
             if dirty_from is None:
                 return list(kept)
-            fresh = await self._load_history(thread_id, dirty_from - 1, None)
+            fresh = await self._load_history(thread_id, dirty_from - 1, None, timeline)
             cut = len(kept)  # oldest first: walk back over the rows written since
             while cut and kept[cut - 1].created_at >= dirty_from:
                 cut -= 1
@@ -337,8 +335,14 @@ class MessagesMixin(StoreBase):
                 return list(found[0])
 
     async def _load_history(
-        self, thread_id: str, since: int | None, tx: Transaction | None
+        self,
+        thread_id: str,
+        since: int | None,
+        tx: Transaction | None,
+        timeline: Timeline | None = None,
     ) -> list[Message]:
+        if timeline is not None:
+            return await self._view_history(timeline, since, tx)
         params = {"b_tid": thread_id, "b_since": -1 if since is None else since}
         rows = await self._fetch(_HISTORY, params, tx)
         if self._backend.dialect == "postgresql":  # read whole every time: reuse what is equal
@@ -366,6 +370,9 @@ class MessagesMixin(StoreBase):
         self, thread_id: str, parent_id: str, *, tx: Transaction | None = None
     ) -> list[Message]:
         """Messages whose ``parent_id`` is the given message, oldest first."""
+        timeline = await self._timeline_of(thread_id, tx)
+        if timeline is not None:
+            return await self._view_by_parent(timeline, parent_id, tx)
         params = {"b_tid": thread_id, "b_pid": parent_id}
         return await self._read(lambda conn: messages_from_rows(_BY_PARENT.rows(conn, params)), tx)
 

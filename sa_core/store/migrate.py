@@ -24,7 +24,7 @@ from sqlalchemy.engine import Connection
 
 from sa_core.store.tables import metadata
 
-HEAD = "0008_store_vectors"
+HEAD = "0010_time_travel"
 """The newest revision in ``migrations/versions`` (a test keeps the two in step)."""
 BASELINE = "0001_baseline"
 """The revision of databases created before migrations existed."""

@@ -14,6 +14,7 @@ from sa_core.store import tables as t
 from sa_core.store.clock import now_us
 from sa_core.store.fast import Prepared
 from sa_core.store.interface import Transaction
+from sa_core.store.statehistory import record_state
 from sa_core.store.storebase import StoreBase
 
 _C = t.children.c
@@ -23,10 +24,11 @@ _V = t.thread_values.c
 # The statements of every turn go through the prepared path (see ``fast.py``).
 CHILDREN = Prepared(
     select(_C.entry)
-    .where(_C.parent_id == bindparam("b_pid"))
+    .where(_C.parent_id == bindparam("b_pid"), _C.hidden_by.is_(None))
     .order_by(_C.created_at, _C.reference),
     [_C.entry],
 )
+"""A parent's registry in creation order (entries a rewind hid left out)."""
 _CHILD_WHERE = (_C.parent_id == bindparam("b_pid"), _C.reference == bindparam("b_ref"))
 _CHILD = Prepared(select(_C.entry).where(*_CHILD_WHERE), [_C.entry])
 _UPDATE_CHILD = Prepared(update(t.children).where(*_CHILD_WHERE).values(entry=bindparam("v_entry")))
@@ -205,6 +207,7 @@ class RegistryMixin(StoreBase):
                 _INSERT_VALUE.run(
                     conn, {"v_tid": thread_id, "v_key": key, "v_value": data, "v_now": now}
                 )
+            record_state(conn, thread_id, "value", key, data, now)
 
         await self._write(op, tx)
 
@@ -213,7 +216,14 @@ class RegistryMixin(StoreBase):
     ) -> bool:
         """Delete a thread value; returns whether it existed."""
         params = {"b_tid": thread_id, "b_key": key}
-        return await self._write(lambda conn: _DELETE_VALUE.run(conn, params) > 0, tx)
+
+        def op(conn: Connection) -> bool:
+            if _DELETE_VALUE.run(conn, params) == 0:
+                return False
+            record_state(conn, thread_id, "value", key, None, now_us(), deleted=True)
+            return True
+
+        return await self._write(op, tx)
 
     async def threads_with_value(
         self, key: str, *, tx: Transaction | None = None

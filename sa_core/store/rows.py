@@ -36,6 +36,8 @@ class ThreadRow:
         properties: Free-form thread properties.
         execution: Engine state (turn counters, acting side, parked flag...).
         updated_at: Last update (µs).
+        timeline: Where the history of a fork or a rewound thread comes from (see
+            :mod:`sa_core.store.timeline`); ``None`` for a thread whose history is its own.
 
     """
 
@@ -53,6 +55,7 @@ class ThreadRow:
     properties: dict[str, Any] = field(default_factory=dict)
     execution: dict[str, Any] = field(default_factory=dict)
     updated_at: int = 0
+    timeline: dict[str, Any] | None = None
 
 
 THREAD_FIELDS: Final = frozenset(ThreadRow.__dataclass_fields__)

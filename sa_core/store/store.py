@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from types import TracebackType
 
+from sa_core.store.a2apush import A2APushMixin
 from sa_core.store.apikeys import ApiKeysMixin
 from sa_core.store.asyncbackend import AsyncBackend
+from sa_core.store.branching import BranchingMixin
 from sa_core.store.connect import resolve_database_url
 from sa_core.store.effects import EffectsMixin
 from sa_core.store.executions import ExecutionsMixin
@@ -27,6 +29,7 @@ class Store(
     TurnStartMixin,
     ThreadsMixin,
     MessagesMixin,
+    BranchingMixin,
     FilesMixin,
     QueueMixin,
     EffectsMixin,
@@ -37,8 +40,11 @@ class Store(
     UsageMixin,
     SchedulesMixin,
     PackStoreMixin,
+    A2APushMixin,
 ):
     """Durable state: threads, messages, files, queues, effects, keys, leases, schedules, stores.
+
+    Also the push notifications our A2A server owes (:mod:`sa_core.store.a2apush`).
 
     Every method takes an optional ``tx=`` from :meth:`transaction`; without it, a method runs
     in its own short transaction (or joins the transaction open in the calling task).

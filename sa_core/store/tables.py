@@ -84,6 +84,9 @@ threads = Table(
     _column("tags", _json()),
     _column("properties", _json()),
     _column("execution", _json()),
+    # where a fork's or a rewound thread's history comes from (sa_core.store.timeline); NULL
+    # for a thread whose history is all its own messages
+    _column("timeline", _json()),
     Index("ix_threads_created", "created_at"),
     Index("ix_threads_parent_created", "parent_id", "created_at"),
     Index("ix_threads_package_agent_created", "package", "agent_id", "created_at"),
@@ -185,7 +188,7 @@ files = Table(
     _column("storage", String, nullable=False, default="local"),
     _column("location", String),
     _column("size", BigInteger, nullable=False, default=0),
-    _column("data", LargeBinary),
+    _column("blob", String),
     _column("meta", _json()),
     _column("width", Integer),
     _column("height", Integer),
@@ -194,7 +197,87 @@ files = Table(
     Index("ix_files_thread_parent", "thread_id", "parent"),
     Index("ix_files_thread_created", "thread_id", "created_at"),
 )
-"""A file (bytes in ``data``) or directory (``is_directory``) of a thread's filesystem."""
+"""A file or directory (``is_directory``) of a thread's filesystem as it is now.
+
+A file's bytes are in ``file_blobs`` under ``blob`` (their SHA-256); every change is also kept
+in ``file_versions`` (:mod:`sa_core.store.filehistory`).
+"""
+
+file_blobs = Table(
+    "file_blobs",
+    metadata,
+    _column("hash", String, primary_key=True),
+    _column("data", LargeBinary, nullable=False),
+    _column("size", BigInteger, nullable=False),
+    _column("created_at", BigInteger, nullable=False),
+)
+"""File contents, stored once per distinct content (keyed by SHA-256, shared by threads)."""
+
+file_versions = Table(
+    "file_versions",
+    metadata,
+    _column("seq", _Seq, primary_key=True, autoincrement=True),
+    _column("thread_id", String, _thread_fk(), nullable=False),
+    _column("path", String, nullable=False),
+    _column("op", String, nullable=False),
+    _column("is_directory", Boolean, nullable=False, default=False),
+    _column("mime_type", String, nullable=False),
+    _column("storage", String, nullable=False, default="local"),
+    _column("location", String),
+    _column("size", BigInteger, nullable=False, default=0),
+    _column("blob", String),
+    _column("meta", _json()),
+    _column("width", Integer),
+    _column("height", Integer),
+    _column("file_created_at", BigInteger, nullable=False),
+    _column("created_at", BigInteger, nullable=False),
+    Index("ix_file_versions_thread_path", "thread_id", "path", "seq"),
+    Index("ix_file_versions_thread_created", "thread_id", "created_at"),
+)
+"""One change of a thread's file: a write, a directory made, or a deletion (``op``).
+
+The filesystem after any moment is, per path, its newest version from then or before (without
+the deleted ones).
+"""
+
+state_versions = Table(
+    "state_versions",
+    metadata,
+    _column("seq", _Seq, primary_key=True, autoincrement=True),
+    _column("thread_id", String, _thread_fk(), nullable=False),
+    _column("kind", String, nullable=False),
+    _column("key", String, nullable=False),
+    _column("value", JSON),
+    _column("deleted", Boolean, nullable=False, default=False),
+    _column("created_at", BigInteger, nullable=False),
+    Index("ix_state_versions_thread_key", "thread_id", "kind", "key", "seq"),
+    Index("ix_state_versions_thread_created", "thread_id", "created_at"),
+)
+"""One change of a thread value (``kind`` ``value``).
+
+``value`` is the new JSON value (``deleted``: the key was removed); the values after any moment
+are, per key, the newest version from then or before.
+"""
+
+thread_lineage = Table(
+    "thread_lineage",
+    metadata,
+    _column("id", String, primary_key=True),
+    _column("kind", String, nullable=False),
+    _column("thread_id", String, _thread_fk(), nullable=False),
+    _column("source_id", String),
+    _column("message_id", String),
+    _column("data", _json()),
+    _column("created_at", BigInteger, nullable=False),
+    Index("ix_thread_lineage_thread_created", "thread_id", "created_at"),
+    Index("ix_thread_lineage_source_created", "source_id", "created_at"),
+)
+"""A fork, rewind or replay: what a thread came from, or what was done to it.
+
+``thread_id`` is the thread made (a fork, a replay) or changed (a rewind); ``source_id`` the
+thread it came from; ``message_id`` the message of the cut; ``data`` the details (a rewind's
+timelines before and after).
+"""
 
 queue = Table(
     "queue",
@@ -241,6 +324,8 @@ children = Table(
     _column("reference", String, primary_key=True),
     _column("entry", _json()),
     _column("created_at", BigInteger, nullable=False),
+    # the rewind that hid the entry (its child was created after the rewind's cut)
+    _column("hidden_by", String),
     Index("ix_children_parent_created", "parent_id", "created_at"),
 )
 """One entry of a parent thread's subagent registry (the entry itself is JSON)."""
@@ -412,6 +497,37 @@ SQLite (what ``sqlite-vec``'s functions read), a ``real[]`` on PostgreSQL (cast 
 ``vector`` when searched), so the schema needs neither extension.
 """
 
+a2a_push = Table(
+    "a2a_push",
+    metadata,
+    _column("task_id", String, primary_key=True),
+    _column("config_id", String, primary_key=True),
+    _column("thread_id", String, _thread_fk(), nullable=False),
+    _column("config", _json()),
+    _column("state", String),
+    _column("version", Integer, nullable=False, default=0),
+    _column("pending", Boolean, nullable=False, default=False),
+    _column("watching", Boolean, nullable=False, default=True),
+    _column("attempts", Integer, nullable=False, default=0),
+    _column("next_at", BigInteger, nullable=False, default=0),
+    _column("claimed_until", BigInteger),
+    _column("seen_at", BigInteger, nullable=False, default=0),
+    _column("last_error", String),
+    _column("created_at", BigInteger, nullable=False),
+    Index("ix_a2a_push_due", "pending", "next_at"),
+    Index("ix_a2a_push_watching", "watching"),
+    Index("ix_a2a_push_thread", "thread_id"),
+)
+"""A push-notification config of one of our A2A tasks, and the notification it owes.
+
+``config`` is the client's config (``url``, ``token``, ``authentication``). ``state`` is the task
+state last queued for a notification; ``pending`` says one is owed (its body is the task as stored
+when it is sent), ``version`` counts the notifications queued (a send settles only the version it
+claimed), ``claimed_until`` holds off other senders while one sends. ``watching`` stays true until
+a final state is queued; ``seen_at`` is the thread's ``executions.updated_at`` when the task was
+last read again from its thread. See :mod:`sa_core.store.a2apush`.
+"""
+
 STORE_TEXT_DDL = {
     "sqlite": "CREATE VIRTUAL TABLE IF NOT EXISTS store_items_fts USING fts5(text)",
     "postgresql": (
@@ -438,6 +554,9 @@ PER_THREAD_TABLES: tuple[tuple[Table, str], ...] = (
     (messages, "thread_id"),
     (logs, "thread_id"),
     (files, "thread_id"),
+    (file_versions, "thread_id"),
+    (state_versions, "thread_id"),
+    (thread_lineage, "thread_id"),
     (queue, "thread_id"),
     (effects, "thread_id"),
     (children, "parent_id"),
@@ -445,5 +564,6 @@ PER_THREAD_TABLES: tuple[tuple[Table, str], ...] = (
     (thread_values, "thread_id"),
     (executions, "thread_id"),
     (thread_leases, "thread_id"),
+    (a2a_push, "thread_id"),
 )
 """Every table holding rows of a thread, with the column naming the thread."""

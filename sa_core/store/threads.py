@@ -27,9 +27,10 @@ from sa_core.store.conflicts import ThreadChanged
 from sa_core.store.executions import new_record
 from sa_core.store.fast import Deferred, Prepared
 from sa_core.store.interface import Transaction
+from sa_core.store.lineage import refuse_if_shared
 from sa_core.store.registry import CHILDREN
 from sa_core.store.rows import THREAD_FIELDS, UNSET, ThreadRow, Unset
-from sa_core.store.storebase import StoreBase
+from sa_core.store.timelinereads import TimelineMixin
 
 _JSON_DEFAULTS: dict[str, type] = {
     "env": dict,
@@ -66,7 +67,7 @@ def get_with_children_pg() -> Prepared:
     c = t.children.c
     kids = (
         select(func.json_agg(aggregate_order_by(c.entry, c.created_at, c.reference)))
-        .where(c.parent_id == t.threads.c.id)
+        .where(c.parent_id == t.threads.c.id, c.hidden_by.is_(None))
         .scalar_subquery()
     )
     column = type_coerce(kids, JSON).label(KIDS_KEY)
@@ -140,7 +141,7 @@ def _thread_update(thread_id: str, fields: dict[str, Any]) -> tuple[Prepared, di
     return _update_statement(keys), params
 
 
-class ThreadsMixin(StoreBase):
+class ThreadsMixin(TimelineMixin):
     """Thread rows."""
 
     async def create_thread(self, row: ThreadRow, *, tx: Transaction | None = None) -> ThreadRow:
@@ -171,7 +172,8 @@ class ThreadsMixin(StoreBase):
         else:
             await self._write_deferred(writes, tx)
         cache = self._caches.history
-        if cache.version is not None:
+        self._caches.timelines.created(row.id, row.timeline)
+        if cache.version is not None and not row.timeline:  # a fork's is its source's
             # a fresh id: its history is empty whether or not the write has committed yet (a
             # rollback leaves no thread, whose history is empty too), so the first turn reads
             # none. Messages written in the same transaction mark the entry as any write does
@@ -187,7 +189,11 @@ class ThreadsMixin(StoreBase):
     ) -> ThreadRow | None:
         """Return a thread, or ``None`` when it does not exist."""
         found = await self._fetch(_GET, {"b_id": thread_id}, tx)
-        return thread_from_row(found[0]) if found else None
+        if not found:
+            return None
+        row = thread_from_row(found[0])
+        self.note_timeline(row.id, row.timeline)
+        return row
 
     async def get_thread_with_children(
         self, thread_id: str, *, tx: Transaction | None = None
@@ -202,7 +208,9 @@ class ThreadsMixin(StoreBase):
             rows = await self._fetch(get_with_children_pg(), {"b_id": thread_id}, tx)
             if not rows:
                 return None
-            return built(rows[0], rows[0].pop(KIDS_KEY) or [])
+            found = built(rows[0], rows[0].pop(KIDS_KEY) or [])
+            self.note_timeline(thread_id, found[0].timeline)
+            return found
 
         def op(conn: Connection) -> tuple[ThreadRow, list[SubagentRegistryEntry]] | None:
             found = _GET.first(conn, {"b_id": thread_id})
@@ -358,6 +366,7 @@ class ThreadsMixin(StoreBase):
             if _GET.first(conn, {"b_id": thread_id}) is None:
                 return []
             ids = [thread_id, *descendants(conn, thread_id)]
+            refuse_if_shared(conn, thread_id, ids)
             for table, column in t.PER_THREAD_TABLES:
                 conn.execute(delete(table).where(table.c[column].in_(ids)))
             conn.execute(delete(t.threads).where(t.threads.c.id.in_(ids)))

@@ -175,6 +175,9 @@ class TurnStartMixin(ThreadsMixin, QueueMixin, ExecutionsMixin):
         queue = [entry_from_row(without_seq(entry)) for entry in row.pop(_QUEUE_KEY) or []]
         summary = row.pop(_HISTORY_KEY)
         thread, children = thread_with_children(row, row.pop(KIDS_KEY) or [])
+        self.note_timeline(thread_id, thread.timeline)
+        if thread.timeline:  # a fork's or a rewound thread's history is read through it
+            return TurnStart(thread, children, queue, None)
         history_read = apply_history_read(self._caches, thread_id, held, summary)
         if history_read is None:  # an older row changed: the engine reads the history whole
             return TurnStart(thread, children, queue, None)

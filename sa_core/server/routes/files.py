@@ -51,15 +51,60 @@ async def _existing(thread: ThreadState, path: str) -> FileRecord:
     return record
 
 
+async def directory_at(thread: ThreadState, path: str, at: str) -> DirectoryOut:
+    """``GET files?at=``: a directory as it was after message ``at``."""
+    try:
+        records = await thread.files_at(at)
+    except FileSystemError as exc:
+        raise ApiError(404, "message_not_found", str(exc)) from None
+    found = {record.path: record for record in records}
+    if path != "/" and path not in found:
+        raise ApiError(404, "file_not_found", f"No file or directory at {path} after {at}.")
+    if path != "/" and not found[path].is_directory:
+        raise ApiError(400, "not_a_directory", f"{path} was a file after {at}.")
+    prefix = "/" if path == "/" else path + "/"
+    entries = [r for r in records if r.path.startswith(prefix) and "/" not in r.path[len(prefix) :]]
+    files = [r for r in records if not r.is_directory]
+    return DirectoryOut(
+        path=path,
+        entries=[file_out(r) for r in sorted(entries, key=lambda r: r.name)],
+        total_size=sum(r.size for r in files),
+        file_count=len(files),
+    )
+
+
+async def _download_at(thread: ThreadState, path: str, at: str) -> Response[bytes]:
+    try:
+        found = {r.path: r for r in await thread.files_at(at)}.get(path)
+    except FileSystemError as exc:
+        raise ApiError(404, "message_not_found", str(exc)) from None
+    if found is None or found.is_directory:
+        raise ApiError(404, "file_not_found", f"No file at {path} after message {at}.")
+    data = await thread.read_file(path, at=at) or b""
+    disposition = f"attachment; filename*=UTF-8''{quote(found.name or 'file', safe='')}"
+    return Response(
+        content=data,
+        media_type=found.mime_type or "application/octet-stream",
+        headers={"Content-Disposition": disposition},
+    )
+
+
 class FilesController(Controller):
     """Files of one thread."""
 
     path = "/threads/{thread_id:str}"
 
     @get("/files", responses=errors(404), summary="List a directory")
-    async def list_directory(self, thread: ThreadDep, path: FromQuery[str] = "/") -> DirectoryOut:
-        """List a directory (the root by default), with the filesystem totals."""
+    async def list_directory(
+        self, thread: ThreadDep, path: FromQuery[str] = "/", at: FromQuery[str | None] = None
+    ) -> DirectoryOut:
+        """List a directory (the root by default), with the filesystem totals.
+
+        ``at``: a message id of the thread's history: the directory as it was after it.
+        """
         clean = safe_path(path)
+        if at is not None:
+            return await directory_at(thread, clean, at)
         record = await _existing(thread, clean)
         if not record.is_directory:
             raise ApiError(400, "not_a_directory", f"{clean} is a file; download it instead.")
@@ -79,14 +124,21 @@ class FilesController(Controller):
         summary="Download a file",
     )
     async def download(
-        self, thread: ThreadDep, path: FromPath[str], thumbnail: FromQuery[bool] = False
+        self,
+        thread: ThreadDep,
+        path: FromPath[str],
+        thumbnail: FromQuery[bool] = False,
+        at: FromQuery[str | None] = None,
     ) -> Response[bytes]:
         """Answer the file's bytes, with its MIME type.
 
         With ``thumbnail=1`` an image file answers a PNG of at most 256 px instead (``404
-        no_thumbnail`` for files that are not images).
+        no_thumbnail`` for files that are not images). ``at``: a message id of the thread's
+        history: the file as it was after it.
         """
         clean = safe_path(path)
+        if at is not None:
+            return await _download_at(thread, clean, at)
         record = await _existing(thread, clean)
         if record.is_directory:
             raise ApiError(

@@ -47,10 +47,19 @@ class MessagesController(Controller):
         offset: Annotated[int, QueryParameter(ge=0, le=1_000_000_000)] = 0,
         order: FromQuery[Literal["asc", "desc"]] = "asc",
         include_silent: FromQuery[bool] = False,
+        include_rewound: FromQuery[bool] = False,
     ) -> MessagesOut:
-        """Read a page of top-level messages (``created_at`` in microseconds)."""
+        """Read a page of top-level messages (``created_at`` in microseconds).
+
+        ``include_rewound``: also the messages rewinds took out of the history, each with its
+        rewind in ``metadata.rewound``.
+        """
         page = await thread.get_messages(
-            limit=limit, offset=offset, order=order, include_silent=include_silent
+            limit=limit,
+            offset=offset,
+            order=order,
+            include_silent=include_silent,
+            include_rewound=include_rewound,
         )
         return MessagesOut(
             messages=[convert(m.model_dump(mode="json"), MessageOut) for m in page.messages],

@@ -32,23 +32,48 @@ def available() -> bool:
 
 
 class A2AMount:
-    """The ``/a2a`` mount of a runtime's entry agents; the SDK loads on its first request."""
+    """The ``/a2a`` mount of a runtime's entry agents; the SDK loads on its first request.
+
+    It also runs the loop sending the push notifications its tasks owe
+    (:class:`~sa_core.server.protocols.a2a.push_delivery.PushDelivery`), from the server's
+    start: notifications left owed by a previous run, or another worker, go out without any
+    A2A request here.
+    """
 
     def __init__(self, runtime: Runtime) -> None:
+        from sa_core.server.protocols.a2a.push_delivery import PushDelivery
+
         self.runtime = runtime
         self.server: A2AServer | None = None
+        self.push = PushDelivery(runtime, self._refresh, self._live)
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Answer one request under ``/a2a``, building the endpoints first if needed."""
+    def _endpoints(self) -> A2AServer:
         server = self.server
         if server is None:
             from sa_core.server.protocols.a2a.mount import A2AServer
 
-            server = self.server = A2AServer(self.runtime)
-        await server(scope, receive, send)
+            server = self.server = A2AServer(self.runtime, self.push)
+        return server
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer one request under ``/a2a``, building the endpoints first if needed."""
+        self.start()
+        await self._endpoints()(scope, receive, send)
+
+    def start(self) -> None:
+        """Start sending push notifications (once the runtime is open; else at a request)."""
+        if self.runtime.is_open:
+            self.push.start()
+
+    async def _refresh(self, task_id: str, thread_id: str) -> None:
+        await self._endpoints().refresh_task(task_id, thread_id)
+
+    def _live(self, task_id: str) -> bool:
+        return self.server is not None and self.server.is_live(task_id)
 
     async def aclose(self) -> None:
-        """Drain the running A2A tasks (at shutdown), if any request built the endpoints."""
+        """Stop the push loop and drain the running A2A tasks (at shutdown)."""
+        await self.push.aclose()
         if self.server is not None:
             await self.server.aclose()
 

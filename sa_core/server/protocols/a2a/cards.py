@@ -73,7 +73,7 @@ def agent_card(scope: PackScope, agent_name: str, base_url: str) -> AgentCard:
                 protocol_version="1.0",
             )
         ],
-        capabilities=AgentCapabilities(streaming=True, push_notifications=False),
+        capabilities=AgentCapabilities(streaming=True, push_notifications=True),
         security_schemes={
             SCHEME: SecurityScheme(
                 http_auth_security_scheme=HTTPAuthSecurityScheme(

@@ -18,6 +18,7 @@ from a2a.types.a2a_pb2 import (
 from google.protobuf.json_format import MessageToDict
 
 from sa_core.server.protocols.a2a.outcome import TurnOutcome
+from sa_core.server.protocols.a2a.taskids import new_task_id, split_task_id
 from sa_core.state import ThreadState
 
 STATES: dict[str, int] = {
@@ -40,17 +41,13 @@ INLINE_FILE_BYTES = 256 * 1024
 """Files up to this size travel inline (``raw``); larger ones as a URL of our HTTP API."""
 
 
-def new_task_id(thread_id: str) -> str:
-    """A task id: the thread id, a dot, and a random turn key."""
-    return f"{thread_id}.{uuid.uuid4().hex[:16]}"
-
-
-def split_task_id(task_id: str) -> tuple[str, str] | None:
-    """``(thread_id, turn_key)`` of a task id, or None when it is not one of ours."""
-    thread_id, dot, turn = task_id.rpartition(".")
-    if not dot or not thread_id or not turn or len(task_id) > 300:
-        return None
-    return thread_id, turn
+def state_name(state: int) -> str:
+    """``TASK_STATE_INPUT_REQUIRED`` (by its value) -> ``input-required``."""
+    try:
+        name = str(TaskState.Name(state))
+    except ValueError:
+        return "unspecified"
+    return name.removeprefix("TASK_STATE_").lower().replace("_", "-")
 
 
 def sa_meta(task: Task) -> dict[str, Any]:
@@ -139,3 +136,18 @@ async def answer_artifacts(
         return []
     artifact_id = outcome.answer.id if outcome.answer is not None else ANSWER_ARTIFACT
     return [Artifact(artifact_id=artifact_id, name=ANSWER_ARTIFACT, parts=parts)]
+
+
+__all__ = [
+    "ANSWER_ARTIFACT",
+    "STATES",
+    "TERMINAL",
+    "agent_text",
+    "answer_artifacts",
+    "message_parts",
+    "new_task_id",
+    "outcome_status",
+    "sa_meta",
+    "split_task_id",
+    "state_name",
+]

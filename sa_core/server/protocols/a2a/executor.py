@@ -29,6 +29,7 @@ from a2a.types.a2a_pb2 import (
 from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
 from google.protobuf.struct_pb2 import Struct
 
+from sa_core import telemetry
 from sa_core.engine.events import Delivered
 from sa_core.errors import ThreadTerminatedError
 from sa_core.server.protocols.a2a.convert import (
@@ -87,6 +88,7 @@ class ThreadAgentExecutor(AgentExecutor):
         try:
             frames: asyncio.Queue[Delivered | _Wake] = asyncio.Queue()
             async with self.route.runtime.events.subscribe_into(context_id, frames):
+                telemetry.continue_trace(context_id)  # the turn runs under this request's span
                 try:
                     sent = await thread.send_message(text, "user", attachments, wait=False)
                 except ThreadTerminatedError as exc:

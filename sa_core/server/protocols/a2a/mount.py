@@ -7,9 +7,14 @@
   remote children (:mod:`sa_core.engine.remote_push`), authenticated by the per-task token in
   ``X-A2A-Notification-Token`` instead of an API key.
 - ``POST /a2a/{package}/{agent}``: the JSON-RPC binding (``SendMessage``,
-  ``SendStreamingMessage``, ``GetTask``, ``CancelTask``, ``SubscribeToTask``, and the v0.3
-  names ``message/send``, ``message/stream``, ``tasks/get``, ``tasks/cancel``), served by the
-  SDK's request handler with our executor and task store. Needs ``Authorization: Bearer``.
+  ``SendStreamingMessage``, ``GetTask``, ``CancelTask``, ``SubscribeToTask``, the push
+  configs' ``CreateTaskPushNotificationConfig``, ``Get...``, ``List...``, ``Delete...``, and
+  the v0.3 names ``message/send``, ``message/stream``, ``tasks/get``, ``tasks/cancel``,
+  ``tasks/resubscribe``, ``tasks/pushNotificationConfig/set|get|list|delete``), served by the
+  SDK's request handler (:mod:`.handler`) with our executor, task store and push-notification
+  store (:mod:`.push_store`). Needs ``Authorization: Bearer``. With OpenTelemetry on, each
+  request is a server span continuing the caller's W3C trace context (``traceparent``), and
+  the turn it starts runs under it.
 
 A key limited to some packages sees only their cards in ``GET /a2a`` and gets 404 from the
 other packages' agents; a read-only key may read tasks (``GetTask``, ``SubscribeToTask``, ...)
@@ -23,19 +28,23 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.server.routes import create_jsonrpc_routes
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
 from litestar.types import Receive, Scope, Send
 from starlette.routing import Router
 
+from sa_core import telemetry
 from sa_core.engine.remote_push import PUSH_PATH, notified
 from sa_core.runtime import Runtime
 from sa_core.server.protocols.a2a import PREFIX
 from sa_core.server.protocols.a2a.cards import agent_card, agent_path
 from sa_core.server.protocols.a2a.contexts import ThreadContextBuilder
 from sa_core.server.protocols.a2a.executor import ThreadAgentExecutor
+from sa_core.server.protocols.a2a.handler import ThreadRequestHandler
+from sa_core.server.protocols.a2a.push_delivery import PushDelivery, url_allowed
+from sa_core.server.protocols.a2a.push_store import DurablePushSender, ThreadPushConfigStore
 from sa_core.server.protocols.a2a.taskstore import AgentRoute, ThreadTaskStore
 from sa_core.server.rpc_writes import refuse_writes
 from sa_core.store import ApiKeyRow
@@ -61,11 +70,18 @@ READS = frozenset(
 class A2AServer:
     """The A2A endpoints of a runtime's entry agents."""
 
-    def __init__(self, runtime: Runtime) -> None:
-        """Serve ``runtime``'s entry agents (built lazily, see the module docstring)."""
+    def __init__(self, runtime: Runtime, push: PushDelivery) -> None:
+        """Serve ``runtime``'s entry agents (built lazily, see the module docstring).
+
+        Args:
+            runtime: The runtime.
+            push: The loop sending the push notifications the tasks owe.
+        """
         self.runtime = runtime
+        self.push = push
         self._router: Router | None = None
-        self._handlers: list[DefaultRequestHandler] = []
+        self._handlers: list[ThreadRequestHandler] = []
+        self._routes: dict[tuple[str, str], tuple[AgentRoute, ThreadTaskStore]] = {}
 
     def agents(self, key: ApiKeyRow | None = None) -> list[tuple[str, str]]:
         """``(package, agent)`` of every served agent (that ``key`` opens), in package order."""
@@ -81,19 +97,51 @@ class A2AServer:
         routes = []
         for package, agent in self.agents():
             route = AgentRoute(self.runtime, package, agent)
-            scope = self.runtime.registry.scopes[package]
-            handler = DefaultRequestHandler(
+            tasks = ThreadTaskStore(route)
+            sender = DurablePushSender(route, self.push)
+            route.push = sender.queue
+            handler = ThreadRequestHandler(
+                route,
+                tasks,
                 agent_executor=ThreadAgentExecutor(route),
-                task_store=ThreadTaskStore(route),
-                agent_card=agent_card(scope, agent, ""),
+                agent_card=agent_card(self.runtime.registry.scopes[package], agent, ""),
                 request_context_builder=ThreadContextBuilder(route),
                 interrupted_task_timeout=INTERRUPTED_RELEASE_SECONDS,
+                push_config_store=ThreadPushConfigStore(route, self.push),
+                push_sender=sender,
+                push_url_validator=url_allowed,
             )
             self._handlers.append(handler)
+            self._routes[(package, agent)] = (route, tasks)
             routes.extend(
                 create_jsonrpc_routes(handler, agent_path(package, agent), enable_v0_3_compat=True)
             )
         return Router(routes=routes)
+
+    def _ensure_built(self) -> Router:
+        if self._router is None:
+            self._router = self._build()
+        return self._router
+
+    def is_live(self, task_id: str) -> bool:
+        """Whether a task's executor runs in this process now."""
+        return any(task_id in route.live for route, _ in self._routes.values())
+
+    async def refresh_task(self, task_id: str, thread_id: str) -> None:
+        """Read a task again from its thread; queue the push notifications it owes.
+
+        Reading it stores a new state (and queues its notifications) when its turn moved on;
+        queuing again covers a state stored by a process that died before it queued.
+        """
+        self._ensure_built()
+        row = await self.runtime.store.get_thread(thread_id)
+        found = self._routes.get((row.package, row.agent_id)) if row is not None else None
+        if found is None:
+            return  # the thread's agent is no longer served here
+        route, tasks = found
+        task = await tasks.get(task_id, ServerCallContext())
+        if task is not None and route.push is not None:
+            await route.push(task_id, int(task.status.state))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer one request under ``/a2a`` (Litestar gives the path below the mount)."""
@@ -141,10 +189,15 @@ class A2AServer:
             if replay is None:
                 return
             receive = replay
-        if self._router is None:
-            self._router = self._build()
+        router = self._ensure_built()
         inner = dict(scope, path=path, raw_path=path.encode(), root_path="")
-        await self._router(inner, receive, send)  # type: ignore[arg-type]
+        if not telemetry.active():
+            await router(inner, receive, send)  # type: ignore[arg-type]
+            return
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        attributes = {"http.request.method": method, "url.path": path, "rpc.system": "jsonrpc"}
+        with telemetry.server_span(f"{method} {path}", headers, attributes):
+            await router(inner, receive, send)  # type: ignore[arg-type]
 
     async def _push(self, scope: Scope, receive: Receive, send: Send, thread_id: str) -> None:
         """A remote agent's push notification for a remote child's task (its token checked)."""

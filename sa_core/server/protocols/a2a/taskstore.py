@@ -7,12 +7,14 @@ the thread: it survives restarts and every worker sharing a PostgreSQL database 
 A task no executor of this process is running (after a restart, on another worker, or while
 it waits for input) is brought up to date from its thread when read
 (:func:`~sa_core.server.protocols.a2a.outcome.turn_outcome`): a turn that finished, failed or
-was stopped since is stored so, with its answer as an artifact.
+was stopped since is stored so, with its answer as an artifact, and the push notifications
+its new state owes are queued in the same transaction (:mod:`.push_store`).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,12 +31,11 @@ from sa_core.server.protocols.a2a.convert import (
     answer_artifacts,
     outcome_status,
     sa_meta,
-    split_task_id,
 )
 from sa_core.server.protocols.a2a.outcome import turn_outcome
+from sa_core.server.protocols.a2a.taskids import task_key
 from sa_core.state import ThreadState
 
-KEY_PREFIX = "a2a:task:"
 log = logging.getLogger(__name__)
 
 
@@ -47,6 +48,8 @@ class AgentRoute:
     agent: str
     live: set[str] = field(default_factory=set)
     """Ids of the tasks whose executor runs in this process now."""
+    push: Callable[[str, int], Awaitable[None]] | None = None
+    """Owes the push notifications of a task's new state (``DurablePushSender.queue``)."""
 
     async def thread(self, thread_id: str) -> ThreadState | None:
         """The thread if it exists and belongs to this package (else None: never another's)."""
@@ -68,11 +71,11 @@ class ThreadTaskStore(TaskStore):
         self._saved: dict[str, tuple[int, int]] = {}
 
     async def _locate(self, task_id: str) -> tuple[ThreadState, str] | None:
-        split = split_task_id(task_id)
-        if split is None:
+        located = task_key(task_id)
+        if located is None:
             return None
-        thread = await self.route.thread(split[0])
-        return None if thread is None else (thread, KEY_PREFIX + split[1])
+        thread = await self.route.thread(located[0])
+        return None if thread is None else (thread, located[1])
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
         """Store the task on its thread.
@@ -135,7 +138,10 @@ class ThreadTaskStore(TaskStore):
                 kept = [a for a in task.artifacts if a.artifact_id != artifact.artifact_id]
                 del task.artifacts[:]
                 task.artifacts.extend([*kept, artifact])
-        await thread.set_value(key, MessageToDict(task))
+        async with self.route.runtime.store.transaction():  # the state and what it owes
+            await thread.set_value(key, MessageToDict(task))
+            if self.route.push is not None:
+                await self.route.push(task.id, int(task.status.state))
         return task
 
     async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
@@ -146,10 +152,11 @@ class ThreadTaskStore(TaskStore):
         )
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
-        """Forget a task (its thread and messages stay)."""
+        """Forget a task and its push-notification configs (its thread and messages stay)."""
         located = await self._locate(task_id)
         if located is not None:
             await located[0].set_value(located[1], None)
+            await self.route.runtime.store.delete_push_configs(task_id)
 
 
 def _state(stored: Any) -> int | None:

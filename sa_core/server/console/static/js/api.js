@@ -67,7 +67,7 @@ export function stream(packageName, threadId, handlers) {
     `/api/packages/${encodeURIComponent(packageName)}/threads/${encodeURIComponent(threadId)}` +
     `/stream?include_silent=true&access_token=${encodeURIComponent(getKey() || "")}`;
   const source = new EventSource(url);
-  const types = ["connected", "message_data", "message_chunk", "reasoning_chunk", "event", "queued"];
+  const types = ["connected", "message_data", "message_chunk", "reasoning_chunk", "event", "queued", "fork", "rewind"];
   for (const type of types) {
     source.addEventListener(type, (event) => handlers.frame(JSON.parse(event.data)));
   }

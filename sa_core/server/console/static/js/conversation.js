@@ -4,6 +4,7 @@ import { filePath } from "./api.js";
 import { bytes, clear, h, json, time } from "./dom.js";
 import { errorBox } from "./app.js";
 import { renderMarkdown } from "./markdown.js";
+import { messageActions } from "./timetravel.js";
 
 export async function fileBlob(ctx, path, thumbnail = false) {
   const response = await ctx.call(
@@ -91,12 +92,17 @@ export async function conversationTab(panel, ctx) {
   const openCalls = new Set();
   const showReasoning = h("input", { id: "show-reasoning", type: "checkbox" });
   const showSilent = h("input", { id: "show-silent", type: "checkbox" });
+  const showRewound = h("input", { id: "show-rewound", type: "checkbox" });
+  const cutNotice = h("div", { role: "alert" });
   const list = h("ol", { class: "messages", "aria-label": "Messages", "aria-live": "polite" });
 
   const page = await ctx.call(
-    `/threads/${encodeURIComponent(ctx.threadId)}/messages?limit=500&order=desc&include_silent=true`,
+    `/threads/${encodeURIComponent(ctx.threadId)}/messages?limit=500&order=desc&include_silent=true&include_rewound=true`,
   );
-  for (const message of page.messages.reverse()) messages.set(message.id, message);
+  for (const message of page.messages.reverse()) {
+    message.rewound = Boolean(message.metadata && message.metadata.rewound);
+    messages.set(message.id, message);
+  }
   for (const m of messages.values()) if (m.role === "tool" && m.tool_call_id) results.set(m.tool_call_id, m);
 
   function toolCall(call) {
@@ -128,15 +134,18 @@ export async function conversationTab(panel, ctx) {
     const text = chunks.has(message.id) && !message.content ? chunks.get(message.id) : message.content;
     const think = message.reasoning_content || reasoning.get(message.id);
     const node = h("li", {
-      class: `msg r-${message.role}${message.silent ? " silent" : ""}${message.status === "failed" ? " failed" : ""}`,
+      class: `msg r-${message.role}${message.silent ? " silent" : ""}${message.status === "failed" ? " failed" : ""}${message.rewound ? " rewound" : ""}`,
       "data-id": message.id,
-      hidden: (message.silent && !showSilent.checked) || (message.role === "tool" && message.tool_call_id && hasCall(message.tool_call_id)),
+      hidden: (message.silent && !showSilent.checked) || (message.rewound && !showRewound.checked) ||
+        (message.role === "tool" && message.tool_call_id && hasCall(message.tool_call_id)),
     },
     h("div", { class: "who" },
       h("strong", {}, message.role === "tool" ? `Tool ${message.name || ""}` : sideLabel(ctx, message.role)),
       message.silent ? h("span", { class: "badge" }, "silent") : null,
+      message.rewound ? h("span", { class: "badge s-rewound" }, "rewound") : null,
       message.status && message.status !== "completed" ? h("span", { class: `badge s-${message.status}` }, message.status) : null,
-      h("time", { class: "muted", datetime: new Date(message.created_at / 1000).toISOString() }, time(message.created_at))),
+      h("time", { class: "muted", datetime: new Date(message.created_at / 1000).toISOString() }, time(message.created_at)),
+      messageActions(ctx, message, results, cutNotice)),
     think && showReasoning.checked
       ? h("details", { class: "reasoning", open: true }, h("summary", {}, "Reasoning"), h("div", { class: "md", html: renderMarkdown(think) }))
       : null,
@@ -194,6 +203,9 @@ export async function conversationTab(panel, ctx) {
         messages.set(frame.message_id, { id: frame.message_id, role: "assistant", content: null, status: "pending", created_at: Date.now() * 1000 });
       }
       render(messages.get(frame.message_id));
+    } else if (frame.type === "rewind") {
+      ctx.reloadTab();
+      return;
     } else if (frame.type === "event" && frame.eventType === "tool_call_started") {
       running.add(frame.data.id);
       const owner = ownerOf(frame.data.id);
@@ -257,12 +269,15 @@ export async function conversationTab(panel, ctx) {
   });
   showReasoning.addEventListener("change", renderAll);
   showSilent.addEventListener("change", renderAll);
+  showRewound.addEventListener("change", renderAll);
   renderAll();
   clear(panel,
     h("div", { class: "toggles" },
       h("span", { class: "check" }, showReasoning, h("label", { for: "show-reasoning" }, "Show reasoning")),
       h("span", { class: "check" }, showSilent, h("label", { for: "show-silent" }, "Show silent messages")),
+      h("span", { class: "check" }, showRewound, h("label", { for: "show-rewound" }, "Show rewound messages")),
       page.has_more ? h("span", { class: "muted" }, `Showing the latest ${page.messages.length} of ${page.total} messages.`) : null),
+    cutNotice,
     list,
     form);
   follow(true);

@@ -8,6 +8,7 @@ import { errorBox } from "./app.js";
 import { conversationTab } from "./conversation.js";
 import { filesTab } from "./files.js";
 import { logsTab, queueTab, subagentsTab } from "./panels.js";
+import { lineageBox } from "./timetravel.js";
 
 const TABS = [
   ["conversation", "Conversation"],
@@ -104,6 +105,9 @@ export async function threadView(main, packageName, threadId, initialTab) {
     }, label));
   let teardown = null;
   let current = initialTab;
+  ctx.reloadTab = () => show(current);
+  const lineage = h("div", {});
+  const refreshLineage = async () => clear(lineage, await lineageBox(ctx));
   async function show(id) {
     current = id;
     if (teardown) teardown();
@@ -138,7 +142,8 @@ export async function threadView(main, packageName, threadId, initialTab) {
       h("div", { class: "actions" },
         action("stop", "Stop"),
         action("terminate", "Terminate", "Terminate this thread for good? It will refuse every later message.")),
-      notice),
+      notice,
+      lineage),
     h("div", { role: "tablist", "aria-label": "Thread views", class: "tabs" }, tabButtons),
     panel);
   let opened = 0;
@@ -153,9 +158,14 @@ export async function threadView(main, packageName, threadId, initialTab) {
     },
     frame: (frame) => {
       if (frame.type === "message_data" || frame.type === "event" || frame.type === "queued") refreshThread();
+      if ((frame.type === "fork" || frame.type === "rewind") && !frame.subagent_id) {
+        refreshThread();
+        refreshLineage();
+      }
       for (const listener of ctx.listeners) listener(frame);
     },
   });
+  refreshLineage();
   await show(TABS.some(([t]) => t === initialTab) ? initialTab : "conversation");
   return () => {
     source.close();
