@@ -82,9 +82,11 @@ async def test_history_reloads_only_rows_written_since_it_was_cached(store, monk
     loads: list[int | None] = []
     original = Store._load_history
 
-    async def counted(self: Store, thread_id: str, since: int | None, tx: Any) -> list[Message]:
+    async def counted(
+        self: Store, thread_id: str, since: int | None, tx: Any, timeline: Any = None
+    ) -> list[Message]:
         loads.append(since)
-        return await original(self, thread_id, since, tx)
+        return await original(self, thread_id, since, tx, timeline)
 
     monkeypatch.setattr(Store, "_load_history", counted)
     first = await store.history("t1")
@@ -100,9 +102,11 @@ def count_loads(monkeypatch: pytest.MonkeyPatch) -> list[int | None]:
     loads: list[int | None] = []
     original = Store._load_history
 
-    async def counted(self: Store, thread_id: str, since: int | None, tx: Any) -> list[Message]:
+    async def counted(
+        self: Store, thread_id: str, since: int | None, tx: Any, timeline: Any = None
+    ) -> list[Message]:
         loads.append(since)
-        return await original(self, thread_id, since, tx)
+        return await original(self, thread_id, since, tx, timeline)
 
     monkeypatch.setattr(Store, "_load_history", counted)
     return loads
