@@ -10,7 +10,8 @@ Run: ``python benchmarks/fork.py [--short]``. For sources of 10, 1,000 and 10,00
   history, alternated: the fork within 10 % of the unforked thread.
 
 Times are CPU time of this process (a shared machine's other load does not count) and wall
-time. ``--short`` stops at 1,000 messages.
+time. ``--short`` stops at 1,000 messages; ``--postgres`` runs on a throwaway PostgreSQL
+cluster (``tests/pgcluster.py``).
 """
 
 from __future__ import annotations
@@ -86,12 +87,13 @@ async def source_thread(runtime: Any, messages: int) -> Any:
 
 async def total_rows(store: Any) -> int:
     from sqlalchemy import func, select
-    from sqlmodel import SQLModel
+
+    from sa_core.store.tables import metadata
 
     def op(conn: Any) -> int:
         return sum(
             int(conn.execute(select(func.count()).select_from(table)).scalar_one())
-            for table in SQLModel.metadata.sorted_tables
+            for table in metadata.sorted_tables
         )
 
     return int(await store.read(op))
@@ -172,10 +174,26 @@ def main() -> None:
     args = parse_args(__doc__ or "")
     sizes = [10, 1000] if args.short else [10, 1000, 10000]
     results = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for size in sizes:
-            results[size] = asyncio.run(one_size(f"sqlite:///{Path(tmp) / f'fork-{size}.db'}", size))
-    print(f"fork (source: N messages, {FILES} files, {CHILDREN} children; SQLite file):")
+    cluster = None
+    if args.postgres:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+        from pgcluster import start_cluster
+
+        cluster = start_cluster()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for size in sizes:
+                if cluster is not None:
+                    cluster.run("psql", cluster.url(), "-qc", f"CREATE DATABASE fork{size}")
+                    url = cluster.url(f"fork{size}")
+                else:
+                    url = f"sqlite:///{Path(tmp) / f'fork-{size}.db'}"
+                results[size] = asyncio.run(one_size(url, size))
+    finally:
+        if cluster is not None:
+            cluster.stop()
+    store = "PostgreSQL (CPU: this process only)" if args.postgres else "SQLite file"
+    print(f"fork (source: N messages, {FILES} files, {CHILDREN} children; {store}):")
     for size, r in results.items():
         (plain_read, fork_read), (plain_turn, fork_turn) = r["reads"], r["turns"]
         print(
