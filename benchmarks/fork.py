@@ -82,7 +82,7 @@ async def source_thread(runtime: Any, messages: int) -> Any:
         )
         await store.upsert_child(thread.thread_id, entry, new=True)
         await store.update_thread(child.thread_id, terminated=now_us())
-    return await runtime.get_thread(thread.thread_id)
+    return await thread.refresh()  # the live handle learns the registry written by the store
 
 
 async def total_rows(store: Any) -> int:
