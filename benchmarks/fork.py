@@ -86,12 +86,12 @@ async def source_thread(runtime: Any, messages: int) -> Any:
 
 async def total_rows(store: Any) -> int:
     from sqlalchemy import func, select
-    from sqlmodel import SQLModel
+    from sa_core.store.tables import metadata
 
     def op(conn: Any) -> int:
         return sum(
             int(conn.execute(select(func.count()).select_from(table)).scalar_one())
-            for table in SQLModel.metadata.sorted_tables
+            for table in metadata.sorted_tables
         )
 
     return int(await store.read(op))
