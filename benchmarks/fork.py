@@ -86,6 +86,7 @@ async def source_thread(runtime: Any, messages: int) -> Any:
 
 async def total_rows(store: Any) -> int:
     from sqlalchemy import func, select
+
     from sa_core.store.tables import metadata
 
     def op(conn: Any) -> int:
