@@ -64,6 +64,7 @@ _EXPORTS: dict[str, str] = {
     "EndpointResponse": "sa_core.server.endpoints",
     "Runtime": "sa_core.runtime",
     "ThreadState": "sa_core.state",
+    "ReplayReport": "sa_core.replay",
     # providers
     "BaseProvider": "sa_core.providers",
     "Provider": "sa_core.providers",
@@ -79,6 +80,7 @@ _EXPORTS: dict[str, str] = {
     "StoreConfig": "sa_core.spec",
     "ProviderError": "sa_core.errors",
     "SAError": "sa_core.errors",
+    "ThreadDocumentError": "sa_core.errors",
     "ThreadNotFoundError": "sa_core.errors",
     "ThreadTerminatedError": "sa_core.errors",
     "CutPointError": "sa_core.errors",
@@ -119,6 +121,7 @@ __all__ = [
     "ProviderResponse",
     "QueueMessageInput",
     "RemoteAgentDefinition",
+    "ReplayReport",
     "Runtime",
     "SAError",
     "ScheduleDefinition",
@@ -136,6 +139,7 @@ __all__ = [
     "SubagentToolConfig",
     "SubpromptConfig",
     "ThreadBusyError",
+    "ThreadDocumentError",
     "ThreadEndpointDefinition",
     "ThreadNotFoundError",
     "ThreadState",
@@ -185,11 +189,13 @@ if TYPE_CHECKING:
         SharedHistoryError,
         StoreError,
         ThreadBusyError,
+        ThreadDocumentError,
         ThreadNotFoundError,
         ThreadTerminatedError,
     )
     from sa_core.memory import StoreItem
     from sa_core.providers import BaseProvider, Provider, ProviderRequest, ProviderResponse
+    from sa_core.replay import ReplayReport
     from sa_core.runtime import Runtime
     from sa_core.server.endpoints import EndpointRequest, EndpointResponse
     from sa_core.spec import (

@@ -39,7 +39,9 @@ do next::
         ├── NoParentThreadError       notify_parent / set_status on a top-level thread
         ├── ThreadBusyError           a rewind while a turn runs (HTTP 409)
         ├── CutPointError             a fork or rewind at a message that is no quiescent point
-        └── SharedHistoryError        a change to messages a fork shares
+        ├── SharedHistoryError        a change to messages a fork shares
+        └── ThreadDocumentError       an exported thread cannot be imported (.problems)
+            └── ReplayUnavailableError  its model calls were not recorded (.unrecorded)
 """
 
 from __future__ import annotations
@@ -390,6 +392,37 @@ class SharedHistoryError(ThreadError):
             f"{detail} Forks share their source's history as it was at the cut, so neither "
             "side may change it: fork at an earlier message and continue there instead (or "
             "delete the forks first)."
+        )
+
+
+class ThreadDocumentError(ThreadError):
+    """An exported thread (``sa-thread/1``) cannot be imported or replayed here.
+
+    ``problems`` lists every problem at once (an unknown format, agents this runtime lacks).
+    """
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        self.problems = list(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"The thread document cannot be used here:\n{lines}")
+
+
+class ReplayUnavailableError(ThreadDocumentError):
+    """A thread cannot be replayed: some of its model answers were not recorded.
+
+    ``unrecorded`` lists ``(thread path, count)`` of the model calls without a recording.
+    """
+
+    def __init__(self, unrecorded: Sequence[tuple[str, int]]) -> None:
+        self.unrecorded = list(unrecorded)
+        where = ", ".join(f"{path}: {count}" for path, count in self.unrecorded)
+        super().__init__(
+            [
+                f"model calls were not recorded ({where}), so the replay cannot answer them; "
+                "recording was off for them (define_model(..., record=False), or the "
+                "server ran with STANDARD_AGENTS_RECORD_MODEL_CALLS=0 / sa serve --no-record). "
+                "Turn recording on and run the thread again to replay it."
+            ]
         )
 
 

@@ -15,7 +15,7 @@ import os
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from sa_core.engine.caches import PromptCaches
 from sa_core.engine.creation import new_thread, unset_variables
@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from sa_core.plugins import PluginHost
     from sa_core.providers import Provider
     from sa_core.registry import PackScope
+    from sa_core.replay.report import ReplayReport
     from sa_core.spec import AgentDefinition, Pack
     from sa_core.store import Store
     from sa_core.store.clock import Clock
@@ -360,6 +361,34 @@ class Runtime:
             if gone is not None:
                 threads.forget_current(gone)
         return deleted
+
+    async def import_thread(self, document: Mapping[str, Any]) -> ThreadState:
+        """Recreate an exported thread tree (``thread.export()``) here, as a new tree.
+
+        Raises:
+            ThreadDocumentError: not an ``sa-thread/1`` document, or it needs agents this
+                runtime lacks (named all at once).
+        """
+        from sa_core.replay.importer import import_thread  # the database layer: on first use
+
+        thread_id = await import_thread(self.kernel, document)
+        return await self.get_thread(thread_id)
+
+    async def replay_thread(
+        self,
+        thread_id_or_document: str | Mapping[str, Any],
+        tools: Literal["recorded", "execute"] = "recorded",
+        stop_at_first: bool = True,
+    ) -> ReplayReport:
+        """Run a recorded thread again on a new thread, its model answers from the recording.
+
+        See :func:`sa_core.replay.driver.replay_thread` and docs/time-travel.md.
+        """
+        from sa_core.replay.driver import replay_thread  # the database layer: on first use
+
+        return await replay_thread(
+            self.kernel, thread_id_or_document, tools=tools, stop_at_first=stop_at_first
+        )
 
     def is_running(self, thread_id: str) -> bool:
         """Whether the thread has a turn in flight or queued."""

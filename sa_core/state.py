@@ -32,6 +32,7 @@ from sa_core.errors import (
     ThreadTerminatedError,
     VariableNotFoundError,
 )
+from sa_core.replay.document import export_thread
 from sa_core.spec import (
     AgentDefinition,
     AttachmentRef,
@@ -351,6 +352,14 @@ class ThreadState(ThreadFiles, ThreadResources, ThreadBranches):
             self.thread_id, limit=limit, offset=offset, order=order
         )
         return logs
+
+    async def export(self) -> dict[str, Any]:
+        """The thread and its children as a portable ``sa-thread/1`` document.
+
+        Secret values are left out. Import it with ``runtime.import_thread``, replay it with
+        ``runtime.replay_thread`` (docs/time-travel.md).
+        """
+        return await export_thread(self._kernel, self.thread_id)
 
     async def usage(self, include_descendants: bool = True) -> ThreadUsage:
         """Tokens, cost and model calls of this thread and (by default) its subagent tree.

@@ -1,8 +1,10 @@
 """``sa thread ACTION``: work on a stored thread (see ``docs/time-travel.md``).
 
 ``sa thread fork ID [--at MSG]`` forks a thread (after message MSG, else its latest) and
-prints the new thread's id; ``sa thread rewind ID --to MSG`` rewinds a thread in place. Both
-find the database and the installed packs the way ``sa serve`` does (``--db``, default
+prints the new thread's id; ``sa thread rewind ID --to MSG`` rewinds a thread in place;
+``sa thread export ID -o FILE`` and ``sa thread import FILE`` write a thread tree as an
+``sa-thread/1`` document and recreate one (:mod:`sa_core.cli.thread_transfer`). They find the
+database and the installed packs the way ``sa serve`` does (``--db``, default
 ``sqlite:///.sa/sa.db``; ``--pack`` for packs that are not installed) and run no turn, effect
 or schedule themselves: a server on the same database keeps its work.
 """
@@ -16,12 +18,14 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+from sa_core.cli import thread_transfer
+
 
 def register(subparsers: Any) -> None:
     """Add the ``thread`` command and its actions to the ``sa`` parser."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "thread",
-        help="fork or rewind a stored thread",
+        help="fork, rewind, export or import a stored thread",
         description=(
             "Work on a stored thread of the database 'sa serve' uses (--db, default "
             "sqlite:///.sa/sa.db)."
@@ -34,6 +38,7 @@ def register(subparsers: Any) -> None:
     rewind = _action(actions, "rewind", "rewind a thread in place to message MSG")
     rewind.add_argument("--to", metavar="MSG", required=True, help="the message to go back to")
     rewind.set_defaults(func=rewind_thread)
+    thread_transfer.register_actions(actions)
 
 
 def _action(actions: Any, name: str, help_text: str) -> argparse.ArgumentParser:

@@ -56,6 +56,9 @@ if TYPE_CHECKING:
 Parked = Literal["awaiting_approval", "awaiting_client_tools"]
 
 KEY = "sa:approvals"
+DECISION_LOG = "approval"
+"""The log row of each decision (``tool_call_id``, ``approve``, ``arguments``, ``reason``):
+what a replay decides when the same call awaits approval (see docs/time-travel.md)."""
 STATUS: Parked = "awaiting_approval"
 CLIENT_STATUS: Parked = "awaiting_client_tools"
 """Why a turn stops, and the thread's status, while only client tool calls await results."""
@@ -329,13 +332,15 @@ async def decide(
         )
     if approve and arguments is not None:
         await _check_arguments(kernel, thread, pending, entry["name"], arguments)
-    entry["decision"] = {
+    entry["decision"] = decision = {
         "approve": approve,
         "arguments": arguments if approve else None,
         "reason": None if approve else (reason or "no reason given"),
         "decided_at": now_us(),
     }
-    await store.set_value(thread_id, KEY, pending)
+    async with store.transaction():  # the decision, and its log (a replay's input)
+        await store.set_value(thread_id, KEY, pending)
+        await kernel.log(thread_id, DECISION_LOG, {"tool_call_id": tool_call_id, **decision})
     side: Literal["a", "b"] = "b" if pending.get("side") == "b" else "a"
     if all(c.get("decision") is not None for c in calls.values()):
         parent_id = thread.row.parent_id

@@ -11,7 +11,7 @@ import base64
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from sa_core import jsontext
 from sa_core.cachepolicy import cached_messages
@@ -239,6 +239,9 @@ class IncrementalConverter:
         """Whether :func:`converter_for` keeps it (its cache then counts towards the bound)."""
         self.counted = 0
         """How many of its cached conversions the bound's running total includes."""
+        self.request_digest: Any = None
+        """The running hash of the conversation it converted last, kept by the recorder of
+        model calls (:mod:`sa_core.engine.recording`): it lives and goes with the converter."""
 
     async def convert(
         self,

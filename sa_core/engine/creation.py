@@ -118,6 +118,8 @@ async def new_thread(
     store = kernel.store
     version = store.external_version()
     await store.create_thread(row)
+    if kernel.replays.active:  # a replay follows its threads' children
+        kernel.replays.child_created(row)
     # a new thread has no children yet: nothing to read
     shared = kernel.threads.add(row, version)
     if kernel.placement.alone:  # nor approval requests (only this process writes them)

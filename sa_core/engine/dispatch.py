@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
-from sa_core.engine import subagent_lifecycle, subagents, subprompts
+from sa_core.engine import replay_tools, subagent_lifecycle, subagents, subprompts
 from sa_core.engine.files import attachment_paths, existing_refs
 from sa_core.engine.flowtypes import PendingHandoff
 from sa_core.engine.offered import resolve_any_tool
@@ -68,14 +69,15 @@ async def run_offered(
         return await subagent_lifecycle.run_lifecycle_tool(
             kernel, thread, flow, tool.name, arguments, tool_message_id
         )
-    if tool.kind == "mcp":
-        assert tool.mcp is not None
-        scope = kernel.registry.scope(tool.mcp.package)
-        return await kernel.mcp.call(scope, tool.mcp, arguments)
-    if tool.kind == "native":
-        assert tool.native is not None
-        with tool_config(thread, tool.env, tool.options):
-            return await run_native(tool.native, kernel.user_state(thread), arguments)
+    if tool.kind in ("mcp", "native"):
+        cursor = kernel.replays.cursor(thread) if kernel.replays.active else None
+        if cursor is not None:  # a replay: the recorded result, or the tool run again
+
+            def execute() -> Awaitable[ToolResult]:
+                return _execute(kernel, thread, tool, arguments)
+
+            return await replay_tools.run_tool(kernel, cursor, thread, tool, arguments, execute)
+        return await _execute(kernel, thread, tool, arguments)
     if tool.kind == "client":  # parked by the gate; never run here
         return ToolResult(
             status="error", error=f"Tool '{tool.name}' is a client tool: the client runs it."
@@ -102,6 +104,19 @@ async def run_offered(
             kernel, thread, flow, tool, arguments, tool_message_id
         )
     return await _handoff(kernel, thread, flow, tool, arguments)
+
+
+async def _execute(
+    kernel: Kernel, thread: ThreadRef, tool: OfferedTool, arguments: dict[str, Any]
+) -> ToolResult:
+    """Run a native or MCP tool (user code gets the thread's ``ThreadState``)."""
+    if tool.kind == "mcp":
+        assert tool.mcp is not None
+        scope = kernel.registry.scope(tool.mcp.package)
+        return await kernel.mcp.call(scope, tool.mcp, arguments)
+    assert tool.native is not None
+    with tool_config(thread, tool.env, tool.options):
+        return await run_native(tool.native, kernel.user_state(thread), arguments)
 
 
 async def _handoff(

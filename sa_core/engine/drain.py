@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from sa_core.engine import clienttools
 from sa_core.engine.flowtypes import side_for_role
 from sa_core.engine.messages import announce_created, new_message, prepare_message
+from sa_core.engine.replay_tools import entries_to_drain
 from sa_core.engine.runagent import run_agent_request, take_run_agent
 from sa_core.spec import AttachmentRef, Message
 from sa_core.store.conflicts import QueueChanged
@@ -32,6 +33,8 @@ async def drain_queue(flow: Flow) -> None:
     that owed the turn read the queue empty (``Scheduler.take_known_empty``).
     """
     engine = flow.engine
+    if engine.replays.active and await _drain_replayed(flow):
+        return
     scheduler = engine.scheduler
     known, flow.queued_entries = flow.queued_entries, None
     if not scheduler.take_queued(flow.thread.thread_id) and (
@@ -45,6 +48,20 @@ async def drain_queue(flow: Flow) -> None:
     if known and await drain_entries(flow, known):
         return
     await drain_entries(flow, None)
+
+
+async def _drain_replayed(flow: Flow) -> bool:
+    """A replayed thread drains the entries its recording took here (``False``: not replayed)."""
+    cursor = flow.engine.replays.cursor(flow.thread)
+    if cursor is None or cursor.recorded is None:
+        return False
+    entries = await entries_to_drain(flow.engine, cursor, flow)
+    if entries is None:
+        return False
+    flow.queued_entries = None
+    if entries:
+        await drain_entries(flow, entries)
+    return True
 
 
 async def drain_entries(flow: Flow, known: list[QueueEntry] | None) -> bool:

@@ -16,7 +16,8 @@ What the kernel holds, by layer:
 - running: :attr:`Kernel.threads` (the live handles of threads, one owner),
   :attr:`Kernel.scheduler` (one runner task per thread), :attr:`Kernel.placement` (which thread
   runs where: this process alone, or leases shared by several workers on PostgreSQL),
-  :attr:`Kernel.models` (model calls and logs), :attr:`Kernel.effects` (durable delayed work),
+  :attr:`Kernel.models` (model calls, their logs and recordings), :attr:`Kernel.replays` (the
+  replays running), :attr:`Kernel.effects` (durable delayed work),
   :attr:`Kernel.schedules` (runs the clock starts),
   :attr:`Kernel.mcp` (MCP servers), :attr:`Kernel.events` (live frames to subscribers);
 - the process: :attr:`Kernel.instance_id` and :attr:`Kernel.life` (open, closing).
@@ -29,9 +30,10 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from sa_core.engine.replaying import Replays
 from sa_core.engine.secrets import MIN_SECRET_LENGTH
 from sa_core.errors import DefinitionNotFoundError
 
@@ -102,6 +104,7 @@ class Kernel:
         instance_id: The name this runtime claims threads under.
         life: Open and closing flags.
         make_state: Builds the facade user code sees (see :meth:`user_state`).
+        replays: The replays running here, by thread (:mod:`sa_core.engine.replaying`).
     """
 
     store: Store
@@ -122,6 +125,7 @@ class Kernel:
     instance_id: str
     life: Life
     make_state: UserStateFactory
+    replays: Replays = field(default_factory=Replays)
 
     @property
     def closing(self) -> bool:

@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from sa_core.engine.messages import new_id
 from sa_core.engine.promptcache import may_wait_long, prompt_cache_for
-from sa_core.engine.retry import ModelAttempt, call_model
+from sa_core.engine.recording import Recorder
+from sa_core.engine.replaying import ReplayProvider
+from sa_core.engine.retry import AttemptRecord, ModelAttempt, call_model
 from sa_core.engine.structured import PartialOutput, apply_to_request
 from sa_core.engine.turnsettings import apply_turn_settings
 from sa_core.errors import DefinitionNotFoundError
@@ -23,6 +25,7 @@ from sa_core.telemetry import model_attempt
 if TYPE_CHECKING:
     from sa_core.engine.events import ChunkFrame, EventBus
     from sa_core.engine.kernel import Kernel
+    from sa_core.engine.recording import RequestDigest
     from sa_core.engine.threads import ThreadRef
     from sa_core.engine.tools import OfferedTool
     from sa_core.providers import Provider, ProviderMessage, ProviderResponse, ReasoningConfig
@@ -55,6 +58,8 @@ class ModelCaller:
         self.offline = offline
         self.first_chunk_timeout, self.stall_timeout = stream_timeouts()
         """The stream guards in seconds, from the environment when the caller is built."""
+        self.recorder = Recorder(store)
+        """Records each used answer with its request's hash (``recorder.enabled``: at all)."""
 
     def provider(self, name: str) -> Provider:
         """A provider by name."""
@@ -89,6 +94,8 @@ class ModelCaller:
         unsaved, so the caller can store it in the same transaction as the message it produced.
         ``partial``, when given, collects the text streamed by the current attempt (a failed
         attempt's text is dropped), so a stopped turn can keep what was said.
+        The answer is recorded with its log (:mod:`~sa_core.engine.recording`); a replay's
+        thread is answered from its recording instead (:mod:`~sa_core.engine.replaying`).
         ``provider_options`` (the prompt's) are merged over each model definition's own,
         key by key, for the model and each of its fallbacks. ``output`` (a prompt's
         ``output_schema``) goes to each provider natively or as a forced final tool.
@@ -106,6 +113,7 @@ class ModelCaller:
                 tool_choice, parallel_tool_calls, reasoning, provider_options, turn_settings
             ),
         )  # fmt: skip
+        chain, digest = self._replayed(kernel, thread, chain)
         events = self.events
         thread_id = thread.thread_id
         log_ids: list[str] = []
@@ -132,14 +140,55 @@ class ModelCaller:
             else:
                 log_ids.append(await self.log(thread_id, "llm_call", data))
 
-        response, _ = await call_model(
+        response, record = await call_model(
             chain,
             on_chunk=on_chunk,
             on_attempt=on_attempt,
             first_chunk_timeout=self.first_chunk_timeout,
             stall_timeout=self.stall_timeout,
         )
-        return response, succeeded[-1]
+        log = succeeded[-1]
+        self._record(kernel, thread, model, chain, record, (response, log, message_id, digest))
+        return response, log
+
+    def _provider_for(self, kernel: Kernel, thread: ThreadRef, name: str) -> Provider:
+        """The provider ``name``.
+
+        For a replayed thread a stand-in when it is not installed here: a replay never calls
+        it (the recording answers).
+        """
+        found = self.providers.get(name)
+        if found is None and kernel.replays.active and kernel.replays.cursor(thread):
+            return ReplayProvider(name, None, f"provider {name!r} is not installed here")
+        return found if found is not None else self.provider(name)
+
+    def _replayed(
+        self, kernel: Kernel, thread: ThreadRef, chain: list[ModelAttempt]
+    ) -> tuple[list[ModelAttempt], RequestDigest | None]:
+        """The chain as it is, or for a replayed thread one that serves its recording."""
+        if not kernel.replays.active:
+            return chain, None
+        return kernel.replays.serve(kernel, thread, chain, self.recorder)
+
+    def _record(
+        self,
+        kernel: Kernel,
+        thread: ThreadRef,
+        model: ModelDefinition,
+        chain: list[ModelAttempt],
+        attempt: AttemptRecord,
+        call: tuple[ProviderResponse, Log, str | None, RequestDigest | None],
+    ) -> None:
+        """Record the answer used (unless recording is off, or its model says ``record=False``)."""
+        if not self.recorder.enabled:
+            return
+        response, log, message_id, digest = call
+        entry = next(e for e in chain if e.model_name == attempt.model_name)
+        definition = model
+        if attempt.model_name != model.name:
+            definition = kernel.scope_of(thread).model(attempt.model_name)
+        if definition.record:
+            self.recorder.record(thread, entry.request, response, log, message_id, digest)
 
     def _chain(
         self,
@@ -184,7 +233,7 @@ class ModelCaller:
             )
             if settings.turn:
                 apply_turn_settings(request, settings.turn)
-            provider = self.provider(definition.provider)
+            provider = self._provider_for(kernel, thread, definition.provider)
             if output is not None:
                 apply_to_request(provider, request, output)
             chain.append(

@@ -36,6 +36,7 @@ from sa_core.server.routes.graph import GraphController
 from sa_core.server.routes.keys import KeysController
 from sa_core.server.routes.messages import MessagesController
 from sa_core.server.routes.queue import QueueController
+from sa_core.server.routes.replay import ReplayController
 from sa_core.server.routes.schedules import SchedulesController
 from sa_core.server.routes.store import StoreController
 from sa_core.server.routes.threads import ThreadsController
@@ -155,6 +156,7 @@ class StandardAgentsPlugin(InitPluginProtocol):
                 CatalogController,
                 GraphController,
                 ThreadsController,
+                ReplayController,
                 UsageController,
                 ApprovalsController,
                 MessagesController,

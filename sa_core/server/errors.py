@@ -25,6 +25,7 @@ from sa_core.errors import (
     SAError,
     SharedHistoryError,
     ThreadBusyError,
+    ThreadDocumentError,
     ThreadNotFoundError,
     ThreadTerminatedError,
 )
@@ -192,6 +193,10 @@ def to_api_error(exc: SAError) -> ApiError:
         return ApiError(422, "missing_variables", str(exc), missing=missing)
     if isinstance(exc, ThreadNotFoundError):
         return ApiError(404, "thread_not_found", str(exc))
+    if isinstance(exc, ThreadDocumentError):
+        return ApiError(
+            422, "thread_document", str(exc), errors=[{"message": p} for p in exc.problems]
+        )
     if isinstance(exc, ThreadTerminatedError):
         return ApiError(409, "thread_terminated", str(exc))
     if isinstance(exc, ThreadBusyError):

@@ -47,6 +47,9 @@ class ModelDefinition(SpecModel):
             turns text into vectors, for a pack store's search by meaning; see
             docs/store.md). An embedding model cannot be a prompt's model, a compaction
             model or a chat model's fallback.
+        record: record this model's calls (the request's hash and the full answer) so a
+            thread can be replayed without calling the model (see docs/time-travel.md); on
+            by default, ``False`` keeps only the usage log of each call.
     """
 
     name: str
@@ -64,6 +67,7 @@ class ModelDefinition(SpecModel):
     provider_options: dict[str, Any] = Field(default_factory=dict)
     max_tokens: int | None = None
     prompt_caching: PromptCaching = Field(default_factory=PromptCaching)
+    record: bool = True
 
     @model_validator(mode="before")
     @classmethod

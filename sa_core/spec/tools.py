@@ -40,6 +40,11 @@ class ToolDefinition(SpecModel):
     retry_on_resume: bool = True
     """Whether a call a restart interrupted mid-run runs again (once). ``False``: the call gets
     the failed result ``Interrupted by a restart before it finished.`` instead."""
+    replay: Literal["recorded", "execute", "forbid"] = "recorded"
+    """What a replay (``runtime.replay_thread``) does with a call of this tool: ``recorded``
+    serves the recorded result unless the replay asks ``tools="execute"``; ``execute`` runs the
+    tool again even in a ``tools="recorded"`` replay (a pure function); ``forbid`` never runs it
+    in a replay (a payment, an e-mail): the recorded result, else an error result."""
 
     _check = field_validator("args")(check_args)
 

@@ -24,6 +24,7 @@ from sa_core.store.messagerows import (
     message_to_row,
     messages_from_rows,
 )
+from sa_core.store.modelcalls import ModelCallsMixin, staged_recording
 from sa_core.store.pghistory import SUMMARY_KEY, apply_history_read, history_params, history_read_pg
 from sa_core.store.rows import UNSET, Unset
 from sa_core.store.timeline import Timeline
@@ -120,8 +121,12 @@ def _update_statement(keys: tuple[str, ...], returning: bool) -> Prepared:
     return prepared
 
 
-class MessagesMixin(TimelineMixin):
-    """Messages and logs (a fork's or a rewound thread's through its timeline)."""
+class MessagesMixin(TimelineMixin, ModelCallsMixin):
+    """Messages and logs.
+
+    A fork's or a rewound thread's messages are read through its timeline; an ``llm_call`` log
+    is stored with the model call recorded for it.
+    """
 
     async def insert_messages(
         self, messages: Sequence[Message], *, tx: Transaction | None = None
@@ -391,6 +396,7 @@ class MessagesMixin(TimelineMixin):
         extra = {key: value for key, value in dumped.items() if key not in _LOG_FIELDS}
         row["p_thread_id"] = thread_id
         row["p_extra"] = extra or None
+        row["p_recording"] = staged_recording(self, log.id)  # a model call's, in its row
         await self._write_deferred([Deferred(_INSERT_LOG.for_row(row), row)], tx)
 
     async def list_logs(
@@ -404,7 +410,7 @@ class MessagesMixin(TimelineMixin):
     ) -> tuple[list[Log], int]:
         """List a thread's logs (newest first by default) and their total count."""
         sort = (_L.created_at, _L.seq) if order == "asc" else (_L.created_at.desc(), _L.seq.desc())
-        columns = [c for c in t.logs.c if c.name not in ("seq", "thread_id")]
+        columns = [c for c in t.logs.c if c.name not in ("seq", "thread_id", "recording")]
         page = (
             select(*columns)
             .where(_L.thread_id == thread_id)

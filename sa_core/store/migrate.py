@@ -24,7 +24,7 @@ from sqlalchemy.engine import Connection
 
 from sa_core.store.tables import metadata
 
-HEAD = "0010_time_travel"
+HEAD = "0011_log_recordings"
 """The newest revision in ``migrations/versions`` (a test keeps the two in step)."""
 BASELINE = "0001_baseline"
 """The revision of databases created before migrations existed."""

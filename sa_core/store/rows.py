@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
 
@@ -126,3 +126,43 @@ class ApiKeyRow:
         else:
             where = f"packages {', '.join(self.packages[:-1])} and {self.packages[-1]}"
         return f"{'read-only' if self.read_only else 'read-write'}, {where}"
+
+
+@dataclass(slots=True)
+class RecordedCall:
+    """One recorded model call.
+
+    Attributes:
+        thread_id: The thread the call was made for.
+        log_id: Its ``llm_call`` log row.
+        message_id: The message the answer became (a compaction's marker for a summary).
+        request_hash: The canonical request's hash (see :mod:`sa_core.engine.recording`).
+        request: The hashes of the request's parts, and their text where it changed.
+        response: The provider's answer (content, tool calls, reasoning, usage, finish).
+        created_at: When the answer arrived (the log's time), microseconds since the epoch.
+    """
+
+    thread_id: str
+    log_id: str
+    message_id: str | None
+    request_hash: str
+    request: dict[str, Any]
+    response: dict[str, Any]
+    created_at: int
+
+    def to_json(self) -> dict[str, Any]:
+        """The call as a JSON object (the export format's ``model_calls`` items)."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], thread_id: str | None = None) -> RecordedCall:
+        """A call from :meth:`to_json`'s object (``thread_id`` replaces the recorded one)."""
+        return cls(
+            thread_id=thread_id or data["thread_id"],
+            log_id=data["log_id"],
+            message_id=data.get("message_id"),
+            request_hash=data["request_hash"],
+            request=dict(data.get("request") or {}),
+            response=dict(data.get("response") or {}),
+            created_at=int(data.get("created_at") or 0),
+        )

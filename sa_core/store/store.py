@@ -21,6 +21,7 @@ from sa_core.store.registry import RegistryMixin
 from sa_core.store.schedules import SchedulesMixin
 from sa_core.store.sqlitebackend import SQLiteBackend
 from sa_core.store.threads import ThreadsMixin
+from sa_core.store.treecopy import TreeCopyMixin
 from sa_core.store.turnstart import TurnStartMixin
 from sa_core.store.usage import UsageMixin
 
@@ -28,6 +29,7 @@ from sa_core.store.usage import UsageMixin
 class Store(
     TurnStartMixin,
     ThreadsMixin,
+    TreeCopyMixin,
     MessagesMixin,
     BranchingMixin,
     FilesMixin,

@@ -172,9 +172,13 @@ logs = Table(
     _column("created_at", BigInteger, nullable=False),
     _column("parent_id", String),
     _column("extra", _json()),
+    # an llm_call log's recorded model call: the canonical request's hash, the hashes of its
+    # parts and the provider's full answer (sa_core.store.modelcalls); NULL for other logs,
+    # failed attempts, and calls made with recording off
+    _column("recording", _json()),
     Index("ix_logs_thread_created", "thread_id", "created_at"),
 )
-"""A log row (model calls, tool calls, errors)."""
+"""A log row (model calls, tool calls, errors; a used model call's recording)."""
 
 files = Table(
     "files",

@@ -19,6 +19,9 @@ and drive the runtime as a user would::
 received.`` forever when it has no script); :class:`FunctionProvider` answers by calling a
 function, for replies that depend on the request. Both record every request they receive.
 :class:`ManualClock` is a clock a test moves by hand, for schedules (``Runtime(clock=...)``).
+:func:`replay_export` replays an exported thread (``sa thread export``) against the packs
+under test, and :func:`assert_identical` fails with its first divergence: an incident kept as
+a regression test (docs/time-travel.md).
 
 The fixtures ``sa_database_url`` and ``sa_runtime_factory`` come with the pytest plugin
 :mod:`sa_core.pytest_plugin` (entry point ``sa_testing``). This module does not import pytest,
@@ -32,6 +35,7 @@ from typing import Any
 from sa_core.testing.answers import stream_response
 from sa_core.testing.clock import ManualClock
 from sa_core.testing.providers import DEFAULT_RECORDED, FunctionProvider, TestProvider
+from sa_core.testing.replays import assert_identical, replay_export
 from sa_core.testing.runtimes import RuntimeFactory, make_runtime_factory
 from sa_core.testing.script import (
     UNSCRIPTED_REPLY,
@@ -77,8 +81,10 @@ __all__ = [
     "ScriptedResponse",
     "TestProvider",
     "TestScript",
+    "assert_identical",
     "default_error_code",
     "make_runtime_factory",
     "new_call_id",
+    "replay_export",
     "stream_response",
 ]
