@@ -10,7 +10,8 @@ Run: ``python benchmarks/fork.py [--short]``. For sources of 10, 1,000 and 10,00
   history, alternated: the fork within 10 % of the unforked thread.
 
 Times are CPU time of this process (a shared machine's other load does not count) and wall
-time. ``--short`` stops at 1,000 messages.
+time. ``--short`` stops at 1,000 messages; ``--postgres`` runs on a throwaway PostgreSQL
+cluster (``tests/pgcluster.py``).
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ async def source_thread(runtime: Any, messages: int) -> Any:
         )
         await store.upsert_child(thread.thread_id, entry, new=True)
         await store.update_thread(child.thread_id, terminated=now_us())
-    return await runtime.get_thread(thread.thread_id)
+    return await thread.refresh()  # the live handle learns the registry written by the store
 
 
 async def total_rows(store: Any) -> int:
@@ -173,10 +174,26 @@ def main() -> None:
     args = parse_args(__doc__ or "")
     sizes = [10, 1000] if args.short else [10, 1000, 10000]
     results = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for size in sizes:
-            results[size] = asyncio.run(one_size(f"sqlite:///{Path(tmp) / f'fork-{size}.db'}", size))
-    print(f"fork (source: N messages, {FILES} files, {CHILDREN} children; SQLite file):")
+    cluster = None
+    if args.postgres:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+        from pgcluster import start_cluster
+
+        cluster = start_cluster()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for size in sizes:
+                if cluster is not None:
+                    cluster.run("psql", cluster.url(), "-qc", f"CREATE DATABASE fork{size}")
+                    url = cluster.url(f"fork{size}")
+                else:
+                    url = f"sqlite:///{Path(tmp) / f'fork-{size}.db'}"
+                results[size] = asyncio.run(one_size(url, size))
+    finally:
+        if cluster is not None:
+            cluster.stop()
+    store = "PostgreSQL (CPU: this process only)" if args.postgres else "SQLite file"
+    print(f"fork (source: N messages, {FILES} files, {CHILDREN} children; {store}):")
     for size, r in results.items():
         (plain_read, fork_read), (plain_turn, fork_turn) = r["reads"], r["turns"]
         print(

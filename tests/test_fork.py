@@ -237,3 +237,29 @@ async def test_a_fork_frame_reaches_the_source_stream(sa_runtime_factory):
             frame = frames.get_nowait()
     assert frame["type"] == "fork" and frame["fork_id"] == fork.thread_id
     assert frame["thread_id"] == source.thread_id and frame["message_id"] is None
+
+
+async def test_a_resumable_child_is_interrupted_in_the_fork_and_answers_to_its_old_reference(
+    sa_runtime_factory,
+):
+    lead = Lead()
+    lead.gate.set()
+    async with sa_runtime_factory(packs=[pack()], providers={"test": lead.provider}) as rt:
+        source = await rt.create_thread("lead")
+        await source.send_message("create alpha first-task")
+        await rt.wait_idle(timeout=30)
+        await source.refresh()
+        old = source.children[0].reference
+        fork = await source.fork()
+        assert [(c.name, c.status) for c in fork.children] == [("keeper", "interrupted")]
+        new = fork.children[0].reference
+        assert new != old
+        await fork.send_message(f"tell {old} second-task")  # the reference the history names
+        await rt.wait_idle(timeout=30)
+        sent = [c for _, c in await contents(fork) if c and c.startswith("Message sent")]
+        assert sent == [f"Message sent to subagent {new}."]
+        child = await fork.get_child_thread(new)
+        assert child is not None
+        assert "second-task" in [c for _, c in await contents(child, include_silent=True)]
+        original = await source.get_child_thread(old)
+        assert "second-task" not in [c for _, c in await contents(original, include_silent=True)]

@@ -3,7 +3,8 @@ sets values, and starts children, each on a one-line command; the model is a fun
 
 Commands (the last user message): ``write PATH TEXT``, ``delete PATH``, ``move SRC DST``,
 ``set KEY VALUE``, ``spawn TASK`` (a non-blocking child), ``ask TASK`` (a blocking child),
-``both PATH TEXT`` (two calls in one tool round: a write and a value). ``block ...`` waits for
+``both PATH TEXT`` (two calls in one tool round: a write and a value), ``create NAME TASK`` (a
+resumable ``keeper`` child), ``tell REFERENCE TEXT`` (``subagent_message``). ``block ...`` waits for
 :attr:`Lead.gate` first. Anything else gets a plain answer. After a tool round the lead answers ``done``. A child answers its task with
 ``child did TASK``, unless the task starts with ``wait`` (then it waits for :data:`GATE`).
 """
@@ -93,6 +94,10 @@ class Lead:
             "set": [("set_value", {"key": first, "value": second})],
             "spawn": [("helper", {"task": rest})],
             "ask": [("asker", {"task": rest})],
+            "create": [
+                ("subagent_create", {"agent": "keeper", "name": first, "message": second, "attachments": []})
+            ],
+            "tell": [("subagent_message", {"referenceId": first, "message": second})],
             "both": [
                 ("write_note", {"path": first, "text": second}),
                 ("set_value", {"key": first, "value": second}),
@@ -114,6 +119,7 @@ def pack() -> Pack:
             *(t.name for t in TOOLS),
             {"name": "helper", "blocking": False, "initUserMessageProperty": "task"},
             {"name": "asker", "blocking": True, "initUserMessageProperty": "task"},
+            {"name": "keeper", "blocking": False, "resumable": {"receives_messages": "side_a"}},
         ],
     )
     child = define_prompt(
@@ -137,7 +143,7 @@ def pack() -> Pack:
             },
             side_b={"prompt": "child", "stop_on_response": False},
         )
-        for name in ("helper", "asker")
+        for name in ("helper", "asker", "keeper")
     ]
     return Pack(
         name="tt",

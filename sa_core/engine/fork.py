@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from sa_core.engine.cut import Cut, find_cut, unanswered_calls
 from sa_core.engine.events import TimelineFrame
+from sa_core.engine.forkrefs import FORKED_FROM
 from sa_core.engine.messages import new_id, new_message
 from sa_core.engine.threads import ThreadRef
 from sa_core.engine.tools import result_text
@@ -77,7 +78,7 @@ async def fork_thread(
         env=dict(source.env),
         env_types=dict(source.env_types),
         tags=list(source.tags),
-        properties=dict(source.properties),
+        properties={**source.properties, FORKED_FROM: source.id},
         timeline=cut.view.forked(cut.at, fork_id).to_json(),
     )
     await store.create_thread(row, tx=tx)

@@ -22,6 +22,7 @@ from sa_core.engine.child_start import can_owe_directly, owe_first_turn, start_c
 from sa_core.engine.childlink import ChildLink
 from sa_core.engine.creation import new_thread, unset_variables
 from sa_core.engine.files import attachment_paths, copy_attachments, existing_refs
+from sa_core.engine.forkrefs import current_reference
 from sa_core.engine.messages import inject
 from sa_core.engine.offered import subagent_tools
 from sa_core.engine.oneshot import not_addressable
@@ -332,6 +333,7 @@ async def message_instance(
 ) -> ToolResult:
     """``subagent_message``: deliver a message to a live resumable instance."""
     reference = arguments.get("referenceId") or arguments.get("reference_id")
+    reference = await current_reference(kernel, thread, reference)
     message = arguments.get("message")
     if not isinstance(reference, str) or not isinstance(message, str) or not message.strip():
         return ToolResult(
@@ -373,6 +375,7 @@ async def terminate_instance(
 ) -> ToolResult:
     """``subagent_terminate``: terminate a child of this thread (a remote task is cancelled)."""
     reference = arguments.get("referenceId") or arguments.get("reference_id")
+    reference = await current_reference(kernel, thread, reference)
     entry = next((e for e in thread.children if e.reference == reference), None)
     if not isinstance(reference, str) or entry is None:
         return ToolResult(

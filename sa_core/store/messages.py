@@ -27,7 +27,7 @@ from sa_core.store.messagerows import (
 from sa_core.store.modelcalls import ModelCallsMixin, staged_recording
 from sa_core.store.pghistory import SUMMARY_KEY, apply_history_read, history_params, history_read_pg
 from sa_core.store.rows import UNSET, Unset
-from sa_core.store.timeline import Timeline
+from sa_core.store.timeline import Timeline, fork_prefix
 from sa_core.store.timelinereads import PageShape, TimelineMixin
 
 _M = t.messages.c
@@ -308,7 +308,7 @@ class MessagesMixin(TimelineMixin, ModelCallsMixin):
         cache = self._caches.history
         if not cache.check(version):
             if timeline is not None:
-                return await self._view_history(timeline, None, None)
+                return await self._timeline_history_pg(thread_id, timeline)
             if self._backend.dialect == "postgresql":
                 return await self._read_history_pg(thread_id)
             return await self._load_history(thread_id, None, None)
@@ -328,6 +328,21 @@ class MessagesMixin(TimelineMixin, ModelCallsMixin):
         if fillable:
             cache.store(thread_id, messages)
         return list(messages)
+
+    async def _timeline_history_pg(self, thread_id: str, timeline: Timeline) -> list[Message]:
+        """The history of a fork or a rewound thread on PostgreSQL.
+
+        A fork's: the shared history (kept: it never changes), then its own messages read like
+        any thread's (only the rows new since the last read). A rewound thread's: read whole.
+        """
+        key = fork_prefix(timeline, thread_id)
+        if key is None:
+            return await self._view_history(timeline, None, None)
+        kept = self._caches.timelines.prefix(key)
+        if kept is None:
+            kept = await self._view_history(Timeline(key, key), None, None)
+            self._caches.timelines.keep_prefix(key, kept)
+        return kept + await self._read_history_pg(thread_id)
 
     async def _read_history_pg(self, thread_id: str) -> list[Message]:
         """The history on PostgreSQL: only the rows new since the kept one (``pghistory``)."""

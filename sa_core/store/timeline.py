@@ -197,6 +197,9 @@ MISSING = Missing()
 """What :meth:`TimelineCache.get` returns for a thread it does not know."""
 KEPT_TIMELINES = 4096
 """Threads whose timeline (or lack of one) a store remembers, at most."""
+KEPT_PREFIX_MESSAGES = 50_000
+"""Messages of forks' shared histories a PostgreSQL store keeps, at most (see
+:meth:`TimelineCache.keep_prefix`)."""
 
 
 class TimelineCache:
@@ -207,10 +210,43 @@ class TimelineCache:
     read of the thread's row found: every turn reads the row as it starts.
     """
 
-    def __init__(self, size: int = KEPT_TIMELINES) -> None:
+    def __init__(self, size: int = KEPT_TIMELINES, prefixes: int = KEPT_PREFIX_MESSAGES) -> None:
         self._entries: OrderedDict[str, Timeline | None] = OrderedDict()
         self._size = size
         self.version: int | None = None
+        self._prefixes: OrderedDict[tuple[Segment, ...], list[Any]] = OrderedDict()
+        self._prefix_messages = 0
+        self._max_prefix_messages = prefixes
+
+    def prefix(self, segments: tuple[Segment, ...]) -> list[Any] | None:
+        """The history of closed segments of other threads, kept (see :meth:`keep_prefix`)."""
+        found = self._prefixes.get(segments)
+        if found is not None:
+            self._prefixes.move_to_end(segments)
+        return found
+
+    def shared_history(self, thread_id: str, stored: Mapping[str, Any]) -> list[Any] | None:
+        """A fork's kept shared history (the messages before its own), else ``None``.
+
+        ``None`` too for a timeline whose earlier segments hold the thread's own messages (a
+        rewound thread): its history is read whole.
+        """
+        key = fork_prefix(Timeline.of(thread_id, stored), thread_id)
+        return None if key is None else self.prefix(key)
+
+    def keep_prefix(self, segments: tuple[Segment, ...], messages: list[Any]) -> None:
+        """Keep the history of closed segments of other threads than the reader's.
+
+        Such a history never changes: a fork's source cannot change what its forks share.
+        Bounded by messages over every kept prefix (the least recently used go first).
+        """
+        if len(messages) > self._max_prefix_messages or segments in self._prefixes:
+            return
+        self._prefixes[segments] = messages
+        self._prefix_messages += len(messages)
+        while self._prefix_messages > self._max_prefix_messages:
+            _, dropped = self._prefixes.popitem(last=False)
+            self._prefix_messages -= len(dropped)
 
     def _check(self, version: int | None) -> None:
         if version is not None and version != self.version:
@@ -242,6 +278,20 @@ class TimelineCache:
     def drop(self, thread_id: str) -> None:
         """Forget a thread's timeline (it changes)."""
         self._entries.pop(thread_id, None)
+
+
+def fork_prefix(timeline: Timeline, thread_id: str) -> tuple[Segment, ...] | None:
+    """The segments a fork shares (before its own, open one), or ``None`` for another timeline.
+
+    ``None`` when the last segment is not the thread's own and open, or when an earlier one
+    holds the thread's own messages (a rewound thread).
+    """
+    *shared, own = timeline.segments
+    if own.thread_id != thread_id or own.upto is not None:
+        return None
+    if any(segment.thread_id == thread_id for segment in shared):
+        return None
+    return tuple(shared)
 
 
 def intersection(first: Iterable[Segment], second: Iterable[Segment]) -> tuple[Segment, ...]:

@@ -198,10 +198,11 @@ class TimelineMixin(StoreBase):
     def note_timeline(self, thread_id: str, stored: dict[str, Any] | None) -> None:
         """A read of the thread's row found ``stored``: remember it where nothing else can tell.
 
-        Only for a backend without an external version (PostgreSQL): there a worker learns of
-        another worker's fork or rewind by reading the row, as every turn does when it starts.
+        Only on PostgreSQL (no external version tells of other workers' writes): there a worker
+        learns of another worker's fork or rewind by reading the row, as every turn does when it
+        starts. (Asked on every row read, so it costs a comparison, not a query.)
         """
-        if self.external_version() is None and self._cache_fillable():
+        if self._backend.dialect == "postgresql" and self._cache_fillable():
             self._caches.timelines.put(thread_id, stored, None)
 
     async def set_timeline(

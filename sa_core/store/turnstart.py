@@ -176,8 +176,12 @@ class TurnStartMixin(ThreadsMixin, QueueMixin, ExecutionsMixin):
         summary = row.pop(_HISTORY_KEY)
         thread, children = thread_with_children(row, row.pop(KIDS_KEY) or [])
         self.note_timeline(thread_id, thread.timeline)
-        if thread.timeline:  # a fork's or a rewound thread's history is read through it
-            return TurnStart(thread, children, queue, None)
+        shared: list[Message] = []
+        if thread.timeline:  # a fork: the history it shares (kept), then its own, read here
+            kept_shared = self._caches.timelines.shared_history(thread_id, thread.timeline)
+            if kept_shared is None:  # not kept yet, or a rewound thread: read through it
+                return TurnStart(thread, children, queue, None)
+            shared = kept_shared
         history_read = apply_history_read(self._caches, thread_id, held, summary)
         if history_read is None:  # an older row changed: the engine reads the history whole
             return TurnStart(thread, children, queue, None)
@@ -188,4 +192,4 @@ class TurnStartMixin(ThreadsMixin, QueueMixin, ExecutionsMixin):
         if unseen:
             rows_written = [message_to_row(message) for message in unseen]
             history = merged(kept, history_rows(thread_id, unseen, rows_written))
-        return TurnStart(thread, children, queue, list(history))
+        return TurnStart(thread, children, queue, [*shared, *history])
