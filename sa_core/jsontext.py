@@ -19,19 +19,21 @@ def _unserializable(value: object) -> Any:
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
-def _encoder(*, compact: bool) -> Callable[[Any], str] | None:
+def _encoder(
+    *, compact: bool, sort_keys: bool = False, default: Callable[[Any], Any] = _unserializable
+) -> Callable[[Any], str] | None:
     if _c_make_encoder is None:
         return None
     from json.encoder import encode_basestring, encode_basestring_ascii
 
     encode = _c_make_encoder(
         None,  # no circular-reference markers: a cycle ends in RecursionError
-        _unserializable,
+        default,
         encode_basestring if compact else encode_basestring_ascii,
         None,  # indent
         ":" if compact else ": ",
         "," if compact else ", ",
-        False,  # sort_keys
+        sort_keys,
         False,  # skipkeys
         True,  # allow_nan
     )
@@ -50,8 +52,18 @@ def _fallback_compact(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
+def _fallback_canonical(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True, default=str)
+
+
 dumps: Callable[[Any], str] = _encoder(compact=False) or _fallback_default
 """``json.dumps(value)``: the text of the store's JSON columns."""
 
 dumps_compact: Callable[[Any], str] = _encoder(compact=True) or _fallback_compact
 """``json.dumps(value, separators=(",", ":"), ensure_ascii=False)``."""
+
+dumps_canonical: Callable[[Any], str] = (
+    _encoder(compact=True, sort_keys=True, default=str) or _fallback_canonical
+)
+"""``json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True,
+default=str)``: one text per value whatever the order of its keys (what a hash is made of)."""

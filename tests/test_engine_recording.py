@@ -93,6 +93,41 @@ async def test_every_answer_used_is_recorded_with_its_log_and_message(
 
 
 @pytest.mark.asyncio
+async def test_a_prompt_tools_and_settings_are_stored_once_for_every_thread_that_sends_them(
+    sa_runtime_factory: Any,
+) -> None:
+    from sqlalchemy import func, select
+
+    from sa_core.store import tables as t
+
+    script = note_script()
+    for _ in range(2):
+        script = script.add_tool_call_response([{"name": "note", "arguments": {"text": "tea"}}])
+        script = script.add_text_response("Noted.")
+    async with sa_runtime_factory(
+        packs=[tool_pack()], providers={"test": TestProvider(script)}
+    ) as rt:
+        threads = [await rt.create_thread("keeper") for _ in range(3)]
+        for thread in threads:
+            await thread.send_message("buy milk")
+            await rt.wait_idle(timeout=30)
+        recorded = [await rt.store.list_model_calls(one.thread_id) for one in threads]
+        query = select(func.count()).select_from(t.request_parts)
+        rows = await rt.store.read(lambda conn: conn.execute(query).scalar_one())
+
+    assert rows == 1  # one prompt, one tool, one set of settings: one row for six calls
+    for calls in recorded:  # each thread's first call still reads with the words
+        assert calls[0].request["texts"]["system"][0].startswith("You keep notes.")
+        assert "texts" not in calls[1].request
+        assert calls[0].request["tools"] == recorded[0][0].request["tools"]
+        assert calls[1].response["usage"]["total_tokens"] == (
+            calls[1].response["usage"]["prompt_tokens"]
+            + calls[1].response["usage"]["completion_tokens"]
+        )
+    assert recorded[0][0].request_hash == recorded[1][0].request_hash  # ids normalised out
+
+
+@pytest.mark.asyncio
 async def test_the_request_hash_leaves_out_ids_and_timestamps(sa_runtime_factory: Any) -> None:
     def answer(request: Any) -> Any:
         if request.messages[-1].role == "user":

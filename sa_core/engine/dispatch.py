@@ -69,15 +69,22 @@ async def run_offered(
         return await subagent_lifecycle.run_lifecycle_tool(
             kernel, thread, flow, tool.name, arguments, tool_message_id
         )
-    if tool.kind in ("mcp", "native"):
-        cursor = kernel.replays.cursor(thread) if kernel.replays.active else None
+    if kernel.replays.active and tool.kind in ("mcp", "native"):
+        cursor = kernel.replays.cursor(thread)
         if cursor is not None:  # a replay: the recorded result, or the tool run again
 
             def execute() -> Awaitable[ToolResult]:
                 return _execute(kernel, thread, tool, arguments)
 
             return await replay_tools.run_tool(kernel, cursor, thread, tool, arguments, execute)
-        return await _execute(kernel, thread, tool, arguments)
+    if tool.kind == "mcp":
+        assert tool.mcp is not None
+        scope = kernel.registry.scope(tool.mcp.package)
+        return await kernel.mcp.call(scope, tool.mcp, arguments)
+    if tool.kind == "native":  # (as _execute, without its frame on the hot path)
+        assert tool.native is not None
+        with tool_config(thread, tool.env, tool.options):
+            return await run_native(tool.native, kernel.user_state(thread), arguments)
     if tool.kind == "client":  # parked by the gate; never run here
         return ToolResult(
             status="error", error=f"Tool '{tool.name}' is a client tool: the client runs it."
@@ -109,7 +116,7 @@ async def run_offered(
 async def _execute(
     kernel: Kernel, thread: ThreadRef, tool: OfferedTool, arguments: dict[str, Any]
 ) -> ToolResult:
-    """Run a native or MCP tool (user code gets the thread's ``ThreadState``)."""
+    """Run a native or MCP tool (user code gets the thread's ``ThreadState``) for a replay."""
     if tool.kind == "mcp":
         assert tool.mcp is not None
         scope = kernel.registry.scope(tool.mcp.package)

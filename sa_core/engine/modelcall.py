@@ -92,17 +92,15 @@ class ModelCaller:
 
         Failed attempts are logged at once. The successful attempt's log row is returned
         unsaved, so the caller can store it in the same transaction as the message it produced.
-        ``partial``, when given, collects the text streamed by the current attempt (a failed
-        attempt's text is dropped), so a stopped turn can keep what was said.
-        The answer is recorded with its log (:mod:`~sa_core.engine.recording`); a replay's
-        thread is answered from its recording instead (:mod:`~sa_core.engine.replaying`).
+        ``partial`` collects the text streamed by the current attempt (a failed attempt's is
+        dropped), so a stopped turn can keep what was said. The answer is recorded with its log
+        (:mod:`~sa_core.engine.recording`); a replayed thread's comes from its recording.
         ``provider_options`` (the prompt's) are merged over each model definition's own,
         key by key, for the model and each of its fallbacks. ``output`` (a prompt's
         ``output_schema``) goes to each provider natively or as a forced final tool.
         Each request asks for prompt caching as its model's ``prompt_caching`` (overridden by
-        the active prompt's) says: see :mod:`sa_core.engine.promptcache`. ``turn_settings``
-        (the turn's ``model_settings``) go on every request of the chain, over its own values:
-        see :mod:`sa_core.engine.turnsettings`.
+        the active prompt's) says (:mod:`~sa_core.engine.promptcache`). ``turn_settings`` (the
+        turn's ``model_settings``) go on every request of the chain, over its own values.
 
         Returns:
             The response and the successful attempt's (unsaved) log row.
@@ -113,7 +111,8 @@ class ModelCaller:
                 tool_choice, parallel_tool_calls, reasoning, provider_options, turn_settings
             ),
         )  # fmt: skip
-        chain, digest = self._replayed(kernel, thread, chain)
+        replayed = kernel.replays.active  # a replayed thread's chain serves its recording
+        chain, digest = self._replayed(kernel, thread, chain) if replayed else (chain, None)
         events = self.events
         thread_id = thread.thread_id
         log_ids: list[str] = []
@@ -148,7 +147,8 @@ class ModelCaller:
             stall_timeout=self.stall_timeout,
         )
         log = succeeded[-1]
-        self._record(kernel, thread, model, chain, record, (response, log, message_id, digest))
+        if self.recorder.enabled:
+            self._record(kernel, thread, model, chain, record, (response, log, message_id, digest))
         return response, log
 
     def _provider_for(self, kernel: Kernel, thread: ThreadRef, name: str) -> Provider:
@@ -165,9 +165,7 @@ class ModelCaller:
     def _replayed(
         self, kernel: Kernel, thread: ThreadRef, chain: list[ModelAttempt]
     ) -> tuple[list[ModelAttempt], RequestDigest | None]:
-        """The chain as it is, or for a replayed thread one that serves its recording."""
-        if not kernel.replays.active:
-            return chain, None
+        """For a replayed thread, a chain that serves its recording (and the request's digest)."""
         return kernel.replays.serve(kernel, thread, chain, self.recorder)
 
     def _record(
@@ -179,12 +177,12 @@ class ModelCaller:
         attempt: AttemptRecord,
         call: tuple[ProviderResponse, Log, str | None, RequestDigest | None],
     ) -> None:
-        """Record the answer used (unless recording is off, or its model says ``record=False``)."""
-        if not self.recorder.enabled:
-            return
+        """Record the answer used (unless its model says ``record=False``)."""
         response, log, message_id, digest = call
-        entry = next(e for e in chain if e.model_name == attempt.model_name)
+        entry = chain[0]
         definition = model
+        if entry.model_name != attempt.model_name:  # a fallback answered
+            entry = next(e for e in chain if e.model_name == attempt.model_name)
         if attempt.model_name != model.name:
             definition = kernel.scope_of(thread).model(attempt.model_name)
         if definition.record:
@@ -233,7 +231,9 @@ class ModelCaller:
             )
             if settings.turn:
                 apply_turn_settings(request, settings.turn)
-            provider = self._provider_for(kernel, thread, definition.provider)
+            provider = self.providers.get(definition.provider)
+            if provider is None:
+                provider = self._provider_for(kernel, thread, definition.provider)
             if output is not None:
                 apply_to_request(provider, request, output)
             chain.append(

@@ -74,22 +74,22 @@ class Replays:
 
     def __init__(self) -> None:
         self.cursors: dict[str, ThreadCursor] = {}
-
-    @property
-    def active(self) -> bool:
-        """Whether any replay runs (the engine asks nothing more otherwise)."""
-        return bool(self.cursors)
+        self.active = False
+        """Whether any replay runs (the engine asks nothing more otherwise; a plain attribute,
+        read on every model call and tool round)."""
 
     def begin(self, session: ReplaySession, thread_id: str) -> ThreadCursor:
         """Follow ``thread_id`` as the replay's root."""
         cursor = ThreadCursor(session, thread_id, session.root.path, session.root)
         session.cursors[thread_id] = self.cursors[thread_id] = cursor
+        self.active = True
         return cursor
 
     def end(self, session: ReplaySession) -> None:
         """Stop following the replay's threads."""
         for thread_id in session.cursors:
             self.cursors.pop(thread_id, None)
+        self.active = bool(self.cursors)
 
     def cursor(self, thread: ThreadRef) -> ThreadCursor | None:
         """The replay cursor of ``thread``, when a replay runs it."""

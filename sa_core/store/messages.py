@@ -24,7 +24,7 @@ from sa_core.store.messagerows import (
     message_to_row,
     messages_from_rows,
 )
-from sa_core.store.modelcalls import ModelCallsMixin, staged_recording
+from sa_core.store.modelcalls import ModelCallsMixin
 from sa_core.store.pghistory import SUMMARY_KEY, apply_history_read, history_params, history_read_pg
 from sa_core.store.rows import UNSET, Unset
 from sa_core.store.timeline import Timeline, fork_prefix
@@ -411,8 +411,16 @@ class MessagesMixin(TimelineMixin, ModelCallsMixin):
         extra = {key: value for key, value in dumped.items() if key not in _LOG_FIELDS}
         row["p_thread_id"] = thread_id
         row["p_extra"] = extra or None
-        row["p_recording"] = staged_recording(self, log.id)  # a model call's, in its row
-        await self._write_deferred([Deferred(_INSERT_LOG.for_row(row), row)], tx)
+        # a model call's recording rides in its row (its request's parts, when new, before it)
+        staged = self.staged_calls.pop(log.id, None) if self.staged_calls else None
+        row["p_recording"], parts = (None, None) if staged is None else staged
+        write = Deferred(_INSERT_LOG.for_row(row), row)
+        if parts is None or parts.stored:
+            await self._write_deferred([write], tx)
+            return
+        await self._write_deferred([self.parts_write(parts, log.created_at, tx), write], tx)
+        if tx is None:  # committed
+            parts.mark_stored()
 
     async def list_logs(
         self,

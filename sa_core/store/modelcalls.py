@@ -1,67 +1,218 @@
 """Recorded model calls: what a replay serves answers from, kept on their ``llm_call`` logs.
 
-The engine builds a :class:`RecordedCall` for each model answer it uses and *stages* it under
-the id of the call's ``llm_call`` log (:meth:`ModelCallsMixin.stage_model_call`). Whoever then
-stores that log (the step's commit, a compaction's marker, a rejected structured answer) stores
-the call in the same row (``logs.recording``, :func:`staged_recording`): no statement, page or
-index entry of its own, and a step that rolls back leaves neither. A thread's recorded calls
-are its logs that carry one, in the order they were written (the first is ordinal 1).
+The engine builds the recording of each model answer it uses and *stages* it under the id of
+the call's ``llm_call`` log (:meth:`ModelCallsMixin.stage_recording`). Whoever then stores that
+log (the step's commit, a compaction's marker, a rejected structured answer) stores the call in
+the same row (``logs.recording``, see ``insert_log``): no statement, page or index entry of its
+own, and a step that rolls back leaves neither. A thread's recorded calls are its logs that
+carry one, in the order they were written (the first is ordinal 1).
+
+**Stored once.** What rarely changes between calls (the digests of the system prompt, each
+tool and the settings, and their words) is a :class:`~sa_core.store.rows.RequestParts` row of
+``request_parts``, keyed by its digest and shared by every call and thread that sent the same:
+a recording names it by ``request.parts``. Its row is written in the same transaction as the
+first log that needs it in this process (``INSERT`` that ignores a row already there), and
+never again once that commit is known. Reads put the parts back: a
+:class:`~sa_core.store.rows.RecordedCall`'s ``request`` has ``model``, ``system``,
+``messages``, ``count``, ``tools`` and ``settings``, and ``texts`` on a thread's first call
+with those parts (the words are kept once per change).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import bindparam, insert, select
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
 from sa_core.store import tables as t
-from sa_core.store.fast import Prepared
+from sa_core.store.fast import Deferred, Prepared
 from sa_core.store.interface import Backend, Transaction
-from sa_core.store.rows import RecordedCall
+from sa_core.store.rows import RecordedCall, RequestParts
 from sa_core.store.storebase import StoreBase
 
 _L = t.logs.c
+_P = t.request_parts.c
+RECORDED_COLUMNS = (_L.id, _L.created_at, _L.data, _L.recording)
+"""What a recorded call is read from: its log row's id, time, data (the usage) and recording."""
 _LIST = Prepared(
-    select(_L.id, _L.created_at, _L.recording)
+    select(*RECORDED_COLUMNS)
     .where(_L.thread_id == bindparam("b_tid"), _L.recording.is_not(None))
     .order_by(_L.created_at, _L.seq),
-    [_L.id, _L.created_at, _L.recording],
+    RECORDED_COLUMNS,
 )
 MAX_STAGED = 4096
 """Staged calls kept at most: a call whose log is never stored (its step was cancelled between
 the answer and the commit) is dropped, oldest first, instead of being held forever."""
+PART_DIGITS = 16
+"""Hex digits kept of each part's digest (a request's own hash keeps all 64)."""
+Staged = tuple[dict[str, Any], RequestParts | None]
+"""A staged call: its ``logs.recording`` value, and its parts when their row may be missing."""
 
 
-def recorded_call(thread_id: str, row: Mapping[str, Any]) -> RecordedCall:
-    """The call a log row (``id``, ``created_at``, ``recording``) carries, as ``thread_id``'s."""
-    recording = row["recording"]
-    return RecordedCall(
-        thread_id=thread_id,
-        log_id=row["id"],
-        message_id=recording.get("message_id"),
-        request_hash=recording["request_hash"],
-        request=recording.get("request") or {},
-        response=recording.get("response") or {},
-        created_at=row["created_at"],
-    )
+def parts_key(system: str, tools: Mapping[str, str], settings: str) -> str:
+    """The key of a request's unchanging parts: a digest of their digests."""
+    listed = ",".join([f"{name}={digest}" for name, digest in sorted(tools.items())])
+    text = f"{system}|{listed}|{settings}"
+    return hashlib.sha256(text.encode()).hexdigest()[:PART_DIGITS]
 
 
-def staged_recording(store: ModelCallsMixin, log_id: str) -> dict[str, Any] | None:
-    """The ``logs.recording`` value of the call staged under ``log_id``, taken off the stage."""
-    staged = store.staged_calls
-    if not staged:
+_LOGGED_USAGE = {
+    "prompt_tokens": "input_tokens",
+    "completion_tokens": "output_tokens",
+    "reasoning_tokens": "reasoning_tokens",
+    "cached_tokens": "cached_tokens",
+    "cache_write_tokens": "cache_write_tokens",
+}
+"""The usage a call's ``llm_call`` log keeps (usage field: log data key)."""
+
+
+def usage_kept(usage: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What of a call's usage its recording keeps: what its log does not (else ``None``)."""
+    prompt, completion = usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0
+    total, cost = usage.get("total_tokens") or 0, usage.get("cost")
+    if cost is None and total == prompt + completion:
         return None
-    call = staged.pop(log_id, None)
-    if call is None:
-        return None
-    return {
+    return {"total_tokens": total, "cost": cost}
+
+
+def full_usage(kept: Mapping[str, Any] | None, data: Mapping[str, Any]) -> dict[str, Any]:
+    """A call's usage: the tokens its log keeps, the total and cost its recording keeps."""
+    usage = {field: data.get(key) or 0 for field, key in _LOGGED_USAGE.items()}
+    total = usage["prompt_tokens"] + usage["completion_tokens"]
+    usage["total_tokens"] = total if kept is None else kept.get("total_tokens", total)
+    usage["cost"] = None if kept is None else kept.get("cost")
+    return usage
+
+
+def _response(recording: Mapping[str, Any], data: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The recorded answer with its whole usage (see :func:`usage_kept`)."""
+    response = dict(recording.get("response") or {})
+    kept = response.get("usage")
+    if kept is None or "prompt_tokens" not in kept:
+        response["usage"] = full_usage(kept, data or {})
+    return response
+
+
+def request_hash(model: str, messages: str, count: int, parts: str) -> str:
+    """A request's canonical hash, made of its recorded digests (SHA-256, hex)."""
+    return hashlib.sha256(f"{model}|{messages}|{count}|{parts}".encode()).hexdigest()
+
+
+def expanded_calls(
+    thread_id: str, rows: Iterable[Mapping[str, Any]], parts: Mapping[str, dict[str, Any]]
+) -> list[RecordedCall]:
+    """The calls log rows (:data:`RECORDED_COLUMNS`) carry, their parts and usage put back."""
+    calls = []
+    previous: str | None = None
+    for row in rows:
+        recording = row["recording"]
+        data = row["data"] or {}
+        request = dict(recording.get("request") or {})
+        hashed = recording.get("request_hash")
+        key = request.pop("parts", None)
+        if key is not None:
+            found = parts.get(key) or {}
+            request = {
+                "model": request.get("model"),
+                "system": found.get("system"),
+                "messages": request.get("messages"),
+                "count": request.get("count", 0),
+                "tools": dict(found.get("tools") or {}),
+                "settings": found.get("settings"),
+            }
+            if key != previous and found.get("texts") is not None:
+                request["texts"] = found["texts"]
+            previous = key
+            hashed = hashed or request_hash(
+                str(request["model"]), str(request["messages"]), int(request["count"]), key
+            )
+        calls.append(
+            RecordedCall(
+                thread_id=thread_id,
+                log_id=row["id"],
+                message_id=recording.get("message_id", data.get("message_id")),
+                request_hash=str(hashed),
+                request=request,
+                response=_response(recording, data),
+                created_at=row["created_at"],
+            )
+        )
+    return calls
+
+
+def read_parts(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The ``request_parts`` the recordings of ``rows`` name, by key."""
+    keys = {
+        key
+        for row in rows
+        if (key := (row["recording"].get("request") or {}).get("parts")) is not None
+    }
+    if not keys:
+        return {}
+    query = select(_P.key, _P.parts).where(_P.key.in_(sorted(keys)))
+    return {key: dict(value or {}) for key, value in conn.execute(query).all()}
+
+
+def stored_form(call: RecordedCall) -> Staged:
+    """A call as it is staged: its recording naming its parts, and the parts (an import's)."""
+    request = call.request
+    response = dict(call.response)
+    if "usage" in response:  # the log keeps the tokens
+        kept = usage_kept(response.pop("usage") or {})
+        if kept is not None:
+            response["usage"] = kept
+    recording: dict[str, Any] = {
         "message_id": call.message_id,
         "request_hash": call.request_hash,
-        "request": call.request,
-        "response": call.response,
+        "response": response,
     }
+    if "system" not in request or "parts" in request:  # not a call's expanded form
+        recording["request"] = request
+        return recording, None
+    tools = dict(request.get("tools") or {})
+    body: dict[str, Any] = {
+        "system": request["system"],
+        "tools": tools,
+        "settings": request.get("settings"),
+    }
+    if request.get("texts") is not None:
+        body["texts"] = request["texts"]
+    key = parts_key(str(request["system"]), tools, str(request.get("settings")))
+    recording["request"] = {
+        "model": request.get("model"),
+        "messages": request.get("messages"),
+        "count": request.get("count", 0),
+        "parts": key,
+    }
+    return recording, RequestParts(key, body)
+
+
+@functools.cache
+def _parts_insert(dialect: str) -> Prepared:
+    """The ``request_parts`` insert of ``dialect`` that leaves a row already there alone."""
+    values = {
+        "key": bindparam("p_key"),
+        "parts": bindparam("p_parts", type_=t.request_parts.c.parts.type),
+        "created_at": bindparam("p_created_at"),
+    }
+    if dialect == "sqlite":
+        return Prepared(sqlite_insert(t.request_parts).values(values).on_conflict_do_nothing())
+    if dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        return Prepared(pg_insert(t.request_parts).values(values).on_conflict_do_nothing())
+    return Prepared(insert(t.request_parts).values(values))
+
+
+def parts_write(dialect: str, parts: RequestParts, created_at: int) -> Deferred:
+    """The write of ``parts``' row (nothing when it is there already)."""
+    params = {"p_key": parts.key, "p_parts": parts.parts, "p_created_at": created_at}
+    return Deferred(_parts_insert(dialect), params)
 
 
 class ModelCallsMixin(StoreBase):
@@ -69,15 +220,31 @@ class ModelCallsMixin(StoreBase):
 
     def __init__(self, backend: Backend) -> None:
         super().__init__(backend)
-        self.staged_calls: dict[str, RecordedCall] = {}
+        self.staged_calls: dict[str, Staged] = {}
         """Calls waiting for their log to be stored, by log id (see the module docstring)."""
 
-    def stage_model_call(self, call: RecordedCall) -> None:
-        """Hold ``call`` until its ``llm_call`` log (``call.log_id``) is stored, with it."""
+    def stage_recording(
+        self, log_id: str, recording: dict[str, Any], parts: RequestParts | None
+    ) -> None:
+        """Hold a call's recording until its ``llm_call`` log (``log_id``) is stored, with it.
+
+        ``parts``: the parts the recording names, when their row may not be stored yet.
+        """
         staged = self.staged_calls
-        staged[call.log_id] = call
+        staged[log_id] = (recording, parts)
         if len(staged) > MAX_STAGED:
             del staged[next(iter(staged))]
+
+    def stage_model_call(self, call: RecordedCall) -> None:
+        """Hold ``call`` (an imported one) until its log (``call.log_id``) is stored, with it."""
+        recording, parts = stored_form(call)
+        self.stage_recording(call.log_id, recording, parts)
+
+    def parts_write(self, parts: RequestParts, created_at: int, tx: Transaction | None) -> Deferred:
+        """The write of ``parts``' row in ``tx``; they count as stored once it commits."""
+        if tx is not None:
+            tx.after_commit(parts.mark_stored)
+        return parts_write(self._backend.dialect, parts, created_at)
 
     async def list_model_calls(
         self, thread_id: str, *, tx: Transaction | None = None
@@ -86,6 +253,7 @@ class ModelCallsMixin(StoreBase):
         params = {"b_tid": thread_id}
 
         def op(conn: Connection) -> list[RecordedCall]:
-            return [recorded_call(thread_id, row) for row in _LIST.rows(conn, params)]
+            rows = _LIST.rows(conn, params)
+            return expanded_calls(thread_id, rows, read_parts(conn, rows))
 
         return await self._read_one(op, tx)

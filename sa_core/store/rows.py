@@ -166,3 +166,24 @@ class RecordedCall:
             response=dict(data.get("response") or {}),
             created_at=int(data.get("created_at") or 0),
         )
+
+
+@dataclass(slots=True, eq=False)
+class RequestParts:
+    """The unchanging parts of recorded requests, stored once per distinct content.
+
+    Attributes:
+        key: Its digest (16 hex digits of SHA-256 over the part digests, :func:`parts_key`).
+        parts: ``system`` (digest), ``tools`` (digest by name), ``settings`` (digest) and, when
+            known, ``texts`` (their words: ``system``, ``tools``, ``settings``).
+        stored: Whether a committed transaction of this process wrote its row (then no call
+            writes it again).
+    """
+
+    key: str
+    parts: dict[str, Any]
+    stored: bool = False
+
+    def mark_stored(self) -> None:
+        """Note that its row is committed (called after the commit that wrote it)."""
+        self.stored = True

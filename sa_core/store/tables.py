@@ -180,6 +180,17 @@ logs = Table(
 )
 """A log row (model calls, tool calls, errors; a used model call's recording)."""
 
+request_parts = Table(
+    "request_parts",
+    metadata,
+    _column("key", String, primary_key=True),
+    _column("parts", _json(), nullable=False),
+    _column("created_at", BigInteger, nullable=False),
+)
+"""The unchanging parts of recorded model requests (the digests of the system prompt, each
+tool and the settings, and their words), stored once per distinct content and shared by every
+call that sent them (``logs.recording`` names its row by ``key``; sa_core.store.modelcalls)."""
+
 files = Table(
     "files",
     metadata,

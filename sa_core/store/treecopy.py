@@ -24,7 +24,7 @@ from sa_core.store.clock import now_us
 from sa_core.store.filehistory import put_blob
 from sa_core.store.interface import Transaction
 from sa_core.store.messagerows import MESSAGE_COLUMNS, messages_from_rows
-from sa_core.store.modelcalls import recorded_call
+from sa_core.store.modelcalls import RECORDED_COLUMNS, expanded_calls, read_parts
 from sa_core.store.paths import split_path
 from sa_core.store.rows import RecordedCall
 from sa_core.store.timeline import Segment
@@ -126,13 +126,14 @@ class TreeCopyMixin(TimelineMixin):
         rows = await self._through_timeline(
             thread_id,
             lambda s: (
-                select(_L.id, _L.created_at, _L.recording)
+                select(*RECORDED_COLUMNS)
                 .where(*_in(_L, s), _L.recording.is_not(None))
                 .order_by(_L.created_at, _L.seq)
             ),
             tx,
         )
-        return [recorded_call(thread_id, row) for row in rows]
+        parts = await self._read(lambda conn: read_parts(conn, rows), tx)
+        return expanded_calls(thread_id, rows, parts)
 
     async def file_rows(self, thread_id: str, *, tx: Transaction | None = None) -> list[FileRow]:
         """A thread's files and directories as they are, with their bytes, by path."""
