@@ -42,12 +42,12 @@ from sa_core.errors import (
     ApprovalNotFoundError,
 )
 from sa_core.errors import ApprovalError as ApprovalError
-from sa_core.spec import SideConfig, ToolCall, ToolCallFunction, ToolResult
+from sa_core.spec import Side, SideConfig, ToolCall, ToolCallFunction, ToolResult
 from sa_core.spec.schemas import validate_args
 from sa_core.store.clock import now_us
 
 if TYPE_CHECKING:
-    from sa_core.engine.flow import Flow
+    from sa_core.engine.flowview import FlowView
     from sa_core.engine.kernel import Kernel
     from sa_core.engine.threads import ThreadRef
     from sa_core.engine.tools import OfferedTool
@@ -104,7 +104,7 @@ def mark_pending(kernel: Kernel, thread_id: str) -> None:
 
 
 async def gate(
-    flow: Flow, call: ToolCall, offered: dict[str, OfferedTool], config: SideConfig
+    flow: FlowView, call: ToolCall, offered: dict[str, OfferedTool], config: SideConfig
 ) -> Message | None | Literal[False]:
     """Before a tool call runs: ``False`` to run it, ``None`` when parked, or a refusal row.
 
@@ -150,7 +150,7 @@ async def gate(
     return None
 
 
-async def settle(flow: Flow, side: str, config: SideConfig) -> Parked | None:
+async def settle(flow: FlowView, side: str, config: SideConfig) -> Parked | None:
     """Before a step: act on decided calls; why the turn stays parked, while a call waits.
 
     Returns:
@@ -209,7 +209,7 @@ def _parked_reason(calls: dict[str, Any]) -> Parked:
 
 
 async def _act_on(
-    flow: Flow, entry: dict[str, Any], offered: dict[str, OfferedTool], config: SideConfig
+    flow: FlowView, entry: dict[str, Any], offered: dict[str, OfferedTool], config: SideConfig
 ) -> None:
     """Run an approved call, or store a denied call's refusal or a client call's result."""
     decision = entry["decision"]
@@ -239,7 +239,7 @@ async def _act_on(
         await store_tool_row(flow, call, result, config)
 
 
-async def _resume_turn(flow: Flow, first: str | None) -> None:
+async def _resume_turn(flow: FlowView, first: str | None) -> None:
     """In a new flow, put the parked turn's messages back in front of the flow's own."""
     if first is None or any(m.id == first for m in flow.messages):
         return
@@ -336,7 +336,7 @@ async def decide(
         "decided_at": now_us(),
     }
     await store.set_value(thread_id, KEY, pending)
-    side: Literal["a", "b"] = "b" if pending.get("side") == "b" else "a"
+    side: Side = "b" if pending.get("side") == "b" else "a"
     if all(c.get("decision") is not None for c in calls.values()):
         parent_id = thread.row.parent_id
         if parent_id is not None:

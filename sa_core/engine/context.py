@@ -11,15 +11,12 @@ import base64
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from sa_core import jsontext
 from sa_core.cachepolicy import cached_messages
 from sa_core.providers import ProviderImage, ProviderMessage, ProviderToolCall
-from sa_core.spec import EnvPart, IncludePart, Message, PromptDefinition, TextPart
+from sa_core.spec import EnvPart, IncludePart, Message, PromptDefinition, Side, TextPart
 
-Side = Literal["a", "b"]
-SIDE_ROLE: dict[Side, Literal["assistant", "user"]] = {"a": "assistant", "b": "user"}
 MISSING_RESULT = (
     'Tool result missing from conversation history for prior call "{name}". '
     "Treat this as a failed tool call."

@@ -19,10 +19,9 @@ from sa_core.engine.messages import announce_created, new_id, new_message, prepa
 from sa_core.engine.owed import ensure_running
 from sa_core.engine.placement import Admission
 from sa_core.engine.remote_cancel import cancel_outstanding, remote_children
-from sa_core.engine.subagent_vars import scoped_names
 from sa_core.engine.threads import ThreadRef
 from sa_core.errors import ThreadNotFoundError, ThreadTerminatedError
-from sa_core.spec import AttachmentRef, QueueMessageInput, ToolAttachment
+from sa_core.spec import AttachmentRef, QueueMessageInput, Side, ToolAttachment
 from sa_core.store.clock import now_us
 from sa_core.store.conflicts import ThreadChanged
 from sa_core.store.execution_record import ExecutionRecord, ResumePoint
@@ -287,7 +286,7 @@ async def _owe_turn(
 def start_turn(
     kernel: Kernel,
     thread_id: str,
-    side: Literal["a", "b"],
+    side: Side,
     *,
     initial: Message | None = None,
     claimed: bool = False,
@@ -319,7 +318,7 @@ def start_turn(
     return started
 
 
-def owed_record(thread: ThreadRef, message: Message, side: Literal["a", "b"]) -> ExecutionRecord:
+def owed_record(thread: ThreadRef, message: Message, side: Side) -> ExecutionRecord:
     """The execution record of a thread that owes a turn starting at ``message``."""
     turns = thread.row.execution.get("turns") or {}
     point = ResumePoint(
@@ -437,34 +436,3 @@ async def terminate(kernel: Kernel, thread: ThreadRef) -> None:
     await kernel.store.finish_execution(thread.thread_id, "aborted_by_user")
     if row.parent_id is not None:
         await kernel.threads.update_child(row.parent_id, thread.thread_id, status="terminated")
-
-
-async def set_env(
-    kernel: Kernel, thread: ThreadRef, name: str, value: str, type_: str | None
-) -> None:
-    """Set a variable on a thread and the descendants that inherit it.
-
-    A descendant whose agent graph declares ``name`` scoped does not inherit it (nor do its
-    own descendants, which inherit from it). Live handles see the new value at once.
-    """
-    rows = [thread.row]
-    for thread_id in await kernel.store.descendant_ids(thread.thread_id):
-        row = kernel.threads.live_row(thread_id) or await kernel.store.get_thread(thread_id)
-        if row is not None:
-            rows.append(row)
-    cut: set[str] = set()
-    for row in rows:
-        if row is not thread.row:
-            scope = kernel.registry.scopes.get(row.package)
-            agent = scope.agents.get(row.agent_id) if scope is not None else None
-            if row.parent_id in cut or (
-                scope is not None and agent is not None and name in scoped_names(scope, agent)
-            ):
-                cut.add(row.id)
-                continue
-        if row.terminated is not None:
-            continue
-        env = {**row.env, name: value}
-        env_types = {**row.env_types, name: type_} if type_ else row.env_types
-        row.env, row.env_types = env, env_types
-        await kernel.store.update_thread(row.id, env=env, env_types=env_types)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from sa_core.engine import subagent_lifecycle, subagents, subprompts
 from sa_core.engine.files import attachment_paths, existing_refs
 from sa_core.engine.flowtypes import PendingHandoff
+from sa_core.engine.flowview import flow_of
 from sa_core.engine.offered import resolve_any_tool
 from sa_core.engine.threads import tool_config
 from sa_core.engine.tools import (
@@ -21,6 +22,7 @@ from sa_core.spec.schemas import validate_args
 
 if TYPE_CHECKING:
     from sa_core.engine.flow import Flow
+    from sa_core.engine.flowview import FlowView
     from sa_core.engine.kernel import Kernel
     from sa_core.engine.threads import ThreadRef
 
@@ -58,7 +60,7 @@ async def execute_call(
 async def run_offered(
     kernel: Kernel,
     thread: ThreadRef,
-    flow: Flow | None,
+    flow: FlowView | None,
     tool: OfferedTool,
     arguments: dict[str, Any],
     tool_message_id: str | None,
@@ -107,7 +109,7 @@ async def run_offered(
 async def _handoff(
     kernel: Kernel,
     thread: ThreadRef,
-    flow: Flow | None,
+    flow: FlowView | None,
     tool: OfferedTool,
     arguments: dict[str, Any],
 ) -> ToolResult:
@@ -149,7 +151,7 @@ async def invoke_tool(
     kernel: Kernel, thread: ThreadRef, name: str, arguments: dict[str, Any]
 ) -> ToolResult:
     """``state.invoke_tool``: run one tool through the dispatcher; store no tool message."""
-    flow = thread.execution
+    flow = flow_of(thread)
     if name in LIFECYCLE_TOOLS:
         return await subagent_lifecycle.run_lifecycle_tool(
             kernel, thread, flow, name, arguments, None

@@ -19,12 +19,12 @@ from sa_core.spec import AttachmentRef, Message
 from sa_core.store.conflicts import QueueChanged
 
 if TYPE_CHECKING:
-    from sa_core.engine.flow import Flow
+    from sa_core.engine.flowview import FlowView
     from sa_core.store import Transaction
     from sa_core.store.rows import QueueEntry
 
 
-async def drain_queue(flow: Flow) -> None:
+async def drain_queue(flow: FlowView) -> None:
     """Move queued entries into the thread.
 
     Every queue write in this process flags the thread, so after the flow's first drain an
@@ -47,7 +47,7 @@ async def drain_queue(flow: Flow) -> None:
     await drain_entries(flow, None)
 
 
-async def drain_entries(flow: Flow, known: list[QueueEntry] | None) -> bool:
+async def drain_entries(flow: FlowView, known: list[QueueEntry] | None) -> bool:
     """Store queue entries as the thread's messages; returns whether any were drained.
 
     ``known``: the entries to remove by id (:meth:`Store.drain_entries`); ``None``: take
@@ -76,7 +76,9 @@ async def drain_entries(flow: Flow, known: list[QueueEntry] | None) -> bool:
     return True
 
 
-async def store_entries(flow: Flow, entries: list[QueueEntry], tx: Transaction) -> list[Message]:
+async def store_entries(
+    flow: FlowView, entries: list[QueueEntry], tx: Transaction
+) -> list[Message]:
     """Insert drained entries as messages in ``tx`` and move the resume point past them.
 
     An entry queued by ``state.run_agent`` is no message: it makes its agent the owner; nor

@@ -18,7 +18,7 @@ from sa_core.cachepolicy import THREAD_USE
 from sa_core.engine import clienttools, resume, toolcall
 from sa_core.engine import step as turn_step
 from sa_core.engine.approvals import settle
-from sa_core.engine.context import IncrementalConverter, Side, converter_for
+from sa_core.engine.context import IncrementalConverter, converter_for
 from sa_core.engine.drain import drain_queue
 from sa_core.engine.flowtypes import (
     PendingHandoff,
@@ -34,7 +34,7 @@ from sa_core.engine.toolrows import cleanup_after_abort, record_step_error
 from sa_core.engine.tools import OfferedTool
 from sa_core.engine.turnsettings import turn_asks
 from sa_core.engine.usage import stop_for_budget
-from sa_core.spec import AgentDefinition, Message, PromptDefinition, SideConfig, ToolCall
+from sa_core.spec import AgentDefinition, Message, PromptDefinition, Side, SideConfig, ToolCall
 from sa_core.spec.remote import REMOTE_PROMPT_PREFIX
 from sa_core.store.clock import now_us
 from sa_core.store.execution_record import ResumePoint

@@ -32,7 +32,7 @@ import os
 import socket
 import uuid
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from sa_core.engine import remote_push
 from sa_core.engine.child_wait import wake
@@ -41,6 +41,7 @@ from sa_core.engine.effects import MAX_EFFECT_ATTEMPTS
 from sa_core.engine.owed import ensure_running
 from sa_core.engine.placement import Admission
 from sa_core.engine.relay import FRAME_RETENTION_US, STREAM_CHANNEL, RelayBus, asyncpg_dsn
+from sa_core.spec import Side
 from sa_core.store.apikeys import KEYS_CHANNEL
 from sa_core.store.clock import now_us
 from sa_core.store.leases import LeaseLost, lease_guard, lease_valid
@@ -243,9 +244,7 @@ class Workers:
         thread's turns are still fenced by the database (:meth:`fence`).
         """
         at = self.expires.get(thread_id)
-        return (
-            at is not None and thread_id in self.held and at - now_us() >= self.ttl_us // 2
-        )
+        return at is not None and thread_id in self.held and at - now_us() >= self.ttl_us // 2
 
     def settled(self, thread_id: str) -> bool:
         """Whether the thread's lease is kept after its runner settled (nothing owed since)."""
@@ -311,9 +310,7 @@ class Workers:
             self.expires.pop(thread_id, None)
             self._spawn(self.store.release_lease(thread_id, self.worker_id, token, handover=True))
 
-    def notify_work(
-        self, thread_id: str, side: Literal["a", "b"] = "a", holder: str | None = None
-    ) -> None:
+    def notify_work(self, thread_id: str, side: Side = "a", holder: str | None = None) -> None:
         """Tell the other workers that a thread has queued work.
 
         The one running the thread takes it in before its next step; the others try to take
@@ -397,7 +394,7 @@ class Workers:
             live.terminated = row.terminated
         await stop(kernel, thread_id)
 
-    def kick_if_queued(self, thread_id: str, side: Literal["a", "b"] = "a") -> None:
+    def kick_if_queued(self, thread_id: str, side: Side = "a") -> None:
         """Start the thread here if it has queued work (a lease held elsewhere stops it there).
 
         Without queued work a turn would run on nothing new: the holder may have taken the

@@ -19,11 +19,10 @@ import os
 import sys
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sa_core.engine.secrets import redact
-from sa_core.engine.tools import OfferedTool, flag_enabled
+from sa_core.engine.tools import McpToolRef, OfferedTool, flag_enabled
 from sa_core.errors import ConfigurationError
 from sa_core.spec import PromptToolConfig, ToolAttachment, ToolResult, tool_entry_name
 from sa_core.spec.mcp import MCPServerDefinition, split_mcp_name, substitute
@@ -39,15 +38,6 @@ if TYPE_CHECKING:
 
 CONNECTION_CLOSED = -32000  # the SDK's JSON-RPC code for a closed connection
 _MIME_SUFFIX = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp": "webp"}
-
-
-@dataclass(frozen=True, slots=True)
-class McpToolRef:
-    """The server and remote tool name behind an offered MCP tool."""
-
-    package: str
-    server: str
-    tool: str
 
 
 def offered_name(server: str, tool: str) -> str:

@@ -11,13 +11,13 @@ which of the two it has.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Protocol
+
+from sa_core.spec import Side
 
 if TYPE_CHECKING:
     from sa_core.engine.threads import LiveThreads
     from sa_core.store import Store
-
-Side = Literal["a", "b"]
 
 
 @dataclass(frozen=True, slots=True)

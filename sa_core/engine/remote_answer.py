@@ -31,7 +31,7 @@ from sa_core.engine.structured import OUTPUT
 from sa_core.spec import AttachmentRef
 
 if TYPE_CHECKING:
-    from sa_core.engine.flow import Flow
+    from sa_core.engine.flowview import FlowView
     from sa_core.engine.remote_client import RemoteError
     from sa_core.engine.remote_record import Record
     from sa_core.engine.remote_task import TaskView
@@ -91,7 +91,7 @@ def _stop_reason(state: str, failed: bool) -> StopReason:
 
 
 async def commit(
-    flow: Flow,
+    flow: FlowView,
     remote: RemoteAgentDefinition,
     record: Record,
     view: TaskView,
@@ -171,7 +171,7 @@ def _usage_log(remote: RemoteAgentDefinition, usage: dict[str, Any]) -> Any:
     return new_log("llm_call", data)
 
 
-async def replay(flow: Flow, remote: RemoteAgentDefinition) -> StepResult:
+async def replay(flow: FlowView, remote: RemoteAgentDefinition) -> StepResult:
     """End the session from the answer stored before a restart (or stop: nothing to send)."""
     last = next(
         (m for m in reversed(flow.messages) if (m.metadata or {}).get(A2A, {}).get("kind")),

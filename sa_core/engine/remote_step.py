@@ -1,7 +1,7 @@
 """A remote child's step: one A2A exchange where a local child would call its model.
 
 The flow of a remote child (a thread whose agent is a pack's remote agent) runs this instead
-of :func:`sa_core.engine.step.run_step` (:meth:`sa_core.engine.flow.Flow` asks the scope).
+of :func:`sa_core.engine.step.run_step` (:class:`sa_core.engine.flow.Flow` asks the scope).
 Everything around it is the subagent machinery of local children: the parent's messages
 reach the child as ``user`` messages (its first one owed with the child, later ones through
 the durable queue), and the child's session outcome reaches the parent when the flow settles
@@ -55,8 +55,8 @@ from sa_core.engine.secrets import redact
 from sa_core.store.clock import now_us
 
 if TYPE_CHECKING:
-    from sa_core.engine.flow import Flow
     from sa_core.engine.flowtypes import StepResult
+    from sa_core.engine.flowview import FlowView
     from sa_core.engine.remote_client import Connection
     from sa_core.engine.remote_task import TaskView
     from sa_core.spec import Message, RemoteAgentDefinition
@@ -90,7 +90,7 @@ def unanswered(messages: list[Message]) -> list[Message]:
     ]
 
 
-async def run_remote_step(flow: Flow, remote: RemoteAgentDefinition) -> StepResult:
+async def run_remote_step(flow: FlowView, remote: RemoteAgentDefinition) -> StepResult:
     """Run the exchange for the child's unanswered messages (see the module docstring)."""
     inputs = unanswered(flow.messages)
     if not inputs:
@@ -118,7 +118,7 @@ async def run_remote_step(flow: Flow, remote: RemoteAgentDefinition) -> StepResu
 
 
 async def _run(
-    flow: Flow, remote: RemoteAgentDefinition, exchange: Exchange, inputs: list[Message]
+    flow: FlowView, remote: RemoteAgentDefinition, exchange: Exchange, inputs: list[Message]
 ) -> None:
     """Send (or, after a restart, follow) within the timeout; failures land in ``exchange``."""
     kernel, thread = flow.engine, flow.thread
@@ -159,7 +159,7 @@ async def _run(
 
 
 async def _connected(
-    flow: Flow, remote: RemoteAgentDefinition, exchange: Exchange, inputs: list[Message]
+    flow: FlowView, remote: RemoteAgentDefinition, exchange: Exchange, inputs: list[Message]
 ) -> None:
     """Send the inputs, or follow their task; an unreachable agent is retried once it has one.
 
@@ -189,7 +189,7 @@ async def _connected(
 
 
 async def _talk(
-    flow: Flow,
+    flow: FlowView,
     conn: Connection,
     exchange: Exchange,
     inputs: list[Message],
@@ -211,7 +211,7 @@ async def _talk(
     await send(conn, request, exchange.view, progress, wake if push else None)
 
 
-async def _files(flow: Flow, inputs: list[Message]) -> list[tuple[str, str, bytes]]:
+async def _files(flow: FlowView, inputs: list[Message]) -> list[tuple[str, str, bytes]]:
     """``(name, mime type, bytes)`` of the inputs' attachments, read from the child's files."""
     found: list[tuple[str, str, bytes]] = []
     for message in inputs:
@@ -223,7 +223,7 @@ async def _files(flow: Flow, inputs: list[Message]) -> list[tuple[str, str, byte
     return found
 
 
-async def _progress(flow: Flow, exchange: Exchange, view: TaskView) -> None:
+async def _progress(flow: FlowView, exchange: Exchange, view: TaskView) -> None:
     """After each item: commit the task's id once known, store status texts as notes."""
     kernel, thread = flow.engine, flow.thread
     record = exchange.record

@@ -22,12 +22,11 @@ from typing import TYPE_CHECKING
 
 from sa_core.engine import clienttools, dispatch, toolcall
 from sa_core.engine import step as turn_step
-from sa_core.engine.context import Side
 from sa_core.engine.flowtypes import StepResult
 from sa_core.engine.messages import update_message
 from sa_core.engine.offered import offered_tools
 from sa_core.engine.toolrows import store_error_row
-from sa_core.spec import Message, SideConfig, ToolCall
+from sa_core.spec import Message, Side, SideConfig, ToolCall
 
 if TYPE_CHECKING:
     from sa_core.engine.flow import Flow

@@ -8,7 +8,7 @@ stopped process left owed (:func:`sa_core.engine.owed.ensure_running` starts one
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from sa_core.engine import approvals
 from sa_core.engine.flow import Flow
@@ -16,10 +16,12 @@ from sa_core.engine.oneshot import termination_fields
 from sa_core.engine.scrub import emit
 from sa_core.engine.subagent_report import on_flow_end, settled_execution
 from sa_core.engine.threads import ThreadRef
+from sa_core.spec import Side
 from sa_core.store.clock import now_us
 
 if TYPE_CHECKING:
     from sa_core.engine.flowtypes import StopReason
+    from sa_core.engine.flowview import FlowView
     from sa_core.engine.kernel import Kernel
     from sa_core.spec import Message
     from sa_core.store.execution_record import ResumePoint
@@ -34,7 +36,7 @@ The engine now keeps a typed execution record per thread (``store.get_execution`
 async def run_flow(
     kernel: Kernel,
     thread_id: str,
-    side: Literal["a", "b"],
+    side: Side,
     initial: list[Message],
     resume: ResumePoint | None,
 ) -> Flow | None:
@@ -90,7 +92,7 @@ async def run_flow(
     return flow
 
 
-async def settle_flow(kernel: Kernel, flow: Flow, reason: StopReason | None = None) -> None:
+async def settle_flow(kernel: Kernel, flow: FlowView, reason: StopReason | None = None) -> None:
     """Record a finished flow: the outcome, a parent's report and "nothing owed", at once.
 
     ``reason`` is why the flow stopped when it is settled before :meth:`Flow.run` returns
@@ -117,7 +119,7 @@ async def settle_flow(kernel: Kernel, flow: Flow, reason: StopReason | None = No
         kernel.threads.keep(thread_id)
 
 
-async def settle(kernel: Kernel, flow: Flow, reason: str) -> None:
+async def settle(kernel: Kernel, flow: FlowView, reason: str) -> None:
     """Write a flow's end on its thread's row (and a child's outcome, in the same update)."""
     thread = flow.thread
     row = thread.row
@@ -163,7 +165,7 @@ async def resume_interrupted(kernel: Kernel) -> None:
         if row is None or row.terminated is not None or row.stopped:
             continue
         marker = marker if isinstance(marker, dict) else {}
-        side: Literal["a", "b"] = "b" if marker.get("side") == "b" else "a"
+        side: Side = "b" if marker.get("side") == "b" else "a"
         for message_id in marker.get("messages", []):
             message = await store.get_message(thread_id, message_id)
             if message is not None:

@@ -20,22 +20,23 @@ import functools
 from collections.abc import Coroutine
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from sa_core.engine.flowtypes import side_for_role
 from sa_core.engine.priority import background_context
 from sa_core.engine.running import run_flow, settle_flow
+from sa_core.spec import Side
 
 if TYPE_CHECKING:
     from sa_core.engine.flow import Flow
     from sa_core.engine.flowtypes import StopReason
+    from sa_core.engine.flowview import FlowView
     from sa_core.engine.kernel import Kernel
     from sa_core.spec import Message
     from sa_core.store import Store, Transaction
     from sa_core.store.execution_record import ResumePoint
     from sa_core.store.rows import QueueEntry
 
-Side = Literal["a", "b"]
 
 _RUNNER: ContextVar[str | None] = ContextVar("sa_runner_thread", default=None)
 """The thread whose runner task this is (set in the runner's own context)."""
@@ -389,7 +390,7 @@ class Scheduler:
             self._runner_ended(thread_id, settled)
 
     async def settle_in(
-        self, flow: Flow, tx: Transaction, reason: StopReason | None = None
+        self, flow: FlowView, tx: Transaction, reason: StopReason | None = None
     ) -> list[QueueEntry]:
         """Settle a runner's flow in ``tx``, and read the queue last (one commit).
 

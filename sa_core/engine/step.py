@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from sa_core.engine import clienttools, structured, toolcall
 from sa_core.engine.compaction import compact_history
-from sa_core.engine.context import SIDE_ROLE, Side, dumps_compact, registry_system_message
-from sa_core.engine.flowtypes import StepResult, StopReason, other
+from sa_core.engine.context import dumps_compact, registry_system_message
+from sa_core.engine.flowtypes import SIDE_ROLE, StepResult, StopReason, other
 from sa_core.engine.mcp import offered_mcp_tools
 from sa_core.engine.messages import (
     complete_prepared,
@@ -41,6 +41,7 @@ from sa_core.spec import (
     Message,
     ModelDefinition,
     PromptDefinition,
+    Side,
     SideConfig,
     ToolCall,
     ToolCallFunction,

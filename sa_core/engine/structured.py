@@ -26,17 +26,15 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel
 from pydantic_core import from_json
 
-from sa_core.engine.context import SIDE_ROLE
-from sa_core.engine.flowtypes import SessionOutcome
+from sa_core.engine.flowtypes import SIDE_ROLE, SessionOutcome
 from sa_core.providers import OutputSchema, ProviderTool
 from sa_core.spec.records import ToolCall, ToolCallFunction
 from sa_core.spec.schemas import json_schema_of, validate_output
 
 if TYPE_CHECKING:
-    from sa_core.engine.context import Side
-    from sa_core.engine.flow import Flow
+    from sa_core.engine.flowview import FlowView
     from sa_core.providers import Provider, ProviderRequest, StreamChunk
-    from sa_core.spec import PromptDefinition
+    from sa_core.spec import PromptDefinition, Side
     from sa_core.spec.records import Log
 
 FINAL_TOOL = "final_answer"
@@ -150,7 +148,7 @@ def parse_text(text: str) -> tuple[Any, list[str]]:
 
 
 async def check_answer(
-    flow: Flow, prompt: PromptDefinition, side: Side, calls: list[Any], content: str, log: Log
+    flow: FlowView, prompt: PromptDefinition, side: Side, calls: list[Any], content: str, log: Log
 ) -> Answer:
     """Check a step's answer against the prompt's ``output_schema``.
 
@@ -204,7 +202,7 @@ async def check_answer(
     return Answer([final], content, {OUTPUT_ERROR: problems}, rejection)
 
 
-async def end_child_session(flow: Flow, answer: Answer) -> Literal["session_stop"] | None:
+async def end_child_session(flow: FlowView, answer: Answer) -> Literal["session_stop"] | None:
     """End a subagent's session on a validated answer: its JSON is what the parent receives.
 
     The schema is the child's deliverable, so the first answer that matches it ends the
@@ -268,7 +266,7 @@ class PartialOutput:
         return value
 
 
-def _rejected_before(flow: Flow, role: str) -> bool:
+def _rejected_before(flow: FlowView, role: str) -> bool:
     """Whether the acting side's last message in this flow was a rejected answer."""
     for message in reversed(flow.messages):
         if message.role == role:

@@ -40,7 +40,7 @@ from sa_core.spec import (
 from sa_core.store.clock import now_us
 
 if TYPE_CHECKING:
-    from sa_core.engine.flow import Flow
+    from sa_core.engine.flowview import FlowView
     from sa_core.engine.kernel import Kernel
     from sa_core.engine.threads import ThreadRef
     from sa_core.spec import Message, PromptDefinition
@@ -59,7 +59,7 @@ def child_role(config: SubagentToolConfig) -> str:
 async def create(
     kernel: Kernel,
     thread: ThreadRef,
-    flow: Flow | None,
+    flow: FlowView | None,
     tool: OfferedTool,
     *,
     message: str,
@@ -315,7 +315,7 @@ async def _hand_over_first(
         return await owe_first_turn(kernel, child, role, message, attachments)
 
 
-def _spawn_group(flow: Flow | None) -> str | None:
+def _spawn_group(flow: FlowView | None) -> str | None:
     if flow is None:
         return None
     for message in reversed(flow.messages):
@@ -498,14 +498,14 @@ def _immediate_instances(
     return instances
 
 
-async def run_immediate(flow: Flow) -> bool:
+async def run_immediate(flow: FlowView) -> bool:
     """Boot immediates after a handoff made a new prompt active; never ends the step."""
     if flow.context.pop("_immediate_due", False):
         await boot_immediate(flow.engine, flow.thread)
     return False
 
 
-def reset_immediate(flow: Flow) -> None:
+def reset_immediate(flow: FlowView) -> None:
     """Mark the new active prompt's immediates to boot before the next step."""
     flow.context["_immediate_due"] = True
 

@@ -11,21 +11,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sa_core.engine.variables import graph_variables
+from sa_core.engine.variables import scoped_names
 from sa_core.spec import AgentDefinition, ToolResult
 
 if TYPE_CHECKING:
-    from sa_core.engine.flow import Flow
+    from sa_core.engine.flowview import FlowView
     from sa_core.engine.kernel import Kernel
     from sa_core.engine.threads import ThreadRef
     from sa_core.engine.tools import OfferedTool
     from sa_core.registry import PackScope
     from sa_core.store import Store, ThreadRow
-
-
-def scoped_names(scope: PackScope, agent: AgentDefinition) -> set[str]:
-    """Variables declared ``scoped`` anywhere in a child agent's graph."""
-    return {d.variable.name for d in graph_variables(scope, agent) if d.variable.scoped}
 
 
 def child_env(parent: ThreadRow, scope: PackScope, agent: AgentDefinition) -> dict[str, str]:
@@ -37,7 +32,7 @@ def child_env(parent: ThreadRow, scope: PackScope, agent: AgentDefinition) -> di
 async def defer_for_variables(
     kernel: Kernel,
     thread: ThreadRef,
-    flow: Flow | None,
+    flow: FlowView | None,
     tool: OfferedTool,
     message: str,
     paths: list[str],
@@ -99,4 +94,4 @@ async def variables_request(store: Store, parent_id: str, request_id: str) -> di
     }
 
 
-__all__ = ["child_env", "defer_for_variables", "scoped_names", "variables_request"]
+__all__ = ["child_env", "defer_for_variables", "variables_request"]

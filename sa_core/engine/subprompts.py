@@ -19,6 +19,7 @@ from sa_core.spec import AttachmentRef, Message, SubpromptConfig, ToolResult
 
 if TYPE_CHECKING:
     from sa_core.engine.flow import Flow
+    from sa_core.engine.flowview import FlowView
     from sa_core.engine.kernel import Kernel
     from sa_core.engine.threads import ThreadRef
     from sa_core.engine.tools import OfferedTool
@@ -29,7 +30,7 @@ FAILED_PREFIX = "Failed to execute tool: "
 async def run_subprompt(
     kernel: Kernel,
     thread: ThreadRef,
-    parent: Flow | None,
+    parent: FlowView | None,
     tool: OfferedTool,
     arguments: dict[str, Any],
     tool_message_id: str | None,

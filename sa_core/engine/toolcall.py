@@ -14,13 +14,14 @@ from typing import TYPE_CHECKING
 
 from sa_core.engine import dispatch
 from sa_core.engine.approvals import gate
-from sa_core.engine.context import SIDE_ROLE, Side, dumps_compact
+from sa_core.engine.context import dumps_compact
+from sa_core.engine.flowtypes import SIDE_ROLE
 from sa_core.engine.messages import create_message, new_id, new_message
 from sa_core.engine.scrub import emit
 from sa_core.engine.subagent_report import forward_status
 from sa_core.engine.toolrows import as_result, refused_on_resume, store_tool_row
 from sa_core.engine.tools import OfferedTool
-from sa_core.spec import Message, PromptDefinition, SideConfig, ToolCall, ToolCallFunction
+from sa_core.spec import Message, PromptDefinition, Side, SideConfig, ToolCall, ToolCallFunction
 from sa_core.store.packitems import StoreWrites
 from sa_core.telemetry import tool_call
 

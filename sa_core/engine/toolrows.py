@@ -45,7 +45,7 @@ from sa_core.store.clock import now_us
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
-    from sa_core.engine.flow import Flow
+    from sa_core.engine.flowview import FlowView
     from sa_core.store.packitems import ItemWrite, StoreWrites
 
 STOPPED_BY_USER = "Execution stopped by user"
@@ -59,7 +59,7 @@ NO_SIDE = SideConfig(prompt="")
 
 
 async def store_tool_row(
-    flow: Flow,
+    flow: FlowView,
     call: ToolCall,
     result: ToolResult,
     config: SideConfig,
@@ -128,14 +128,14 @@ def _row_metadata(result: ToolResult, extra: dict[str, Any] | None) -> dict[str,
     return {**error, **extra} if extra else error
 
 
-async def store_error_row(flow: Flow, call: ToolCall, error: str) -> Message:
+async def store_error_row(flow: FlowView, call: ToolCall, error: str) -> Message:
     """Store the failed result ``error`` for ``call`` as it is (no hook, no session tool)."""
     return await store_tool_row(
         flow, call, ToolResult(status="error", error=error), NO_SIDE, raw=True
     )
 
 
-async def _stored_refs(flow: Flow, result: ToolResult) -> list[AttachmentRef]:
+async def _stored_refs(flow: FlowView, result: ToolResult) -> list[AttachmentRef]:
     """The result's attachments as references, inline ones stored in the thread first."""
     refs: list[AttachmentRef] = []
     for item in result.attachments:
@@ -157,7 +157,7 @@ async def _stored_refs(flow: Flow, result: ToolResult) -> list[AttachmentRef]:
 
 
 async def _mapped_content(
-    flow: Flow,
+    flow: FlowView,
     call: ToolCall,
     result: ToolResult,
     config: SideConfig,
@@ -195,13 +195,14 @@ async def _mapped_content(
 
 
 def ends_session(
-    flow: Flow, call: ToolCall, result: ToolResult, config: SideConfig
+    flow: FlowView, call: ToolCall, result: ToolResult, config: SideConfig
 ) -> Literal["session_stop", "session_fail"] | None:
     """Why the flow stops once this tool row is stored, when nothing left can change it.
 
     The step's only call is the side's ``session_fail`` or ``session_stop`` tool and it
     succeeded, in the thread's top-level flow run by its runner, with no queued tool,
-    handoff or stop pending: :meth:`Flow.after_step` would end the session on this row.
+    handoff or stop pending: :meth:`sa_core.engine.flow.Flow.after_step` would end the
+    session on this row.
     """
     if call.id != flow.sole_call or result.status != "success" or not flow.settles_in_step():
         return None
@@ -213,7 +214,7 @@ def ends_session(
 
 
 async def store_row_with_writes(
-    flow: Flow, row: Message, writes: Sequence[ItemWrite]
+    flow: FlowView, row: Message, writes: Sequence[ItemWrite]
 ) -> Message:
     """Store a tool row and the tool's writes to the pack's store in one commit.
 
@@ -230,7 +231,7 @@ async def store_row_with_writes(
 
 
 async def store_ending_row(
-    flow: Flow,
+    flow: FlowView,
     row: Message,
     reason: Literal["session_stop", "session_fail"],
     writes: Sequence[ItemWrite] = (),
@@ -256,7 +257,7 @@ async def store_ending_row(
     return stored
 
 
-async def cleanup_after_abort(flow: Flow) -> None:
+async def cleanup_after_abort(flow: FlowView) -> None:
     """After a stop (or shutdown) cancelled the flow: settle the model call and the tool calls.
 
     A user stop keeps what the model already said; the calls left without a result get
@@ -292,7 +293,7 @@ async def cleanup_after_abort(flow: Flow) -> None:
     flow.stopped_by = "aborted_by_user"
 
 
-async def fail_unanswered_message(flow: Flow, updates: dict[str, Any]) -> None:
+async def fail_unanswered_message(flow: FlowView, updates: dict[str, Any]) -> None:
     """Store the message of a model call that never completed as ``failed``.
 
     Watched or not, a failed call leaves the same row: the prepared (not yet stored)
@@ -303,7 +304,7 @@ async def fail_unanswered_message(flow: Flow, updates: dict[str, Any]) -> None:
         flow.remember(await complete_prepared(flow.engine, flow.thread, prepared, updates))
 
 
-async def record_step_error(flow: Flow, exc: Exception) -> None:
+async def record_step_error(flow: FlowView, exc: Exception) -> None:
     """A step crashed: fail its model call and its unanswered calls, and log the error."""
     text = f"{type(exc).__name__}: {exc}"
     data: dict[str, Any] = {"error": text, "depth": flow.depth}
@@ -364,7 +365,7 @@ def as_result(value: Any, fallback: ToolResult) -> ToolResult:
 
 
 def refused_on_resume(
-    flow: Flow,
+    flow: FlowView,
     call: ToolCall,
     offered: dict[str, OfferedTool],
     attempt: int,

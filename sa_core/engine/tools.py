@@ -32,7 +32,6 @@ from sa_core.spec.mcp import split_mcp_name
 from sa_core.spec.schemas import EMPTY_OBJECT_SCHEMA, json_schema_of, validate_args
 
 if TYPE_CHECKING:
-    from sa_core.engine.mcp import McpToolRef
     from sa_core.registry import PackScope
 
 ToolKind = Literal["native", "prompt", "handoff", "subagent", "lifecycle", "mcp", "client"]
@@ -41,6 +40,15 @@ NOT_AVAILABLE = (
     'Tool "{name}" is not available for this prompt. You can only use tools that were '
     "explicitly configured for this prompt."
 )
+
+
+@dataclass(frozen=True, slots=True)
+class McpToolRef:
+    """The server and remote tool name behind an offered MCP tool."""
+
+    package: str
+    server: str
+    tool: str
 
 
 @dataclass(slots=True)

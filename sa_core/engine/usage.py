@@ -24,13 +24,12 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from sa_core.engine.context import SIDE_ROLE
-from sa_core.engine.flowtypes import SessionOutcome
+from sa_core.engine.flowtypes import SIDE_ROLE, SessionOutcome
 from sa_core.engine.messages import create_message, new_message
 from sa_core.spec.base import DEFERRED
 
 if TYPE_CHECKING:
-    from sa_core.engine.flow import Flow
+    from sa_core.engine.flowview import FlowView
     from sa_core.engine.kernel import Kernel
     from sa_core.engine.threads import ThreadRef
     from sa_core.store import Store
@@ -205,7 +204,7 @@ async def budget_exhausted(kernel: Kernel, thread: ThreadRef) -> str | None:
     return None
 
 
-async def stop_for_budget(flow: Flow, side: str) -> bool:
+async def stop_for_budget(flow: FlowView, side: str) -> bool:
     """Before a model call: when a budget is exhausted, record it and end the session.
 
     Stores an assistant row (status ``failed``, so it never enters a later context) whose content
