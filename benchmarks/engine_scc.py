@@ -22,7 +22,9 @@ ROOT = Path(__file__).resolve().parents[1]
 ENGINE = ROOT / "sa_core" / "engine"
 PREFIX = "sa_core.engine."
 KERNEL = "kernel"
-TURN_LOOP = frozenset({"dispatch", "flow", "resume", "step", "subprompts", "toolcall"})
+TURN_LOOP = frozenset(
+    {"turn.dispatch", "turn.flow", "turn.resume", "turn.step", "turn.subprompts", "turn.toolcall"}
+)
 """The documented cycle (module names relative to ``sa_core.engine``)."""
 
 

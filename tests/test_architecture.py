@@ -388,93 +388,6 @@ KERNEL = "sa_core/engine/kernel.py"
 services it holds (scheduler, schedules, effects, model caller, MCP, prompt caches), which
 live in the groups above the root. Its run-time imports follow the rule like any other."""
 
-FLAT_GROUPS: dict[str, str] = {
-    **dict.fromkeys(
-        [
-            "kernel",
-            "threads",
-            "events",
-            "flowtypes",
-            "flowview",
-            "messages",
-            "files",
-            "secrets",
-            "variables",
-            "placement",
-            "childlink",
-            "priority",
-            "owed",
-            "scrub",
-            "oneshot",
-            "forkrefs",
-        ],
-        "root",
-    ),
-    **dict.fromkeys(["tools", "mcp", "offered", "toolrows", "approvals"], "tools"),
-    **dict.fromkeys(
-        [
-            "context",
-            "pastcontext",
-            "compaction",
-            "compaction_summary",
-            "promptcache",
-            "modelcall",
-            "retry",
-            "structured",
-            "usage",
-            "turnsettings",
-            "embedder",
-            "caches",
-        ],
-        "model",
-    ),
-    **dict.fromkeys(
-        [
-            "remote_answer",
-            "remote_cancel",
-            "remote_client",
-            "remote_exchange",
-            "remote_push",
-            "remote_record",
-            "remote_step",
-            "remote_task",
-        ],
-        "remote",
-    ),
-    **dict.fromkeys(["delivery", "effects"], "delivery"),
-    **dict.fromkeys(
-        [
-            "subagents",
-            "subagent_spawn",
-            "subagent_lifecycle",
-            "subagent_report",
-            "subagent_vars",
-            "child_start",
-            "child_wait",
-            "creation",
-            "runagent",
-        ],
-        "subagents",
-    ),
-    **dict.fromkeys(
-        [
-            "flow",
-            "step",
-            "running",
-            "resume",
-            "drain",
-            "dispatch",
-            "toolcall",
-            "subprompts",
-            "clienttools",
-        ],
-        "turn",
-    ),
-    **dict.fromkeys(["scheduler", "leases", "relay", "schedules"], "workers"),
-    **dict.fromkeys(["cut", "fork", "rewind"], "timeline"),
-}
-"""While the engine is one flat folder: the group of each module (gone once they are moved)."""
-
 
 def engine_group(module: str) -> str | None:
     """The group of an engine module (or of a name in it), else ``None`` (not the engine)."""
@@ -483,8 +396,6 @@ def engine_group(module: str) -> str | None:
     parts = module.split(".")[2:]
     if not parts:
         return "root"
-    if parts[0] in FLAT_GROUPS:
-        return FLAT_GROUPS[parts[0]]
     return parts[0] if parts[0] in LAYERS[1:] else "root"
 
 
@@ -492,8 +403,7 @@ def typing_imports(tree: ast.AST) -> set[int]:
     """The ids of the import statements under an ``if TYPE_CHECKING:``."""
     found = set()
     for node in ast.walk(tree):
-        test = node.test if isinstance(node, ast.If) else None
-        if ast.unparse(test).endswith("TYPE_CHECKING") if test is not None else False:
+        if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING"):
             for inner in node.body:
                 found |= {
                     id(n) for n in ast.walk(inner) if isinstance(n, ast.Import | ast.ImportFrom)
@@ -530,8 +440,6 @@ def test_every_engine_module_belongs_to_a_group_of_the_layers() -> None:
     engine = ROOT / ENGINE
     packages = sorted(p.name for p in engine.iterdir() if (p / "__init__.py").exists())
     assert set(packages) <= set(LAYERS[1:]), f"sub-packages not in LAYERS: {packages}"
-    flat = sorted(p.stem for p in engine.glob("*.py") if p.stem != "__init__")
-    assert [m for m in flat if FLAT_GROUPS and m not in FLAT_GROUPS] == []
 
 
 @pytest.mark.parametrize(
@@ -599,7 +507,7 @@ def test_the_private_rule_catches_imports_module_attributes_and_foreign_objects(
     source = "\n".join(
         [
             "from sa_core.store.messages import _HISTORY",
-            "from sa_core.engine import flow",
+            "from sa_core.engine.turn import flow",
             "import sa_core.store.fast as fast",
             "flow._store_tool_row()",
             "fast._plan",
@@ -609,7 +517,7 @@ def test_the_private_rule_catches_imports_module_attributes_and_foreign_objects(
     )
     assert offences(private_reach, "sa_core/server/app.py", source) == [
         "sa_core/server/app.py:1: imports sa_core.store.messages._HISTORY",
-        "sa_core/server/app.py:4: reaches sa_core.engine.flow._store_tool_row",
+        "sa_core/server/app.py:4: reaches sa_core.engine.turn.flow._store_tool_row",
         "sa_core/server/app.py:5: reaches sa_core.store.fast._plan",
         "sa_core/server/app.py:7: reaches prepared._plan",
     ]

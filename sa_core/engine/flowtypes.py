@@ -1,9 +1,9 @@
 """What the pieces of the turn loop share: stop reasons, a step's result, how a session ended.
 
-The loop (:mod:`sa_core.engine.flow`), one model step (:mod:`sa_core.engine.step`), the tool
-calls (:mod:`sa_core.engine.toolcall`), the tool rows (:mod:`sa_core.engine.toolrows`), the queue
-drain (:mod:`sa_core.engine.drain`) and resuming (:mod:`sa_core.engine.resume`) all import these
-from here, below all of them.
+The loop (:mod:`sa_core.engine.turn.flow`), one model step (:mod:`sa_core.engine.turn.step`), the
+tool calls (:mod:`sa_core.engine.turn.toolcall`), the tool rows
+(:mod:`sa_core.engine.tools.toolrows`), the queue drain (:mod:`sa_core.engine.turn.drain`) and
+resuming (:mod:`sa_core.engine.turn.resume`) all import these from here, below all of them.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What the engine's lower groups see of a running flow: :class:`FlowView`.
 
-The turn loop's own class (:class:`sa_core.engine.flow.Flow`) lives above the tools, model,
+The turn loop's own class (:class:`sa_core.engine.turn.flow.Flow`) lives above the tools, model,
 remote, delivery and subagent modules; they take this protocol instead, so that they import
 nothing above them (``tests/test_architecture.py``, ``LAYERS``).
 """
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 
 class FlowView(ExecutionView, Protocol):
-    """A running flow (:class:`sa_core.engine.flow.Flow`): the public view and the step state.
+    """A running flow (:class:`sa_core.engine.turn.flow.Flow`): the public view and the step state.
 
     The members are the flow's; their meaning is documented there.
     """
@@ -113,6 +113,6 @@ def flow_of(thread: ThreadRef) -> FlowView | None:
     """The flow ``thread`` runs in, else ``None`` (outside a turn).
 
     A handle's ``execution`` is typed as the public view; the engine only ever sets it to its
-    own flow (:class:`sa_core.engine.flow.Flow`), which is a :class:`FlowView`.
+    own flow (:class:`sa_core.engine.turn.flow.Flow`), which is a :class:`FlowView`.
     """
     return cast("FlowView | None", thread.execution)

@@ -56,7 +56,7 @@ class ThreadRef:
         tool_call_id: While a tool runs: the id of its call.
         tool_attempt: While a tool runs: 1, or 2 when a restart interrupted the first run.
         store_writes: While a tool runs: its writes to the pack's store, held until they
-            commit with its result (:func:`sa_core.engine.toolrows.store_tool_row`).
+            commit with its result (:func:`sa_core.engine.tools.toolrows.store_tool_row`).
         effect_attempt: While an effect runs: 1, or 2 when a restart interrupted the first.
         execution: The flow this handle runs in, else ``None`` (outside a turn).
         own_context: The scratch dict of a handle outside a flow.
