@@ -8,10 +8,11 @@ resuming (:mod:`sa_core.engine.turn.resume`) all import these from here, below a
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from sa_core.spec import AttachmentRef, Message, Side, ToolCall
+from sa_core.spec import AttachmentRef, Message, Side, SideConfig, ToolCall
 
 SIDE_ROLE: dict[Side, Literal["assistant", "user"]] = {"a": "assistant", "b": "user"}
 """The role a side's messages are stored with (side B's as ``user``)."""
@@ -34,6 +35,21 @@ StopReason = Literal[
     "awaiting_approval",
     "awaiting_client_tools",
 ]
+
+
+def turn_completed(config: SideConfig, called: Collection[str], content: str) -> StopReason | None:
+    """Whether a step completes the acting side's turn, and how (the spec's stop order).
+
+    ``stop_tool`` when the side's stop tool was among the calls, else ``stop_on_response``
+    when the side stops on an answer and gave one (text, no call). The one decision of both
+    the loop (:meth:`sa_core.engine.turn.flow.Flow.after_step`) and the step that commits the
+    flow's settlement with its answer (:func:`sa_core.engine.turn.step.last_step`).
+    """
+    if config.stop_tool is not None and config.stop_tool in called:
+        return "stop_tool"
+    if config.stop_on_response and content.strip() and not called:
+        return "stop_on_response"
+    return None
 
 
 def other(side: Side) -> Side:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 from typing import TYPE_CHECKING, Any
 
 from sa_core.engine import owed
@@ -39,6 +38,7 @@ from sa_core.engine.oneshot import finishes
 from sa_core.engine.subagents.child_wait import announce_settled
 from sa_core.engine.subagents.child_wait import collect as collect_anywhere
 from sa_core.engine.tools.approvals import wait_through_approvals
+from sa_core.engine.tools.tools import argument_text
 from sa_core.errors import NoParentThreadError
 from sa_core.spec import SubagentToolConfig, ToolResult
 
@@ -178,10 +178,7 @@ async def forward_status(
         return
     status = None
     if binding.message_property:
-        value = call.arguments.get(binding.message_property)
-        status = (
-            value if isinstance(value, str) else (json.dumps(value) if value is not None else None)
-        )
+        status = argument_text(call.arguments.get(binding.message_property))
     status = status or result.result or result.error or "running"
     await flow.engine.threads.update_child(parent_id, thread.thread_id, status=status.strip())
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from sa_core.engine.childlink import ChildLink
 from sa_core.engine.delivery import delivery
-from sa_core.engine.files import attachment_paths, copy_attachments, existing_refs
+from sa_core.engine.files import attachment_paths, attachments_named, copy_attachments
 from sa_core.engine.forkrefs import current_reference
 from sa_core.engine.messages import inject
 from sa_core.engine.oneshot import not_addressable
@@ -84,13 +84,9 @@ async def create(
     capped = await _at_cap(kernel, thread, config, agent.name, message, paths)
     if capped is not None:
         return capped
-    refs_in, missing_paths = await existing_refs(kernel.store, thread.thread_id, paths)
-    if missing_paths:
-        return ToolResult(
-            status="error",
-            error="Provided attachment path(s) not found in this thread: "
-            + ", ".join(missing_paths),
-        )
+    refs_in = await attachments_named(kernel.store, thread.thread_id, paths)
+    if isinstance(refs_in, ToolResult):
+        return refs_in
     env = child_env(thread.row, scope, agent)
     env.update(extra_env or {})
     env.update(provided_env or {})
@@ -347,14 +343,10 @@ async def message_instance(
     row = await store.get_thread(reference) if entry else None
     if entry is None or row is None or row.terminated is not None or entry.status == "terminated":
         return ToolResult(status="error", error=f'Subagent reference "{reference}" is not active.')
-    refs, missing = await existing_refs(
-        store, thread.thread_id, attachment_paths(arguments.get("attachments"))
-    )
-    if missing:
-        return ToolResult(
-            status="error",
-            error="Provided attachment path(s) not found in this thread: " + ", ".join(missing),
-        )
+    paths = attachment_paths(arguments.get("attachments"))
+    refs = await attachments_named(store, thread.thread_id, paths)
+    if isinstance(refs, ToolResult):
+        return refs
     child = await kernel.threads.ref_for(row)
     copied = await copy_attachments(store, thread.thread_id, refs, child.thread_id)
     config = _config_for(kernel, thread, row)

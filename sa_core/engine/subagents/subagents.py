@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from sa_core.engine.delivery.delivery import open_thread
 from sa_core.engine.files import attachment_paths
 from sa_core.engine.subagents.subagent_spawn import create
-from sa_core.engine.tools.tools import resolve_entry
+from sa_core.engine.tools.tools import argument_text, resolve_entry
 from sa_core.errors import ConfigurationError
 from sa_core.spec import SubagentToolConfig, ToolResult
 
@@ -83,10 +83,7 @@ async def run_subagent_tool(
 def _init_message(config: SubagentToolConfig, arguments: Mapping[str, Any]) -> str:
     """The child's first message from the call's arguments."""
     if config.init_user_message_property:
-        value = arguments.get(config.init_user_message_property)
-        if isinstance(value, str):
-            return value
-        return json.dumps(value) if value is not None else ""
+        return argument_text(arguments.get(config.init_user_message_property)) or ""
     if isinstance(arguments.get("message"), str):
         return str(arguments["message"])
     return json.dumps(dict(arguments)) if arguments else ""

@@ -15,12 +15,11 @@
 from __future__ import annotations
 
 import base64
-import json
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic_core import to_jsonable_python
 
-from sa_core.engine.files import attachment_paths, existing_refs, store_attachment
+from sa_core.engine.files import attachment_paths, attachments_named, store_attachment
 from sa_core.engine.messages import (
     announce_created,
     complete_prepared,
@@ -30,7 +29,12 @@ from sa_core.engine.messages import (
 )
 from sa_core.engine.secrets import redact
 from sa_core.engine.tools.offered import resolve_any_tool
-from sa_core.engine.tools.tools import OfferedTool, normalise_result, result_text
+from sa_core.engine.tools.tools import (
+    OfferedTool,
+    argument_text,
+    normalise_result,
+    result_text,
+)
 from sa_core.spec import (
     AttachmentRef,
     Message,
@@ -175,22 +179,14 @@ async def _mapped_content(
         args = call.arguments
         if binding.message_property and binding.message_property in args:
             value = args[binding.message_property]
-            mapped = value.strip() if isinstance(value, str) else json.dumps(value)
+            mapped = "null" if value is None else (argument_text(value) or "").strip()
         if binding.attachments_property:
-            found, missing = await existing_refs(
-                flow.engine.store,
-                flow.thread.thread_id,
-                attachment_paths(args.get(binding.attachments_property)),
-            )
-            if missing:
-                result = ToolResult(
-                    status="error",
-                    error="Provided attachment path(s) not found in this thread: "
-                    + ", ".join(missing),
-                )
-                mapped = None
+            paths = attachment_paths(args.get(binding.attachments_property))
+            named = await attachments_named(flow.engine.store, flow.thread.thread_id, paths)
+            if isinstance(named, ToolResult):
+                result, mapped = named, None
             else:
-                refs = refs + found
+                refs = refs + named
     return mapped, result, refs
 
 

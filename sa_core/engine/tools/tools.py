@@ -42,6 +42,16 @@ NOT_AVAILABLE = (
 )
 
 
+def argument_text(value: Any) -> str | None:
+    """A tool call's argument as message text: a string as is, other values as JSON.
+
+    ``None`` (the argument absent or null) stays ``None``.
+    """
+    if value is None or isinstance(value, str):
+        return value
+    return json.dumps(value)
+
+
 @dataclass(frozen=True, slots=True)
 class McpToolRef:
     """The server and remote tool name behind an offered MCP tool."""

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
-from sa_core.engine.files import attachment_paths, existing_refs
+from sa_core.engine.files import attachment_paths, attachments_named
 from sa_core.engine.flowtypes import PendingHandoff
 from sa_core.engine.flowview import flow_of
 from sa_core.engine.subagents import subagent_lifecycle, subagents
@@ -15,6 +14,7 @@ from sa_core.engine.tools.tools import (
     LIFECYCLE_TOOLS,
     NOT_AVAILABLE,
     OfferedTool,
+    argument_text,
     run_native,
 )
 from sa_core.engine.turn import subprompts
@@ -122,22 +122,14 @@ async def _handoff(
     config = tool.subprompt or SubpromptConfig(name=tool.name)
     message = None
     if config.init_user_message_property:
-        value = arguments.get(config.init_user_message_property)
-        message = (
-            value if isinstance(value, str) else (json.dumps(value) if value is not None else None)
-        )
+        message = argument_text(arguments.get(config.init_user_message_property))
     refs: list[AttachmentRef] = []
     if config.init_attachments_property:
-        refs, missing = await existing_refs(
-            kernel.store,
-            thread.thread_id,
-            attachment_paths(arguments.get(config.init_attachments_property)),
-        )
-        if missing:
-            return ToolResult(
-                status="error",
-                error="Provided attachment path(s) not found in this thread: " + ", ".join(missing),
-            )
+        paths = attachment_paths(arguments.get(config.init_attachments_property))
+        named = await attachments_named(kernel.store, thread.thread_id, paths)
+        if isinstance(named, ToolResult):
+            return named
+        refs = named
     flow.pending_handoff = PendingHandoff(
         agent_name=tool.agent.name,
         package=tool.agent_scope.package,

@@ -21,6 +21,7 @@ from sa_core.engine.flowtypes import (
     StepResult,
     StopReason,
     other,
+    turn_completed,
 )
 from sa_core.engine.messages import create_message, new_id, new_message
 from sa_core.engine.model.context import IncrementalConverter, converter_for
@@ -321,16 +322,21 @@ class Flow:
 
     # -- the execution record ---------------------------------------------------------------
 
+    def point_json(self, step_message_id: str | None = None) -> dict[str, Any]:
+        """The flow's position now as the execution record stores it (the one conversion)."""
+        return {
+            "since": self.since,
+            "side": self.current_side,
+            "turns": dict(self.turns),
+            "step_count": self.step_count,
+            "side_steps": dict(self.side_steps),
+            "step_message_id": step_message_id,
+            "attempts": {},
+        }
+
     def resume_point(self, step_message_id: str | None = None) -> ResumePoint:
         """The flow's position now, for the thread's execution record."""
-        return ResumePoint(
-            since=self.since,
-            side=self.current_side,
-            turns=dict(self.turns),
-            step_count=self.step_count,
-            side_steps=dict(self.side_steps),
-            step_message_id=step_message_id,
-        )
+        return ResumePoint.model_validate(self.point_json(step_message_id))
 
     async def save_point(self, point: ResumePoint, *, tx: Transaction | None = None) -> None:
         """Write the execution record of a durable flow (in ``tx`` when given)."""
@@ -344,15 +350,7 @@ class Flow:
 
     async def save_step_point(self, step_message_id: str, *, tx: Transaction) -> None:
         """Record the step just committed as the resume point (no model built: hot path)."""
-        point = {
-            "since": self.since,
-            "side": self.current_side,
-            "turns": dict(self.turns),
-            "step_count": self.step_count,
-            "side_steps": dict(self.side_steps),
-            "step_message_id": step_message_id,
-            "attempts": {},
-        }
+        point = self.point_json(step_message_id)
         store = self.engine.store
         await store.save_running_point(self.thread.thread_id, point, self.engine.instance_id, tx=tx)
 
@@ -376,16 +374,11 @@ class Flow:
             await self.end_session_on(succeeded[-1], reason)
             return reason  # type: ignore[return-value]
         sibling_human = self.side_config(other(side)) is None
-        turn_complete = False
-        stop_reason: StopReason = "stop_on_response"
-        if config.stop_tool is not None and config.stop_tool in names:
-            turn_complete, stop_reason = True, "stop_tool"
-        elif config.stop_on_response and step.content.strip() and not step.calls:
-            turn_complete = True
-        if turn_complete:
+        completed = turn_completed(config, names, step.content)
+        if completed is not None:
             self.turns[side] += 1
             if sibling_human:
-                return stop_reason
+                return completed
             self.current_side = other(side)
             return None
         if not config.stop_on_response and config.stop_tool is None:

@@ -20,7 +20,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sa_core.engine.flowtypes import SIDE_ROLE, StepResult, StopReason, other
+from sa_core.engine.flowtypes import SIDE_ROLE, StepResult, StopReason, other, turn_completed
 from sa_core.engine.messages import (
     complete_prepared,
     new_message,
@@ -385,12 +385,9 @@ def last_step(
     human on the other side: no tool call, handoff, queued tool or stop is left to change
     what :meth:`Flow.after_step` decides (it would return ``stop_on_response``).
     """
-    if (
-        calls
-        or flow.thread.row.parent_id is not None
-        or not (config.stop_on_response and content.strip())
-        or flow.side_config(other(side)) is not None
-        or not flow.settles_in_step()
-    ):
+    if calls or flow.thread.row.parent_id is not None:
         return None
-    return "stop_on_response"
+    reason = turn_completed(config, (), content)
+    if reason is None or flow.side_config(other(side)) is not None or not flow.settles_in_step():
+        return None
+    return reason

@@ -8,12 +8,12 @@ string honours ``include_text_response``, ``include_tool_calls`` and ``include_e
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
-from sa_core.engine.files import attachment_paths, existing_refs
+from sa_core.engine.files import attachment_paths, attachments_named
 from sa_core.engine.messages import create_message, new_message
 from sa_core.engine.model.pastcontext import without_past_tools
+from sa_core.engine.tools.tools import argument_text
 from sa_core.engine.turn import flow as turn_loop
 from sa_core.spec import AttachmentRef, Message, SubpromptConfig, ToolResult
 
@@ -58,22 +58,14 @@ async def run_subprompt(
         )
         text: str | None = None
         if config.init_user_message_property:
-            value = arguments.get(config.init_user_message_property)
-            if value is not None:
-                text = value if isinstance(value, str) else json.dumps(value)
+            text = argument_text(arguments.get(config.init_user_message_property))
         refs: list[AttachmentRef] = []
         if config.init_attachments_property:
-            refs, missing = await existing_refs(
-                kernel.store,
-                thread.thread_id,
-                attachment_paths(arguments.get(config.init_attachments_property)),
-            )
-            if missing:
-                return ToolResult(
-                    status="error",
-                    error="Provided attachment path(s) not found in this thread: "
-                    + ", ".join(missing),
-                )
+            paths = attachment_paths(arguments.get(config.init_attachments_property))
+            named = await attachments_named(kernel.store, thread.thread_id, paths)
+            if isinstance(named, ToolResult):
+                return named
+            refs = named
         if text is not None or refs:
             message = new_message(
                 thread.thread_id,
