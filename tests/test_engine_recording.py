@@ -13,7 +13,7 @@ import pytest
 from pydantic import BaseModel
 
 from sa_core import Pack, Runtime, define_agent, define_model, define_prompt, define_tool
-from sa_core.engine.recording import RECORD_ENV
+from sa_core.engine.model.recording import RECORD_ENV
 from sa_core.testing import FunctionProvider, TestProvider, TestScript
 
 

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic_core import to_jsonable_python
 
-from sa_core.engine.delivery import open_thread
+from sa_core.engine.delivery.delivery import open_thread
 from sa_core.engine.scrub import scrub_payload
 from sa_core.engine.secrets import redact
 from sa_core.store.clock import now_us

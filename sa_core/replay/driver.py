@@ -2,7 +2,7 @@
 
 :func:`replay_thread` checks the document (its agents loaded here, every model answer
 recorded), creates a new root thread of the same agent, and has the engine follow it and its
-children (:mod:`sa_core.engine.replaying`: answers from the recording, tools recorded or run
+children (:mod:`sa_core.engine.model.replaying`: answers from the recording, tools recorded or run
 again, queued messages taken where the recording took them). It then feeds the recorded
 inputs in order: each user message the root received directly, once the replay's root has
 reached the place in its history where the recording received it; each approval decision,
@@ -18,14 +18,14 @@ import asyncio
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from sa_core.engine import approvals
-from sa_core.engine.creation import new_thread
-from sa_core.engine.delivery import open_thread, send, stop
+from sa_core.engine.delivery.delivery import open_thread, send, stop
 from sa_core.engine.messages import new_id
-from sa_core.engine.replay_record import Divergence, RecordedThread, ReplaySession, ToolReplay
-from sa_core.engine.replay_tools import write_recorded_files
+from sa_core.engine.model.replay_record import Divergence, RecordedThread, ReplaySession, ToolReplay
 from sa_core.engine.secrets import REDACTED
-from sa_core.engine.subagent_spawn import boot_immediate
+from sa_core.engine.subagents.creation import new_thread
+from sa_core.engine.subagents.subagent_spawn import boot_immediate
+from sa_core.engine.tools import approvals
+from sa_core.engine.turn.replay_tools import write_recorded_files
 from sa_core.replay.document import export_thread
 from sa_core.replay.endstate import compare_end
 from sa_core.replay.recorded import check_document, recorded_tree
@@ -135,7 +135,7 @@ def inputs(recorded: RecordedThread) -> list[tuple[int, Message]]:
     """The user messages the recorded root received directly, with their history positions.
 
     A user message no model wrote (no log), that did not come through the queue (those the
-    engine takes itself, :mod:`sa_core.engine.replay_tools`) and not from a child.
+    engine takes itself, :mod:`sa_core.engine.turn.replay_tools`) and not from a child.
     """
     return [
         (position, message)

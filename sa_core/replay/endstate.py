@@ -6,13 +6,13 @@ import hashlib
 from typing import TYPE_CHECKING, Any
 
 from sa_core.engine.files import ATTACHMENTS
-from sa_core.engine.recording import normalise
-from sa_core.engine.replay_diff import render_stored, unified
-from sa_core.engine.replay_record import INTERNAL_VALUE, Divergence, ThreadCursor
+from sa_core.engine.model.recording import normalise
+from sa_core.engine.model.replay_diff import render_stored, unified
+from sa_core.engine.model.replay_record import INTERNAL_VALUE, Divergence, ThreadCursor
 
 if TYPE_CHECKING:
     from sa_core.engine.kernel import Kernel
-    from sa_core.engine.replay_record import RecordedThread, ReplaySession
+    from sa_core.engine.model.replay_record import RecordedThread, ReplaySession
     from sa_core.spec import Message
 
 

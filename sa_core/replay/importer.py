@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from sa_core.engine.messages import new_id
-from sa_core.engine.recording import VOLATILE_ID
-from sa_core.engine.replay_record import INTERNAL_VALUE
+from sa_core.engine.model.recording import VOLATILE_ID
+from sa_core.engine.model.replay_record import INTERNAL_VALUE
 from sa_core.replay.recorded import check_document, nodes
 from sa_core.spec import Log, Message, SubagentRegistryEntry
 from sa_core.store import ThreadRow

@@ -6,8 +6,8 @@ import base64
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from sa_core.engine.approvals import DECISION_LOG
-from sa_core.engine.replay_record import FileEvent, RecordedThread, ValueEvent
+from sa_core.engine.model.replay_record import FileEvent, RecordedThread, ValueEvent
+from sa_core.engine.tools.approvals import DECISION_LOG
 from sa_core.errors import DefinitionNotFoundError, ReplayUnavailableError, ThreadDocumentError
 from sa_core.replay.document import FORMAT
 from sa_core.spec import Message

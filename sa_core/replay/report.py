@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sa_core.engine.replay_record import Divergence
+from sa_core.engine.model.replay_record import Divergence
 
 
 @dataclass

@@ -136,7 +136,7 @@ class RecordedCall:
         thread_id: The thread the call was made for.
         log_id: Its ``llm_call`` log row.
         message_id: The message the answer became (a compaction's marker for a summary).
-        request_hash: The canonical request's hash (see :mod:`sa_core.engine.recording`).
+        request_hash: The canonical request's hash (see :mod:`sa_core.engine.model.recording`).
         request: The hashes of the request's parts, and their text where it changed.
         response: The provider's answer (content, tool calls, reasoning, usage, finish).
         created_at: When the answer arrived (the log's time), microseconds since the epoch.
