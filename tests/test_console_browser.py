@@ -611,3 +611,42 @@ def test_fork_from_here_opens_the_fork_and_rewind_to_here_rolls_the_thread_back(
     rewound.last.get_by_role("button", name=re.compile("^Rewind to here")).click()
     expect(page.locator(".msg.rewound")).to_have_count(0)
     expect(page.locator(".msg:not([hidden])")).to_have_count(4)
+
+
+def test_replay_shows_its_report_next_to_the_thread_with_a_jump_to_the_divergence(
+    page: Page, server: ConsoleServer
+) -> None:
+    thread_id = _thread_with_answers(server, "a question to replay")
+    sign_in(page, server)
+    page.goto(f"{server.url}/#/p/console_demo/t/{thread_id}")
+    expect(page.locator(".msg.r-assistant")).to_have_count(1)
+    page.get_by_role("button", name="Replay", exact=True).click()
+    report = page.get_by_label("Replay report")
+    expect(report).to_contain_text("Identical: the replay did what the recording did.")
+    expect(report).to_contain_text("1 model answer(s) served from the recording")
+    shoot(page, "17-replay")
+    report.get_by_role("link", name=re.compile("^replay thread")).click()
+    replay_id = page.url.split("/t/")[1].split("/")[0]
+    assert replay_id != thread_id
+    expect(page.locator(".msg.r-assistant")).to_have_count(1)
+    expect(page.locator(".msg.r-user")).to_contain_text("a question to replay")
+
+    # a divergence as the replay route reports it: what changed, and where the replay stopped
+    page.evaluate(
+        """async () => {
+            const { replayReport } = await import("/_sa/static/js/timetravel.js");
+            const box = document.querySelector(".replay-report");
+            box.replaceChildren(...replayReport({ packageName: "console_demo" }, {
+                identical: false, thread_id: "replay-1", model_calls: 1,
+                tool_results_served: 0, tool_executions: 0,
+                divergence: { kind: "request_changed", path: "root/researcher#1", ordinal: 2,
+                    summary: "the system prompt changed", diff: "-Be brief.\\n+Be long." },
+                divergences: [{}, {}],
+            }));
+        }"""
+    )
+    expect(report).to_contain_text("Diverged (and 1 more): request changed at root/researcher#1, call 2")
+    expect(report.get_by_label("What changed")).to_contain_text("+Be long.")
+    jump = report.get_by_role("link", name="Jump to the divergence")
+    assert jump.get_attribute("href") == "#/p/console_demo/t/replay-1/subagents"
+

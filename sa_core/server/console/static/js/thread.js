@@ -8,7 +8,7 @@ import { errorBox } from "./app.js";
 import { conversationTab } from "./conversation.js";
 import { filesTab } from "./files.js";
 import { logsTab, queueTab, subagentsTab } from "./panels.js";
-import { lineageBox } from "./timetravel.js";
+import { lineageBox, replayButton } from "./timetravel.js";
 
 const TABS = [
   ["conversation", "Conversation"],
@@ -107,6 +107,7 @@ export async function threadView(main, packageName, threadId, initialTab) {
   let current = initialTab;
   ctx.reloadTab = () => show(current);
   const lineage = h("div", {});
+  const replayBox = h("section", { class: "replay-report", "aria-label": "Replay report", "aria-live": "polite" });
   const refreshLineage = async () => clear(lineage, await lineageBox(ctx));
   async function show(id) {
     current = id;
@@ -141,9 +142,11 @@ export async function threadView(main, packageName, threadId, initialTab) {
         : null,
       h("div", { class: "actions" },
         action("stop", "Stop"),
-        action("terminate", "Terminate", "Terminate this thread for good? It will refuse every later message.")),
+        action("terminate", "Terminate", "Terminate this thread for good? It will refuse every later message."),
+        replayButton(ctx, replayBox, notice)),
       notice,
-      lineage),
+      lineage,
+      replayBox),
     h("div", { role: "tablist", "aria-label": "Thread views", class: "tabs" }, tabButtons),
     panel);
   let opened = 0;

@@ -85,3 +85,50 @@ export async function lineageBox(ctx) {
   if (items.length) clear(box, h("h2", {}, "Lineage"), h("ul", {}, items));
   return box;
 }
+
+// "Replay": the thread run again from its recording (every model answer served from it, tool
+// results as recorded), and its report next to the thread: identical, or the first divergence
+// (kind, thread path, ordinal, what changed, a readable diff) with a jump to where the replay
+// stopped (the replay thread; a child's divergence is under its Subagents tab).
+export function replayButton(ctx, box, notice) {
+  const run = async (event) => {
+    const button = event.currentTarget;
+    button.disabled = true;
+    clear(box, h("p", { class: "muted" }, "Replaying from the recording…"));
+    try {
+      const report = await ctx.call(`/threads/${encodeURIComponent(ctx.threadId)}/replay`,
+        { method: "POST", body: { tools: "recorded", stop_at_first: true } });
+      clear(notice);
+      clear(box, ...replayReport(ctx, report));
+    } catch (error) {
+      clear(box);
+      clear(notice, errorBox(error));
+    } finally {
+      button.disabled = false;
+    }
+  };
+  return h("button", { type: "button", onclick: run }, "Replay");
+}
+
+export function replayReport(ctx, report) {
+  const counts = `${report.model_calls} model answer(s) served from the recording, ` +
+    `${report.tool_results_served} tool result(s) served, ${report.tool_executions} tool(s) run.`;
+  const replayHref = (tab) => `#/p/${encodeURIComponent(ctx.packageName)}/t/${report.thread_id}${tab ? `/${tab}` : ""}`;
+  const opened = h("a", { href: replayHref("") }, `replay thread ${short(report.thread_id)}`);
+  if (report.identical || !report.divergence) {
+    return [h("h2", {}, "Replay report"),
+      h("p", { class: "identical" }, "Identical: the replay did what the recording did."),
+      h("p", { class: "muted" }, counts, " ", opened)];
+  }
+  const d = report.divergence;
+  const where = `${d.path}${d.ordinal ? `, call ${d.ordinal}` : ""}`;
+  const more = report.divergences.length > 1 ? ` (and ${report.divergences.length - 1} more)` : "";
+  return [h("h2", {}, "Replay report"),
+    h("p", { class: "diverged" }, `Diverged${more}: `, h("strong", {}, d.kind.replaceAll("_", " ")), ` at ${where}`),
+    h("p", {}, d.summary),
+    d.diff ? h("pre", { class: "diff", "aria-label": "What changed" }, d.diff) : null,
+    h("p", {},
+      h("a", { href: replayHref(d.path === "root" ? "" : "subagents"), class: "jump" }, "Jump to the divergence"),
+      " · ", opened),
+    h("p", { class: "muted" }, counts)];
+}
