@@ -21,7 +21,6 @@ with those parts (the words are kept once per change).
 from __future__ import annotations
 
 import functools
-import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -32,6 +31,7 @@ from sqlalchemy.engine import Connection
 from sa_core.store import tables as t
 from sa_core.store.fast import Deferred, Prepared
 from sa_core.store.interface import Backend, Transaction
+from sa_core.store.recordkeys import MAX_STAGED, parts_key, request_hash
 from sa_core.store.rows import RecordedCall, RequestParts
 from sa_core.store.storebase import StoreBase
 
@@ -45,20 +45,8 @@ _LIST = Prepared(
     .order_by(_L.created_at, _L.seq),
     RECORDED_COLUMNS,
 )
-MAX_STAGED = 4096
-"""Staged calls kept at most: a call whose log is never stored (its step was cancelled between
-the answer and the commit) is dropped, oldest first, instead of being held forever."""
-PART_DIGITS = 16
-"""Hex digits kept of each part's digest (a request's own hash keeps all 64)."""
 Staged = tuple[dict[str, Any], RequestParts | None]
 """A staged call: its ``logs.recording`` value, and its parts when their row may be missing."""
-
-
-def parts_key(system: str, tools: Mapping[str, str], settings: str) -> str:
-    """The key of a request's unchanging parts: a digest of their digests."""
-    listed = ",".join([f"{name}={digest}" for name, digest in sorted(tools.items())])
-    text = f"{system}|{listed}|{settings}"
-    return hashlib.sha256(text.encode()).hexdigest()[:PART_DIGITS]
 
 
 _LOGGED_USAGE = {
@@ -96,11 +84,6 @@ def _response(recording: Mapping[str, Any], data: Mapping[str, Any] | None) -> d
     if kept is None or "prompt_tokens" not in kept:
         response["usage"] = full_usage(kept, data or {})
     return response
-
-
-def request_hash(model: str, messages: str, count: int, parts: str) -> str:
-    """A request's canonical hash, made of its recorded digests (SHA-256, hex)."""
-    return hashlib.sha256(f"{model}|{messages}|{count}|{parts}".encode()).hexdigest()
 
 
 def expanded_calls(

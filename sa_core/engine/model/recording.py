@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from sa_core.jsontext import dumps_canonical
 from sa_core.providers import ProviderImage, ProviderResponse, ProviderToolCall, Usage
-from sa_core.store.modelcalls import MAX_STAGED, PART_DIGITS, parts_key, request_hash
+from sa_core.store.recordkeys import MAX_STAGED, PART_DIGITS, parts_key, request_hash
 from sa_core.store.rows import RequestParts
 
 if TYPE_CHECKING:
