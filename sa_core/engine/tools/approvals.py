@@ -124,7 +124,7 @@ async def gate(
             error_code="approval_unavailable",
         )
         return await store_tool_row(flow, call, result, config)
-    kernel, thread = flow.engine, flow.thread
+    kernel, thread = flow.kernel, flow.thread
     store = kernel.store
     pending = await store.get_value(thread.thread_id, KEY) or {}
     prompt = thread.prompt.name if thread.prompt is not None else config.prompt
@@ -159,7 +159,7 @@ async def run_decided_calls(flow: FlowView, side: str, config: SideConfig) -> Pa
     """
     if flow.depth > 0:
         return None
-    kernel, thread = flow.engine, flow.thread
+    kernel, thread = flow.kernel, flow.thread
     thread_id = thread.thread_id
     store = kernel.store
     if _pending_known.get(kernel, {}).get(thread_id) is False:
@@ -243,7 +243,7 @@ async def _resume_turn(flow: FlowView, first: str | None) -> None:
     """In a new flow, put the parked turn's messages back in front of the flow's own."""
     if first is None or any(m.id == first for m in flow.messages):
         return
-    history = await flow.engine.store.history(flow.thread.thread_id)
+    history = await flow.kernel.store.history(flow.thread.thread_id)
     ids = [m.id for m in history]
     if first not in ids:
         return

@@ -539,7 +539,8 @@ class LeasePlacement:
         """Resume a thread taken over from a dead worker from its last committed point.
 
         The thread's execution record (written with each committed step) says where; this is
-        what a restart does for a single process (``Runtime.ensure_running``).
+        what a restart does for a single process (:func:`sa_core.engine.owed.ensure_running`,
+        as :func:`sa_core.engine.turn.running.resume_interrupted` does at start).
         """
         kernel = self._bound()
         store = self.store
