@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from sa_core.engine.secrets import MIN_SECRET_LENGTH
 from sa_core.errors import DefinitionNotFoundError
@@ -63,6 +63,30 @@ class UserThread(Protocol):
 
 UserStateFactory = Callable[["Kernel", "ThreadRef"], UserThread]
 """Builds the facade user code sees over a thread handle (the runtime gives ``ThreadState``)."""
+
+
+T = TypeVar("T")
+
+
+class Local:
+    """What the engine keeps in memory for one runtime beside its services: one entry per kind.
+
+    A module defines its entry's class (a bounded cache, the waiters of a registry) and asks
+    ``kernel.local.of(ThatClass)``; the first ask builds it, without arguments. The kernel owns
+    every entry, so two runtimes in one process share none, and each goes with its runtime.
+    """
+
+    __slots__ = ("_entries",)
+
+    def __init__(self) -> None:
+        self._entries: dict[type[Any], Any] = {}
+
+    def of(self, kind: type[T]) -> T:
+        """The runtime's entry of ``kind`` (built on first use)."""
+        entry: T | None = self._entries.get(kind)
+        if entry is None:
+            entry = self._entries[kind] = kind()
+        return entry
 
 
 @dataclass(slots=True)
@@ -102,6 +126,7 @@ class Kernel:
         instance_id: The name this runtime claims threads under.
         life: Open and closing flags.
         make_state: Builds the facade user code sees (see :meth:`user_state`).
+        local: What the engine's modules keep in memory for this runtime (:class:`Local`).
     """
 
     store: Store
@@ -122,6 +147,7 @@ class Kernel:
     instance_id: str
     life: Life
     make_state: UserStateFactory
+    local: Local = field(default_factory=Local)
 
     @property
     def closing(self) -> bool:
