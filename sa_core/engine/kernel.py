@@ -52,6 +52,14 @@ if TYPE_CHECKING:
     from sa_core.store import Store
 
 
+class KernelBound(Protocol):
+    """A service the kernel holds that works with the kernel itself (it is handed it once)."""
+
+    def bind(self, kernel: Kernel) -> None:
+        """Keep ``kernel`` (called by :meth:`Kernel.__post_init__`)."""
+        ...
+
+
 class UserThread(Protocol):
     """What the engine knows of the facade user code gets (a ``ThreadState``): its thread."""
 
@@ -148,6 +156,17 @@ class Kernel:
     life: Life
     make_state: UserStateFactory
     local: Local = field(default_factory=Local)
+
+    def __post_init__(self) -> None:
+        """Hand the kernel to the services that work with it: built in one step, bound here."""
+        services: tuple[KernelBound, ...] = (
+            self.scheduler,
+            self.placement,
+            self.effects,
+            self.schedules,
+        )
+        for service in services:
+            service.bind(self)
 
     @property
     def closing(self) -> bool:
