@@ -138,8 +138,8 @@ class BoundedLRU(Generic[K, V]):
 
     The one LRU of the in-process message caches (the store's histories, the engine's
     converted and filtered histories). An entry weighs what :attr:`weigh` says (the messages
-    it holds); its owner reports growth with :meth:`grew` and calls :meth:`trim`, which drops
-    the least recently used while a bound is passed, always keeping the ``keep`` most recent.
+    it holds); its owner reports growth with :meth:`grew`. Past a bound the least recently used
+    go (:meth:`trim`), always but the ``keep`` most recent.
     """
 
     __slots__ = ("dropped", "entries", "max_entries", "max_weight", "weigh", "weight")
@@ -174,11 +174,18 @@ class BoundedLRU(Generic[K, V]):
             self.entries.move_to_end(key)
         return value
 
-    def put(self, key: K, value: V) -> None:
-        """Keep ``value`` as the most recently used entry (replacing the key's old one)."""
-        self.pop(key)
-        self.entries[key] = value
-        self.weight += self.weigh(value)
+    def put(self, key: K, value: V, weight: int, keep: int = 0) -> None:
+        """Keep ``value`` (weighing ``weight``) as the most recently used entry, then the bounds.
+
+        It replaces the key's old entry; see :meth:`trim` for ``keep``.
+        """
+        entries = self.entries
+        if key in entries:
+            self.pop(key)
+        entries[key] = value
+        self.weight += weight
+        if self.weight > self.max_weight or len(entries) > self.max_entries:
+            self.trim(keep)
 
     def pop(self, key: K) -> V | None:
         """Forget one entry; returns it, else ``None``."""
@@ -195,9 +202,11 @@ class BoundedLRU(Generic[K, V]):
             self._gone(value)
         self.weight = 0
 
-    def grew(self, delta: int) -> None:
-        """An entry's weight changed by ``delta`` (call :meth:`trim` to apply the bounds)."""
+    def grew(self, delta: int, keep: int = 0) -> None:
+        """An entry's weight changed by ``delta``: apply the bounds (see :meth:`trim`)."""
         self.weight += delta
+        if self.weight > self.max_weight:
+            self.trim(keep)
 
     def trim(self, keep: int = 0) -> None:
         """Drop the least recently used while a bound is passed (never the ``keep`` newest)."""

@@ -76,24 +76,24 @@ UserStateFactory = Callable[["Kernel", "ThreadRef"], UserThread]
 T = TypeVar("T")
 
 
-class Local:
+class Local(dict[type[Any], Any]):
     """What the engine keeps in memory for one runtime beside its services: one entry per kind.
 
     A module defines its entry's class (a bounded cache, the waiters of a registry) and asks
-    ``kernel.local.of(ThatClass)``; the first ask builds it, without arguments. The kernel owns
-    every entry, so two runtimes in one process share none, and each goes with its runtime.
+    ``kernel.local.of(ThatClass)`` (typed), or ``kernel.local[ThatClass]`` on a hot path (no
+    Python call once built); the first ask builds it, without arguments. The kernel owns every
+    entry, so two runtimes in one process share none, and each goes with its runtime.
     """
 
-    __slots__ = ("_entries",)
+    __slots__ = ()
 
-    def __init__(self) -> None:
-        self._entries: dict[type[Any], Any] = {}
+    def __missing__(self, kind: type[Any]) -> Any:
+        entry = self[kind] = kind()
+        return entry
 
     def of(self, kind: type[T]) -> T:
         """The runtime's entry of ``kind`` (built on first use)."""
-        entry: T | None = self._entries.get(kind)
-        if entry is None:
-            entry = self._entries[kind] = kind()
+        entry: T = self[kind]
         return entry
 
 

@@ -116,13 +116,7 @@ class _KeptHistories(Generic[H]):
             return
         if count > kept.max_weight:
             return
-        kept.put(thread_id, entry)
-        kept.trim()
-
-    def _grew(self, count: int) -> None:
-        """``count`` messages joined the kept histories: evict beyond the bounds."""
-        self._kept.grew(count)
-        self._kept.trim()
+        kept.put(thread_id, entry, count)
 
 
 class HistoryCache(_KeptHistories[_History]):
@@ -195,7 +189,7 @@ class HistoryCache(_KeptHistories[_History]):
             return
         kept.extend(messages)
         entry.dirty_from = None
-        self._grew(len(messages))
+        self._kept.grew(len(messages))  # evicts beyond the bounds
 
     def forget(self, thread_ids: list[str]) -> None:
         """Drop the histories of deleted threads."""

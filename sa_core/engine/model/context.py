@@ -277,8 +277,8 @@ class IncrementalConverter:
         finally:
             kept = self.kept
             if kept is not None:
-                kept.grew(len(self.cache) - self.counted)
-                self.counted = len(self.cache)
+                counted, self.counted = self.counted, len(self.cache)
+                kept.grew(self.counted - counted, keep=1)
         self._messages, self._output, self._acting, self._reusable = (
             current,
             output,
@@ -339,8 +339,7 @@ class Converters:
         if converter is None:
             converter = IncrementalConverter()
             converter.kept = kept
-            kept.put(thread_id, converter)
-        kept.trim(keep=1)
+            kept.put(thread_id, converter, 0, keep=1)
         return converter
 
     def forget(self, thread_id: str | None = None) -> None:
@@ -361,7 +360,8 @@ def flow_converter(kernel: Kernel, thread_id: str, depth: int) -> IncrementalCon
     if depth:
         return IncrementalConverter()
     keep = kernel.store.keeps_history(thread_id)
-    return kernel.local.of(Converters).for_thread(thread_id, keep=keep)
+    converters: Converters = kernel.local[Converters]
+    return converters.for_thread(thread_id, keep=keep)
 
 
 def _self_contained(

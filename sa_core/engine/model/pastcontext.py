@@ -82,14 +82,13 @@ class FilteredHistories:
         kept = lru.get(thread_id)
         if kept is None:
             kept = _Filtered()
-            lru.put(thread_id, kept)
+            lru.put(thread_id, kept, 0, keep=1)
         before = known = len(kept.source)
         if known > len(history) or history[:known] != kept.source:
             kept.source, kept.sent, kept.stripped, known = [], [], [], 0
         _filtered(history[known:], kept.sent, kept.stripped)
         kept.source = list(history)
-        lru.grew(len(kept.source) - before)
-        lru.trim(keep=1)
+        lru.grew(len(kept.source) - before, keep=1)
         return kept.sent, kept.stripped
 
     def forget(self, thread_id: str | None = None) -> None:

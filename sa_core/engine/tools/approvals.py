@@ -87,7 +87,7 @@ KNOWN_THREADS = 10_000
 
 
 def _mark(kernel: Kernel, thread_id: str, pending: bool) -> None:
-    known = kernel.local.of(ApprovalWaits).pending_known
+    known = kernel.local[ApprovalWaits].pending_known
     known.pop(thread_id, None)  # re-inserted last: the dict's order is the order of use
     known[thread_id] = pending
     if len(known) > KNOWN_THREADS:
@@ -101,7 +101,7 @@ def mark_no_pending(kernel: Kernel, thread_id: str) -> None:
 
 def known_clear(kernel: Kernel, thread_id: str) -> bool:
     """Whether the thread is known to have no pending calls (no read needed)."""
-    return kernel.local.of(ApprovalWaits).pending_known.get(thread_id) is False
+    return kernel.local[ApprovalWaits].pending_known.get(thread_id) is False
 
 
 def mark(kernel: Kernel, thread_id: str, pending: bool) -> None:
@@ -176,7 +176,7 @@ async def run_decided_calls(flow: FlowView, side: str, config: SideConfig) -> Pa
     kernel, thread = flow.kernel, flow.thread
     thread_id = thread.thread_id
     store = kernel.store
-    if kernel.local.of(ApprovalWaits).pending_known.get(thread_id) is False:
+    if kernel.local[ApprovalWaits].pending_known.get(thread_id) is False:
         return None
     pending = await store.get_value(thread_id, KEY)
     _mark(kernel, thread_id, bool(pending))
@@ -356,7 +356,7 @@ async def decide(
         if parent_id is not None:
             await kernel.threads.update_child(parent_id, thread_id, status="running")
         kernel.scheduler.kick(thread_id, side)
-        event = kernel.local.of(ApprovalWaits).events.pop(thread_id, None)
+        event = kernel.local[ApprovalWaits].events.pop(thread_id, None)
         if event is not None:
             event.set()
 
@@ -394,7 +394,7 @@ async def cancel_pending(
     """
     store = kernel.store
     thread_id = thread.thread_id
-    if kernel.local.of(ApprovalWaits).pending_known.get(thread_id) is False:
+    if kernel.local[ApprovalWaits].pending_known.get(thread_id) is False:
         return
     pending = await store.get_value(thread_id, KEY)
     if pending:
@@ -418,7 +418,7 @@ async def cancel_pending(
     parent_id = thread.row.parent_id
     if parent_id is not None and row.terminated is None and not waiting:
         await kernel.threads.update_child(parent_id, thread_id, status="idle")
-    event = kernel.local.of(ApprovalWaits).events.pop(thread_id, None)
+    event = kernel.local[ApprovalWaits].events.pop(thread_id, None)
     if event is not None:
         event.set()
 
@@ -439,5 +439,5 @@ async def wait_through_approvals(kernel: Kernel, thread_id: str) -> None:
         if all(c.get("decision") is not None for c in pending.get("calls", {}).values()):
             await asyncio.sleep(0)  # decided: the runner is (about to be) started
             continue
-        event = kernel.local.of(ApprovalWaits).events.setdefault(thread_id, asyncio.Event())
+        event = kernel.local[ApprovalWaits].events.setdefault(thread_id, asyncio.Event())
         await event.wait()

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 
 from sa_core.engine.flowtypes import (
     SIDE_ROLE,
-    SentMessages,
     StepResult,
     StopReason,
     other,
@@ -105,7 +104,7 @@ async def context_messages(flow: Flow, prompt: PromptDefinition) -> list[Message
             history = await flow.kernel.store.history(thread_id)
         flow.history = None
         keep = flow.kernel.store.keeps_history(thread_id)
-        histories = flow.kernel.local.of(FilteredHistories)
+        histories: FilteredHistories = flow.kernel.local[FilteredHistories]
         sent, stripped = histories.filtered(thread_id, history, keep=keep)
         in_flow = {m.id for m in flow.messages}
         since = min((m.created_at for m in flow.messages), default=None)
@@ -123,8 +122,8 @@ def sent_messages(flow: Flow) -> tuple[list[Message], list[Message]]:
     """
     messages = flow.messages
     kept = flow.sent
-    if kept.source is not messages or kept.seen > len(messages):
-        kept = flow.sent = SentMessages(messages)
+    if kept.source is not messages or kept.seen > len(messages):  # start over, in place
+        kept.source, kept.seen, kept.sent, kept.top = messages, 0, [], []
     sent, top = kept.sent, kept.top
     for message in messages[kept.seen :]:
         if message.status not in UNSENT:
