@@ -106,12 +106,12 @@ class _KeptHistories(Generic[H]):
         """Keep ``entry`` as the thread's history, the most recently used."""
         count = len(entry.messages)
         kept = self._kept
-        if thread_id in kept:
+        if thread_id in kept.entries:
             kept.pop(thread_id)
         elif not THREAD_USE.takes(
             thread_id,
             kept.entries,
-            full=len(kept) >= kept.max_entries or kept.weight + count > kept.max_weight,
+            full=len(kept.entries) >= kept.max_entries or kept.weight + count > kept.max_weight,
         ):
             return
         if count > kept.max_weight:

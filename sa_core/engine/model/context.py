@@ -276,9 +276,11 @@ class IncrementalConverter:
                 reusable = _self_contained(messages, acting, output)
         finally:
             kept = self.kept
-            if kept is not None:
+            if kept is not None:  # BoundedLRU.grew inlined: a call per step saved
                 counted, self.counted = self.counted, len(self.cache)
-                kept.grew(self.counted - counted, keep=1)
+                kept.weight += self.counted - counted
+                if kept.weight > kept.max_weight:
+                    kept.trim(keep=1)
         self._messages, self._output, self._acting, self._reusable = (
             current,
             output,
