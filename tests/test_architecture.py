@@ -19,6 +19,7 @@ everywhere (:data:`THIRD_PARTY_INTERNALS` names the only private names reached, 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -440,6 +441,14 @@ def test_every_engine_module_belongs_to_a_group_of_the_layers() -> None:
     engine = ROOT / ENGINE
     packages = sorted(p.name for p in engine.iterdir() if (p / "__init__.py").exists())
     assert set(packages) <= set(LAYERS[1:]), f"sub-packages not in LAYERS: {packages}"
+
+
+def test_every_engine_file_the_architecture_doc_names_exists() -> None:
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"(?<![\w/])(?:sa_core/)?(engine/[\w/]+\.py)", text))
+    assert named, "docs/architecture.md names no engine file"
+    missing = sorted(path for path in named if not (ROOT / "sa_core" / path).exists())
+    assert missing == [], f"docs/architecture.md names engine files that do not exist: {missing}"
 
 
 @pytest.mark.parametrize(

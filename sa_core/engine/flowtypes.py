@@ -83,6 +83,24 @@ class PendingHandoff:
     init_attachments: list[AttachmentRef]
 
 
+@dataclass(slots=True)
+class SentMessages:
+    """A flow's messages that reached a model, kept incrementally step after step.
+
+    Kept by :func:`sa_core.engine.turn.step.sent_messages`: each step filters only what the
+    flow remembered since the previous one.
+    """
+
+    source: list[Message]
+    """The flow's message list these were taken from (a new list starts over)."""
+    seen: int = 0
+    """How many of ``source`` were looked at."""
+    sent: list[Message] = field(default_factory=list)
+    """Those that reached a model."""
+    top: list[Message] = field(default_factory=list)
+    """Those of them at the top level (not a subprompt's, not a nested flow's)."""
+
+
 @dataclass
 class StepResult:
     """What one model step produced."""

@@ -29,7 +29,7 @@ class FlowView(ExecutionView, Protocol):
     The members are the flow's; their meaning is documented there.
     """
 
-    engine: Kernel
+    kernel: Kernel
     thread: ThreadRef
     state: Any
     depth: int

@@ -326,7 +326,7 @@ async def _estimate(flow: FlowView, view: View, fixed: int, trigger: int) -> int
 
 async def _reported_tokens(flow: FlowView, view: View) -> int | None:
     """The last step's reported prompt tokens plus the estimate of what came after its call."""
-    logs, _ = await flow.engine.store.list_logs(flow.thread.thread_id, limit=8)
+    logs, _ = await flow.kernel.store.list_logs(flow.thread.thread_id, limit=8)
     positions = {m.id: i for i, m in enumerate(view.messages) if m.role != "tool"}
     for log in logs:
         data = log.data or {}
@@ -395,12 +395,12 @@ async def _compact_once(
         log_id=logs[-1].id if logs else None,
         metadata={MARKER: info},
     )
-    marker = await prepare_message(flow.engine, flow.thread, marker)
-    store = flow.engine.store
+    marker = await prepare_message(flow.kernel, flow.thread, marker)
+    store = flow.kernel.store
     async with store.transaction() as tx:  # the marker and its model calls commit together
         for log in logs:
             await store.insert_log(flow.thread.thread_id, log, tx=tx)
         await store.insert_messages([marker], tx=tx)
-    await announce_created(flow.engine, flow.thread, [marker])
+    await announce_created(flow.kernel, flow.thread, [marker])
     flow.remember(marker)
     return compacted_view([*messages, marker])

@@ -115,8 +115,8 @@ async def summarize(
         budget = min(budget, max(1, window // 2))
     logs: list[Log] = []
     for part in _parts(transcript_lines(messages), budget * 4):
-        response, log = await flow.engine.models.call(
-            flow.engine,
+        response, log = await flow.kernel.models.call(
+            flow.kernel,
             flow.thread,
             model,
             _request(summary, part),

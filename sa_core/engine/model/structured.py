@@ -184,7 +184,7 @@ async def check_answer(
             text = json.dumps(value, ensure_ascii=False)
             return Answer([], text, {OUTPUT: value})
     if _rejected_before(flow, SIDE_ROLE[side]):
-        await flow.engine.store.insert_log(flow.thread.thread_id, log)
+        await flow.kernel.store.insert_log(flow.thread.thread_id, log)
         prepared = flow.prepared
         if prepared is not None:  # stored failed, with the error (no answer text: none counts)
             flow.prepared = prepared.model_copy(update={"log_id": log.id})

@@ -214,7 +214,7 @@ async def stop_for_budget(flow: FlowView, side: str) -> bool:
     Returns:
         Whether the flow must stop with reason ``budget_exceeded``.
     """
-    text = await budget_exhausted(flow.engine, flow.thread)
+    text = await budget_exhausted(flow.kernel, flow.thread)
     if text is None:
         return False
 
@@ -227,7 +227,7 @@ async def stop_for_budget(flow: FlowView, side: str) -> bool:
         parent_id=flow.parent_message_id,
         metadata={"error": text, "stop_reason": "budget_exceeded"},
     )
-    flow.remember(await create_message(flow.engine, flow.thread, row))
-    await flow.engine.log(flow.thread.thread_id, "budget_exceeded", {"message": text})
+    flow.remember(await create_message(flow.kernel, flow.thread, row))
+    await flow.kernel.log(flow.thread.thread_id, "budget_exceeded", {"message": text})
     await flow.end_session(SessionOutcome("budget_exceeded", failed=True, content=text))
     return True

@@ -103,7 +103,7 @@ async def commit(
     ``header_values``: the resolved header values, scrubbed (with the thread's secrets) from
     everything stored.
     """
-    kernel, thread = flow.engine, flow.thread
+    kernel, thread = flow.kernel, flow.thread
     answer = view.answer() if error is None else Answer("", [], [])
     state, text, failed = _outcome(remote, view, answer, error, thread.thread_id)
     secrets = [*header_values, *kernel.secret_values(thread)]

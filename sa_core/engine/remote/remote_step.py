@@ -101,7 +101,7 @@ async def run_remote_step(flow: FlowView, remote: RemoteAgentDefinition) -> Step
     inputs = unanswered(flow.messages)
     if not inputs:
         return await replay(flow, remote)
-    kernel, thread = flow.engine, flow.thread
+    kernel, thread = flow.kernel, flow.thread
     exchange = Exchange(await load(kernel, thread.thread_id), new_view())
     async with telemetry.remote_call(thread, remote.name, remote.card_url) as span:
         try:
@@ -127,7 +127,7 @@ async def _run(
     flow: FlowView, remote: RemoteAgentDefinition, exchange: Exchange, inputs: list[Message]
 ) -> None:
     """Send (or, after a restart, follow) within the timeout; failures land in ``exchange``."""
-    kernel, thread = flow.engine, flow.thread
+    kernel, thread = flow.kernel, flow.thread
     ids = [m.id for m in inputs]
     record = exchange.record
     if record.follows(ids):
@@ -173,7 +173,7 @@ async def _connected(
     once; a task it acknowledged is followed again with a backoff (the caller's timeout
     bounds it), so a remote briefly away, say while this server restarts, loses nothing.
     """
-    kernel, thread = flow.engine, flow.thread
+    kernel, thread = flow.kernel, flow.thread
 
     async def progress(view: TaskView) -> None:
         await _progress(flow, exchange, view)
@@ -202,7 +202,7 @@ async def _talk(
     progress: Progress,
 ) -> None:
     """Over one connection: send the inputs (registering push when the agent pushes) or follow."""
-    kernel, thread = flow.engine, flow.thread
+    kernel, thread = flow.kernel, flow.thread
     exchange.secrets = conn.secrets
     pushes = bool(conn.card.capabilities.push_notifications) and exchange.record.push_hash
     wake = (waker(kernel, thread.thread_id), push_poll_seconds()) if pushes else None
@@ -222,7 +222,7 @@ async def _files(flow: FlowView, inputs: list[Message]) -> list[tuple[str, str, 
     found: list[tuple[str, str, bytes]] = []
     for message in inputs:
         for ref in message.attachments or []:
-            data = await flow.engine.store.read_file(flow.thread.thread_id, ref.path)
+            data = await flow.kernel.store.read_file(flow.thread.thread_id, ref.path)
             if data is not None:
                 name = ref.name or ref.path.rsplit("/", 1)[-1]
                 found.append((name, ref.mime_type or "application/octet-stream", data))
@@ -231,7 +231,7 @@ async def _files(flow: FlowView, inputs: list[Message]) -> list[tuple[str, str, 
 
 async def _progress(flow: FlowView, exchange: Exchange, view: TaskView) -> None:
     """After each item: commit the task's id once known, store status texts as notes."""
-    kernel, thread = flow.engine, flow.thread
+    kernel, thread = flow.kernel, flow.thread
     record = exchange.record
     parent_id = thread.row.parent_id
     if view.task_id and (view.task_id != record.task_id or record.state == SENDING):

@@ -93,5 +93,5 @@ def start_child(kernel: Kernel, child_id: str, first: Message) -> None:
         initial=first,
         claimed=True,
         queue_empty=True,
-        fresh=True,  # the runner reads nothing back (see Runtime.send)
+        fresh=True,  # the runner reads nothing back (see delivery.start_turn)
     )

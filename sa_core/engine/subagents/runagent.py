@@ -94,14 +94,14 @@ async def take_run_agent(flow: FlowView, request: dict[str, Any], tx: Transactio
     """
     thread = flow.thread
     agent_name, package = str(request.get("agent", "")), str(request.get("package", ""))
-    registry = flow.engine.registry
+    registry = flow.kernel.registry
     if package not in registry.scopes or agent_name not in registry.scope(package).agents:
         data = {"agent": agent_name, "package": package, "error": "Unknown agent"}
-        await flow.engine.log(thread.thread_id, "run_agent_failed", data)
+        await flow.kernel.log(thread.thread_id, "run_agent_failed", data)
         return
     row = thread.row
     if (row.agent_id, row.package) != (agent_name, package):
-        await flow.engine.store.update_thread(
+        await flow.kernel.store.update_thread(
             thread.thread_id, agent_id=agent_name, package=package, tx=tx
         )
         row.agent_id, row.package = agent_name, package

@@ -180,7 +180,7 @@ async def forward_status(
     if binding.message_property:
         status = argument_text(call.arguments.get(binding.message_property))
     status = status or result.result or result.error or "running"
-    await flow.engine.threads.update_child(parent_id, thread.thread_id, status=status.strip())
+    await flow.kernel.threads.update_child(parent_id, thread.thread_id, status=status.strip())
 
 
 async def set_status(kernel: Kernel, thread: ThreadRef, status: str) -> None:

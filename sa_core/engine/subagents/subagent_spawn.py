@@ -493,7 +493,7 @@ def _immediate_instances(
 async def run_immediate(flow: FlowView) -> bool:
     """Boot immediates after a handoff made a new prompt active; never ends the step."""
     if flow.context.pop("_immediate_due", False):
-        await boot_immediate(flow.engine, flow.thread)
+        await boot_immediate(flow.kernel, flow.thread)
     return False
 
 

@@ -82,13 +82,13 @@ async def store_tool_row(
     succeeded (dropped when it failed).
     """
     state = flow.state
-    hooks = flow.engine.host.hooks
-    if not raw and flow.engine.wants_hook("before_store_tool_result", flow.thread):
+    hooks = flow.kernel.host.hooks
+    if not raw and flow.kernel.wants_hook("before_store_tool_result", flow.thread):
         stored = await hooks.before_store_tool_result(state, call, result)
         result = as_result(stored, result)
     refs = await _stored_refs(flow, result)
     mapped, result, refs = await _mapped_content(flow, call, result, config, refs)
-    content = redact(result_text(result, mapped), flow.engine.secret_values(flow.thread))
+    content = redact(result_text(result, mapped), flow.kernel.secret_values(flow.thread))
     terminal = {b.name for b in (config.session_stop, config.session_fail) if b is not None}
     listed_by_result = result.subagent_id is not None  # subagent results list their files
     if refs and call.name not in terminal and result.status == "success" and not listed_by_result:
@@ -115,7 +115,7 @@ async def store_tool_row(
     elif pending:
         row = await store_row_with_writes(flow, row, pending)
     else:
-        row = await create_message(flow.engine, flow.thread, row)
+        row = await create_message(flow.kernel, flow.thread, row)
     flow.remember(row)
     flow.unanswered = [c for c in flow.unanswered if c.id != call.id]
     return row
@@ -146,7 +146,7 @@ async def _stored_refs(flow: FlowView, result: ToolResult) -> list[AttachmentRef
         if isinstance(item, ToolAttachment):
             refs.append(
                 await store_attachment(
-                    flow.engine.store,
+                    flow.kernel.store,
                     flow.thread.thread_id,
                     item.name,
                     base64.b64decode(item.data),
@@ -182,7 +182,7 @@ async def _mapped_content(
             mapped = "null" if value is None else (argument_text(value) or "").strip()
         if binding.attachments_property:
             paths = attachment_paths(args.get(binding.attachments_property))
-            named = await attachments_named(flow.engine.store, flow.thread.thread_id, paths)
+            named = await attachments_named(flow.kernel.store, flow.thread.thread_id, paths)
             if isinstance(named, ToolResult):
                 result, mapped = named, None
             else:
@@ -217,12 +217,12 @@ async def store_row_with_writes(
     A crash before the commit leaves neither: the call runs again on resume (or is refused),
     as if it never ran.
     """
-    engine = flow.engine
-    prepared = await prepare_message(engine, flow.thread, row)
-    async with engine.store.transaction() as tx:
-        await engine.store.write_items(writes, now=now_us(), tx=tx)
-        await engine.store.insert_messages([prepared], tx=tx)
-    await announce_created(engine, flow.thread, [prepared])
+    kernel = flow.kernel
+    prepared = await prepare_message(kernel, flow.thread, row)
+    async with kernel.store.transaction() as tx:
+        await kernel.store.write_items(writes, now=now_us(), tx=tx)
+        await kernel.store.insert_messages([prepared], tx=tx)
+    await announce_created(kernel, flow.thread, [prepared])
     return prepared
 
 
@@ -236,15 +236,15 @@ async def store_ending_row(
 
     ``writes``: the tool's writes to the pack's store, committed with them.
     """
-    engine = flow.engine
+    kernel = flow.kernel
     kept = (flow.outcome, dict(flow.turns))
     try:
-        async with engine.store.transaction() as tx:
+        async with kernel.store.transaction() as tx:
             if writes:
-                await engine.store.write_items(writes, now=now_us(), tx=tx)
-            stored = await create_message(flow.engine, flow.thread, row, tx=tx)
+                await kernel.store.write_items(writes, now=now_us(), tx=tx)
+            stored = await create_message(flow.kernel, flow.thread, row, tx=tx)
             await flow.end_session_on(stored, reason)
-            queue = await engine.scheduler.settle_and_read_queue(flow, tx, reason)
+            queue = await kernel.scheduler.settle_and_read_queue(flow, tx, reason)
     except BaseException:  # rolled back: the runner settles the flow as after any failure
         flow.outcome, flow.turns = kept
         raise
@@ -260,7 +260,7 @@ async def cleanup_after_abort(flow: FlowView) -> None:
     ``Failed to execute tool: ...`` rows, except on a shutdown of a durable flow (they run on
     resume).
     """
-    closing = flow.engine.closing
+    closing = flow.kernel.closing
     reason = INTERRUPTED if closing else STOPPED_BY_USER
     said = "".join(flow.partial)
     flow.partial.clear()
@@ -284,7 +284,7 @@ async def cleanup_after_abort(flow: FlowView) -> None:
             depth=flow.depth,
             parent_id=flow.parent_message_id,
         )
-        await create_message(flow.engine, flow.thread, row)
+        await create_message(flow.kernel, flow.thread, row)
     flow.unanswered = []
     flow.stopped_by = "aborted_by_user"
 
@@ -297,7 +297,7 @@ async def fail_unanswered_message(flow: FlowView, updates: dict[str, Any]) -> No
     """
     prepared, flow.prepared = flow.prepared, None
     if prepared is not None:
-        flow.remember(await complete_prepared(flow.engine, flow.thread, prepared, updates))
+        flow.remember(await complete_prepared(flow.kernel, flow.thread, prepared, updates))
 
 
 async def record_step_error(flow: FlowView, exc: Exception) -> None:
@@ -310,7 +310,7 @@ async def record_step_error(flow: FlowView, exc: Exception) -> None:
             await store_error_row(flow, call, text)
     except Exception as again:  # e.g. the hook that failed the step fails these writes too
         data["recording_error"] = f"{type(again).__name__}: {again}"
-    await flow.engine.log(flow.thread.thread_id, "step_error", data)
+    await flow.kernel.log(flow.thread.thread_id, "step_error", data)
     flow.stopped_by = "step_error"
 
 
@@ -378,7 +378,7 @@ def refused_on_resume(
         return None
     tool = offered.get(call.name)
     if tool is None and allow_any:
-        tool = resolve_any_tool(flow.engine, flow.thread, call.name)
+        tool = resolve_any_tool(flow.kernel, flow.thread, call.name)
     if tool is not None and tool.kind in ("subagent", "lifecycle"):
         return None
     native = tool.native if tool is not None else None

@@ -47,7 +47,7 @@ async def execute_call(
         )
     tool = offered.get(name)
     if tool is None and allow_any:
-        tool = resolve_any_tool(flow.engine, flow.thread, name)
+        tool = resolve_any_tool(flow.kernel, flow.thread, name)
     if tool is None:
         hint = ""
         if any(
@@ -56,7 +56,7 @@ async def execute_call(
         ):
             hint = " Use subagent_create to start this subagent."
         return ToolResult(status="error", error=NOT_AVAILABLE.format(name=name) + hint)
-    return await run_offered(flow.engine, flow.thread, flow, tool, arguments, tool_message_id)
+    return await run_offered(flow.kernel, flow.thread, flow, tool, arguments, tool_message_id)
 
 
 async def run_offered(

@@ -32,10 +32,10 @@ async def drain_queue(flow: FlowView) -> None:
     unflagged thread is known to be empty; so is it at the first drain when the transaction
     that owed the turn read the queue empty (``Scheduler.take_known_empty``).
     """
-    engine = flow.engine
-    if engine.replays.active and await _drain_replayed(flow):
+    kernel = flow.kernel
+    if kernel.replays.active and await _drain_replayed(flow):
         return
-    scheduler = engine.scheduler
+    scheduler = kernel.scheduler
     known, flow.queued_entries = flow.queued_entries, None
     if not scheduler.take_queued(flow.thread.thread_id) and (
         flow.step_count or scheduler.take_known_empty(flow.thread.thread_id)
@@ -52,10 +52,10 @@ async def drain_queue(flow: FlowView) -> None:
 
 async def _drain_replayed(flow: FlowView) -> bool:
     """A replayed thread drains the entries its recording took here (``False``: not replayed)."""
-    cursor = flow.engine.replays.cursor(flow.thread)
+    cursor = flow.kernel.replays.cursor(flow.thread)
     if cursor is None or cursor.recorded is None:
         return False
-    entries = await entries_to_drain(flow.engine, cursor, flow)
+    entries = await entries_to_drain(flow.kernel, cursor, flow)
     if entries is None:
         return False
     flow.queued_entries = None
@@ -70,26 +70,26 @@ async def drain_entries(flow: FlowView, known: list[QueueEntry] | None) -> bool:
     ``known``: the entries to remove by id (:meth:`Store.drain_entries`); ``None``: take
     whatever is queued. Their frames go out once the messages are committed.
     """
-    engine = flow.engine
+    kernel = flow.kernel
     kept = (len(flow.messages), dict(flow.turns), flow.current_side, flow.stopped)
     row = flow.thread.row
     owner = (row.agent_id, row.package)  # a run_agent entry may change it
     try:
-        async with engine.store.transaction() as tx:
+        async with kernel.store.transaction() as tx:
             if known is None:
-                entries = await engine.store.drain_queue(flow.thread.thread_id, tx=tx)
+                entries = await kernel.store.drain_queue(flow.thread.thread_id, tx=tx)
                 if not entries:
                     return False
             else:
                 entries = known
-                await engine.store.drain_entries(flow.thread.thread_id, entries, tx=tx)
+                await kernel.store.drain_entries(flow.thread.thread_id, entries, tx=tx)
             stored = await store_entries(flow, entries, tx)
     except QueueChanged:  # (``known`` only) nothing of the transaction stayed
         del flow.messages[kept[0] :]
         flow.turns, flow.current_side, flow.stopped = kept[1], kept[2], kept[3]
         row.agent_id, row.package = owner
         return False
-    await announce_created(flow.engine, flow.thread, stored)
+    await announce_created(flow.kernel, flow.thread, stored)
     return True
 
 
@@ -109,7 +109,7 @@ async def store_entries(
             continue
         if clienttools.results_of(entry.metadata) is not None:
             metadata = entry.metadata or {}
-            await clienttools.take_results(flow.engine, flow.thread.thread_id, metadata, tx)
+            await clienttools.take_results(flow.kernel, flow.thread.thread_id, metadata, tx)
             continue
         metadata = dict(entry.metadata or {})
         metadata.setdefault("queued", True)
@@ -125,8 +125,8 @@ async def store_entries(
             attachments=refs or None,
             subagent_id=metadata.get("subagent_id"),
         )
-        messages.append(await prepare_message(flow.engine, flow.thread, message))
-    await flow.engine.store.insert_messages(messages, tx=tx)
+        messages.append(await prepare_message(flow.kernel, flow.thread, message))
+    await flow.kernel.store.insert_messages(messages, tx=tx)
     for message in messages:
         flow.remember(message)
         if message.role == "user":

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from sa_core.cachepolicy import THREAD_USE
 from sa_core.engine.flowtypes import (
     PendingHandoff,
+    SentMessages,
     SessionOutcome,
     StepResult,
     StopReason,
@@ -24,7 +25,7 @@ from sa_core.engine.flowtypes import (
     turn_completed,
 )
 from sa_core.engine.messages import create_message, new_id, new_message
-from sa_core.engine.model.context import IncrementalConverter, converter_for
+from sa_core.engine.model.context import flow_converter
 from sa_core.engine.model.turnsettings import turn_asks
 from sa_core.engine.model.usage import stop_for_budget
 from sa_core.engine.remote.remote_step import run_remote_step
@@ -75,7 +76,7 @@ class Flow:
 
     def __init__(
         self,
-        engine: Kernel,
+        kernel: Kernel,
         thread: ThreadRef,
         side: Side,
         *,
@@ -88,9 +89,9 @@ class Flow:
         history: list[Message] | None = None,
         queued: list[QueueEntry] | None = None,
     ) -> None:
-        self.engine = engine
+        self.kernel = kernel
         self.thread = thread  # the engine's handle; ``state``: the facade user code gets
-        self.state: Any = engine.user_state(thread)
+        self.state: Any = kernel.user_state(thread)
         thread.execution = self
         self.flow_id = new_id()
         self.current_side: Side = side
@@ -130,12 +131,8 @@ class Flow:
         """The model call in flight's message, prepared but not stored yet."""
         self.partial: list[str] = []  # text streamed by the model call in flight
         thread_id = thread.thread_id
-        keep = engine.store.keeps_history(thread_id) if depth == 0 else False
-        self.converter = (
-            converter_for(thread_id, keep=keep) if depth == 0 else IncrementalConverter()
-        )
-        self.sent: tuple[list[Message], int, list[Message], list[Message]]
-        self.sent = (self.messages, 0, [], [])  # kept by sa_core.engine.turn.step.sent_messages
+        self.converter = flow_converter(kernel, thread_id, depth)
+        self.sent = SentMessages(self.messages)
         self.unanswered: list[ToolCall] = []
         """Tool calls of the running step (and its queued tools) without a stored row yet."""
         self.sole_call: str | None = None
@@ -203,7 +200,7 @@ class Flow:
     @property
     def scope(self) -> PackScope:
         """The package the owning agent lives in (changes on cross-package handoff)."""
-        return self.engine.scope_of(self.thread)
+        return self.kernel.scope_of(self.thread)
 
     def side_config(self, side: Side, agent: AgentDefinition | None = None) -> SideConfig | None:
         """The acting side's config, or None when a human takes that side.
@@ -213,7 +210,7 @@ class Flow:
         if self.prompt_override is not None:
             return SideConfig(prompt=self.prompt_override.name) if side == "a" else None
         if agent is None:
-            agent = self.engine.agent_of(self.thread)
+            agent = self.kernel.agent_of(self.thread)
         if side == "a":
             return agent.side_a
         return agent.side_b if agent.type == "dual_ai" else None
@@ -225,7 +222,7 @@ class Flow:
             reason = await turn(self, self._loop)
         except asyncio.CancelledError:
             # a turn handed over to another worker is left as a crash leaves it (no records)
-            if not self.engine.scheduler.interrupted(self.thread.thread_id):
+            if not self.kernel.scheduler.interrupted(self.thread.thread_id):
                 await asyncio.shield(cleanup_after_abort(self))
             raise
         except Exception as exc:  # a step crashed: record it and settle
@@ -262,7 +259,7 @@ class Flow:
             if self._forced is not None:
                 self.current_side, self._forced = self._forced, None
             side = self.current_side
-            agent = self.engine.agent_of(self.thread)
+            agent = self.kernel.agent_of(self.thread)
             if self._session_turns_reached(agent):
                 await self.end_session(SessionOutcome("max_session_turns", failed=True))
                 return "max_session_turns"
@@ -341,18 +338,18 @@ class Flow:
     async def save_point(self, point: ResumePoint, *, tx: Transaction | None = None) -> None:
         """Write the execution record of a durable flow (in ``tx`` when given)."""
         if self.durable:
-            await self.engine.store.save_running_point(
+            await self.kernel.store.save_running_point(
                 self.thread.thread_id,
                 point.model_dump(mode="json"),
-                self.engine.instance_id,
+                self.kernel.instance_id,
                 tx=tx,
             )
 
     async def save_step_point(self, step_message_id: str, *, tx: Transaction) -> None:
         """Record the step just committed as the resume point (no model built: hot path)."""
         point = self.point_json(step_message_id)
-        store = self.engine.store
-        await store.save_running_point(self.thread.thread_id, point, self.engine.instance_id, tx=tx)
+        store = self.kernel.store
+        await store.save_running_point(self.thread.thread_id, point, self.kernel.instance_id, tx=tx)
 
     async def _evaluate_stop(
         self, side: Side, config: SideConfig, step: StepResult
@@ -392,7 +389,7 @@ class Flow:
         """Tell the user why the flow stopped (reference.md section 6.2, step 13)."""
         text = REPEATED_ERROR_MESSAGE.format(n=REPEATED_ERROR_LIMIT, error=self._last_error)
         message = new_message(self.thread.thread_id, "assistant", text, depth=self.depth)
-        self.remember(await create_message(self.engine, self.thread, message))
+        self.remember(await create_message(self.kernel, self.thread, message))
 
     def _repeated_error(self, step: StepResult) -> bool:
         if self.depth > 0:
@@ -413,7 +410,7 @@ class Flow:
         The thread's top-level durable flow, run by its runner, with no queued tool, handoff,
         stop or queued entry left that :meth:`after_step` or the next step would act on.
         """
-        scheduler = self.engine.scheduler
+        scheduler = self.kernel.scheduler
         thread_id = self.thread.thread_id
         return not (
             not self.durable
@@ -447,9 +444,9 @@ class Flow:
         )
 
     async def _perform_handoff(self, handoff: PendingHandoff) -> None:
-        engine = self.engine
-        async with engine.store.transaction() as tx:
-            await engine.store.update_thread(
+        kernel = self.kernel
+        async with kernel.store.transaction() as tx:
+            await kernel.store.update_thread(
                 self.thread.thread_id, agent_id=handoff.agent_name, package=handoff.package, tx=tx
             )
             self.thread.row.agent_id = handoff.agent_name
@@ -463,7 +460,7 @@ class Flow:
                     handoff.init_message or "",
                     attachments=handoff.init_attachments or None,
                 )
-                self.remember(await create_message(self.engine, self.thread, message, tx=tx))
+                self.remember(await create_message(self.kernel, self.thread, message, tx=tx))
             await self.save_point(self.resume_point(), tx=tx)
         reset_immediate(self)
 

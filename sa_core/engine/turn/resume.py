@@ -38,9 +38,9 @@ INTERRUPTED_CALL = "Interrupted by a restart while the model was answering; the 
 
 async def mark_interrupted_calls(flow: Flow) -> None:
     """Mark the thread's ``pending`` assistant rows failed: their model call never finished."""
-    for message_id in await flow.engine.store.pending_message_ids(flow.thread.thread_id):
+    for message_id in await flow.kernel.store.pending_message_ids(flow.thread.thread_id):
         await update_message(
-            flow.engine,
+            flow.kernel,
             flow.thread,
             message_id,
             {"status": "failed", "metadata": {"error": INTERRUPTED_CALL, "interrupted": True}},
@@ -60,7 +60,7 @@ async def resume_step(flow: Flow, point: ResumePoint) -> tuple[Side, SideConfig,
     steps = point.side_steps
     flow.side_steps = {"a": int(steps.get("a", 0)), "b": int(steps.get("b", 0))}
     await mark_interrupted_calls(flow)
-    history = await flow.engine.store.history(flow.thread.thread_id, since=point.since - 1)
+    history = await flow.kernel.store.history(flow.thread.thread_id, since=point.since - 1)
     flow.messages = [m for m in history if m.parent_id is None]
     flow.read_turn(flow.messages)  # the turn's output schema and client tools
     if point.step_message_id is None:
@@ -74,7 +74,7 @@ async def resume_step(flow: Flow, point: ResumePoint) -> tuple[Side, SideConfig,
     prompt = turn_step.prompt_for(flow, config)
     flow.thread.prompt = prompt
     flow.prompt_path = [prompt.name]
-    offered = offered_tools(flow.engine, flow.thread, flow.scope, prompt, point.side)
+    offered = offered_tools(flow.kernel, flow.thread, flow.scope, prompt, point.side)
     if flow.client_tools is not None:  # a client call without a result parks again
         clienttools.offer(flow.client_tools, offered)
     calls = [
@@ -91,7 +91,7 @@ async def resume_step(flow: Flow, point: ResumePoint) -> tuple[Side, SideConfig,
         done = answered.get(call.id)
         if tool is not None and tool.kind == "handoff" and done and done.tool_status == "success":
             # the handoff itself commits with a new resume point: it is still to be performed
-            await dispatch.run_offered(flow.engine, flow.thread, flow, tool, call.arguments, None)
+            await dispatch.run_offered(flow.kernel, flow.thread, flow, tool, call.arguments, None)
     flow.unanswered = list(unanswered)
     for index, call in enumerate(unanswered):
         # the first call without a result may have been running; later ones never started

@@ -20,7 +20,13 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sa_core.engine.flowtypes import SIDE_ROLE, StepResult, StopReason, other, turn_completed
+from sa_core.engine.flowtypes import (
+    SIDE_ROLE,
+    StepResult,
+    StopReason,
+    other,
+    turn_completed,
+)
 from sa_core.engine.messages import (
     complete_prepared,
     new_message,
@@ -30,7 +36,7 @@ from sa_core.engine.messages import (
 from sa_core.engine.model import structured
 from sa_core.engine.model.compaction import compact_history
 from sa_core.engine.model.context import dumps_compact, registry_system_message
-from sa_core.engine.model.pastcontext import UNSENT, excluding, filtered_history
+from sa_core.engine.model.pastcontext import UNSENT, FilteredHistories, excluding
 from sa_core.engine.tools.mcp import offered_mcp_tools
 from sa_core.engine.tools.offered import offered_tools
 from sa_core.engine.tools.toolrows import store_error_row
@@ -95,10 +101,11 @@ async def context_messages(flow: Flow, prompt: PromptDefinition) -> list[Message
         thread_id = flow.thread.thread_id
         history = flow.history
         if history is None:
-            history = await flow.engine.store.history(thread_id)
+            history = await flow.kernel.store.history(thread_id)
         flow.history = None
-        keep = flow.engine.store.keeps_history(thread_id)
-        sent, stripped = filtered_history(thread_id, history, keep=keep)
+        keep = flow.kernel.store.keeps_history(thread_id)
+        histories: FilteredHistories = flow.kernel.local[FilteredHistories]
+        sent, stripped = histories.filtered(thread_id, history, keep=keep)
         in_flow = {m.id for m in flow.messages}
         since = min((m.created_at for m in flow.messages), default=None)
         flow.before = excluding(sent, in_flow, since)
@@ -114,15 +121,16 @@ def sent_messages(flow: Flow) -> tuple[list[Message], list[Message]]:
     so the per-step cost does not grow with the length of the flow.
     """
     messages = flow.messages
-    if flow.sent[0] is not messages or flow.sent[1] > len(messages):
-        flow.sent = (messages, 0, [], [])
-    _, seen, sent, top = flow.sent
-    for message in messages[seen:]:
+    kept = flow.sent
+    if kept.source is not messages or kept.seen > len(messages):  # start over, in place
+        kept.source, kept.seen, kept.sent, kept.top = messages, 0, [], []
+    sent, top = kept.sent, kept.top
+    for message in messages[kept.seen :]:
         if message.status not in UNSENT:
             sent.append(message)
             if message.depth == 0 and message.parent_id is None:
                 top.append(message)
-    flow.sent = (messages, len(messages), sent, top)
+    kept.seen = len(messages)
     return sent, top
 
 
@@ -133,9 +141,9 @@ async def run_step(flow: Flow, side: Side, config: SideConfig) -> StepResult:
     flow.prompt_path = [prompt.name]
     scope = flow.scope
     model = scope.model(prompt.model)
-    offered = offered_tools(flow.engine, flow.thread, scope, prompt, side)
+    offered = offered_tools(flow.kernel, flow.thread, scope, prompt, side)
     if scope.mcp_servers:
-        offered.update(await offered_mcp_tools(flow.engine, flow.thread, scope, prompt))
+        offered.update(await offered_mcp_tools(flow.kernel, flow.thread, scope, prompt))
     client = flow.client_tools
     if client is not None:  # the turn's client tools, beside the agent's own
         clienttools.offer(client, offered)
@@ -162,19 +170,19 @@ async def provider_messages(
     offered: dict[str, OfferedTool],
 ) -> list[ProviderMessage]:
     """The messages the model receives: system text, child registry, the converted context."""
-    engine = flow.engine
+    kernel = flow.kernel
     state = flow.state
     scope = flow.scope
     thread = flow.thread
-    secret = engine.secrets.secret_names(scope, thread.row)
-    system_text = engine.caches.template(scope, prompt).render(
-        lambda name: None if name in secret else engine.env_of(thread, name)
+    secret = kernel.secrets.secret_names(scope, thread.row)
+    system_text = kernel.caches.template(scope, prompt).render(
+        lambda name: None if name in secret else kernel.env_of(thread, name)
     )
     history = await context_messages(flow, prompt)
     # compaction (issue 36): markers applied, a new one written when over the trigger
     history = await compact_history(flow, prompt, model, system_text, offered, history)
-    hooks = engine.host.hooks
-    if engine.wants_hook("filter_messages", thread):
+    hooks = kernel.host.hooks
+    if kernel.wants_hook("filter_messages", thread):
         history = await hooks.filter_messages(state, history)
     provider_messages = [ProviderMessage("system", system_text)]
     if flow.depth == 0 and thread.children:
@@ -186,9 +194,9 @@ async def provider_messages(
         acting=side,
         images_allowed=model.capabilities.supports_images,
         recent_image_threshold=prompt.recent_image_threshold,
-        read_file=lambda path: engine.store.read_file(flow.thread.thread_id, path),
+        read_file=lambda path: kernel.store.read_file(flow.thread.thread_id, path),
     )
-    if engine.wants_hook("prefilter_llm_history", thread):
+    if kernel.wants_hook("prefilter_llm_history", thread):
         provider_messages = await hooks.prefilter_llm_history(state, provider_messages)
     return provider_messages
 
@@ -202,7 +210,7 @@ async def ask_model(
     provider_messages: list[ProviderMessage],
 ) -> tuple[Message, ProviderResponse, Log]:
     """Publish the step's ``pending`` message and call the model: ``(pending, response, log)``."""
-    engine = flow.engine
+    kernel = flow.kernel
     pending = new_message(
         flow.thread.thread_id,
         SIDE_ROLE[side],
@@ -215,9 +223,9 @@ async def ask_model(
     )
     # written the same way watched or not: one insert once the answer is complete (or has
     # failed); watchers see the pending row as a frame, the store never holds it
-    pending = await prepare_message(flow.engine, flow.thread, pending)
+    pending = await prepare_message(flow.kernel, flow.thread, pending)
     flow.prepared = pending
-    publish_message(flow.engine, flow.thread.thread_id, pending)
+    publish_message(flow.kernel, flow.thread.thread_id, pending)
     tools = [t for t in offered.values()] if model.capabilities.supports_tool_calls else []
     choice = prompt.tool_choice if tools else "auto"
     if flow.client_tools is not None and tools:
@@ -228,8 +236,8 @@ async def ask_model(
             prompt.reasoning.effort, prompt.reasoning.max_tokens, prompt.reasoning.exclude
         )
     flow.partial.clear()
-    response, log = await engine.models.call(
-        engine,
+    response, log = await kernel.models.call(
+        kernel,
         flow.thread,
         model,
         provider_messages,
@@ -305,7 +313,7 @@ async def commit_answer(
         ``(message, settled)``: the stored answer, and why the flow stopped when it settled in
         this commit.
     """
-    engine = flow.engine
+    kernel = flow.kernel
     calls, content, rejection = read.calls, read.content, read.rejection
     updates: dict[str, Any] = {
         "content": content or None,
@@ -322,13 +330,13 @@ async def commit_answer(
         updates["metadata"] = read.answer.metadata
     settled: StopReason | None = None
     try:
-        async with engine.store.transaction() as tx:
-            await engine.store.insert_log(flow.thread.thread_id, log, tx=tx)
-            updated = await complete_prepared(flow.engine, flow.thread, pending, updates, tx=tx)
+        async with kernel.store.transaction() as tx:
+            await kernel.store.insert_log(flow.thread.thread_id, log, tx=tx)
+            updated = await complete_prepared(flow.kernel, flow.thread, pending, updates, tx=tx)
             settled = None if rejection else last_step(flow, side, config, calls, content)
             if settled is not None:  # the flow settles in this commit: no resume point
                 flow.turns[side] += 1
-                queue = await engine.scheduler.settle_and_read_queue(flow, tx, settled)
+                queue = await kernel.scheduler.settle_and_read_queue(flow, tx, settled)
             elif flow.durable:  # the resume point commits with the step (and tool calls)
                 await flow.save_step_point(pending.id, tx=tx)
     except BaseException:

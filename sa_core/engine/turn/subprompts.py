@@ -75,7 +75,7 @@ async def run_subprompt(
                 depth=depth,
                 parent_id=tool_message_id,
             )
-            flow.remember(await create_message(flow.engine, flow.thread, message))
+            flow.remember(await create_message(flow.kernel, flow.thread, message))
         await flow.run()
     except Exception as exc:
         detail = str(exc) if config.include_errors else "Tool execution failed"

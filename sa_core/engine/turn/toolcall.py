@@ -72,7 +72,7 @@ async def run_queued_tools(
             prompt=prompt.name,
             metadata={QUEUED_TOOLS: True},
         )
-        flow.remember(await create_message(flow.engine, flow.thread, carrier))
+        flow.remember(await create_message(flow.kernel, flow.thread, carrier))
         flow.unanswered = [*flow.unanswered, *calls]
         for call in calls:
             row = await run_call(flow, call, offered, config, allow_any=True)
@@ -117,10 +117,10 @@ async def _run_gated(
     attempt: int,
 ) -> Message:
     """Run a call past the approval gate, its hooks, and store its row with its writes."""
-    engine = flow.engine
+    kernel = flow.kernel
     state = flow.state
     tool_message_id = new_id()
-    emit(engine, flow.thread, "tool_call_started", {"id": call.id, "name": call.name})
+    emit(kernel, flow.thread, "tool_call_started", {"id": call.id, "name": call.name})
     result = refused_on_resume(flow, call, offered, attempt, allow_any=allow_any)
     if result is None:
         thread = flow.thread
@@ -134,11 +134,11 @@ async def _run_gated(
         finally:
             thread.tool_call_id, thread.tool_attempt = None, 1
     done = {"id": call.id, "name": call.name, "status": result.status}
-    emit(engine, flow.thread, "tool_call_done", done)
-    hooks = engine.host.hooks
+    emit(kernel, flow.thread, "tool_call_done", done)
+    hooks = kernel.host.hooks
     succeeded = result.status == "success"
     after = "after_tool_call_success" if succeeded else "after_tool_call_failure"
-    if engine.wants_hook(after, flow.thread):
+    if kernel.wants_hook(after, flow.thread):
         if succeeded:
             replaced = await hooks.after_tool_call_success(state, call, result)
         else:
