@@ -635,7 +635,9 @@ def test_replay_shows_its_report_next_to_the_thread_with_a_jump_to_the_divergenc
     page.evaluate(
         """async () => {
             const { replayReport } = await import("/_sa/static/js/timetravel.js");
-            const box = document.querySelector(".replay-report");
+            const box = document.createElement("section");
+            box.setAttribute("aria-label", "Divergent replay report");
+            document.body.append(box);
             box.replaceChildren(...replayReport({ packageName: "console_demo" }, {
                 identical: false, thread_id: "replay-1", model_calls: 1,
                 tool_results_served: 0, tool_executions: 0,
@@ -645,8 +647,12 @@ def test_replay_shows_its_report_next_to_the_thread_with_a_jump_to_the_divergenc
             }));
         }"""
     )
-    expect(report).to_contain_text("Diverged (and 1 more): request changed at root/researcher#1, call 2")
-    expect(report.get_by_label("What changed")).to_contain_text("+Be long.")
-    jump = report.get_by_role("link", name="Jump to the divergence")
+    diverged = page.get_by_label("Divergent replay report")
+    expect(diverged).to_contain_text(
+        "Diverged (and 1 more): request changed at root/researcher#1, call 2"
+    )
+    expect(diverged.locator("figure")).to_contain_text("What changed")
+    expect(diverged.locator("pre.diff")).to_contain_text("+Be long.")
+    jump = diverged.get_by_role("link", name="Jump to the divergence")
     assert jump.get_attribute("href") == "#/p/console_demo/t/replay-1/subagents"
 

@@ -126,7 +126,7 @@ export function replayReport(ctx, report) {
   return [h("h2", {}, "Replay report"),
     h("p", { class: "diverged" }, `Diverged${more}: `, h("strong", {}, d.kind.replaceAll("_", " ")), ` at ${where}`),
     h("p", {}, d.summary),
-    d.diff ? h("pre", { class: "diff", "aria-label": "What changed" }, d.diff) : null,
+    d.diff ? h("figure", {}, h("figcaption", { class: "muted" }, "What changed"), h("pre", { class: "diff" }, d.diff)) : null,
     h("p", {},
       h("a", { href: replayHref(d.path === "root" ? "" : "subagents"), class: "jump" }, "Jump to the divergence"),
       " · ", opened),
