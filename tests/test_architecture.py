@@ -478,3 +478,119 @@ def test_an_offender_fails_with_its_place_unless_excused() -> None:
     report(found, "rule", frozenset({"sa_core/engine/a.py: imports sa_core.runtime"}))
     with pytest.raises(AssertionError, match=r"sa_core/engine/a.py:3: imports sa_core.runtime"):
         report(found, "rule")
+
+
+# --- no import cycle in the server --------------------------------------------------------
+# (f) The modules under ``sa_core/server/`` form no import cycle, counting every import:
+#     module level, ``TYPE_CHECKING`` and inside functions alike. ``from pkg import mod`` is an
+#     edge to the module ``pkg.mod``; the import of a package that Python runs before any of
+#     its submodules is not counted (it is the same for every submodule), a name taken from a
+#     package's ``__init__`` is.
+
+SERVER = "sa_core/server/"
+
+
+def import_targets(path: str, node: ast.Import | ast.ImportFrom, known: set[str]) -> set[str]:
+    """The ``known`` modules an import statement names (a submodule rather than its package)."""
+    if isinstance(node, ast.Import):
+        return {alias.name for alias in node.names} & known
+    module = absolute(path, node)
+    named = {f"{module}.{alias.name}" for alias in node.names} & known
+    takes_names = len(named) < len(node.names)
+    return named | ({module} & known if takes_names else set())
+
+
+def import_graph(files: dict[str, str]) -> dict[str, dict[str, Offence]]:
+    """Module -> each module it imports, with the first import statement (``files``: path -> text)."""
+    names = {module_name(path): path for path in files}
+    known = set(names)
+    graph: dict[str, dict[str, Offence]] = {name: {} for name in names}
+    for name, path in names.items():
+        for node in ast.walk(ast.parse(files[path], path)):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                for target in sorted(import_targets(path, node, known) - {name}):
+                    edge = Offence(path, node.lineno, f"imports {target}")
+                    graph[name].setdefault(target, edge)
+    return graph
+
+
+def strongly_connected(graph: dict[str, dict[str, Offence]]) -> list[list[str]]:
+    """Tarjan's strongly connected components of ``graph`` with more than one module."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    components: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in graph[node]:
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = [stack.pop()]
+            while component[-1] != node:
+                component.append(stack.pop())
+            if len(component) > 1:
+                components.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(components)
+
+
+def import_cycles(files: dict[str, str]) -> list[str]:
+    """Each cycle: its modules, then every import inside it as ``path:line: imports x``."""
+    graph = import_graph(files)
+    cycles = []
+    for component in strongly_connected(graph):
+        edges = sorted(
+            edge
+            for module in component
+            for target, edge in graph[module].items()
+            if target in component
+        )
+        lines = [f"cycle of {len(component)} modules: {', '.join(component)}"]
+        cycles.append("\n".join(lines + [f"  {edge}" for edge in edges]))
+    return cycles
+
+
+def test_the_server_modules_import_each_other_without_a_cycle() -> None:
+    files = {path: source for path, source in sources() if path.startswith(SERVER)}
+    cycles = import_cycles(files)
+    assert not cycles, "import cycles in sa_core/server:\n" + "\n".join(cycles)
+
+
+def test_the_cycle_rule_counts_typing_and_function_imports_and_names_the_cycle() -> None:
+    files = {
+        "sa_core/server/a.py": "from sa_core.server.b import B",
+        "sa_core/server/b.py": "if TYPE_CHECKING:\n    from sa_core.server import c",
+        "sa_core/server/c.py": "def f():\n    import sa_core.server.a",
+        "sa_core/server/d.py": "from sa_core.server.a import A",
+    }
+    assert import_cycles(files) == [
+        "cycle of 3 modules: sa_core.server.a, sa_core.server.b, sa_core.server.c\n"
+        "  sa_core/server/a.py:1: imports sa_core.server.b\n"
+        "  sa_core/server/b.py:2: imports sa_core.server.c\n"
+        "  sa_core/server/c.py:2: imports sa_core.server.a"
+    ]
+
+
+def test_the_cycle_rule_tells_a_submodule_from_a_name_of_its_package() -> None:
+    package = "from .mount import Server\nfrom sa_core.server.p import paths"
+    files = {
+        "sa_core/server/p/__init__.py": package,
+        "sa_core/server/p/paths.py": "PREFIX = '/p'",
+        "sa_core/server/p/mount.py": "from sa_core.server.p import paths",
+    }
+    assert import_cycles(files) == []
+    files["sa_core/server/p/mount.py"] = "from sa_core.server.p import paths, PREFIX"
+    assert import_cycles(files) == [
+        "cycle of 2 modules: sa_core.server.p, sa_core.server.p.mount\n"
+        "  sa_core/server/p/__init__.py:1: imports sa_core.server.p.mount\n"
+        "  sa_core/server/p/mount.py:1: imports sa_core.server.p"
+    ]
