@@ -45,7 +45,6 @@ import json
 import os
 import random
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -57,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from serve_process import free_port
 
 from crashpack import ledger
 from sa_core.engine.effects import MAX_EFFECT_ATTEMPTS
@@ -166,13 +166,6 @@ class Report:
 
 
 # -- the server ---------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    """A port free on 127.0.0.1 right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class Server:
