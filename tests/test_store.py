@@ -1,4 +1,7 @@
-"""Tests of sa_core.store: every method group, both backends, durability and a micro-benchmark."""
+"""Tests of sa_core.store: every method group, both backends, durability.
+
+What a step's writes cost is measured by ``benchmarks/store_step.py``, not here.
+"""
 
 from __future__ import annotations
 
@@ -990,62 +993,6 @@ async def test_reopen_sees_everything(kind: str, tmp_path: Path) -> None:
     raw = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("sa.db"))
     assert token.encode() not in raw
     assert token[len("sa_") + 8 :].encode() not in raw
-
-
-# --- micro-benchmark (prints numbers; no timed assertion) -------------------------------------
-
-
-@pytest.mark.asyncio
-@pytest.mark.parametrize("kind", SQLITE_BACKENDS)
-async def test_benchmark_step(
-    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    store = await open_store(db_url(kind, tmp_path / "bench.db"))
-    try:
-        await make_thread(store)
-        count = 300 if kind == "sqlite" else 60
-
-        async def step(i: int) -> None:
-            async with store.transaction() as tx:
-                await store.insert_messages(
-                    [msg(f"m{i}", role="assistant", content="x" * 200, status="pending")], tx=tx
-                )
-                await store.update_message(
-                    f"m{i}", {"status": "completed", "response_completed_at": now_us()}, tx=tx
-                )
-                await store.insert_log(
-                    "t1", Log(id=f"l{i}", type="model", data={"t": 1}, created_at=now_us()), tx=tx
-                )
-
-        for i in range(20):
-            await step(i)
-        samples = []
-        for i in range(20, 20 + count):
-            started = time.perf_counter()
-            await step(i)
-            samples.append(time.perf_counter() - started)
-        samples.sort()
-        step_us = samples[len(samples) // 2] * 1e6
-        step_p90 = samples[len(samples) * 9 // 10] * 1e6
-
-        started = time.perf_counter()
-        for i in range(count):
-            await store.update_thread("t1", execution={"step": i})
-        update_us = (time.perf_counter() - started) / count * 1e6
-
-        since = now_us()
-        started = time.perf_counter()
-        for _ in range(count):
-            await store.history("t1", since=since)
-        history_us = (time.perf_counter() - started) / count * 1e6
-        with capsys.disabled():
-            print(
-                f"\n[store bench {kind}] insert+update+log tx: median {step_us:.0f} us "
-                f"(p90 {step_p90:.0f}); "
-                f"update_thread: {update_us:.0f} us; history(since, empty): {history_us:.0f} us"
-            )
-    finally:
-        await store.close()
 
 
 def test_message_rows_match_the_models_json_dump() -> None:
