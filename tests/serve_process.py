@@ -57,6 +57,9 @@ class ServeProcess:
         launcher: The command that runs ``sa`` (default :data:`SA_CLI`; a wrapper that hides
             an optional SDK, an installed ``sa`` script).
         sigint_ignored: Start with SIGINT ignored, as a shell starts a background command.
+        log: Also write everything the server prints to this file (kept for a post-mortem).
+        new_session: Start the server in a session of its own (signals to the test's process
+            group do not reach it).
     """
 
     def __init__(
@@ -69,6 +72,8 @@ class ServeProcess:
         pythonpath: Sequence[Path] = (),
         launcher: Sequence[str] = SA_CLI,
         sigint_ignored: bool = False,
+        log: Path | None = None,
+        new_session: bool = False,
     ) -> None:
         self.db = db
         self.port = port or free_port()
@@ -81,17 +86,22 @@ class ServeProcess:
             [*launcher, "serve", "--host", "127.0.0.1",
              "--port", str(self.port), "--db", db, "--log-level", "warning", *args],
             cwd=cwd, env=child_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            preexec_fn=ignore_sigint if sigint_ignored else None,
+            preexec_fn=ignore_sigint if sigint_ignored else None, start_new_session=new_session,
         )  # fmt: skip
         self.printed: list[str] = []
         """Every line read so far (``wait_line`` and ``output`` read the pending ones)."""
         self._pending: queue.Queue[str] = queue.Queue()
+        self._reader = threading.Thread(target=self._read, args=(log,), daemon=True)
+        self._reader.start()
+
+    def _read(self, log: Path | None) -> None:
+        """Queue each line the server prints (and append it to ``log``) until its output ends."""
         stdout = self.proc.stdout
         assert stdout is not None
-        self._reader = threading.Thread(
-            target=lambda: [self._pending.put(line) for line in stdout], daemon=True
-        )
-        self._reader.start()
+        with open(log or os.devnull, "a", buffering=1, encoding="utf-8") as copy:
+            for line in stdout:
+                self._pending.put(line)
+                copy.write(line)
 
     def output(self) -> str:
         """Everything the server printed so far."""
@@ -155,15 +165,25 @@ class ServeProcess:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def stop(self, timeout: float = 60) -> int:
-        """SIGINT, then wait; kill after ``timeout`` seconds. The exit code."""
+    def stop(self, timeout: float = 60, stop_signal: int = signal.SIGINT) -> int:
+        """``stop_signal`` (SIGINT), then wait; kill after ``timeout`` seconds. The exit code."""
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
+            self.proc.send_signal(stop_signal)
         try:
             self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(timeout=timeout)
+        return self._closed()
+
+    def kill(self) -> int:
+        """SIGKILL, as a crash would; the exit code."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        return self._closed()
+
+    def _closed(self) -> int:
         self._reader.join(timeout=5)
         self.output()
         if self.proc.stdout is not None:
