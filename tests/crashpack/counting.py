@@ -17,7 +17,7 @@ from typing import Any
 
 from crashpack import ledger
 from crashpack.clients import Load
-from sa_core.engine.effects import MAX_EFFECT_ATTEMPTS
+from sa_core.engine.delivery.effects import MAX_EFFECT_ATTEMPTS
 from sa_core.store.effects import INTERRUPTED_EFFECT as INTERRUPTED
 
 COMMIT_WINDOW_US = 500_000
