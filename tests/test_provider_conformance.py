@@ -1,5 +1,8 @@
 """What every HTTP provider does alike, checked on each: one suite, parametrised by provider.
 
+The providers: ``openai`` (Chat Completions and Responses), ``anthropic``, ``google``, and the
+OpenAI-compatible ``groq`` and ``openrouter``.
+
 Each provider replays its recorded traffic and sends the recorded requests; maps HTTP errors,
 transport failures, a missing key, an error object in the stream and a stream cut short to
 :class:`~sa_core.errors.ProviderError` (never leaking the key); and registers itself under its
@@ -139,6 +142,18 @@ CASES = [
         ),
         cut_stream=CHAT_CUT,
     ),
+    ProviderCase(
+        name="openrouter",
+        make=openai_compatible.openrouter,
+        model="google/gemini-2.5-flash",
+        key_variable="OPENROUTER_API_KEY",
+        key="sk-or-SECRET-0123456789",
+        stream_error=['data: {"error": {"message": "upstream overloaded", "code": 503}}'],
+        stream_error_chunk=StreamChunk(
+            "error", error="openrouter: upstream overloaded", code="server_error"
+        ),
+        cut_stream=CHAT_CUT,
+    ),
 ]
 BY_NAME = {case.name: case for case in CASES}
 each_provider = pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
@@ -171,6 +186,12 @@ TRAFFIC = [
         "TestOpenAICompatibleCommon/groq-kimi-k2",
         ("simple", "simple_streaming", "tool", "multi_tool", "multi_tool_streaming"),
         {"env": env_of(GROQ_API_KEY="gsk-1")},
+    ),
+    Traffic(
+        "openrouter",
+        "TestOpenRouterCommon/gemini",
+        ("multi_tool", "multi_tool_streaming"),
+        {"env": env_of(OPENROUTER_API_KEY="or-1")},
     ),
 ]
 RECORDINGS = [(t, scenario) for t in TRAFFIC for scenario in t.scenarios]
