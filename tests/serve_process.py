@@ -1,9 +1,11 @@
 """One real ``sa serve`` subprocess on loopback, shared by every test that needs a live server.
 
-Every test (and benchmark) that starts ``sa serve`` does it here: a free loopback port
-(:func:`free_port`, the only one), the output read on a thread (kept for failure messages), a
-wait until the server answers HTTP, the first API key it prints, and a graceful stop (SIGINT,
-then kill after a generous ceiling). Benchmarks import it with ``tests/`` on ``sys.path``.
+Every test that starts ``sa serve`` does it here: a free loopback port (:func:`free_port`, the
+only one), the output read on a thread (kept for failure messages, and in a log file if asked),
+a wait until the server answers HTTP, the first API key it prints, and a graceful stop (SIGINT,
+then kill after a generous ceiling) or a crash (:meth:`ServeProcess.kill`). Benchmarks take
+:func:`free_port` from here (with ``tests/`` on ``sys.path``); how they launch the server (CPU
+pinning, a profiler, output to /dev/null) is part of what they measure.
 """
 
 from __future__ import annotations
