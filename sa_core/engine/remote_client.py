@@ -271,6 +271,8 @@ class Connection:
     client: Any
     card: Any
     secrets: list[str]
+    headers: dict[str, str]
+    """The resolved headers (sent to the agent's origin only)."""
 
     @property
     def streaming(self) -> bool:
@@ -311,7 +313,7 @@ async def connect(
         )
         client = ClientFactory(config).create(card)
         try:
-            yield Connection(remote, client, card, secrets)
+            yield Connection(remote, client, card, secrets, headers)
         finally:
             await client.close()
 
