@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -182,6 +183,8 @@ class SdkAgent:
         self.gets = 0
         self.push_client: httpx.AsyncClient | None = None
         self.pushed: list[int] = []
+        self.notifications: list[tuple[str, dict[str, str], bytes]] = []
+        """``(URL, headers, body)`` of every notification posted (delivered or not)."""
         card = AgentCard(
             name="SDK helper",
             description="An agent made with the a2a-sdk alone.",
@@ -202,7 +205,14 @@ class SdkAgent:
             async def record(response: httpx.Response) -> None:
                 self.pushed.append(response.status_code)
 
-            self.push_client = httpx.AsyncClient(event_hooks={"response": [record]})
+            async def keep(request: httpx.Request) -> None:
+                self.notifications.append(
+                    (str(request.url), dict(request.headers), request.content)
+                )
+
+            self.push_client = httpx.AsyncClient(
+                event_hooks={"request": [keep], "response": [record]}
+            )
             sender = BasePushNotificationSender(self.push_client, self.push_configs)
         handler = CountingHandler(
             self,
@@ -247,6 +257,21 @@ class SdkAgent:
         if body is None:
             return JSONResponse({"error": "no such file"}, status_code=404)
         return Response(body, media_type="application/octet-stream")
+
+    def notified_states(self) -> list[str]:
+        """The task state each notification carried (``TASK_STATE_WORKING``...), in order."""
+        states = []
+        for _, _, body in self.notifications:
+            event = json.loads(body)
+            found = event.get("task") or event.get("statusUpdate") or {}
+            states.append(str(found.get("status", {}).get("state", "")))
+        return states
+
+    def repush(self, index: int = -1) -> int:
+        """Post a notification again, as it was (a retry, or a duplicate); its HTTP status."""
+        url, headers, body = self.notifications[index]
+        kept = {k: v for k, v in headers.items() if k.lower() != "content-length"}
+        return httpx.post(url, content=body, headers=kept, timeout=30).status_code
 
     def release(self, name: str) -> None:
         """Let the ``slow NAME`` task finish."""
