@@ -118,20 +118,24 @@ async def _body(response: Any, limit: int) -> bytes:
 async def download(url: str, headers: dict[str, str], limit: int, seconds: float) -> bytes:
     """GET a file's bytes: at most ``limit`` bytes, within ``seconds`` in all.
 
-    Redirects are not followed (headers must not go to another URL than the one asked).
+    Redirects are not followed (headers must not go to another URL than the one asked). The
+    request goes through an ``httpx`` transport, not a client, so the client's request log
+    line, which holds the whole URL, is not written (a signed URL's query is a key).
 
     Raises:
         DownloadError: HTTP error, redirect, too big, timed out or unreachable.
     """
     import httpx
 
+    timeout = httpx.Timeout(seconds).as_dict()
+    request = httpx.Request("GET", url, headers=headers, extensions={"timeout": timeout})
     try:
-        async with (
-            asyncio.timeout(seconds),
-            new_client(headers, seconds, seconds) as client,
-            client.stream("GET", url) as response,
-        ):
-            return await _body(response, limit)
+        async with asyncio.timeout(seconds), httpx.AsyncHTTPTransport() as transport:
+            response = await transport.handle_async_request(request)
+            try:
+                return await _body(response, limit)
+            finally:
+                await response.aclose()
     except (TimeoutError, httpx.TimeoutException):
         raise DownloadError(f"not downloaded within {seconds:g} seconds") from None
     except httpx.HTTPError as exc:

@@ -7,6 +7,7 @@ same bearer token as its A2A endpoint. The parent runs in-process with a scripte
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -74,11 +75,17 @@ async def run(factory: Any, agent: SdkAgent, message: str) -> dict[str, Any]:
 
 
 async def test_a_linked_file_is_downloaded_with_the_agents_headers(
-    sa_runtime_factory: Any,
+    sa_runtime_factory: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO)
     with SdkAgent(token=TOKEN) as agent:
         found = await run(sa_runtime_factory, agent, "link small.txt")
     assert found["copies"] == {"small.txt": LINKED["small.txt"]}
+    ours = "\n".join(  # this server's log lines (the agent's own are its business)
+        r.getMessage() for r in caplog.records if r.name.startswith(("httpx", "sa_core"))
+    )
+    assert f"POST {agent.base}/rpc" in ours  # the A2A requests are logged...
+    assert SIGNATURE not in ours and TOKEN not in ours  # ...never a key of the file's URL
     assert found["tool"].content.startswith("Linked.")
     assert agent.file_authorizations == [f"Bearer {TOKEN}"]  # its own origin: its headers
 
