@@ -54,7 +54,8 @@ class RemoteError(Exception):
 
     Attributes:
         code: ``remote_config`` (a header variable without a value, a card endpoint elsewhere),
-            ``remote_unreachable``, ``remote_auth``, ``remote_timeout`` or ``remote_error``.
+            ``remote_unreachable``, ``remote_auth``, ``remote_timeout``, ``remote_file`` (an
+            answer's file could not be downloaded) or ``remote_error``.
     """
 
     def __init__(self, message: str, code: str = "remote_error") -> None:
