@@ -1,6 +1,6 @@
 """HTTP for remote A2A agents: a client carrying an agent's headers, and failures classified.
 
-The engine's remote-agent modules (``sa_core/engine/remote_*.py``) talk to other servers
+The engine's remote-agent modules (``sa_core/engine/remote/``) talk to other servers
 through these helpers, so that neither ``httpx`` (about 130 modules) nor the a2a-sdk is
 imported until a remote agent is first used: a runtime that calls none keeps its start-up
 imports, and its heap, as they were. Nothing here knows about threads or the engine.

@@ -46,8 +46,8 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
-    from sa_core.engine.flow import Flow
     from sa_core.engine.threads import ThreadRef
+    from sa_core.engine.turn.flow import Flow
     from sa_core.spec import ToolCall
     from sa_core.state import ThreadState
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from sa_core import Runtime
-from sa_core.engine import running
+from sa_core.engine.turn import running
 
 
 def hold_settlement(

@@ -362,6 +362,113 @@ def test_every_engine_module_imports_on_its_own() -> None:
     assert done.stdout.strip() == ""
 
 
+# --- LAYERS: the engine's groups, each importing only the groups below it -------------------
+#
+# The engine is a small root (the vocabulary: kernel, thread handles, events, flow types and
+# views, messages, files, secrets, variables, placement, the child link) under groups by
+# concern. A module imports, at run time or for typing alike, only modules of its own group
+# and of the groups below it; the check names every import that points up.
+
+LAYERS = (
+    "root",
+    "tools",
+    "model",
+    "remote",
+    "delivery",
+    "subagents",
+    "turn",
+    "workers",
+    "timeline",
+)
+"""The engine's groups, bottom to top. ``root`` is the modules directly under
+``sa_core/engine/``; every other group is the sub-package of that name."""
+
+KERNEL = "sa_core/engine/kernel.py"
+"""The one declared exception: the kernel's typing imports (``if TYPE_CHECKING``) of the
+services it holds (scheduler, schedules, effects, model caller, MCP, prompt caches), which
+live in the groups above the root. Its run-time imports follow the rule like any other."""
+
+
+def engine_group(module: str) -> str | None:
+    """The group of an engine module (or of a name in it), else ``None`` (not the engine)."""
+    if module != "sa_core.engine" and not module.startswith("sa_core.engine."):
+        return None
+    parts = module.split(".")[2:]
+    if not parts:
+        return "root"
+    return parts[0] if parts[0] in LAYERS[1:] else "root"
+
+
+def typing_imports(tree: ast.AST) -> set[int]:
+    """The ids of the import statements under an ``if TYPE_CHECKING:``."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING"):
+            for inner in node.body:
+                found |= {
+                    id(n) for n in ast.walk(inner) if isinstance(n, ast.Import | ast.ImportFrom)
+                }
+    return found
+
+
+def upward_imports(path: str, tree: ast.AST) -> list[Offence]:
+    """An engine module importing a module of a group above its own (typing included)."""
+    own = engine_group(module_name(path)) if path.startswith(ENGINE) else None
+    if own is None:
+        return []
+    typing = typing_imports(tree)
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Import | ast.ImportFrom):
+            continue
+        if path == KERNEL and id(node) in typing:
+            continue
+        for module in imported(path, node):
+            group = engine_group(module)
+            if group is not None and LAYERS.index(group) > LAYERS.index(own):
+                kind = "for typing " if id(node) in typing else ""
+                what = f"{own} imports {module} {kind}from {group}, a group above it"
+                found.append(Offence(path, node.lineno, what))
+    return found
+
+
+def test_engine_groups_import_only_the_groups_below_them() -> None:
+    report(scan(upward_imports), "LAYERS: " + " < ".join(LAYERS))
+
+
+def test_every_engine_module_belongs_to_a_group_of_the_layers() -> None:
+    engine = ROOT / ENGINE
+    packages = sorted(p.name for p in engine.iterdir() if (p / "__init__.py").exists())
+    assert set(packages) <= set(LAYERS[1:]), f"sub-packages not in LAYERS: {packages}"
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from sa_core.engine.turn.flow import Flow",
+        "from sa_core.engine.turn import flow",
+        "import sa_core.engine.turn.step",
+        "from ..turn.flow import Flow",
+        "if TYPE_CHECKING:\n    from sa_core.engine.turn.flow import Flow",
+    ],
+)
+def test_the_layer_rule_catches_an_upward_import_in_every_form(source: str) -> None:
+    assert offences(upward_imports, "sa_core/engine/tools/approvals.py", source)
+
+
+def test_the_layer_rule_passes_imports_down_and_spares_only_the_kernels_typing_imports() -> None:
+    down = "from sa_core.engine.kernel import Kernel\nfrom sa_core.engine.tools import tools"
+    assert offences(upward_imports, "sa_core/engine/model/modelcall.py", down) == []
+    typing = "if TYPE_CHECKING:\n    from sa_core.engine.workers.scheduler import Scheduler"
+    assert offences(upward_imports, KERNEL, typing) == []
+    assert offences(upward_imports, "sa_core/engine/threads.py", typing)
+    found = offences(upward_imports, KERNEL, "from sa_core.engine.workers import scheduler")
+    assert found == [
+        f"{KERNEL}:1: root imports sa_core.engine.workers from workers, a group above it",
+        f"{KERNEL}:1: root imports sa_core.engine.workers.scheduler from workers, a group above it",
+    ]
+
+
 # --- the scanner on synthetic sources ---------------------------------------------------------
 
 
@@ -400,7 +507,7 @@ def test_the_private_rule_catches_imports_module_attributes_and_foreign_objects(
     source = "\n".join(
         [
             "from sa_core.store.messages import _HISTORY",
-            "from sa_core.engine import flow",
+            "from sa_core.engine.turn import flow",
             "import sa_core.store.fast as fast",
             "flow._store_tool_row()",
             "fast._plan",
@@ -410,7 +517,7 @@ def test_the_private_rule_catches_imports_module_attributes_and_foreign_objects(
     )
     assert offences(private_reach, "sa_core/server/app.py", source) == [
         "sa_core/server/app.py:1: imports sa_core.store.messages._HISTORY",
-        "sa_core/server/app.py:4: reaches sa_core.engine.flow._store_tool_row",
+        "sa_core/server/app.py:4: reaches sa_core.engine.turn.flow._store_tool_row",
         "sa_core/server/app.py:5: reaches sa_core.store.fast._plan",
         "sa_core/server/app.py:7: reaches prepared._plan",
     ]

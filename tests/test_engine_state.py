@@ -258,7 +258,7 @@ async def test_pending_effect_survives_restart(sa_runtime_factory):
 async def test_an_effect_another_runtime_stored_runs_while_this_one_is_idle(
     sa_runtime_factory, monkeypatch
 ):
-    from sa_core.engine.effects import EffectScheduler
+    from sa_core.engine.delivery.effects import EffectScheduler
 
     monkeypatch.setattr(EffectScheduler, "poll_seconds", 0.2)
     ran = []

@@ -22,7 +22,7 @@ from sa_core.testing import FunctionProvider
 LEASE_TAKES = {"sqlite": 0, "postgresql": 1}
 """Writes of their own when a thread first runs: on PostgreSQL a worker takes the thread's lease
 before running it, and keeps it a while after its turn, so that the next turn takes none (it
-gives it back later, in the background; :mod:`sa_core.engine.leases`)."""
+gives it back later, in the background; :mod:`sa_core.engine.workers.leases`)."""
 
 
 def count_transactions(runtime: Any) -> Counter[str]:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from sa_core.engine.retry import AttemptRecord, ModelAttempt, call_model
+from sa_core.engine.model.retry import AttemptRecord, ModelAttempt, call_model
 from sa_core.errors import ProviderError
 from sa_core.providers import (
     ProviderMessage,
@@ -375,7 +375,7 @@ async def test_an_authentication_error_is_named_first_and_not_retried() -> None:
 
 
 def test_stream_timeouts_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    from sa_core.engine.modelcall import stream_timeouts
+    from sa_core.engine.model.modelcall import stream_timeouts
 
     monkeypatch.delenv("STANDARD_AGENTS_STREAM_FIRST_CHUNK_TIMEOUT_MS", raising=False)
     monkeypatch.delenv("STANDARD_AGENTS_STREAM_STALL_TIMEOUT_MS", raising=False)

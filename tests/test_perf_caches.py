@@ -16,7 +16,7 @@ import pytest_asyncio
 
 from sa_core import Pack, define_agent, define_model, define_prompt
 from sa_core.cachepolicy import THREAD_USE, ThreadUse
-from sa_core.engine.context import converter_for, forget_converted
+from sa_core.engine.model.context import converter_for, forget_converted
 from sa_core.providers import ProviderMessage, ProviderRequest
 from sa_core.spec.records import Message
 from sa_core.store import Store, ThreadRow, now_us, open_store
@@ -381,7 +381,7 @@ async def test_the_engine_keeps_a_conversion_only_while_the_store_keeps_the_hist
     sa_runtime_factory: Any, counted_turns: ThreadUse
 ):
     """Both hold the same threads, sharing their messages, even when more threads are busy."""
-    from sa_core.engine import context, pastcontext
+    from sa_core.engine.model import context, pastcontext
 
     pack, provider = chat_pack()
     async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as runtime:
@@ -696,7 +696,7 @@ def test_sa_serve_runs_uvicorn_with_the_httptools_parser():
 
 @pytest.mark.asyncio
 async def test_kept_conversions_are_bounded_by_threads_and_messages(monkeypatch):
-    from sa_core.engine import context
+    from sa_core.engine.model import context
 
     monkeypatch.setattr(context, "CONVERTED_THREADS", 2)
     monkeypatch.setattr(context, "CONVERTED_MESSAGES", 3)

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from sa_core.engine.retry import ModelAttempt, call_model
+from sa_core.engine.model.retry import ModelAttempt, call_model
 from sa_core.errors import ProviderError
 from sa_core.providers import ProviderMessage, ProviderRequest
 from sa_providers.anthropic import AnthropicProvider

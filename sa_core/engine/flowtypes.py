@@ -1,18 +1,20 @@
 """What the pieces of the turn loop share: stop reasons, a step's result, how a session ended.
 
-The loop (:mod:`sa_core.engine.flow`), one model step (:mod:`sa_core.engine.step`), the tool
-calls (:mod:`sa_core.engine.toolcall`), the tool rows (:mod:`sa_core.engine.toolrows`), the queue
-drain (:mod:`sa_core.engine.drain`) and resuming (:mod:`sa_core.engine.resume`) all import these
-from here, below all of them.
+The loop (:mod:`sa_core.engine.turn.flow`), one model step (:mod:`sa_core.engine.turn.step`), the
+tool calls (:mod:`sa_core.engine.turn.toolcall`), the tool rows
+(:mod:`sa_core.engine.tools.toolrows`), the queue drain (:mod:`sa_core.engine.turn.drain`) and
+resuming (:mod:`sa_core.engine.turn.resume`) all import these from here, below all of them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
-from sa_core.engine.context import Side
-from sa_core.spec import AttachmentRef, Message, ToolCall
+from sa_core.spec import AttachmentRef, Message, Side, ToolCall
+
+SIDE_ROLE: dict[Side, Literal["assistant", "user"]] = {"a": "assistant", "b": "user"}
+"""The role a side's messages are stored with (side B's as ``user``)."""
 
 StopReason = Literal[
     "aborted_by_user",
@@ -75,3 +77,50 @@ class StepResult:
     content: str
     settled: StopReason | None = None
     """Why the flow stopped, when it was settled in the step's own commit."""
+
+
+class ExecutionView(Protocol):
+    """A running flow as user code sees it: ``state.execution`` (the spec's ExecutionState).
+
+    Counts, the acting side, the flow's scratch ``context``, and the two controls a tool or
+    hook may use: :meth:`force_turn` and :meth:`stop`. The engine's own step state is not part
+    of it (:class:`sa_core.engine.flowview.FlowView`).
+    """
+
+    flow_id: str
+    """This run of the turn loop."""
+    current_side: Side
+    """The side acting now."""
+    step_count: int
+    """Steps taken in this flow, both sides."""
+    stopped: bool
+    """Whether the flow was stopped (:meth:`stop`)."""
+    stopped_by: str | None
+    """Why it was stopped, if it was."""
+    prompt_path: list[str]
+    """The prompts this flow went through (subprompts included)."""
+    context: dict[str, Any]
+    """A scratch dict tools and hooks of this flow share."""
+
+    @property
+    def side_a_step_count(self) -> int:
+        """Steps side A took in this flow."""
+        ...
+
+    @property
+    def side_b_step_count(self) -> int:
+        """Steps side B took in this flow."""
+        ...
+
+    @property
+    def message_history(self) -> list[Message]:
+        """Messages created during this flow."""
+        ...
+
+    def force_turn(self, side: Side) -> None:
+        """Make ``side`` act on the next step."""
+        ...
+
+    def stop(self, reason: str = "aborted") -> None:
+        """Stop the flow after the current step."""
+        ...

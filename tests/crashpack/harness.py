@@ -59,7 +59,7 @@ from typing import Any
 import httpx
 
 from crashpack import ledger
-from sa_core.engine.effects import MAX_EFFECT_ATTEMPTS
+from sa_core.engine.delivery.effects import MAX_EFFECT_ATTEMPTS
 from sa_core.store.effects import INTERRUPTED_EFFECT as INTERRUPTED
 
 TESTS_DIR = Path(__file__).resolve().parents[1]
