@@ -260,7 +260,7 @@ async def test_subagent_terminate_cancels_the_remote_task(sa_runtime_factory: An
         async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
             thread = await rt.create_thread("boss")
             await thread.send_message("go")
-            await wait_for(lambda: agent.messages)
+            await acknowledged(rt, thread)
             await thread.send_message("stop it")
             await rt.wait_idle()
             results = tool_results((await thread.get_messages()).messages)
