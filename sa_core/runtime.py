@@ -27,7 +27,7 @@ from sa_core.engine.model.modelcall import ModelCaller
 from sa_core.engine.owed import turn_settled
 from sa_core.engine.placement import LocalPlacement, Placement
 from sa_core.engine.remote.remote_client import prefetch_cards
-from sa_core.engine.secrets import SecretRedactor, redact
+from sa_core.engine.secrets import SecretNames, redact
 from sa_core.engine.subagents.creation import new_thread, unset_variables
 from sa_core.engine.subagents.subagent_spawn import boot_immediate
 from sa_core.engine.subagents.subagents import provide_variables
@@ -52,7 +52,7 @@ from sa_core.state import ThreadState, thread_of
 from sa_core.store.clock import SystemClock
 
 if TYPE_CHECKING:
-    from sa_core.engine.workers.leases import Workers
+    from sa_core.engine.workers.leases import LeasePlacement
     from sa_core.offline import OfflineSpec
     from sa_core.plugins import PluginHost
     from sa_core.providers import Provider
@@ -119,7 +119,7 @@ class Runtime:
         self.pack_sources: dict[str, Any] = {}
         self.instance_id = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
         """Names this runtime in the execution records it claims."""
-        self.workers: Workers | None = None
+        self.workers: LeasePlacement | None = None
         """Leases and stream relay shared with other workers (PostgreSQL), else ``None``."""
         self._life = Life()
         self.clock: Clock = clock or SystemClock()
@@ -168,7 +168,7 @@ class Runtime:
         await resume_interrupted(kernel)
         kernel.placement.run()
 
-    async def _attach_workers(self) -> Workers | None:
+    async def _attach_workers(self) -> LeasePlacement | None:
         """PostgreSQL: share threads with the database's other workers (relaying bus, leases)."""
         if not self.store.url.startswith("postgresql"):
             return None
@@ -210,7 +210,7 @@ class Runtime:
             scheduler=Scheduler(store),
             placement=placement,
             caches=PromptCaches(),
-            secrets=SecretRedactor(self.registry),
+            secrets=SecretNames(self.registry),
             models=models,
             effects=EffectScheduler(),
             schedules=ScheduleTimer(self.clock),

@@ -16,8 +16,8 @@ from sa_core import telemetry
 from sa_core.engine import files, messages, variables
 from sa_core.engine.delivery import delivery
 from sa_core.engine.flowview import flow_of
+from sa_core.engine.frames import emit
 from sa_core.engine.model import usage
-from sa_core.engine.scrub import emit
 from sa_core.engine.subagents import runagent, subagent_report, subagent_vars
 from sa_core.engine.threads import NO_TOOL_OPTIONS, ThreadRef, tool_config
 from sa_core.engine.timeline import fork as forks

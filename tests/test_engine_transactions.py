@@ -86,10 +86,10 @@ def doom_settling_commit(
             raise OSError("connection reset")
         return await list_queue(*args, **kwargs)
 
-    settle_in = rt.scheduler.settle_in
+    settle_and_read_queue = rt.scheduler.settle_and_read_queue
 
     async def settle_then_doom(flow: Any, tx: Any, reason: Any = None) -> Any:
-        queue = await settle_in(flow, tx, reason)
+        queue = await settle_and_read_queue(flow, tx, reason)
         if settles(reason) and not doomed:
             doomed.append(tx)
             commit = type(tx).commit
@@ -103,7 +103,7 @@ def doom_settling_commit(
         return queue
 
     monkeypatch.setattr(rt.store, "list_queue", failing_list_queue)
-    monkeypatch.setattr(rt.scheduler, "settle_in", settle_then_doom)
+    monkeypatch.setattr(rt.scheduler, "settle_and_read_queue", settle_then_doom)
     return doomed
 
 

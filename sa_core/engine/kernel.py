@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from sa_core.engine.model.caches import PromptCaches
     from sa_core.engine.model.modelcall import ModelCaller
     from sa_core.engine.placement import Placement
-    from sa_core.engine.secrets import SecretRedactor
+    from sa_core.engine.secrets import SecretNames
     from sa_core.engine.threads import LiveThreads, ThreadRef
     from sa_core.engine.tools.mcp import McpManager
     from sa_core.engine.workers.scheduler import Scheduler
@@ -112,7 +112,7 @@ class Kernel:
     scheduler: Scheduler
     placement: Placement
     caches: PromptCaches
-    secrets: SecretRedactor
+    secrets: SecretNames
     models: ModelCaller
     effects: EffectScheduler
     schedules: ScheduleTimer

@@ -186,11 +186,11 @@ async def deliver(
     else:  # the placement says where: queue for another worker, or take the thread here
         admission = await kernel.placement.admit(thread_id)
     if admission.busy:
-        return await _queue_message(kernel, thread, item, verify, admission)
+        return await _queue_while_busy(kernel, thread, item, verify, admission)
     return await _owe_turn(kernel, thread, item, verify, prepared)
 
 
-async def _queue_message(
+async def _queue_while_busy(
     kernel: Kernel, thread: ThreadRef, item: Delivery, verify: bool, admission: Admission
 ) -> Message:
     """Queue the message for the thread's runner (here or on the worker holding it)."""
@@ -340,10 +340,10 @@ async def queue_message(
     terminated = thread.shared.row.terminated
     if terminated is not None:
         raise ThreadTerminatedError(thread.thread_id, terminated)
-    return await queue(kernel, thread, QueueMessageInput.model_validate(message))
+    return await enqueue(kernel, thread, QueueMessageInput.model_validate(message))
 
 
-async def queue(kernel: Kernel, thread: ThreadRef, data: QueueMessageInput) -> str:
+async def enqueue(kernel: Kernel, thread: ThreadRef, data: QueueMessageInput) -> str:
     """Queue a message on a thread and wake it (``state.queue_message``)."""
     refs = await attachment_refs(kernel, thread, data.attachments)
     entry = data.model_copy(update={"attachments": refs})

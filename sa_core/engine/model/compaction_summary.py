@@ -1,6 +1,6 @@
 """The ``summarize`` strategy: a transcript of the compacted messages, summarized by a model.
 
-The calls go through the engine's model path (:meth:`ModelCaller.call_model`: retries,
+The calls go through the engine's model path (:meth:`ModelCaller.call`: retries,
 fallbacks, usage and cost), each returning its unsaved ``llm_call`` log, marked
 ``data.purpose == "compaction"``; the caller stores those logs with the marker. A transcript
 longer than the summarizer can read is summarized in parts, each folding into the summary so far.
@@ -115,7 +115,7 @@ async def summarize(
         budget = min(budget, max(1, window // 2))
     logs: list[Log] = []
     for part in _parts(transcript_lines(messages), budget * 4):
-        response, log = await flow.engine.models.call_model(
+        response, log = await flow.engine.models.call(
             flow.engine,
             flow.thread,
             model,

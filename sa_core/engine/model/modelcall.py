@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from sa_core.engine.messages import new_id
 from sa_core.engine.model.promptcache import may_wait_long, prompt_cache_for
-from sa_core.engine.model.retry import ModelAttempt, call_model
+from sa_core.engine.model.retry import ModelAttempt, call_with_fallbacks
 from sa_core.engine.model.structured import PartialOutput, apply_to_request
 from sa_core.engine.model.turnsettings import apply_turn_settings
 from sa_core.errors import DefinitionNotFoundError
@@ -65,7 +65,7 @@ class ModelCaller:
                 "provider", name, self.providers, hint=unknown_provider_hint(name, self.providers)
             ) from None
 
-    async def call_model(
+    async def call(
         self,
         kernel: Kernel,
         thread: ThreadRef,
@@ -132,7 +132,7 @@ class ModelCaller:
             else:
                 log_ids.append(await self.log(thread_id, "llm_call", data))
 
-        response, _ = await call_model(
+        response, _ = await call_with_fallbacks(
             chain,
             on_chunk=on_chunk,
             on_attempt=on_attempt,

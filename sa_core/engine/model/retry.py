@@ -1,6 +1,6 @@
 """The model-call policy: stream with guards, retry with backoff, then walk the fallback chain.
 
-:func:`call_model` is how the engine talks to models (reference.md section 6.14). It always
+:func:`call_with_fallbacks` is how the engine talks to models (reference.md section 6.14). It always
 streams, forwarding every chunk as it arrives, and assembles the answer. Per model it makes up
 to ``attempts_per_model`` attempts, waiting ``base_delay * 2**(n - 1)`` seconds (or the
 provider's ``retry_after`` when longer) between them; errors that a retry cannot fix
@@ -325,7 +325,7 @@ def _delay(attempt: int, base_delay: float, retry_after: float | None) -> float:
     return max(base_delay * 2.0 ** (attempt - 1), retry_after or 0.0)
 
 
-async def call_model(
+async def call_with_fallbacks(
     chain: Sequence[ModelAttempt],
     *,
     on_chunk: ChunkCallback | None = None,
@@ -362,7 +362,7 @@ async def call_model(
 
     """
     if not chain:
-        raise ValueError("call_model needs at least one model")
+        raise ValueError("call_with_fallbacks needs at least one model")
     if attempts_per_model < 1:
         raise ValueError("attempts_per_model must be at least 1")
     index = 0
@@ -417,4 +417,4 @@ def _exhausted(chain: Sequence[ModelAttempt], attempts: int, last: ProviderError
     )
 
 
-__all__ = ["AttemptRecord", "ModelAttempt", "call_model"]
+__all__ = ["AttemptRecord", "ModelAttempt", "call_with_fallbacks"]

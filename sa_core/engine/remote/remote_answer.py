@@ -143,7 +143,7 @@ async def commit(
             await kernel.store.insert_log(thread.thread_id, _usage_log(remote, view.usage), tx=tx)
         await flow.end_session(SessionOutcome(_session(state, failed), failed, text, refs))
         if flow.settles_in_step():
-            flow.settled_queue = await kernel.scheduler.settle_in(flow, tx, reason)
+            flow.settled_queue = await kernel.scheduler.settle_and_read_queue(flow, tx, reason)
     return StepResult(stored, [], [], stored.content or "", reason)
 
 

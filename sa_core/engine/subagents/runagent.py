@@ -75,7 +75,7 @@ async def run_agent(kernel: Kernel, thread: ThreadRef, name: str) -> None:
         silent=True,
         metadata={RUN_AGENT: {"agent": agent.name, "package": scope.package}},
     )
-    await delivery.queue(kernel, thread, entry)
+    await delivery.enqueue(kernel, thread, entry)
 
 
 def run_agent_request(metadata: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -31,8 +31,8 @@ import weakref
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal
 
+from sa_core.engine.frames import emit
 from sa_core.engine.messages import create_messages
-from sa_core.engine.scrub import emit
 from sa_core.engine.tools.mcp import offered_mcp_tools
 from sa_core.engine.tools.offered import offered_tools
 from sa_core.engine.tools.toolrows import cancelled_rows, store_tool_row
@@ -150,7 +150,7 @@ async def gate(
     return None
 
 
-async def settle(flow: FlowView, side: str, config: SideConfig) -> Parked | None:
+async def run_decided_calls(flow: FlowView, side: str, config: SideConfig) -> Parked | None:
     """Before a step: act on decided calls; why the turn stays parked, while a call waits.
 
     Returns:

@@ -248,7 +248,7 @@ async def store_ending_row(
                 await engine.store.write_items(writes, now=now_us(), tx=tx)
             stored = await create_message(flow.engine, flow.thread, row, tx=tx)
             await flow.end_session_on(stored, reason)
-            queue = await engine.scheduler.settle_in(flow, tx, reason)
+            queue = await engine.scheduler.settle_and_read_queue(flow, tx, reason)
     except BaseException:  # rolled back: the runner settles the flow as after any failure
         flow.outcome, flow.turns = kept
         raise

@@ -305,7 +305,7 @@ async def submit(
     if options is not None:
         metadata[OPTIONS] = options
     entry = QueueMessageInput(role="user", content="", silent=True, metadata=metadata)
-    await delivery.queue(kernel, thread, entry)
+    await delivery.enqueue(kernel, thread, entry)
 
 
 async def refuse_while_awaited(kernel: Kernel, thread: ThreadRef) -> None:

@@ -28,7 +28,7 @@ from sa_core.engine.model.turnsettings import turn_asks
 from sa_core.engine.model.usage import stop_for_budget
 from sa_core.engine.remote.remote_step import run_remote_step
 from sa_core.engine.subagents.subagent_spawn import reset_immediate, run_immediate
-from sa_core.engine.tools.approvals import settle
+from sa_core.engine.tools.approvals import run_decided_calls
 from sa_core.engine.tools.toolrows import cleanup_after_abort, record_step_error
 from sa_core.engine.tools.tools import OfferedTool
 from sa_core.engine.turn import clienttools, resume, toolcall
@@ -272,7 +272,7 @@ class Flow:
                 return "max_side_steps"
             if self.step_count >= self._step_ceiling(agent):
                 return "max_total_steps"
-            parked = await settle(self, side, side_config)
+            parked = await run_decided_calls(self, side, side_config)
             if parked is not None:
                 return parked
             if await stop_for_budget(self, side):

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from sa_core.engine.frames import emit
 from sa_core.engine.oneshot import termination_fields
-from sa_core.engine.scrub import emit
 from sa_core.engine.subagents.subagent_report import on_flow_end, settled_execution
 from sa_core.engine.threads import ThreadRef
 from sa_core.engine.tools import approvals
@@ -107,7 +107,7 @@ async def settle_flow(kernel: Kernel, flow: FlowView, reason: StopReason | None 
     thread_id = flow.thread.thread_id
     try:
         async with kernel.store.transaction() as tx:
-            await settle(kernel, flow, why)
+            await write_settlement(kernel, flow, why)
             await kernel.store.finish_execution(thread_id, why, tx=tx)
     except BaseException:
         kernel.threads.forget_current(thread_id)  # the live row went ahead of the store
@@ -119,7 +119,7 @@ async def settle_flow(kernel: Kernel, flow: FlowView, reason: StopReason | None 
         kernel.threads.keep(thread_id)
 
 
-async def settle(kernel: Kernel, flow: FlowView, reason: str) -> None:
+async def write_settlement(kernel: Kernel, flow: FlowView, reason: str) -> None:
     """Write a flow's end on its thread's row (and a child's outcome, in the same update)."""
     thread = flow.thread
     row = thread.row

@@ -5,7 +5,7 @@ A step, in order (:func:`run_step`):
 1. :func:`provider_messages`: the acting prompt's system text, the stored messages the step
    sees (:func:`context_messages`, compacted, through the ``filter_messages`` hook) and the
    child registry, converted for the provider (through ``prefilter_llm_history``);
-2. :func:`call_model`: a ``pending`` message published (not stored) and the model called
+2. :func:`ask_model`: a ``pending`` message published (not stored) and the model called
    through retries and fallbacks;
 3. :func:`read_answer`: the tool calls and text of the answer, checked against the prompt's
    output schema; an empty answer becomes an ``invalid_assistant_response`` call;
@@ -140,7 +140,7 @@ async def run_step(flow: Flow, side: Side, config: SideConfig) -> StepResult:
     if client is not None:  # the turn's client tools, beside the agent's own
         clienttools.offer(client, offered)
     messages = await provider_messages(flow, side, prompt, model, offered)
-    pending, response, log = await call_model(flow, side, prompt, model, offered, messages)
+    pending, response, log = await ask_model(flow, side, prompt, model, offered, messages)
     if client is not None:  # a forced tool_choice applies to this step only
         flow.client_tools = client.relaxed()
     read = await read_answer(flow, side, config, prompt, response, log)
@@ -193,7 +193,7 @@ async def provider_messages(
     return provider_messages
 
 
-async def call_model(
+async def ask_model(
     flow: Flow,
     side: Side,
     prompt: PromptDefinition,
@@ -228,7 +228,7 @@ async def call_model(
             prompt.reasoning.effort, prompt.reasoning.max_tokens, prompt.reasoning.exclude
         )
     flow.partial.clear()
-    response, log = await engine.models.call_model(
+    response, log = await engine.models.call(
         engine,
         flow.thread,
         model,
@@ -328,7 +328,7 @@ async def commit_answer(
             settled = None if rejection else last_step(flow, side, config, calls, content)
             if settled is not None:  # the flow settles in this commit: no resume point
                 flow.turns[side] += 1
-                queue = await engine.scheduler.settle_in(flow, tx, settled)
+                queue = await engine.scheduler.settle_and_read_queue(flow, tx, settled)
             elif flow.durable:  # the resume point commits with the step (and tool calls)
                 await flow.save_step_point(pending.id, tx=tx)
     except BaseException:

@@ -13,9 +13,9 @@ import uuid
 from typing import TYPE_CHECKING
 
 from sa_core.engine.flowtypes import SIDE_ROLE
+from sa_core.engine.frames import emit
 from sa_core.engine.messages import create_message, new_id, new_message
 from sa_core.engine.model.context import dumps_compact
-from sa_core.engine.scrub import emit
 from sa_core.engine.subagents.subagent_report import forward_status
 from sa_core.engine.tools.approvals import gate
 from sa_core.engine.tools.toolrows import as_result, refused_on_resume, store_tool_row

@@ -17,7 +17,7 @@ single process keeps working as before and nothing here runs.
   resume point is read once the lease is taken, never before.
 * **One executor at a time.** A worker stops a turn before its lease could expire unrenewed
   (the watchdog) and hands the lease over; every write transaction of a turn is fenced by the
-  lease at commit (:meth:`Workers.fence`), so a worker that lost a lease commits nothing more
+  lease at commit (:meth:`LeasePlacement.fence`), so a worker that lost a lease commits nothing more
   for that thread. A turn ended this way writes nothing more, as a crash would.
 * **Streams.** Frames are relayed to every worker (:mod:`sa_core.engine.workers.relay`).
 """
@@ -81,7 +81,7 @@ def lease_seconds() -> float:
     return value
 
 
-class Workers:
+class LeasePlacement:
     """A worker's leases, heartbeat, reaper, work notifications and stream relay.
 
     The kernel's :class:`~sa_core.engine.placement.Placement` when several workers share a
@@ -583,7 +583,7 @@ class Workers:
         task.add_done_callback(self._background.discard)
 
 
-async def attach_workers(store: Store) -> Workers | None:
+async def attach_workers(store: Store) -> LeasePlacement | None:
     """Share the runtime's threads with the other workers of its PostgreSQL database.
 
     Called by the runtime once its store is open; returns ``None`` (nothing to share) on SQLite.
@@ -591,6 +591,6 @@ async def attach_workers(store: Store) -> Workers | None:
     """
     if not store.url.startswith("postgresql"):
         return None
-    workers = Workers(store, lease_seconds())
+    workers = LeasePlacement(store, lease_seconds())
     await workers.connect()
     return workers

@@ -378,7 +378,7 @@ class Scheduler:
                 queue = flow.settled_queue  # settled with its last step's commit
                 if queue is None:
                     async with self.store.transaction() as tx:
-                        queue = await self.settle_in(flow, tx)
+                        queue = await self.settle_and_read_queue(flow, tx)
                 if not queue and not runner.kicked:
                     settled = not runner.interrupted
                     return
@@ -389,7 +389,7 @@ class Scheduler:
         finally:
             self._runner_ended(thread_id, settled)
 
-    async def settle_in(
+    async def settle_and_read_queue(
         self, flow: FlowView, tx: Transaction, reason: StopReason | None = None
     ) -> list[QueueEntry]:
         """Settle a runner's flow in ``tx``, and read the queue last (one commit).
