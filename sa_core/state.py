@@ -12,6 +12,7 @@ import weakref
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+from sa_core import telemetry
 from sa_core.engine import files, messages, variables
 from sa_core.engine.delivery import delivery
 from sa_core.engine.flowview import flow_of
@@ -240,6 +241,8 @@ class ThreadState(ThreadFiles, ThreadResources, ThreadBranches):
             declared = await clienttools.check(self._kernel, self._ref, client_tools, tool_choice)
             if declared:
                 metadata = {**(metadata or {}), **declared}
+        if (carried := telemetry.carried_context(self.thread_id)) is not None:
+            metadata = {**(metadata or {}), telemetry.TRACE_CONTEXT: carried}  # any worker's turn
         return await delivery.send(
             self._kernel,
             self._ref,

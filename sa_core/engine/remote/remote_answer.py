@@ -97,14 +97,19 @@ async def commit(
     view: TaskView,
     error: RemoteError | None,
     header_values: list[str],
+    answer: Answer | None = None,
 ) -> StepResult:
     """Store the answer and end the session, settling the flow in the same commit if it can.
 
     ``header_values``: the resolved header values, scrubbed (with the thread's secrets) from
-    everything stored.
+    everything stored. ``answer``: the completed answer with its linked files downloaded
+    (else it is read from ``view``; a file still only linked is not stored).
     """
     kernel, thread = flow.kernel, flow.thread
-    answer = view.answer() if error is None else Answer("", [], [])
+    if error is not None:
+        answer = Answer("", [], [])
+    elif answer is None:
+        answer = view.answer()
     state, text, failed = _outcome(remote, view, answer, error, thread.thread_id)
     secrets = [*header_values, *kernel.secret_values(thread)]
     text = redact(text, secrets)
@@ -126,6 +131,7 @@ async def commit(
         refs = [
             await store_attachment(kernel.store, thread.thread_id, f.name, f.data, f.mime_type)
             for f in answer.files
+            if not f.url
         ]
         message = new_message(
             thread.thread_id, "assistant", shown or text, metadata=meta, attachments=refs or None

@@ -49,6 +49,7 @@ from sa_core.engine.remote.remote_exchange import (
     request_for,
     send,
 )
+from sa_core.engine.remote.remote_files import fetch_linked
 from sa_core.engine.remote.remote_push import (
     forget,
     new_token,
@@ -64,7 +65,7 @@ if TYPE_CHECKING:
     from sa_core.engine.flowtypes import StepResult
     from sa_core.engine.flowview import FlowView
     from sa_core.engine.remote.remote_client import Connection
-    from sa_core.engine.remote.remote_task import TaskView
+    from sa_core.engine.remote.remote_task import Answer, TaskView
     from sa_core.spec import Message, RemoteAgentDefinition
 
 STATUS_LENGTH = 200
@@ -79,6 +80,8 @@ class Exchange:
     view: TaskView
     secrets: list[str] = field(default_factory=list)
     error: RemoteError | None = None
+    answer: Answer | None = None
+    """The completed answer with its linked files downloaded (None: read it from the view)."""
     push_token: str | None = None
     """The push-notification token this exchange registers (when the server has a public URL)."""
 
@@ -119,8 +122,9 @@ async def run_remote_step(flow: FlowView, remote: RemoteAgentDefinition) -> Step
         error = exchange.error.code if exchange.error is not None else None
         telemetry.annotate(span, {"a2a.task_id": view.task_id, "a2a.state": view.state}, error)
     return await commit(
-        flow, remote, exchange.record, exchange.view, exchange.error, exchange.secrets
-    )
+        flow, remote, exchange.record, exchange.view, exchange.error, exchange.secrets,
+        exchange.answer,
+    )  # fmt: skip
 
 
 async def _run(
@@ -208,13 +212,15 @@ async def _talk(
     wake = (waker(kernel, thread.thread_id), push_poll_seconds()) if pushes else None
     if exchange.view.task_id:
         await follow(conn, exchange.view, progress, wake)
-        return
-    target = push_target(kernel, thread.thread_id)
-    push = (target, exchange.push_token) if pushes and target and exchange.push_token else None
-    files = await _files(flow, inputs)
-    texts = [m.content or "" for m in inputs]
-    request = request_for(exchange.record, inputs[0].id, texts, files, push)
-    await send(conn, request, exchange.view, progress, wake if push else None)
+    else:
+        target = push_target(kernel, thread.thread_id)
+        push = (target, exchange.push_token) if pushes and target and exchange.push_token else None
+        files = await _files(flow, inputs)
+        texts = [m.content or "" for m in inputs]
+        request = request_for(exchange.record, inputs[0].id, texts, files, push)
+        await send(conn, request, exchange.view, progress, wake if push else None)
+    if exchange.view.state == "completed":
+        exchange.answer = await fetch_linked(conn, exchange.view.answer())
 
 
 async def _files(flow: FlowView, inputs: list[Message]) -> list[tuple[str, str, bytes]]:
