@@ -98,7 +98,8 @@ class RecordedAnswers:
     async def _next(self, user: str | None) -> ProviderResponse | None:
         key = await self.context.keys.key_of(user)
         queue = self.context.recorded.get(key or "")
-        if queue:
+        roots = self.context.keys.ids.get(key or "", [])
+        if queue and roots and roots[0] == user:  # the case's own thread, not its children
             self.context.stats.hits += 1
             return queue.popleft()
         return None
