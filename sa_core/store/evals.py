@@ -88,10 +88,20 @@ class EvalsMixin(StoreBase):
         await self._write(op)
 
     async def list_eval_runs(
-        self, *, suite: str | None = None, limit: int = 50, offset: int = 0
+        self,
+        *,
+        suite: str | None = None,
+        package: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
     ) -> tuple[list[dict[str, Any]], int]:
-        """Runs, newest first (without their trials), and how many there are."""
+        """Runs, newest first (without their trials), and how many there are.
+
+        ``package``: only runs whose target is an agent of that package.
+        """
         where = [_R.suite == suite] if suite is not None else []
+        if package is not None:
+            where.append(_R.target.startswith(f"{package}/", autoescape=True))
         columns = [_R.id, _R.suite, _R.target, _R.status, _R.created_at, _R.finished_at, _R.summary]
         page = select(*columns).where(*where).order_by(_R.created_at.desc(), _R.id.desc())
         count = select(func.count()).select_from(eval_runs).where(*where)
