@@ -200,3 +200,89 @@ async def test_rescore_reads_stored_trials_without_agent_model_calls(
     assert extra["refund-damaged-item"].passed and not extra["structured-refund"].passed
     assert [t.passed for t in rescored.trials] == [True, True, False, False, True, True]
     assert stored.report.trials[0].scores[-1].name == "mentions_card"
+
+
+async def test_models_override_a_prompt_model_and_the_judge_for_the_run_only(
+    sa_runtime_factory: RuntimeFactory,
+) -> None:
+    provider = offline_provider()
+    async with sa_runtime_factory(packs=[shop_pack()], providers={"test": provider}) as rt:
+        report = await run_suite(
+            Suite.load(SUITE),
+            runtime=rt,
+            trials=1,
+            cases=["refund-damaged-item"],
+            models={"fast": "judge", "judge": "fast"},
+        )
+        assert rt.registry.scope("shop").models["fast"].model == "m"  # restored
+    agent = [r for r in provider.requests if not (r.user or "").startswith("eval-judge:")]
+    judged = [r for r in provider.requests if (r.user or "").startswith("eval-judge:")]
+    assert agent and {r.model for r in agent} == {"judge-m"}
+    assert judged and {r.model for r in judged} == {"m"}
+    assert report.trials[0].passed
+
+
+async def test_weights_required_and_threshold_decide_a_case(
+    sa_runtime_factory: RuntimeFactory,
+) -> None:
+    suite = Suite.parse(
+        {
+            "suite": "weights",
+            "target": "shop/desk",
+            "cases": [
+                {
+                    "id": "lenient",
+                    "input": "refund order 4411",
+                    "threshold": 0.6,
+                    "weights": {"final": 3},
+                    "required": ["tools"],
+                    "expect": {
+                        "tools": {"calls": ["lookup_order"]},
+                        "final": {"contains": "refund"},
+                        "files": {"/nope.txt": {"exists": True}},
+                    },
+                },
+                {
+                    "id": "required-fails",
+                    "input": "refund order 4411",
+                    "threshold": 0.5,
+                    "required": ["tools"],
+                    "expect": {
+                        "tools": {"calls": ["delete_account"]},
+                        "final": {"contains": "refund"},
+                    },
+                },
+            ],
+        }
+    )
+    async with sa_runtime_factory(
+        packs=[shop_pack()], providers={"test": offline_provider()}
+    ) as rt:
+        report = await run_suite(suite, runtime=rt)
+    lenient, strict = report.trials
+    assert lenient.passed and lenient.score == pytest.approx(4 / 5)
+    assert not strict.passed and strict.score == pytest.approx(0.5)
+
+
+async def test_a_packs_own_dual_ai_agent_can_play_the_session(
+    sa_runtime_factory: RuntimeFactory,
+) -> None:
+    suite = Suite.parse(
+        {
+            "suite": "own-agent",
+            "target": "shop/desk",
+            "cases": [
+                {
+                    "id": "checker-session",
+                    "simulate": {"agent": "checker", "opening": "refund order 4411"},
+                    "expect": {"outcome": "success", "tools": {"calls": ["read_policy"]}},
+                }
+            ],
+        }
+    )
+    async with sa_runtime_factory(
+        packs=[shop_pack()], providers={"test": offline_provider()}
+    ) as rt:
+        report = await run_suite(suite, runtime=rt, trials=1)
+    assert report.trials[0].passed, report.trials[0].failures
+    assert report.trials[0].outcome == "success"

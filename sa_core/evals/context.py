@@ -125,6 +125,7 @@ async def run_overrides(context: RunContext) -> AsyncIterator[None]:
     runtime, scope = context.runtime, context.scope
     saved_models = dict(scope.models)
     saved_providers = dict(runtime.providers)
+    model = judge_model(scope, context.suite, context.models)  # before the names are remapped
     try:
         for name, chosen in context.models.items():
             if name not in ROLES:
@@ -136,7 +137,6 @@ async def run_overrides(context: RunContext) -> AsyncIterator[None]:
                     wrapped, runtime.store, context.cache, context.keys, context.stats
                 )
             runtime.providers[name] = RecordedAnswers(wrapped, context)
-        model = judge_model(scope, context.suite, context.models)
         if model is not None and model.provider in runtime.providers:
             context.judge = Judge(model, runtime.providers[model.provider])
         yield

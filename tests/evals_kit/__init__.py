@@ -200,8 +200,11 @@ def _desk(request: ProviderRequest, system: str) -> Any:
     return text + (" What is your phone number?" if "ASK-PHONE" in system else "")
 
 
-def offline_provider() -> FunctionProvider:
-    """A provider answering :func:`answer`, with usage so runs have a cost."""
+def offline_provider(max_recorded: int | None = None) -> FunctionProvider:
+    """A provider answering :func:`answer`, with usage so runs have a cost.
+
+    It keeps every request unless ``max_recorded`` bounds them (the benchmark's long runs).
+    """
 
     def respond(request: ProviderRequest) -> Any:
         result = answer(request)
@@ -209,4 +212,4 @@ def offline_provider() -> FunctionProvider:
             result = {"content": result}
         return {**result, "usage": {"prompt_tokens": 100, "completion_tokens": 20}}
 
-    return FunctionProvider(respond, max_recorded=None)
+    return FunctionProvider(respond, max_recorded=max_recorded)
