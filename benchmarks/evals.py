@@ -12,7 +12,8 @@ It prints
   runtime and SQLite database (``--short``: fewer trials);
 - the process's resident memory after every 300 of 3,000 trials of one run (concurrency 32):
   flat means the last figure within 10 % (or 25 MB) of the one at 600 trials. ``--short``: 600.
-  The message caches are bounded at 5,000 messages for the run (see :data:`CACHED_MESSAGES`).
+  It runs in a child process whose message caches are bounded at 5,000 messages (see
+  :data:`CACHED_MESSAGES`); the throughput rounds use the default caches.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ CACHED_MESSAGES = "5000"
 default 50,000 messages, about 3 KB each): 3,000 trials of 11 messages never reach that bound,
 so with it the resident memory would show the caches filling, not what a run keeps. Bounded at
 5,000 (read at import), they fill within the first 600 trials and what grows after is the run's."""
-os.environ.setdefault("STANDARD_AGENTS_CACHED_MESSAGES", CACHED_MESSAGES)
+MEMORY_PHASE = "--memory-phase"
+"""Internal: run only the memory phase (in a child process started with the bounded caches)."""
 
 CASE = {
     "id": "refund",
@@ -118,7 +120,35 @@ async def memory(trials: int, every: int = 300) -> list[tuple[int, float]]:
     return samples
 
 
+def memory_in_child(short: bool) -> None:
+    """Run the memory phase in a child process whose message caches are bounded."""
+    import subprocess
+
+    env = {**os.environ, "STANDARD_AGENTS_CACHED_MESSAGES": CACHED_MESSAGES}
+    command = [sys.executable, __file__, MEMORY_PHASE, *(["--short"] if short else [])]
+    subprocess.run(command, env=env, check=True)
+
+
+async def memory_phase(short: bool) -> None:
+    """Print resident memory every 300 trials of one long run."""
+    total = 600 if short else 3000
+    samples = await memory(total)
+    print(
+        f"resident memory over {total} trials (concurrency 32, caches of "
+        f"{os.environ.get('STANDARD_AGENTS_CACHED_MESSAGES')} messages):"
+    )
+    print("  " + ", ".join(f"{done}: {mb:.0f} MB" for done, mb in samples))
+    base = dict(samples).get(600, samples[0][1])
+    last = samples[-1][1]
+    flat = last <= max(base * 1.10, base + 25)
+    print(f"  from 600 to {total} trials: {last - base:+.1f} MB -> {'flat' if flat else 'GROWS'}")
+
+
 async def main() -> None:
+    if MEMORY_PHASE in sys.argv:
+        sys.argv.remove(MEMORY_PHASE)
+        await memory_phase("--short" in sys.argv)
+        return
     args = parse_args(__doc__ or "")
     rounds = args.rounds or (2 if args.short else 3)
     per_round = 24 if args.short else 96
@@ -129,14 +159,8 @@ async def main() -> None:
             f"  concurrency {concurrency:>2}: median {statistics.median(rates):7.1f} trials/s "
             f"(min {min(rates):.1f}, max {max(rates):.1f})"
         )
-    total = 600 if args.short else 3000
-    samples = await memory(total)
-    print(f"resident memory over {total} trials (concurrency 32):")
-    print("  " + ", ".join(f"{done}: {mb:.0f} MB" for done, mb in samples))
-    base = dict(samples).get(600, samples[0][1])
-    last = samples[-1][1]
-    flat = last <= max(base * 1.10, base + 25)
-    print(f"  from 600 to {total} trials: {last - base:+.1f} MB -> {'flat' if flat else 'GROWS'}")
+    sys.stdout.flush()
+    memory_in_child(args.short)
 
 
 if __name__ == "__main__":
