@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
 import pytest
 from offline_research import offline_research_model
 from sa_pack_research import pack
 
+from sa_core.evals import Suite, run_suite
 from sa_core.evals.casetest import EvalCase
 from sa_core.testing import RuntimeFactory
+
+SUITE = Path(__file__).resolve().parents[1] / "evals" / "suite.yaml"
 
 
 @pytest.mark.asyncio
@@ -30,3 +36,35 @@ async def test_research_suite_case(
             == "/fact_checker: analyze_draft not found in order among no calls"
         )
         assert not trial.passed
+
+
+@pytest.mark.asyncio
+async def test_research_suite_writes_junit_that_parses(
+    sa_runtime_factory: RuntimeFactory, tmp_path: Path
+) -> None:
+    suite = Suite.load(SUITE)
+    async with sa_runtime_factory(
+        packs=[pack], providers={"openai": offline_research_model()}
+    ) as runtime:
+        report = await run_suite(suite, runtime=runtime, concurrency=4)
+    root = ET.parse(report.write_junit(tmp_path / "junit.xml")).getroot()
+    cases = root.findall("./testsuite/testcase")
+    assert len(cases) == 2 * len(suite.cases)
+    failed = {c.get("name") for c in cases if c.find("failure") is not None}
+    assert failed == {"unchecked-draft[0]", "unchecked-draft[1]"}
+    kinds = {s.name.split("[")[0] for t in report.trials for s in t.scores}
+    assert kinds >= {
+        "tools",
+        "tree",
+        "files",
+        "final",
+        "output",
+        "judge",
+        "status",
+        "outcome",
+        "tokens",
+        "latency",
+        "turns",
+        "cost",
+        "no_errors",
+    }
