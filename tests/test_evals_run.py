@@ -286,3 +286,22 @@ async def test_a_packs_own_dual_ai_agent_can_play_the_session(
         report = await run_suite(suite, runtime=rt, trials=1)
     assert report.trials[0].passed, report.trials[0].failures
     assert report.trials[0].outcome == "success"
+
+
+async def test_two_trials_of_a_case_are_never_served_from_each_other(
+    sa_runtime_factory: RuntimeFactory,
+) -> None:
+    provider = offline_provider()
+    async with sa_runtime_factory(packs=[shop_pack()], providers={"test": provider}) as rt:
+        report = await run_suite(
+            Suite.load(SUITE),
+            runtime=rt,
+            cases=["refund-damaged-item"],
+            trials=3,
+            concurrency=1,
+            cache="replay-or-record",
+        )
+    stats = report.meta["cache_stats"]
+    assert stats["hits"] == 0  # trial 1 and 2 asked exactly what trial 0 asked, under their keys
+    assert stats["provider_calls"] == provider.call_count == stats["misses"]
+    assert _agent_calls(provider) == sum(t.model_calls for t in report.trials) == 3 * 7
