@@ -10,10 +10,9 @@ agent. Tool calls exclude the session-binding tools of the agents (``session_sto
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from sa_core.engine.usage import UsageSummary
     from sa_core.runtime import Runtime
     from sa_core.spec import Message
     from sa_core.state import ThreadState
@@ -24,6 +23,40 @@ GIVE_UP_TOOL = "eval_user_give_up"
 SIM_PREFIX = "eval_user__"
 """The simulated user's tools and agent-name prefix (:mod:`sa_core.evals.simulate` uses these)."""
 MESSAGE_PAGE = 10_000
+
+
+class TreeUsage(Protocol):
+    """The usage figures a trial is scored on (``state.usage().tree``: the budgets' figures)."""
+
+    @property
+    def input_tokens(self) -> int:
+        """Input tokens."""
+        ...
+
+    @property
+    def output_tokens(self) -> int:
+        """Output tokens."""
+        ...
+
+    @property
+    def total_tokens(self) -> int:
+        """Input plus output tokens."""
+        ...
+
+    @property
+    def cost_usd(self) -> float:
+        """USD."""
+        ...
+
+    @property
+    def model_calls(self) -> int:
+        """Successful model calls."""
+        ...
+
+    @property
+    def failed_model_calls(self) -> int:
+        """Model attempts that failed."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -89,7 +122,7 @@ class TrialView:
     tool_calls: dict[str, list[CallView]]
     children: list[ChildView]
     files: list[str]
-    usage: UsageSummary
+    usage: TreeUsage
     latency_s: float
     turns: int
     status: str
