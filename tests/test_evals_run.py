@@ -305,3 +305,24 @@ async def test_two_trials_of_a_case_are_never_served_from_each_other(
     assert stats["hits"] == 0  # trial 1 and 2 asked exactly what trial 0 asked, under their keys
     assert stats["provider_calls"] == provider.call_count == stats["misses"]
     assert _agent_calls(provider) == sum(t.model_calls for t in report.trials) == 3 * 7
+
+
+async def test_runs_cache_and_rescore_on_postgresql(pg_database_url: str) -> None:
+    from sa_core import Runtime
+
+    suite = Suite.load(SUITE)
+    provider = offline_provider()
+    options: dict[str, object] = {"database_url": pg_database_url, "load_entrypoints": False}
+    async with Runtime(packs=[shop_pack()], providers={"test": provider}, **options) as rt:  # type: ignore[arg-type]
+        recorded = await run_suite(suite, runtime=rt, cache="record", concurrency=4)
+    replaying = offline_provider()
+    async with Runtime(packs=[shop_pack()], providers={"test": replaying}, **options) as rt:  # type: ignore[arg-type]
+        replayed = await run_suite(
+            suite, runtime=rt, cache="replay", concurrency=4, baseline=recorded.run_id
+        )
+        rescored = await load_run(rt, replayed.run_id).rescore()
+        runs, total = await rt.store.list_eval_runs(package="shop")
+    assert replaying.call_count == 0
+    assert recorded.passed and replayed.passed and rescored.passed
+    assert replayed.comparison is not None and replayed.comparison.regressions == []
+    assert total == 2 and {r["id"] for r in runs} == {recorded.run_id, replayed.run_id}
