@@ -121,6 +121,9 @@ def test_the_matrix_opens_a_trial_beside_its_expectations_and_then_its_thread(
     calls = page.get_by_role("list", name="Tool calls").first
     expect(calls).to_contain_text("note")
     expect(calls).to_contain_text("scout")
+    tree = page.get_by_role("list", name="Subagent threads")
+    expect(tree).to_contain_text("/scout · blocking")
+    expect(tree).to_contain_text("No tool calls.")  # its judge's approve ends the session
     shoot(page, "evals-trial")
     page.get_by_role("link", name="Open the thread →").click()
     run = server.api("GET", f"/packages/console_demo/evals/runs/{first}").json()

@@ -34,6 +34,9 @@ class TrialResult:
     outcome: str | None = None
     error: str | None = None
     cache_miss: bool = False
+    tree: list[dict[str, Any]] = field(default_factory=list)
+    """The trial's descendant threads: ``path``, ``agent``, ``thread_id``, ``mode``, ``status``
+    and their ``calls`` (``name``, ``arguments``, ``ok``), as the tree expectations saw them."""
 
     @property
     def failures(self) -> list[Score]:
@@ -57,6 +60,7 @@ class TrialResult:
             "outcome": self.outcome,
             "error": self.error,
             "cache_miss": self.cache_miss,
+            "tree": self.tree,
         }
 
     @classmethod
@@ -77,6 +81,7 @@ class TrialResult:
             outcome=data.get("outcome"),
             error=data.get("error"),
             cache_miss=bool(data.get("cache_miss")),
+            tree=list(data.get("tree") or []),
         )
 
 

@@ -73,4 +73,17 @@ async def score_trial(
         status=view.status,
         outcome=view.outcome,
         error=error,
+        tree=[
+            {
+                "path": child.path,
+                "agent": child.agent,
+                "thread_id": child.thread_id,
+                "mode": child.mode,
+                "status": child.status,
+                "calls": [
+                    {"name": c.name, "arguments": c.arguments, "ok": c.ok} for c in child.tool_calls
+                ],
+            }
+            for child in view.children
+        ],
     )

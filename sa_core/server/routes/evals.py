@@ -67,6 +67,8 @@ class EvalTrialOut(Base, kw_only=True):
     outcome: str | None
     error: str | None
     cache_miss: bool
+    tree: list[dict[str, Any]]
+    """Descendant threads: ``path``, ``agent``, ``thread_id``, ``mode``, ``status``, ``calls``."""
 
 
 class EvalCaseOut(Base, kw_only=True):

@@ -124,6 +124,17 @@ function messageItem(message) {
     calls.length ? h("ul", { class: "calls", "aria-label": "Tool calls" }, calls) : null);
 }
 
+function childItem(packageName, child) {
+  return h("li", { class: "msg r-assistant" },
+    h("strong", {}, `${child.path} · ${child.mode} · ${child.status}`), " ",
+    h("a", { href: `#/p/${encodeURIComponent(packageName)}/t/${child.thread_id}` }, "open"),
+    child.calls.length
+      ? h("ul", { class: "calls", "aria-label": `Tool calls of ${child.path}` }, child.calls.map((c) =>
+        h("li", {}, h("code", {}, c.name), " ", h("span", { class: "muted" }, JSON.stringify(c.arguments)),
+          c.ok ? null : h("span", { class: "badge s-failed" }, "failed"))))
+      : h("p", { class: "muted" }, "No tool calls."));
+}
+
 export async function evalTrialView(main, packageName, runId, caseId, index) {
   const call = pkg(packageName);
   const run = await call(`/evals/runs/${encodeURIComponent(runId)}`);
@@ -141,7 +152,11 @@ export async function evalTrialView(main, packageName, runId, caseId, index) {
     h("div", { class: "split" },
       h("section", { "aria-labelledby": "trial-messages" },
         h("h2", { id: "trial-messages" }, "Messages and tool calls"),
-        h("ol", { class: "messages" }, messages.map(messageItem))),
+        h("ol", { class: "messages" }, messages.map(messageItem)),
+        trial.tree.length ? [
+          h("h2", { id: "trial-tree" }, "Subagent threads"),
+          h("ol", { class: "messages", "aria-labelledby": "trial-tree" }, trial.tree.map((c) => childItem(packageName, c))),
+        ] : null),
       h("section", { "aria-labelledby": "trial-expectations" },
         h("h2", { id: "trial-expectations" }, failed.length ? `Deciding expectations (${failed.length} failed)` : "Expectations (all passed)"),
         h("ul", { class: "expectations" }, [...failed, ...trial.scores.filter((s) => s.passed)].map(scoreItem)))));
