@@ -112,7 +112,9 @@ class Expect(_Strict):
     tokens: MaxTokens | None = None
     latency: MaxLatency | None = None
     turns: MaxTurns | None = None
-    status: Literal["completed", "failed", "stopped", "terminated"] | None = None
+    status: Literal["completed", "failed", "stopped", "terminated", "awaiting_approval"] | None = (
+        None
+    )
     outcome: Literal["success", "failure"] | None = None
 
 

@@ -109,7 +109,7 @@ class TrialView:
         usage: tokens, cost and model calls over the whole tree (the budgets' figures).
         latency_s: seconds from the trial's first message to its last, over the tree.
         turns: model calls over the tree.
-        status: ``completed``, ``failed``, ``stopped`` or ``terminated``.
+        status: ``completed``, ``failed``, ``stopped``, ``terminated`` or ``awaiting_approval``.
         outcome: ``success`` (a session_stop binding ended it), ``failure`` (session_fail or
             its turn limit), else ``None``.
         error: why the trial could not run, if it could not.
@@ -255,8 +255,14 @@ def session_outcome(messages: list[Message], runtime: Runtime, state: ThreadStat
     return outcome
 
 
-def thread_status(state: ThreadState, messages: list[Message], error: str | None) -> str:
-    """``terminated``, ``stopped``, ``failed`` (an error, a failed answer) or ``completed``."""
+def thread_status(
+    state: ThreadState, messages: list[Message], error: str | None, awaiting: bool = False
+) -> str:
+    """How the trial's thread stands.
+
+    ``terminated``, ``stopped``, ``failed`` (an error, a failed answer), ``awaiting_approval``
+    (tool calls wait for a person) or ``completed``.
+    """
     if error:
         return "failed"
     if state.terminated is not None:
@@ -266,7 +272,7 @@ def thread_status(state: ThreadState, messages: list[Message], error: str | None
     answers = [m for m in messages if m.role in ("assistant", "user") and m.status is not None]
     if answers and answers[-1].status == "failed":
         return "failed"
-    return "completed"
+    return "awaiting_approval" if awaiting else "completed"
 
 
 def latency_of(messages: list[Message]) -> float:
@@ -312,7 +318,7 @@ async def load_view(
         usage=tree,
         latency_s=latency_of(every),
         turns=tree.model_calls + tree.failed_model_calls,
-        status=thread_status(state, messages, error),
+        status=thread_status(state, messages, error, bool(await state.pending_approvals())),
         outcome=session_outcome(messages, runtime, state),
         error=error,
         state=state,

@@ -1,7 +1,8 @@
 """The notes pack's offline model for its eval suite: answers from the request alone.
 
 Asked to put something on a note, it writes the note through the MCP server, reads it back and
-repeats it. The eval judge answers JSON verdicts.
+repeats it; asked to delete one, it calls the delete (which waits for approval). The eval judge
+answers JSON verdicts.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ def answer(request: ProviderRequest) -> Any:
     messages = request.messages
     if messages and "strict evaluator" in (messages[0].content or ""):
         return json.dumps({"verdict": "yes", "reasoning": "The note is read back."})
+    asked = " ".join(m.content or "" for m in messages if m.role == "user")
+    if asked.startswith("Delete"):
+        return {"tool_calls": [{"name": "notes_delete_note", "arguments": {"name": "groceries"}}]}
     names = {c.id: c.name for m in messages for c in m.tool_calls}
     done = {names.get(m.tool_call_id or ""): m.content or "" for m in messages if m.role == "tool"}
     if "notes_write_note" not in done:
