@@ -326,3 +326,29 @@ async def test_runs_cache_and_rescore_on_postgresql(pg_database_url: str) -> Non
     assert recorded.passed and replayed.passed and rescored.passed
     assert replayed.comparison is not None and replayed.comparison.regressions == []
     assert total == 2 and {r["id"] for r in runs} == {recorded.run_id, replayed.run_id}
+
+
+async def test_a_second_run_at_once_on_one_runtime_is_refused(
+    sa_runtime_factory: RuntimeFactory,
+) -> None:
+    import asyncio
+
+    from tests.evals_kit import answer
+
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    async def held(request: object) -> object:
+        entered.set()
+        await release.wait()  # the first run is inside its overrides until released
+        return answer(request)  # type: ignore[arg-type]
+
+    suite = Suite.load(SUITE)
+    provider = FunctionProvider(held)
+    async with sa_runtime_factory(packs=[shop_pack()], providers={"test": provider}) as rt:
+        first = asyncio.ensure_future(run_suite(suite, runtime=rt, cases=["structured-refund"]))
+        await entered.wait()
+        with pytest.raises(RuntimeError, match="already in progress on this runtime"):
+            await run_suite(suite, runtime=rt, cases=["structured-refund"])
+        release.set()
+        assert (await first).passed
+        assert (await run_suite(suite, runtime=rt, cases=["structured-refund"])).passed

@@ -8,6 +8,7 @@ cases recorded from threads).
 
 from __future__ import annotations
 
+import weakref
 from collections import deque
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -119,13 +120,27 @@ class RecordedAnswers:
             yield chunk
 
 
+_RUNNING: weakref.WeakSet[Runtime] = weakref.WeakSet()
+"""Runtimes with a run in progress: a run's overrides belong to the whole runtime."""
+
+
 @asynccontextmanager
 async def run_overrides(context: RunContext) -> AsyncIterator[None]:
-    """Swap models and wrap providers for the run; restore both afterwards."""
+    """Swap models and wrap providers for the run; restore both afterwards.
+
+    Raises:
+        RuntimeError: another run is in progress on the same runtime.
+    """
     runtime, scope = context.runtime, context.scope
+    if runtime in _RUNNING:
+        raise RuntimeError(
+            "an eval run is already in progress on this runtime; run suites one after another "
+            "(or on separate runtimes): a run's model overrides and cache apply to the runtime"
+        )
+    model = judge_model(scope, context.suite, context.models)  # before the names are remapped
     saved_models = dict(scope.models)
     saved_providers = dict(runtime.providers)
-    model = judge_model(scope, context.suite, context.models)  # before the names are remapped
+    _RUNNING.add(runtime)
     try:
         for name, chosen in context.models.items():
             if name not in ROLES:
@@ -141,6 +156,7 @@ async def run_overrides(context: RunContext) -> AsyncIterator[None]:
             context.judge = Judge(model, runtime.providers[model.provider])
         yield
     finally:
+        _RUNNING.discard(runtime)
         scope.models.clear()
         scope.models.update(saved_models)
         runtime.providers.clear()
