@@ -34,6 +34,7 @@ from sa_core.server.request import ApiRequest
 from sa_core.server.routes.approvals import ApprovalsController
 from sa_core.server.routes.catalog import CatalogController, list_packages
 from sa_core.server.routes.custom import endpoint_handlers
+from sa_core.server.routes.evals import EvalsController
 from sa_core.server.routes.files import FilesController
 from sa_core.server.routes.forks import ForksController
 from sa_core.server.routes.graph import GraphController
@@ -167,6 +168,7 @@ class StandardAgentsPlugin(InitPluginProtocol):
                 QueueController,
                 SchedulesController,
                 StoreController,
+                EvalsController,
                 StreamController,
                 *endpoint_handlers(scope),
                 *mcp_handlers(self.runtime, self.hub, scope.package),
