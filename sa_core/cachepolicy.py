@@ -11,8 +11,9 @@ history, so that both hold the same threads and share their messages. Kept apart
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from typing import Any
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from typing import Any, Generic, TypeVar
 
 CACHED_MESSAGES_VARIABLE = "STANDARD_AGENTS_CACHED_MESSAGES"
 """The environment variable that sizes every in-process cache of messages (default 50,000)."""
@@ -126,3 +127,96 @@ class ThreadUse:
 
 THREAD_USE = ThreadUse()
 """The process's turn counts (counted by the engine, asked by the caches at their bounds)."""
+
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class BoundedLRU(Generic[K, V]):
+    """Entries least recently used first, bounded by their number and their total weight.
+
+    The one LRU of the in-process message caches (the store's histories, the engine's
+    converted and filtered histories). An entry weighs what :attr:`weigh` says (the messages
+    it holds); its owner reports growth with :meth:`grew`. Past a bound the least recently used
+    go (:meth:`trim`), always but the ``keep`` most recent.
+    """
+
+    __slots__ = ("dropped", "entries", "max_entries", "max_weight", "weigh", "weight")
+
+    def __init__(
+        self,
+        max_entries: int,
+        max_weight: int,
+        weigh: Callable[[V], int],
+        dropped: Callable[[V], None] | None = None,
+    ) -> None:
+        self.entries: OrderedDict[K, V] = OrderedDict()
+        """The entries, least recently used first (read it; change it through the methods)."""
+        self.weight = 0
+        """The weight of every entry together."""
+        self.max_entries = max_entries
+        self.max_weight = max_weight
+        self.weigh = weigh
+        self.dropped = dropped
+        """Called with each entry evicted, popped or cleared."""
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __contains__(self, key: K) -> bool:
+        return key in self.entries
+
+    def get(self, key: K) -> V | None:
+        """The entry, now the most recently used; ``None`` when not kept."""
+        value = self.entries.get(key)
+        if value is not None:
+            self.entries.move_to_end(key)
+        return value
+
+    def put(self, key: K, value: V, weight: int, keep: int = 0) -> None:
+        """Keep ``value`` (weighing ``weight``) as the most recently used entry, then the bounds.
+
+        It replaces the key's old entry; see :meth:`trim` for ``keep``.
+        """
+        entries = self.entries
+        if key in entries:
+            self.pop(key)
+        entries[key] = value
+        self.weight += weight
+        if self.weight > self.max_weight or len(entries) > self.max_entries:
+            self.trim(keep)
+
+    def pop(self, key: K) -> V | None:
+        """Forget one entry; returns it, else ``None``."""
+        value = self.entries.pop(key, None)
+        if value is not None:
+            self._gone(value)
+        return value
+
+    def clear(self) -> None:
+        """Forget every entry."""
+        values = list(self.entries.values())
+        self.entries.clear()
+        for value in values:
+            self._gone(value)
+        self.weight = 0
+
+    def grew(self, delta: int, keep: int = 0) -> None:
+        """An entry's weight changed by ``delta``: apply the bounds (see :meth:`trim`)."""
+        self.weight += delta
+        if self.weight > self.max_weight:
+            self.trim(keep)
+
+    def trim(self, keep: int = 0) -> None:
+        """Drop the least recently used while a bound is passed (never the ``keep`` newest)."""
+        entries = self.entries
+        while len(entries) > keep and (
+            len(entries) > self.max_entries or self.weight > self.max_weight
+        ):
+            self._gone(entries.popitem(last=False)[1])
+
+    def _gone(self, value: V) -> None:
+        self.weight -= self.weigh(value)
+        if self.dropped is not None:
+            self.dropped(value)

@@ -147,28 +147,26 @@ class Runtime:
 
         vectors = any(store_config(p.store).embedding_model for p in self.registry.packs)
         self.store: Store = await open_store(self.database_url, vectors=vectors)
-        self.workers = await self._attach_workers()
-        self.kernel = kernel = self._build_kernel()
+        threads = LiveThreads(self.store)
+        self.workers = await self._attach_workers(threads)
+        self.kernel = kernel = self._build_kernel(threads)
         self.events = kernel.events
         self.scheduler = kernel.scheduler
         self.effects = kernel.effects
         self.mcp = kernel.mcp
-        kernel.scheduler.bind(kernel)
-        if self.workers is not None:
-            self.workers.bind(kernel)
         kernel.life.open = True
         if not self.work:
             return
         # alone: the processes that held claims are gone; with workers, a thread whose lease
         # is valid runs elsewhere (its kick finds the lease taken)
         await kernel.placement.start()
-        await kernel.schedules.start(kernel)  # the packs' schedules, stored
-        await kernel.effects.start(kernel)  # its loop runs due effects and schedules
+        await kernel.schedules.start()  # the packs' schedules, stored
+        await kernel.effects.start()  # its loop runs due effects and schedules
         await prefetch_cards(kernel)  # remote agents described by their cards (bounded wait)
         await resume_interrupted(kernel)
         kernel.placement.run()
 
-    async def _attach_workers(self) -> LeasePlacement | None:
+    async def _attach_workers(self, threads: LiveThreads) -> LeasePlacement | None:
         """PostgreSQL: share threads with the database's other workers (relaying bus, leases)."""
         if not self.store.url.startswith("postgresql"):
             return None
@@ -176,7 +174,7 @@ class Runtime:
             attach_workers,  # the workers' machinery, PostgreSQL only
         )
 
-        return await attach_workers(self.store)
+        return await attach_workers(self.store, threads.parent_of)
 
     def _load_registry(self) -> Registry:
         """The registry of the given, plugin and installed packs (validated)."""
@@ -193,12 +191,10 @@ class Runtime:
             self.providers.update({name: offline for name in names})
         return registry
 
-    def _build_kernel(self) -> Kernel:
+    def _build_kernel(self, threads: LiveThreads) -> Kernel:
         """The engine's services over the open store (see :mod:`sa_core.engine.kernel`)."""
         store = self.store
-        threads = LiveThreads(store)
-        events = self.workers.relay if self.workers is not None else EventBus()
-        events.parent_of = threads.parent_of
+        events = self.workers.relay if self.workers is not None else EventBus(threads.parent_of)
         placement: Placement = self.workers or LocalPlacement(store, self.instance_id, threads)
         models = ModelCaller(self.providers, store, events, offline=self.offline is not False)
         return Kernel(

@@ -8,6 +8,7 @@ import pytest
 
 from sa_core import Pack, define_agent, define_model, define_prompt
 from sa_core.engine.model import context
+from sa_core.engine.model.context import Converters
 from sa_core.offline import OfflineProvider
 
 KEEP = 3
@@ -26,8 +27,7 @@ def pack() -> Pack:
 async def test_many_finished_threads_leave_only_bounded_entries(
     sa_runtime_factory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(context, "CONVERTED_THREADS", 5)
-    context.forget_converted()
+    monkeypatch.setattr(context, "CONVERTED_THREADS", 5)  # read as the runtime builds it
     provider = OfflineProvider(keep=KEEP)
     async with sa_runtime_factory(packs=[pack()], providers={"test": provider}) as rt:
         for _ in range(30):
@@ -41,6 +41,5 @@ async def test_many_finished_threads_leave_only_bounded_entries(
         assert rt.events.subscriber_count() == 0 and rt.events.thread_count == 0
         # the provider's kept requests may hold their threads' state: bounded by ``keep``
         assert len(rt.kernel.threads) <= provider.keep
-        assert len(context._converters) <= 5
+        assert len(rt.kernel.local.of(Converters).kept) <= 5
         assert len(provider.requests) == KEEP
-    context.forget_converted()

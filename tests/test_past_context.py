@@ -13,19 +13,28 @@ import pytest
 from sa_core.engine.model import pastcontext
 from sa_core.engine.model.pastcontext import (
     UNSENT,
+    FilteredHistories,
     excluding,
-    filtered_history,
-    forget_filtered,
     without_past_tools,
 )
 from sa_core.spec.records import Message, ToolCall, ToolCallFunction
 
 
+_histories: list[FilteredHistories] = []
+"""The test's runtime-like owner of filtered histories (built on first use, after any patch)."""
+
+
+def filtered_history(thread_id: str, history: list[Message]) -> tuple[list[Message], list[Message]]:
+    if not _histories:
+        _histories.append(FilteredHistories())
+    return _histories[0].filtered(thread_id, history)
+
+
 @pytest.fixture(autouse=True)
 def fresh() -> Iterator[None]:
-    forget_filtered()
+    _histories.clear()
     yield
-    forget_filtered()
+    _histories.clear()
 
 
 def turn(n: int, *, status: str | None = None) -> list[Message]:

@@ -352,12 +352,14 @@ async def test_the_engine_keeps_a_conversion_only_while_the_store_keeps_the_hist
         kept = {t.thread_id for t in threads if store.keeps_history(t.thread_id)}
         assert 0 < len(kept) < len(threads)
         ids = {t.thread_id for t in threads}
-        assert set(context._converters) & ids == kept
-        assert set(pastcontext._kept.threads) & ids == kept
+        converters = runtime.kernel.local.of(context.Converters).kept.entries
+        filtered = runtime.kernel.local.of(pastcontext.FilteredHistories).kept.entries
+        assert set(converters) & ids == kept
+        assert set(filtered) & ids == kept
         for thread_id in kept:  # the filtered history holds the store's own message objects
             cached = store._caches.history.lookup(thread_id)
             assert cached is not None
-            source = pastcontext._kept.threads[thread_id].source
+            source = filtered[thread_id].source
             assert all(a is b for a, b in zip(cached[0], source, strict=False))
         page = await threads[0].get_messages()
     assert [m.content for m in page.messages][-2:] == ["question 3", "answer 8"]

@@ -11,7 +11,7 @@ from cache_kit import chat_pack, empty_turn_counts, sqlite_store
 
 from sa_core import Pack, define_agent, define_model, define_prompt
 from sa_core.cachepolicy import ThreadUse
-from sa_core.engine.model.context import converter_for, forget_converted
+from sa_core.engine.model.context import Converters
 from sa_core.providers import ProviderMessage, ProviderRequest
 from sa_core.spec.records import Message
 from sa_core.testing import FunctionProvider, TestProvider
@@ -30,9 +30,10 @@ async def test_every_turn_of_a_long_thread_sees_its_whole_history_in_order(sa_ru
         thread = await runtime.create_thread("chatter")
         for turn in range(12):
             await thread.send_message(f"question {turn}")
-        converter = converter_for(thread.thread_id)
+        converters = runtime.kernel.local.of(Converters)
+        converter = converters.for_thread(thread.thread_id)
         await thread.send_message("last")
-        assert converter_for(thread.thread_id) is converter  # kept across turns
+        assert converters.for_thread(thread.thread_id) is converter  # kept across turns
     seen = [(m.role, m.content) for m in provider.requests[-1].messages]
     expected: list[tuple[str, str | None]] = [("system", "Chat.")]
     for turn in range(12):
@@ -77,7 +78,8 @@ async def test_a_turn_is_counted_once_when_it_ends_however_many_steps_it_took(
 
 @pytest.mark.asyncio
 async def test_a_kept_conversion_is_not_reused_when_the_history_changed_underneath():
-    converter = converter_for("thread-x")
+    converters = Converters()
+    converter = converters.for_thread("thread-x")
     try:
         one = Message(id="1", role="user", content="hello")
         two = Message(id="2", role="assistant", content="hi")
@@ -89,7 +91,7 @@ async def test_a_kept_conversion_is_not_reused_when_the_history_changed_undernea
         as_b = await converter.convert([edited, two], acting="b")
         assert [m.role for m in as_b] == ["assistant", "user"]
     finally:
-        forget_converted("thread-x")
+        converters.forget("thread-x")
 
 
 @pytest.mark.asyncio
@@ -98,21 +100,21 @@ async def test_kept_conversions_are_bounded_by_threads_and_messages(monkeypatch)
 
     monkeypatch.setattr(context, "CONVERTED_THREADS", 2)
     monkeypatch.setattr(context, "CONVERTED_MESSAGES", 3)
-    forget_converted()
+    converters = Converters()  # reads the bounds as a runtime builds it
     try:
-        first = converter_for("a")
+        first = converters.for_thread("a")
         await first.convert([Message(id=str(i), role="user", content="x") for i in range(3)],
                             acting="a")  # fmt: skip
-        converter_for("b")
-        converter_for("c")
-        assert list(context._converters) == ["b", "c"]  # "a": the least recently used
-        big = converter_for("b")
+        converters.for_thread("b")
+        converters.for_thread("c")
+        assert list(converters.kept.entries) == ["b", "c"]  # "a": the least recently used
+        big = converters.for_thread("b")
         await big.convert([Message(id=f"b{i}", role="user", content="y") for i in range(4)],
                           acting="a")  # fmt: skip
-        converter_for("c")
-        assert list(context._converters) == ["c"]  # "b" held more than the bound
+        converters.for_thread("c")
+        assert list(converters.kept.entries) == ["c"]  # "b" held more than the bound
     finally:
-        forget_converted()
+        converters.forget()
 
 
 @pytest.mark.asyncio

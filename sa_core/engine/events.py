@@ -148,13 +148,22 @@ class Inbox(Protocol):
 InboxT = TypeVar("InboxT", bound=Inbox)
 
 
+ParentOf = Callable[[str], str | None]
+"""A thread's parent id (``None``: a top-level thread), as the live threads know it."""
+
+
+def _no_parent(_thread_id: str) -> str | None:
+    return None
+
+
 class EventBus:
     """Fan-out of frames to per-thread subscriber queues."""
 
-    def __init__(self) -> None:
+    def __init__(self, parent_of: ParentOf | None = None) -> None:
         self._subscribers: dict[str, set[Inbox]] = {}
         self._limits: dict[Inbox, int] = {}
-        self.parent_of: Callable[[str], str | None] = lambda _thread_id: None
+        self.parent_of: ParentOf = parent_of or _no_parent
+        """A thread's parent, for the frames its ancestors also receive (the live threads')."""
 
     def subscriber_count(self, thread_id: str | None = None) -> int:
         """Open subscriptions of a thread (of every thread without an id)."""

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from sa_core.engine.secrets import MIN_SECRET_LENGTH
 from sa_core.errors import DefinitionNotFoundError
@@ -52,6 +52,14 @@ if TYPE_CHECKING:
     from sa_core.store import Store
 
 
+class KernelBound(Protocol):
+    """A service the kernel holds that works with the kernel itself (it is handed it once)."""
+
+    def bind(self, kernel: Kernel) -> None:
+        """Keep ``kernel`` (called by :meth:`Kernel.__post_init__`)."""
+        ...
+
+
 class UserThread(Protocol):
     """What the engine knows of the facade user code gets (a ``ThreadState``): its thread."""
 
@@ -63,6 +71,30 @@ class UserThread(Protocol):
 
 UserStateFactory = Callable[["Kernel", "ThreadRef"], UserThread]
 """Builds the facade user code sees over a thread handle (the runtime gives ``ThreadState``)."""
+
+
+T = TypeVar("T")
+
+
+class Local(dict[type[Any], Any]):
+    """What the engine keeps in memory for one runtime beside its services: one entry per kind.
+
+    A module defines its entry's class (a bounded cache, the waiters of a registry) and asks
+    ``kernel.local.of(ThatClass)`` (typed), or ``kernel.local[ThatClass]`` on a hot path (no
+    Python call once built); the first ask builds it, without arguments. The kernel owns every
+    entry, so two runtimes in one process share none, and each goes with its runtime.
+    """
+
+    __slots__ = ()
+
+    def __missing__(self, kind: type[Any]) -> Any:
+        entry = self[kind] = kind()
+        return entry
+
+    def of(self, kind: type[T]) -> T:
+        """The runtime's entry of ``kind`` (built on first use)."""
+        entry: T = self[kind]
+        return entry
 
 
 @dataclass(slots=True)
@@ -102,6 +134,7 @@ class Kernel:
         instance_id: The name this runtime claims threads under.
         life: Open and closing flags.
         make_state: Builds the facade user code sees (see :meth:`user_state`).
+        local: What the engine's modules keep in memory for this runtime (:class:`Local`).
     """
 
     store: Store
@@ -122,6 +155,18 @@ class Kernel:
     instance_id: str
     life: Life
     make_state: UserStateFactory
+    local: Local = field(default_factory=Local)
+
+    def __post_init__(self) -> None:
+        """Hand the kernel to the services that work with it: built in one step, bound here."""
+        services: tuple[KernelBound, ...] = (
+            self.scheduler,
+            self.placement,
+            self.effects,
+            self.schedules,
+        )
+        for service in services:
+            service.bind(self)
 
     @property
     def closing(self) -> bool:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 from sa_core.spec import Side
 
 if TYPE_CHECKING:
+    from sa_core.engine.kernel import Kernel
     from sa_core.engine.threads import LiveThreads
     from sa_core.store import Store
 
@@ -48,6 +49,9 @@ class Placement(Protocol):
     """
 
     alone: bool
+
+    def bind(self, kernel: Kernel) -> None:
+        """Work with the kernel (called once, by the kernel as it is built)."""
 
     async def start(self) -> None:
         """Take up placement once the runtime opened its store."""
@@ -110,6 +114,9 @@ class LocalPlacement:
         self.store = store
         self.instance_id = instance_id
         self.threads = threads
+
+    def bind(self, kernel: Kernel) -> None:
+        """Nothing to bind: a process alone needs only its store and live handles."""
 
     async def start(self) -> None:
         """Release the claims of the processes that held them: they are gone."""

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from sa_core.cachepolicy import THREAD_USE, cached_messages
+from sa_core.cachepolicy import THREAD_USE, BoundedLRU, cached_messages
 from sa_core.store.timeline import TimelineCache
 
 if TYPE_CHECKING:
@@ -70,6 +70,10 @@ WriteToken = tuple[_History, int]
 """An entry and its write count, taken before an insert (see :meth:`HistoryCache.appended`)."""
 
 
+def _message_count(entry: _HasMessages) -> int:
+    return len(entry.messages)
+
+
 class _KeptHistories(Generic[H]):
     """Histories of threads, least recently used first, bounded by threads and by messages.
 
@@ -79,10 +83,8 @@ class _KeptHistories(Generic[H]):
     """
 
     def __init__(self, threads: int = HISTORY_THREADS, messages: int = HISTORY_MESSAGES) -> None:
-        self._entries: OrderedDict[str, H] = OrderedDict()
-        self._size = 0
-        self._max_threads = threads
-        self._max_messages = messages
+        self._kept: BoundedLRU[str, H] = BoundedLRU(threads, messages, _message_count)
+        self._entries = self._kept.entries
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -90,7 +92,7 @@ class _KeptHistories(Generic[H]):
     @property
     def size(self) -> int:
         """Messages held over every entry."""
-        return self._size
+        return self._kept.weight
 
     def holds(self, thread_id: str) -> bool:
         """Whether the thread's history is kept (current or not)."""
@@ -98,34 +100,23 @@ class _KeptHistories(Generic[H]):
 
     def drop(self, thread_id: str) -> None:
         """Forget a thread's history."""
-        old = self._entries.pop(thread_id, None)
-        if old is not None:
-            self._size -= len(old.messages)
+        self._kept.pop(thread_id)
 
     def _keep(self, thread_id: str, entry: H) -> None:
         """Keep ``entry`` as the thread's history, the most recently used."""
         count = len(entry.messages)
-        entries = self._entries
-        if thread_id in entries:
-            self.drop(thread_id)
+        kept = self._kept
+        if thread_id in kept.entries:
+            kept.pop(thread_id)
         elif not THREAD_USE.takes(
             thread_id,
-            entries,
-            full=len(entries) >= self._max_threads or self._size + count > self._max_messages,
+            kept.entries,
+            full=len(kept.entries) >= kept.max_entries or kept.weight + count > kept.max_weight,
         ):
             return
-        if count > self._max_messages:
+        if count > kept.max_weight:
             return
-        entries[thread_id] = entry
-        self._grew(count)
-
-    def _grew(self, count: int) -> None:
-        """``count`` messages joined the kept histories: evict beyond the bounds."""
-        self._size += count
-        entries = self._entries
-        while self._size > self._max_messages or len(entries) > self._max_threads:
-            _, evicted = entries.popitem(last=False)
-            self._size -= len(evicted.messages)
+        kept.put(thread_id, entry, count)
 
 
 class HistoryCache(_KeptHistories[_History]):
@@ -147,8 +138,7 @@ class HistoryCache(_KeptHistories[_History]):
 
     def clear(self) -> None:
         """Forget every history."""
-        self._entries.clear()
-        self._size = 0
+        self._kept.clear()
 
     def lookup(self, thread_id: str) -> tuple[list[Message], int | None] | None:
         """The cached messages and the time to reload from (``None``: current), or ``None``."""
@@ -199,7 +189,7 @@ class HistoryCache(_KeptHistories[_History]):
             return
         kept.extend(messages)
         entry.dirty_from = None
-        self._grew(len(messages))
+        self._kept.grew(len(messages))  # evicts beyond the bounds
 
     def forget(self, thread_ids: list[str]) -> None:
         """Drop the histories of deleted threads."""

@@ -57,9 +57,13 @@ class EffectScheduler:
             raise RuntimeError("effects run once the runtime has started")
         return self.kernel
 
-    async def start(self, kernel: Kernel) -> None:
-        """Reset interrupted runs and start the loop on ``kernel``."""
+    def bind(self, kernel: Kernel) -> None:
+        """Run effects on ``kernel`` (called once, by the kernel as it is built)."""
         self.kernel = kernel
+
+    async def start(self) -> None:
+        """Reset interrupted runs and start the loop."""
+        kernel = self._bound()
         await kernel.store.reset_processing_effects(max_attempts=MAX_EFFECT_ATTEMPTS)
         self._task = asyncio.create_task(self._loop(), name="sa-effects")
 

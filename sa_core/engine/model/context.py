@@ -8,14 +8,17 @@ tool calls and their results are hidden from it.
 from __future__ import annotations
 
 import base64
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sa_core import jsontext
-from sa_core.cachepolicy import cached_messages
+from sa_core.cachepolicy import BoundedLRU, cached_messages
 from sa_core.providers import ProviderImage, ProviderMessage, ProviderToolCall
 from sa_core.spec import EnvPart, IncludePart, Message, PromptDefinition, Side, TextPart
+
+if TYPE_CHECKING:
+    from sa_core.engine.kernel import Kernel
 
 MISSING_RESULT = (
     'Tool result missing from conversation history for prior call "{name}". '
@@ -232,8 +235,8 @@ class IncrementalConverter:
         self._acting: Side | None = None
         self._reusable = False
         self.cache: dict[tuple[str, Side], tuple[Message, ProviderMessage]] = {}
-        self.kept = False
-        """Whether :func:`converter_for` keeps it (its cache then counts towards the bound)."""
+        self.kept: BoundedLRU[str, IncrementalConverter] | None = None
+        """The :class:`Converters` LRU keeping it (its cache then counts towards the bound)."""
         self.counted = 0
         """How many of its cached conversions the bound's running total includes."""
 
@@ -272,9 +275,12 @@ class IncrementalConverter:
                 output = await to_provider_messages(messages, **options)  # type: ignore[arg-type]
                 reusable = _self_contained(messages, acting, output)
         finally:
-            if self.kept:
-                _held[0] += len(self.cache) - self.counted
-                self.counted = len(self.cache)
+            kept = self.kept
+            if kept is not None:  # BoundedLRU.grew inlined: a call per step saved
+                counted, self.counted = self.counted, len(self.cache)
+                kept.weight += self.counted - counted
+                if kept.weight > kept.max_weight:
+                    kept.trim(keep=1)
         self._messages, self._output, self._acting, self._reusable = (
             current,
             output,
@@ -285,65 +291,79 @@ class IncrementalConverter:
 
 
 CONVERTED_THREADS = 256
-"""Threads whose converted history :func:`converter_for` keeps at most."""
+"""Threads whose converted history :class:`Converters` keeps at most."""
 CONVERTED_MESSAGES = cached_messages()
-"""Converted messages :func:`converter_for` keeps at most over every thread
+"""Converted messages :class:`Converters` keeps at most over every thread
 (``STANDARD_AGENTS_CACHED_MESSAGES``)."""
-_converters: OrderedDict[str, IncrementalConverter] = OrderedDict()
-_held = [0]
-"""Converted messages held over every kept converter (kept up to date by ``convert``)."""
 
 
-def converter_for(thread_id: str, *, keep: bool = True) -> IncrementalConverter:
-    """The thread's :class:`IncrementalConverter`, kept across its turns (bounded LRU).
-
-    A turn's context is the previous turn's plus the messages written since, so keeping the
-    converter per thread makes a turn convert only what is new instead of the whole history.
-    Reuse is safe: :meth:`IncrementalConverter.convert` reuses its previous output only when the
-    old input is still a prefix of the new one (same or equal messages, same acting side).
-    Only top-level flows should share it (sub-flows see other messages).
-
-    Args:
-        thread_id: The thread.
-        keep: Whether to keep it: the engine keeps a thread's conversion while the store
-            keeps its history (:meth:`~sa_core.store.Store.keeps_history`), so that both hold
-            the same threads and share their messages. ``False`` forgets a kept one and gives
-            a converter of its own.
-    """
-    if not keep:
-        forget_converted(thread_id)
-        return IncrementalConverter()
-    converter = _converters.get(thread_id)
-    if converter is None:
-        converter = _converters[thread_id] = IncrementalConverter()
-        converter.kept = True
-        while len(_converters) > CONVERTED_THREADS:
-            _release(_converters.popitem(last=False)[1])
-    else:
-        _converters.move_to_end(thread_id)
-    while _held[0] > CONVERTED_MESSAGES and len(_converters) > 1:
-        _release(_converters.popitem(last=False)[1])
-    return converter
+def _counted(converter: IncrementalConverter) -> int:
+    return converter.counted
 
 
 def _release(converter: IncrementalConverter) -> None:
     """Stop counting an evicted or forgotten converter."""
-    if converter.kept:
-        converter.kept = False
-        _held[0] -= converter.counted
-        converter.counted = 0
+    converter.kept = None
+    converter.counted = 0
 
 
-def forget_converted(thread_id: str | None = None) -> None:
-    """Drop a thread's kept conversion (every thread's without an id)."""
-    if thread_id is None:
-        for converter in _converters.values():
-            _release(converter)
-        _converters.clear()
-    else:
-        dropped = _converters.pop(thread_id, None)
-        if dropped is not None:
-            _release(dropped)
+class Converters:
+    """One runtime's kept :class:`IncrementalConverter` per thread (a bounded LRU).
+
+    A turn's context is the previous turn's plus the messages written since, so keeping the
+    converter per thread makes a turn convert only what is new instead of the whole history.
+    Reuse is safe: :meth:`IncrementalConverter.convert` reuses its previous output only when
+    the old input is still a prefix of the new one (same or equal messages, same acting side).
+    Only top-level flows should share it (sub-flows see other messages). At most
+    :data:`CONVERTED_THREADS` threads and :data:`CONVERTED_MESSAGES` converted messages.
+    """
+
+    __slots__ = ("kept",)
+
+    def __init__(self) -> None:
+        self.kept: BoundedLRU[str, IncrementalConverter] = BoundedLRU(
+            CONVERTED_THREADS, CONVERTED_MESSAGES, _counted, _release
+        )
+
+    def for_thread(self, thread_id: str, *, keep: bool = True) -> IncrementalConverter:
+        """The thread's converter, kept across its turns.
+
+        ``keep``: whether to keep it: the engine keeps a thread's conversion while the store
+        keeps its history (:meth:`~sa_core.store.Store.keeps_history`), so that both hold the
+        same threads and share their messages. ``False`` forgets a kept one and gives a
+        converter of its own.
+        """
+        kept = self.kept
+        if not keep:
+            kept.pop(thread_id)
+            return IncrementalConverter()
+        converter = kept.get(thread_id)
+        if converter is None:
+            converter = IncrementalConverter()
+            converter.kept = kept
+            kept.put(thread_id, converter, 0, keep=1)
+        return converter
+
+    def forget(self, thread_id: str | None = None) -> None:
+        """Drop a thread's kept conversion (every thread's without an id)."""
+        if thread_id is None:
+            self.kept.clear()
+        else:
+            self.kept.pop(thread_id)
+
+
+def flow_converter(kernel: Kernel, thread_id: str, depth: int) -> IncrementalConverter:
+    """The converter a flow converts its context with.
+
+    A top-level flow's is the thread's kept one (:class:`Converters`), kept while the store
+    keeps the thread's history (:meth:`~sa_core.store.Store.keeps_history`); a nested flow
+    (``depth`` > 0) sees other messages and gets one of its own.
+    """
+    if depth:
+        return IncrementalConverter()
+    keep = kernel.store.keeps_history(thread_id)
+    converters: Converters = kernel.local[Converters]
+    return converters.for_thread(thread_id, keep=keep)
 
 
 def _self_contained(

@@ -10,11 +10,10 @@ also lets the conversion cache recognise them by identity on the next turn.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from sa_core.cachepolicy import cached_messages
+from sa_core.cachepolicy import BoundedLRU, cached_messages
 
 if TYPE_CHECKING:
     from sa_core.spec import Message
@@ -38,43 +37,6 @@ class _Filtered:
     stripped: list[Message] = field(default_factory=list)
 
 
-class _Kept:
-    """The threads' filtered histories, least recently used first, with their total size."""
-
-    def __init__(self) -> None:
-        self.threads: OrderedDict[str, _Filtered] = OrderedDict()
-        self.messages = 0
-        """``len(source)`` summed over the kept threads."""
-
-    def get(self, thread_id: str) -> _Filtered:
-        kept = self.threads.get(thread_id)
-        if kept is None:
-            kept = self.threads[thread_id] = _Filtered()
-        else:
-            self.threads.move_to_end(thread_id)
-        return kept
-
-    def resized(self, kept: _Filtered, before: int) -> None:
-        """``kept`` (the most recent thread) now holds ``len(kept.source)`` messages."""
-        self.messages += len(kept.source) - before
-        threads = self.threads
-        while len(threads) > 1 and (len(threads) > KEPT_THREADS or self.messages > KEPT_MESSAGES):
-            _, dropped = threads.popitem(last=False)
-            self.messages -= len(dropped.source)
-
-    def forget(self, thread_id: str | None) -> None:
-        if thread_id is None:
-            self.threads.clear()
-            self.messages = 0
-            return
-        dropped = self.threads.pop(thread_id, None)
-        if dropped is not None:
-            self.messages -= len(dropped.source)
-
-
-_kept = _Kept()
-
-
 def strip_past_tools(message: Message) -> Message | None:
     """One message without earlier turns' tool traffic: ``None`` to drop it."""
     if message.role == "tool":
@@ -86,28 +48,55 @@ def strip_past_tools(message: Message) -> Message | None:
     return message
 
 
-def filtered_history(
-    thread_id: str, history: list[Message], *, keep: bool = True
-) -> tuple[list[Message], list[Message]]:
-    """The history's messages that reached a model, and the same without past tool traffic.
+def _size(kept: _Filtered) -> int:
+    return len(kept.source)
 
-    Reuses the previous call's result for the thread when ``history`` starts with the previous
-    history (the same or equal messages). The lists returned are shared: do not change them.
-    With ``keep=False`` (the store does not keep the thread's history, see
-    :func:`~sa_core.engine.model.context.converter_for`) the thread's kept result is forgotten and
-    the history filtered on its own.
+
+class FilteredHistories:
+    """One runtime's filtered history per thread, a bounded LRU.
+
+    At most :data:`KEPT_THREADS` threads and :data:`KEPT_MESSAGES` messages; the thread being
+    filtered always stays.
     """
-    if not keep:
-        _kept.forget(thread_id)
-        return _filtered(history, [], [])
-    kept = _kept.get(thread_id)
-    before = known = len(kept.source)
-    if known > len(history) or history[:known] != kept.source:
-        kept.source, kept.sent, kept.stripped, known = [], [], [], 0
-    _filtered(history[known:], kept.sent, kept.stripped)
-    kept.source = list(history)
-    _kept.resized(kept, before)
-    return kept.sent, kept.stripped
+
+    __slots__ = ("kept",)
+
+    def __init__(self) -> None:
+        self.kept: BoundedLRU[str, _Filtered] = BoundedLRU(KEPT_THREADS, KEPT_MESSAGES, _size)
+
+    def filtered(
+        self, thread_id: str, history: list[Message], *, keep: bool = True
+    ) -> tuple[list[Message], list[Message]]:
+        """The history's messages that reached a model, and the same without past tool traffic.
+
+        Reuses the previous call's result for the thread when ``history`` starts with the
+        previous history (the same or equal messages). The lists returned are shared: do not
+        change them. With ``keep=False`` (the store does not keep the thread's history, see
+        :meth:`~sa_core.engine.model.context.Converters.for_thread`) the thread's kept result is
+        forgotten and the history filtered on its own.
+        """
+        lru = self.kept
+        if not keep:
+            lru.pop(thread_id)
+            return _filtered(history, [], [])
+        kept = lru.get(thread_id)
+        if kept is None:
+            kept = _Filtered()
+            lru.put(thread_id, kept, 0, keep=1)
+        before = known = len(kept.source)
+        if known > len(history) or history[:known] != kept.source:
+            kept.source, kept.sent, kept.stripped, known = [], [], [], 0
+        _filtered(history[known:], kept.sent, kept.stripped)
+        kept.source = list(history)
+        lru.grew(len(kept.source) - before, keep=1)
+        return kept.sent, kept.stripped
+
+    def forget(self, thread_id: str | None = None) -> None:
+        """Drop a thread's kept filtered history (every thread's without an id)."""
+        if thread_id is None:
+            self.kept.clear()
+        else:
+            self.kept.pop(thread_id)
 
 
 def _filtered(
@@ -138,11 +127,6 @@ def excluding(messages: list[Message], ids: set[str], since: int | None) -> list
         while cut and messages[cut - 1].created_at >= since:
             cut -= 1
     return messages[:cut] + [m for m in messages[cut:] if m.id not in ids]
-
-
-def forget_filtered(thread_id: str | None = None) -> None:
-    """Drop a thread's kept filtered history (every thread's without an id)."""
-    _kept.forget(thread_id)
 
 
 def without_past_tools(messages: list[Message]) -> list[Message]:

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import weakref
 from typing import TYPE_CHECKING, Any
 
 from sa_core.engine import owed
@@ -43,8 +42,15 @@ if TYPE_CHECKING:
     from sa_core.engine.kernel import Kernel
     from sa_core.store import ThreadRow
 
-_WAITS: weakref.WeakKeyDictionary[Kernel, dict[str, asyncio.Event]] = weakref.WeakKeyDictionary()
-"""Per kernel: child thread id -> the event its waiting blocking call sleeps on."""
+
+class ChildWaits:
+    """One runtime's blocking calls waiting here: child thread id -> the event each sleeps on."""
+
+    __slots__ = ("events",)
+
+    def __init__(self) -> None:
+        self.events: dict[str, asyncio.Event] = {}
+
 
 SETTLED_REASONS_NOT_DONE = ("awaiting_approval",)
 """Settles that park the child without finishing the call (it settles again later)."""
@@ -52,7 +58,7 @@ SETTLED_REASONS_NOT_DONE = ("awaiting_approval",)
 
 def wake(kernel: Kernel, child_id: str) -> None:
     """Wake the call in this process waiting for ``child_id``, if any (a settle was seen)."""
-    event = _WAITS.get(kernel, {}).get(child_id)
+    event = kernel.local.of(ChildWaits).events.get(child_id)
     if event is not None:
         event.set()
 
@@ -129,7 +135,7 @@ async def wait_for_child(kernel: Kernel, child_id: str, call_id: str) -> None:
         await kernel.scheduler.wait(child_id)
         if settled_here(kernel, child_id, call_id):
             return
-    waits = _WAITS.setdefault(kernel, {})
+    waits = kernel.local.of(ChildWaits).events
     event = waits.setdefault(child_id, asyncio.Event())
     try:
         while True:

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 from sa_core.engine.delivery import delivery
 from sa_core.engine.events import TimelineFrame
 from sa_core.engine.messages import new_id
-from sa_core.engine.model.context import forget_converted
-from sa_core.engine.model.pastcontext import forget_filtered
+from sa_core.engine.model.context import Converters
+from sa_core.engine.model.pastcontext import FilteredHistories
 from sa_core.engine.timeline.cut import Cut, find_cut
 from sa_core.engine.tools import approvals
 from sa_core.errors import ThreadBusyError
@@ -118,8 +118,8 @@ async def _settle_in_process(
     store, thread_id = kernel.store, thread.thread_id
     thread.row.timeline = after.to_json()
     thread.shared.children = await store.list_children(thread_id)
-    forget_filtered(thread_id)
-    forget_converted(thread_id)
+    kernel.local.of(FilteredHistories).forget(thread_id)
+    kernel.local.of(Converters).forget(thread_id)
     approvals.mark_no_pending(kernel, thread_id)  # a quiescent cut has none
     for child_id in hidden:
         for stopped in [child_id, *await store.descendant_ids(child_id)]:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import weakref
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -63,17 +62,32 @@ PARKED = (STATUS, CLIENT_STATUS)
 CLIENT_RESULT = "client_tool"
 """Metadata key (``True``) of the tool row holding a result a client sent for its tool's call."""
 _approved: ContextVar[str | None] = ContextVar("sa_approved_call", default=None)
-_events: weakref.WeakKeyDictionary[Kernel, dict[str, asyncio.Event]] = weakref.WeakKeyDictionary()
-_pending_known: weakref.WeakKeyDictionary[Kernel, dict[str, bool]] = weakref.WeakKeyDictionary()
-"""Per kernel, whether a thread has pending approvals: read from the database once per thread,
-then kept up to date here (every approval write goes through this module), so a step of a
-thread without approvals costs no query. At most ``KNOWN_THREADS`` threads per runtime, the
-most recently marked: a thread dropped from it is read from the database again."""
+
+
+class ApprovalWaits:
+    """One runtime's approval bookkeeping (``kernel.local``).
+
+    Attributes:
+        events: Thread id -> the event a call waiting through approvals sleeps on.
+        pending_known: Whether a thread has pending approvals: read from the database once
+            per thread, then kept up to date here (every approval write goes through this
+            module), so a step of a thread without approvals costs no query. At most
+            ``KNOWN_THREADS`` threads, the most recently marked: a thread dropped from it is
+            read from the database again.
+    """
+
+    __slots__ = ("events", "pending_known")
+
+    def __init__(self) -> None:
+        self.events: dict[str, asyncio.Event] = {}
+        self.pending_known: dict[str, bool] = {}
+
+
 KNOWN_THREADS = 10_000
 
 
 def _mark(kernel: Kernel, thread_id: str, pending: bool) -> None:
-    known = _pending_known.setdefault(kernel, {})
+    known = kernel.local[ApprovalWaits].pending_known
     known.pop(thread_id, None)  # re-inserted last: the dict's order is the order of use
     known[thread_id] = pending
     if len(known) > KNOWN_THREADS:
@@ -87,7 +101,7 @@ def mark_no_pending(kernel: Kernel, thread_id: str) -> None:
 
 def known_clear(kernel: Kernel, thread_id: str) -> bool:
     """Whether the thread is known to have no pending calls (no read needed)."""
-    return _pending_known.get(kernel, {}).get(thread_id) is False
+    return kernel.local[ApprovalWaits].pending_known.get(thread_id) is False
 
 
 def mark(kernel: Kernel, thread_id: str, pending: bool) -> None:
@@ -162,7 +176,7 @@ async def run_decided_calls(flow: FlowView, side: str, config: SideConfig) -> Pa
     kernel, thread = flow.kernel, flow.thread
     thread_id = thread.thread_id
     store = kernel.store
-    if _pending_known.get(kernel, {}).get(thread_id) is False:
+    if kernel.local[ApprovalWaits].pending_known.get(thread_id) is False:
         return None
     pending = await store.get_value(thread_id, KEY)
     _mark(kernel, thread_id, bool(pending))
@@ -342,7 +356,7 @@ async def decide(
         if parent_id is not None:
             await kernel.threads.update_child(parent_id, thread_id, status="running")
         kernel.scheduler.kick(thread_id, side)
-        event = _events.get(kernel, {}).pop(thread_id, None)
+        event = kernel.local[ApprovalWaits].events.pop(thread_id, None)
         if event is not None:
             event.set()
 
@@ -380,7 +394,7 @@ async def cancel_pending(
     """
     store = kernel.store
     thread_id = thread.thread_id
-    if _pending_known.get(kernel, {}).get(thread_id) is False:
+    if kernel.local[ApprovalWaits].pending_known.get(thread_id) is False:
         return
     pending = await store.get_value(thread_id, KEY)
     if pending:
@@ -404,7 +418,7 @@ async def cancel_pending(
     parent_id = thread.row.parent_id
     if parent_id is not None and row.terminated is None and not waiting:
         await kernel.threads.update_child(parent_id, thread_id, status="idle")
-    event = _events.get(kernel, {}).pop(thread_id, None)
+    event = kernel.local[ApprovalWaits].events.pop(thread_id, None)
     if event is not None:
         event.set()
 
@@ -425,5 +439,5 @@ async def wait_through_approvals(kernel: Kernel, thread_id: str) -> None:
         if all(c.get("decision") is not None for c in pending.get("calls", {}).values()):
             await asyncio.sleep(0)  # decided: the runner is (about to be) started
             continue
-        event = _events.setdefault(kernel, {}).setdefault(thread_id, asyncio.Event())
+        event = kernel.local[ApprovalWaits].events.setdefault(thread_id, asyncio.Event())
         await event.wait()

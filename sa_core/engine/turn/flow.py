@@ -25,7 +25,7 @@ from sa_core.engine.flowtypes import (
     turn_completed,
 )
 from sa_core.engine.messages import create_message, new_id, new_message
-from sa_core.engine.model.context import IncrementalConverter, converter_for
+from sa_core.engine.model.context import flow_converter
 from sa_core.engine.model.turnsettings import turn_asks
 from sa_core.engine.model.usage import stop_for_budget
 from sa_core.engine.remote.remote_step import run_remote_step
@@ -131,10 +131,7 @@ class Flow:
         """The model call in flight's message, prepared but not stored yet."""
         self.partial: list[str] = []  # text streamed by the model call in flight
         thread_id = thread.thread_id
-        keep = kernel.store.keeps_history(thread_id) if depth == 0 else False
-        self.converter = (
-            converter_for(thread_id, keep=keep) if depth == 0 else IncrementalConverter()
-        )
+        self.converter = flow_converter(kernel, thread_id, depth)
         self.sent = SentMessages(self.messages)
         self.unanswered: list[ToolCall] = []
         """Tool calls of the running step (and its queued tools) without a stored row yet."""

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 
 from sa_core.engine.flowtypes import (
     SIDE_ROLE,
-    SentMessages,
     StepResult,
     StopReason,
     other,
@@ -37,7 +36,7 @@ from sa_core.engine.messages import (
 from sa_core.engine.model import structured
 from sa_core.engine.model.compaction import compact_history
 from sa_core.engine.model.context import dumps_compact, registry_system_message
-from sa_core.engine.model.pastcontext import UNSENT, excluding, filtered_history
+from sa_core.engine.model.pastcontext import UNSENT, FilteredHistories, excluding
 from sa_core.engine.tools.mcp import offered_mcp_tools
 from sa_core.engine.tools.offered import offered_tools
 from sa_core.engine.tools.toolrows import store_error_row
@@ -105,7 +104,8 @@ async def context_messages(flow: Flow, prompt: PromptDefinition) -> list[Message
             history = await flow.kernel.store.history(thread_id)
         flow.history = None
         keep = flow.kernel.store.keeps_history(thread_id)
-        sent, stripped = filtered_history(thread_id, history, keep=keep)
+        histories: FilteredHistories = flow.kernel.local[FilteredHistories]
+        sent, stripped = histories.filtered(thread_id, history, keep=keep)
         in_flow = {m.id for m in flow.messages}
         since = min((m.created_at for m in flow.messages), default=None)
         flow.before = excluding(sent, in_flow, since)
@@ -122,8 +122,8 @@ def sent_messages(flow: Flow) -> tuple[list[Message], list[Message]]:
     """
     messages = flow.messages
     kept = flow.sent
-    if kept.source is not messages or kept.seen > len(messages):
-        kept = flow.sent = SentMessages(messages)
+    if kept.source is not messages or kept.seen > len(messages):  # start over, in place
+        kept.source, kept.seen, kept.sent, kept.top = messages, 0, [], []
     sent, top = kept.sent, kept.top
     for message in messages[kept.seen :]:
         if message.status not in UNSENT:

@@ -47,7 +47,7 @@ from sa_core.store.clock import now_us
 from sa_core.store.leases import LeaseLost, lease_guard, lease_valid
 
 if TYPE_CHECKING:
-    from sa_core.engine.events import Frame
+    from sa_core.engine.events import Frame, ParentOf
     from sa_core.engine.kernel import Kernel
     from sa_core.engine.workers.scheduler import Scheduler
     from sa_core.store import Store
@@ -95,7 +95,7 @@ class LeasePlacement:
 
     alone = False
 
-    def __init__(self, store: Store, ttl: float) -> None:
+    def __init__(self, store: Store, ttl: float, parent_of: ParentOf | None = None) -> None:
         self.store = store
         self.kernel: Kernel | None = None
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -117,7 +117,9 @@ class LeasePlacement:
         self._lock = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[Any]] = set()
-        self.relay = RelayBus(self.worker_id, self._notify, self._store_frame, self._fetch_frame)
+        self.relay = RelayBus(
+            self.worker_id, self._notify, self._store_frame, self._fetch_frame, parent_of
+        )
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -584,7 +586,7 @@ class LeasePlacement:
         task.add_done_callback(self._background.discard)
 
 
-async def attach_workers(store: Store) -> LeasePlacement | None:
+async def attach_workers(store: Store, parent_of: ParentOf | None = None) -> LeasePlacement | None:
     """Share the runtime's threads with the other workers of its PostgreSQL database.
 
     Called by the runtime once its store is open; returns ``None`` (nothing to share) on SQLite.
@@ -592,6 +594,6 @@ async def attach_workers(store: Store) -> LeasePlacement | None:
     """
     if not store.url.startswith("postgresql"):
         return None
-    workers = LeasePlacement(store, lease_seconds())
+    workers = LeasePlacement(store, lease_seconds(), parent_of)
     await workers.connect()
     return workers

@@ -32,7 +32,7 @@ from typing import Any, TypeGuard, get_args, get_type_hints
 
 from sqlalchemy.engine import make_url
 
-from sa_core.engine.events import EventBus, Frame
+from sa_core.engine.events import EventBus, Frame, ParentOf
 
 STREAM_CHANNEL = "sa_stream"
 MAX_NOTIFY_BYTES = 7000
@@ -70,6 +70,7 @@ class RelayBus(EventBus):
         send: Coroutine function sending a batch of ``(channel, payload)`` notifications.
         store_frame: Coroutine function storing a large frame; returns its row number.
         fetch_frame: Coroutine function reading a stored frame back (``None``: pruned).
+        parent_of: A thread's parent (see :class:`~sa_core.engine.events.EventBus`).
 
     """
 
@@ -79,8 +80,9 @@ class RelayBus(EventBus):
         send: Callable[[list[tuple[str, str]]], Awaitable[object]],
         store_frame: Callable[[str, Frame], Awaitable[int]],
         fetch_frame: Callable[[int], Awaitable[object]],
+        parent_of: ParentOf | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__(parent_of)
         self.worker_id = worker_id
         self._send = send
         self._store_frame = store_frame

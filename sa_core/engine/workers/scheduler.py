@@ -95,7 +95,7 @@ class Scheduler:
         """Threads a blocking subagent call in this process waits on."""
 
     def bind(self, kernel: Kernel) -> None:
-        """Run flows on ``kernel`` (called once, when the runtime has built it)."""
+        """Run flows on ``kernel`` (called once, by the kernel as it is built)."""
         self.kernel = kernel
 
     def _kernel(self) -> Kernel:

@@ -68,9 +68,13 @@ class ScheduleTimer:
             raise RuntimeError("schedules run once the runtime has started")
         return self.kernel
 
-    async def start(self, kernel: Kernel) -> None:
-        """Store the packs' schedules, and wake the effect loop whenever the clock jumps."""
+    def bind(self, kernel: Kernel) -> None:
+        """Start runs on ``kernel`` (called once, by the kernel as it is built)."""
         self.kernel = kernel
+
+    async def start(self) -> None:
+        """Store the packs' schedules, and wake the effect loop whenever the clock jumps."""
+        kernel = self._bound()
         await sync_pack_schedules(kernel, self.clock.now_us())
         self.clock.on_change(kernel.effects.wake)
 
