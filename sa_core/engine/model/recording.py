@@ -48,7 +48,7 @@ from sa_core.store.recordkeys import MAX_STAGED, PART_DIGITS, parts_key, request
 from sa_core.store.rows import RequestParts
 
 if TYPE_CHECKING:
-    from sa_core.engine.flowview import FlowView
+    from sa_core.engine.flowview import ModelFlow
     from sa_core.engine.threads import ThreadRef
     from sa_core.providers import ProviderMessage, ProviderRequest, ProviderTool
     from sa_core.spec import Log
@@ -258,7 +258,7 @@ class Recorder:
             head += 1
         for tool in r.tools:
             signed += (tool.name, tool.description, tool.parameters, tool.strict)
-        flow: FlowView | None = thread.execution  # type: ignore[assignment]  # (a Flow: flow_of)
+        flow: ModelFlow | None = thread.execution  # type: ignore[assignment]  # (a Flow)
         held = _Conversation() if flow is None else flow.converter.request_digest
         if held is None:
             held = flow.converter.request_digest = _Conversation()  # type: ignore[union-attr]

@@ -31,7 +31,7 @@ from sa_core.engine.secrets import redact
 from sa_core.spec import AttachmentRef
 
 if TYPE_CHECKING:
-    from sa_core.engine.flowview import FlowView
+    from sa_core.engine.flowview import RemoteFlow
     from sa_core.engine.remote.remote_client import RemoteError
     from sa_core.engine.remote.remote_record import Record
     from sa_core.engine.remote.remote_task import TaskView
@@ -91,20 +91,25 @@ def _stop_reason(state: str, failed: bool) -> StopReason:
 
 
 async def commit(
-    flow: FlowView,
+    flow: RemoteFlow,
     remote: RemoteAgentDefinition,
     record: Record,
     view: TaskView,
     error: RemoteError | None,
     header_values: list[str],
+    answer: Answer | None = None,
 ) -> StepResult:
     """Store the answer and end the session, settling the flow in the same commit if it can.
 
     ``header_values``: the resolved header values, scrubbed (with the thread's secrets) from
-    everything stored.
+    everything stored. ``answer``: the completed answer with its linked files downloaded
+    (else it is read from ``view``; a file still only linked is not stored).
     """
     kernel, thread = flow.kernel, flow.thread
-    answer = view.answer() if error is None else Answer("", [], [])
+    if error is not None:
+        answer = Answer("", [], [])
+    elif answer is None:
+        answer = view.answer()
     state, text, failed = _outcome(remote, view, answer, error, thread.thread_id)
     secrets = [*header_values, *kernel.secret_values(thread)]
     text = redact(text, secrets)
@@ -126,6 +131,7 @@ async def commit(
         refs = [
             await store_attachment(kernel.store, thread.thread_id, f.name, f.data, f.mime_type)
             for f in answer.files
+            if not f.url
         ]
         message = new_message(
             thread.thread_id, "assistant", shown or text, metadata=meta, attachments=refs or None
@@ -137,7 +143,7 @@ async def commit(
             await kernel.store.insert_log(thread.thread_id, _usage_log(remote, view.usage), tx=tx)
         await flow.end_session(SessionOutcome(_session(state, failed), failed, text, refs))
         if flow.settles_in_step():
-            flow.settled_queue = await kernel.scheduler.settle_and_read_queue(flow, tx, reason)
+            flow.settled_in_commit(await kernel.scheduler.settle_and_read_queue(flow, tx, reason))
     return StepResult(stored, [], [], stored.content or "", reason)
 
 
@@ -171,7 +177,7 @@ def _usage_log(remote: RemoteAgentDefinition, usage: dict[str, Any]) -> Any:
     return new_log("llm_call", data)
 
 
-async def replay(flow: FlowView, remote: RemoteAgentDefinition) -> StepResult:
+async def replay(flow: RemoteFlow, remote: RemoteAgentDefinition) -> StepResult:
     """End the session from the answer stored before a restart (or stop: nothing to send)."""
     last = next(
         (m for m in reversed(flow.messages) if (m.metadata or {}).get(A2A, {}).get("kind")),

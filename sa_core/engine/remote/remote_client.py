@@ -54,7 +54,8 @@ class RemoteError(Exception):
 
     Attributes:
         code: ``remote_config`` (a header variable without a value, a card endpoint elsewhere),
-            ``remote_unreachable``, ``remote_auth``, ``remote_timeout`` or ``remote_error``.
+            ``remote_unreachable``, ``remote_auth``, ``remote_timeout``, ``remote_file`` (an
+            answer's file could not be downloaded) or ``remote_error``.
     """
 
     def __init__(self, message: str, code: str = "remote_error") -> None:
@@ -271,6 +272,8 @@ class Connection:
     client: Any
     card: Any
     secrets: list[str]
+    headers: dict[str, str]
+    """The resolved headers (sent to the agent's origin only)."""
 
     @property
     def streaming(self) -> bool:
@@ -311,7 +314,7 @@ async def connect(
         )
         client = ClientFactory(config).create(card)
         try:
-            yield Connection(remote, client, card, secrets)
+            yield Connection(remote, client, card, secrets, headers)
         finally:
             await client.close()
 

@@ -49,6 +49,7 @@ from sa_core.engine.remote.remote_exchange import (
     request_for,
     send,
 )
+from sa_core.engine.remote.remote_files import fetch_linked
 from sa_core.engine.remote.remote_push import (
     forget,
     new_token,
@@ -62,9 +63,9 @@ from sa_core.store.clock import now_us
 
 if TYPE_CHECKING:
     from sa_core.engine.flowtypes import StepResult
-    from sa_core.engine.flowview import FlowView
+    from sa_core.engine.flowview import RemoteFlow
     from sa_core.engine.remote.remote_client import Connection
-    from sa_core.engine.remote.remote_task import TaskView
+    from sa_core.engine.remote.remote_task import Answer, TaskView
     from sa_core.spec import Message, RemoteAgentDefinition
 
 STATUS_LENGTH = 200
@@ -79,6 +80,8 @@ class Exchange:
     view: TaskView
     secrets: list[str] = field(default_factory=list)
     error: RemoteError | None = None
+    answer: Answer | None = None
+    """The completed answer with its linked files downloaded (None: read it from the view)."""
     push_token: str | None = None
     """The push-notification token this exchange registers (when the server has a public URL)."""
 
@@ -96,7 +99,7 @@ def unanswered(messages: list[Message]) -> list[Message]:
     ]
 
 
-async def run_remote_step(flow: FlowView, remote: RemoteAgentDefinition) -> StepResult:
+async def run_remote_step(flow: RemoteFlow, remote: RemoteAgentDefinition) -> StepResult:
     """Run the exchange for the child's unanswered messages (see the module docstring)."""
     inputs = unanswered(flow.messages)
     if not inputs:
@@ -119,12 +122,13 @@ async def run_remote_step(flow: FlowView, remote: RemoteAgentDefinition) -> Step
         error = exchange.error.code if exchange.error is not None else None
         telemetry.annotate(span, {"a2a.task_id": view.task_id, "a2a.state": view.state}, error)
     return await commit(
-        flow, remote, exchange.record, exchange.view, exchange.error, exchange.secrets
-    )
+        flow, remote, exchange.record, exchange.view, exchange.error, exchange.secrets,
+        exchange.answer,
+    )  # fmt: skip
 
 
 async def _run(
-    flow: FlowView, remote: RemoteAgentDefinition, exchange: Exchange, inputs: list[Message]
+    flow: RemoteFlow, remote: RemoteAgentDefinition, exchange: Exchange, inputs: list[Message]
 ) -> None:
     """Send (or, after a restart, follow) within the timeout; failures land in ``exchange``."""
     kernel, thread = flow.kernel, flow.thread
@@ -165,7 +169,7 @@ async def _run(
 
 
 async def _connected(
-    flow: FlowView, remote: RemoteAgentDefinition, exchange: Exchange, inputs: list[Message]
+    flow: RemoteFlow, remote: RemoteAgentDefinition, exchange: Exchange, inputs: list[Message]
 ) -> None:
     """Send the inputs, or follow their task; an unreachable agent is retried once it has one.
 
@@ -195,7 +199,7 @@ async def _connected(
 
 
 async def _talk(
-    flow: FlowView,
+    flow: RemoteFlow,
     conn: Connection,
     exchange: Exchange,
     inputs: list[Message],
@@ -208,16 +212,18 @@ async def _talk(
     wake = (waker(kernel, thread.thread_id), push_poll_seconds()) if pushes else None
     if exchange.view.task_id:
         await follow(conn, exchange.view, progress, wake)
-        return
-    target = push_target(kernel, thread.thread_id)
-    push = (target, exchange.push_token) if pushes and target and exchange.push_token else None
-    files = await _files(flow, inputs)
-    texts = [m.content or "" for m in inputs]
-    request = request_for(exchange.record, inputs[0].id, texts, files, push)
-    await send(conn, request, exchange.view, progress, wake if push else None)
+    else:
+        target = push_target(kernel, thread.thread_id)
+        push = (target, exchange.push_token) if pushes and target and exchange.push_token else None
+        files = await _files(flow, inputs)
+        texts = [m.content or "" for m in inputs]
+        request = request_for(exchange.record, inputs[0].id, texts, files, push)
+        await send(conn, request, exchange.view, progress, wake if push else None)
+    if exchange.view.state == "completed":
+        exchange.answer = await fetch_linked(conn, exchange.view.answer())
 
 
-async def _files(flow: FlowView, inputs: list[Message]) -> list[tuple[str, str, bytes]]:
+async def _files(flow: RemoteFlow, inputs: list[Message]) -> list[tuple[str, str, bytes]]:
     """``(name, mime type, bytes)`` of the inputs' attachments, read from the child's files."""
     found: list[tuple[str, str, bytes]] = []
     for message in inputs:
@@ -229,7 +235,7 @@ async def _files(flow: FlowView, inputs: list[Message]) -> list[tuple[str, str, 
     return found
 
 
-async def _progress(flow: FlowView, exchange: Exchange, view: TaskView) -> None:
+async def _progress(flow: RemoteFlow, exchange: Exchange, view: TaskView) -> None:
     """After each item: commit the task's id once known, store status texts as notes."""
     kernel, thread = flow.kernel, flow.thread
     record = exchange.record

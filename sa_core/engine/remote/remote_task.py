@@ -59,11 +59,12 @@ def plain(value: Any) -> Any:
 
 @dataclass(frozen=True, slots=True)
 class RemoteFile:
-    """A file part the remote returned."""
+    """A file part the remote returned: its bytes, or (before it is fetched) its URL."""
 
     name: str
     mime_type: str
     data: bytes
+    url: str = ""
 
 
 @dataclass(slots=True)
@@ -184,7 +185,9 @@ class TaskView:
                     mime = part.media_type or "application/octet-stream"
                     files.append(RemoteFile(name, mime, bytes(part.raw)))
                 elif kind == "url":
-                    texts.append(f"[file {part.filename or 'attachment'}: {part.url}]")
+                    name = part.filename or part.url.rsplit("/", 1)[-1] or f"{key}-{len(files) + 1}"
+                    mime = part.media_type or "application/octet-stream"
+                    files.append(RemoteFile(name, mime, b"", part.url))
         text = "\n\n".join(t for t in texts if t.strip())
         if not text and not data and not files:
             text = self.status_text

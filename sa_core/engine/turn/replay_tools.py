@@ -22,7 +22,7 @@ import asyncio
 import base64
 import json
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from sa_core.engine.model.replay_diff import unified
 from sa_core.engine.model.replay_record import (
@@ -37,7 +37,6 @@ from sa_core.engine.tools.tools import result_text
 from sa_core.spec import Message, QueueMessageInput, ToolAttachment, ToolResult
 
 if TYPE_CHECKING:
-    from sa_core.engine.flowview import FlowView
     from sa_core.engine.kernel import Kernel
     from sa_core.engine.threads import ThreadRef
     from sa_core.engine.tools.tools import OfferedTool
@@ -48,6 +47,20 @@ STOPPED = "Not run: the replay stopped at its first divergence."
 NOT_RECORDED = "Not run: the recording has no result for this call."
 POLL_SECONDS = 0.01
 """How often a drain waiting for a recorded message looks at the queue again."""
+
+
+class ReplayedFlow(Protocol):
+    """What a replayed thread's drain reads of its flow."""
+
+    @property
+    def thread(self) -> ThreadRef:
+        """The thread the flow runs on."""
+        ...
+
+    @property
+    def step_count(self) -> int:
+        """Model steps taken in this flow."""
+        ...
 
 
 def tool_mode(tool: OfferedTool, tools: str) -> ToolMode:
@@ -205,7 +218,7 @@ async def apply_effects(
 
 
 async def entries_to_drain(
-    kernel: Kernel, cursor: ThreadCursor, flow: FlowView
+    kernel: Kernel, cursor: ThreadCursor, flow: ReplayedFlow
 ) -> list[QueueEntry] | None:
     """The queued entries a replayed thread drains now (``None``: drain as usual)."""
     recorded = cursor.recorded

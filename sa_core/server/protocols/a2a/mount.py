@@ -38,11 +38,11 @@ from starlette.routing import Router
 from sa_core import telemetry
 from sa_core.engine.remote.remote_push import PUSH_PATH, notified
 from sa_core.runtime import Runtime
-from sa_core.server.protocols.a2a import PREFIX
 from sa_core.server.protocols.a2a.cards import agent_card, agent_path
 from sa_core.server.protocols.a2a.contexts import ThreadContextBuilder
 from sa_core.server.protocols.a2a.executor import ThreadAgentExecutor
 from sa_core.server.protocols.a2a.handler import ThreadRequestHandler
+from sa_core.server.protocols.a2a.paths import PREFIX
 from sa_core.server.protocols.a2a.push_delivery import PushDelivery, url_allowed
 from sa_core.server.protocols.a2a.push_store import DurablePushSender, ThreadPushConfigStore
 from sa_core.server.protocols.a2a.taskstore import AgentRoute, ThreadTaskStore

@@ -3,15 +3,15 @@
 ``logs.recording`` holds each call; ``request_parts`` the unchanging parts of the requests
 (system prompt, tools, settings), once per distinct content.
 
-Revision ID: 0011_log_recordings
-Revises: 0010_time_travel
+Revision ID: 0012_log_recordings
+Revises: 0011_evals
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0011_log_recordings"
-down_revision = "0010_time_travel"
+revision = "0012_log_recordings"
+down_revision = "0011_evals"
 branch_labels = None
 depends_on = None
 
