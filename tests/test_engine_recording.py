@@ -276,3 +276,35 @@ async def test_an_export_leaves_secret_values_out_and_still_replays(
     async with fresh:
         report = await fresh.replay_thread(document)
     assert report.identical, str(report)
+
+
+@pytest.mark.asyncio
+async def test_a_recorded_hash_equals_the_hash_of_the_request_made_again_from_scratch(
+    sa_runtime_factory: Any,
+) -> None:
+    """Each step extends the thread's running hash without comparing messages again; the
+    hashes it records are those of each whole request hashed alone, for every call of a
+    multi-step tree with tool calls, children and an approval."""
+    from types import SimpleNamespace
+
+    from replay_desk import desk_model, desk_pack, run_desk
+
+    from sa_core.engine.model.recording import Recorder
+
+    provider = desk_model()
+    async with sa_runtime_factory(packs=[desk_pack([])], providers={"test": provider}) as rt:
+        await run_desk(rt)
+        by_thread: dict[str, list[Any]] = {}
+        for request in provider.requests:
+            by_thread.setdefault(str(request.user), []).append(request)
+        recorded = {tid: await rt.store.list_model_calls(tid) for tid in by_thread}
+        alone = Recorder(rt.store, enabled=True)
+        unattached = SimpleNamespace(execution=None)  # no running hash to extend
+        remade = {
+            tid: [alone.digest(unattached, r).hash for r in requests]  # type: ignore[arg-type]
+            for tid, requests in by_thread.items()
+        }
+
+    assert len(by_thread) >= 3  # the lead and its children
+    assert max(len(requests) for requests in by_thread.values()) >= 4
+    assert {tid: [c.request_hash for c in calls] for tid, calls in recorded.items()} == remade

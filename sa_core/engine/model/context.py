@@ -243,6 +243,16 @@ class IncrementalConverter:
         """The running hash of the conversation it converted last, kept by the recorder of
         model calls (:mod:`sa_core.engine.model.recording`): it lives and goes with the
         converter."""
+        self.generation = 0
+        """How many conversions it has made (the recorder's hash names the one it hashed)."""
+        self.reused = 0
+        """How many leading messages of the last output are the previous output's own objects."""
+        self.size = 0
+        """How many messages the last output has."""
+        self.sent: list[ProviderMessage] | None = None
+        """The request messages made of the last output with nothing rewritten (set by the
+        step when no hook changed them): the recorder then knows which of them it has hashed
+        already without comparing them (:attr:`reused`)."""
 
     async def convert(
         self,
@@ -273,9 +283,11 @@ class IncrementalConverter:
             ):
                 suffix = messages[known:]
                 converted = await to_provider_messages(suffix, **options)  # type: ignore[arg-type]
+                reused = len(self._output)
                 output = self._output + converted
                 reusable = _self_contained(suffix, acting, converted)
             else:
+                reused = 0
                 output = await to_provider_messages(messages, **options)  # type: ignore[arg-type]
                 reusable = _self_contained(messages, acting, output)
         finally:
@@ -291,6 +303,8 @@ class IncrementalConverter:
             acting,
             reusable,
         )
+        self.generation += 1
+        self.reused, self.size, self.sent = reused, len(output), None
         return list(output)
 
 

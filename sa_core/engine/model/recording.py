@@ -175,9 +175,16 @@ def split_head(messages: list[ProviderMessage]) -> int:
 class _Conversation:
     """A thread's conversation as of its last hashed request."""
 
-    messages: list[ProviderMessage] = field(default_factory=list)
+    request: list[ProviderMessage] = field(default_factory=list)
+    """The last hashed request's messages (never changed once sent)."""
+    head: int = 0
+    """How many leading system messages it has (not part of the conversation)."""
+    count: int = 0
+    """How many messages of the conversation were hashed (``request[head:]``)."""
+    generation: int = -1
+    """The converter's conversion those messages are, unchanged (-1: not known to be one)."""
     hasher: Any = field(default_factory=hashlib.sha256)
-    """The running hash of ``messages`` (copied and extended by the next request)."""
+    """The running hash of those messages (copied and extended by the next request)."""
     signature: list[Any] | None = None
     """What the last request's parts were made of, and those parts (``parts``)."""
     parts: RequestParts | None = None
@@ -259,23 +266,50 @@ class Recorder:
         for tool in r.tools:
             signed += (tool.name, tool.description, tool.parameters, tool.strict)
         flow: ModelFlow | None = thread.execution  # type: ignore[assignment]  # (a Flow)
-        held = _Conversation() if flow is None else flow.converter.request_digest
+        converter = None if flow is None else flow.converter
+        held = None if converter is None else converter.request_digest
         if held is None:
-            held = flow.converter.request_digest = _Conversation()  # type: ignore[union-attr]
-        rest = messages[head:]
-        known = len(held.messages)
-        if known and len(rest) >= known and rest[:known] == held.messages:
-            hasher = held.hasher.copy()
-            if len(rest) > known:
-                hasher.update(conversation_text(rest[known:]))
-        else:
-            hasher = hashlib.sha256(conversation_text(rest))
-        held.messages, held.hasher = rest, hasher
+            held = _Conversation()
+            if converter is not None:
+                converter.request_digest = held
+        hasher = self._conversation(held, converter, messages, head)
+        held.request, held.head, held.hasher = messages, head, hasher
+        held.count = len(messages) - head
         parts = held.parts
         if parts is None or signed != held.signature:
             held.signature, held.parts = signed, self._parts(signed, request, head)
             parts = held.parts
-        return hasher.hexdigest()[:PART_DIGITS], len(rest), parts
+        return hasher.hexdigest()[:PART_DIGITS], held.count, parts
+
+    @staticmethod
+    def _conversation(
+        held: _Conversation, converter: Any, messages: list[ProviderMessage], head: int
+    ) -> Any:
+        """The running hash of ``messages[head:]``, extending ``held``'s where it can.
+
+        When the request is the flow converter's output with nothing rewritten
+        (``converter.sent``) and the previous hashed request was its previous output, the
+        converter already knows how much of it is carried over (``converter.reused``): no
+        message is compared. Otherwise the previous request's messages are compared with this
+        one's (a list comparison, by identity first).
+        """
+        known = held.count
+        fresh = converter is not None and messages is converter.sent
+        previous, held.generation = held.generation, converter.generation if fresh else -1
+        if (
+            fresh
+            and previous == converter.generation - 1
+            and converter.reused == known
+            and converter.size == len(messages) - head
+        ):  # this request is the last one's messages and the converter's new ones
+            hasher = held.hasher.copy()
+        elif known and messages[head : head + known] == held.request[held.head : held.head + known]:
+            hasher = held.hasher.copy()
+        else:
+            return hashlib.sha256(conversation_text(messages[head:]))
+        if len(messages) - head > known:
+            hasher.update(conversation_text(messages[head + known :]))
+        return hasher
 
     def _parts(self, signed: list[Any], request: ProviderRequest, head: int) -> RequestParts:
         """The unchanging parts of ``request``: a recent request's, else digested."""

@@ -198,6 +198,8 @@ async def provider_messages(
     )
     if kernel.wants_hook("prefilter_llm_history", thread):
         provider_messages = await hooks.prefilter_llm_history(state, provider_messages)
+    else:  # the converter's output as it is: the recorder knows what it hashed of it
+        flow.converter.sent = provider_messages
     return provider_messages
 
 
