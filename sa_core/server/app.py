@@ -24,6 +24,7 @@ from sa_core.server.console import console_handlers, docs_render_plugins, static
 from sa_core.server.context import package_dependencies, runtime_dependency
 from sa_core.server.corners import allow_header_middleware, unknown_package_websocket
 from sa_core.server.errors import EXCEPTION_HANDLERS
+from sa_core.server.health import health_handler, routes_health
 from sa_core.server.protocols.mcp import mcp_handlers
 from sa_core.server.protocols.openai import openai_router
 from sa_core.server.request import ApiRequest
@@ -62,6 +63,8 @@ class StandardAgentsPlugin(InitPluginProtocol):
         client_settings: what the OpenAI-compatible API does with a client's sampling and
             length settings for agents whose ``serving.client_settings`` is unset: ``apply``,
             ``ignore`` or ``refuse`` (see docs/protocols.md).
+        health: serve the readiness route ``GET /health`` (no key needed; see
+            :mod:`sa_core.server.health`), unless the app routes ``/health`` itself.
 
     """
 
@@ -72,10 +75,12 @@ class StandardAgentsPlugin(InitPluginProtocol):
         manage_runtime: bool = True,
         ui: bool = True,
         client_settings: ClientSettingsPolicy = "apply",
+        health: bool = True,
     ) -> None:
         self.runtime = runtime
         self.manage_runtime = manage_runtime
         self.ui = ui
+        self.health = health
         self.client_settings: ClientSettingsPolicy = client_settings
         self.hub = StreamHub()
         self._guard = api_key_guard(runtime)
@@ -121,6 +126,8 @@ class StandardAgentsPlugin(InitPluginProtocol):
         app_config.route_handlers.append(
             openai_router(self.runtime, client_settings=self.client_settings)
         )
+        if self.health and not routes_health(app_config.route_handlers):
+            app_config.route_handlers.append(health_handler(self.runtime))
         if self.ui:
             app_config.route_handlers.extend(console_handlers())
         elif app_config.openapi_config is not None:
