@@ -170,6 +170,36 @@ def test_the_offender_check_names_packages_and_their_submodules_only() -> None:
     ]
 
 
+class _Node:
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_what_a_paused_block_loads_goes_to_the_oldest_generation_and_stays_collectable() -> None:
+    import weakref
+
+    with collector_paused():
+        kept = _Node()
+        dropped = _Node()
+        gone = weakref.ref(dropped)
+    del dropped
+    assert any(obj is kept for obj in gc.get_objects(generation=2))
+    assert gone() is not None  # a cycle: only the collector frees it...
+    gc.collect()
+    assert gone() is None  # ...and a full collection still does
+
+
+def test_a_paused_block_leaves_an_applications_frozen_objects_frozen() -> None:
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with collector_paused():
+            _Node()
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
+
+
 @pytest.mark.parametrize("switched_off", [False, True])
 def test_a_paused_collector_runs_again_after_the_block_unless_it_was_off(
     switched_off: bool,
