@@ -159,13 +159,17 @@ class Runtime:
         kernel.life.open = True
         if not self.work:
             return
+        # a database this start created holds no claim and no interrupted turn
+        fresh = self.store.created
         # alone: the processes that held claims are gone; with workers, a thread whose lease
         # is valid runs elsewhere (its kick finds the lease taken)
-        await kernel.placement.start()
+        if not (fresh and self.workers is None):
+            await kernel.placement.start()
         await kernel.schedules.start(kernel)  # the packs' schedules, stored
         await kernel.effects.start(kernel)  # its loop runs due effects and schedules
         await prefetch_cards(kernel)  # remote agents described by their cards (bounded wait)
-        await resume_interrupted(kernel)
+        if not fresh:
+            await resume_interrupted(kernel)
         kernel.placement.run()
 
     async def _attach_workers(self) -> Workers | None:

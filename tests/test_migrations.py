@@ -232,6 +232,13 @@ async def test_a_new_sqlite_database_gets_the_schema_create_all_makes(tmp_path: 
     assert from_script == await run_sync(f"sqlite:///{tmp_path / 'create_all.db'}", schema)
 
 
+async def test_a_store_says_whether_it_created_the_database(empty_url: str) -> None:
+    async with await open_store(empty_url) as store:
+        assert store.created
+    async with await open_store(empty_url) as store:
+        assert not store.created
+
+
 async def test_a_new_database_is_created_at_the_head_revision(empty_url: str) -> None:
     async with await open_store(empty_url):
         pass

@@ -328,7 +328,7 @@ class AsyncBackend(Backend):
     async def setup(self) -> None:
         """Connect and create or upgrade the tables."""
         async with self._engine.begin() as conn:
-            await conn.run_sync(ensure_schema)
+            self.created = await conn.run_sync(ensure_schema) == "created"
             if self._vectors:
                 await conn.run_sync(ensure_pgvector)
 

@@ -97,6 +97,11 @@ class StoreBase:
         self._caches = StoreCaches()
 
     @property
+    def created(self) -> bool:
+        """Whether opening the store created the database's schema (it was empty)."""
+        return self._backend.created
+
+    @property
     def dialect_name(self) -> str:
         """The database's kind: ``sqlite`` or ``postgresql``."""
         return self._backend.dialect
