@@ -44,7 +44,7 @@ from sa_core.errors import (
 from sa_core.memory import PackStore
 from sa_core.offline import offline_provider
 from sa_core.plugins import create_plugin_host
-from sa_core.quietimport import collector_paused
+from sa_core.quietimport import collector_paused, skip_final_collection
 from sa_core.registry import Registry
 from sa_core.schedules import Schedules
 from sa_core.spec.stores import store_config
@@ -144,6 +144,7 @@ class Runtime:
         self.registry: Registry = self._load_registry()
         with collector_paused():  # the database layer loads here, not on import
             from sa_core.store.store import open_store
+        skip_final_collection()  # the process holds the runtime's heap from now on
 
         vectors = any(store_config(p.store).embedding_model for p in self.registry.packs)
         self.store: Store = await open_store(self.database_url, vectors=vectors)
