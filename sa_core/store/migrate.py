@@ -89,7 +89,7 @@ def ensure_schema(conn: Connection) -> str:
         return "current"
     if not tables and conn.dialect.name == "sqlite":  # a new SQLite file: no DDL to compile
         create_schema(conn)
-        conn.execute(version_table.insert().values(version_num=HEAD))
+        conn.exec_driver_sql("INSERT INTO alembic_version (version_num) VALUES (?)", (HEAD,))
         return "created"
     if revision is None:
         if "alembic_version" not in tables:
