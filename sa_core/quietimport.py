@@ -11,7 +11,8 @@ Resuming alone would only postpone the work: the collector's next pass of its yo
 generation walks everything the block allocated (several milliseconds per import of the
 runtime or the store), and passes of the middle generation walk it again. So the block hands
 what it loaded straight to the oldest generation (:func:`promote_to_oldest`), which only the
-collector's rare full passes walk, as they would walk these long-lived objects anyway.
+collector's rare full passes walk, as they would walk these long-lived objects anyway (a
+long-running process's first full pass walks them once, later than it used to).
 
 At exit, the interpreter's final collections walk and free every object that lives in a
 reference cycle: every module's classes and functions, SQLAlchemy's and pydantic's included,
