@@ -105,6 +105,7 @@ bench: setup
 	$(PY) benchmarks/long_thread.py $(BENCH_FLAGS)
 	$(PY) benchmarks/server.py $(BENCH_FLAGS)
 	$(PY) benchmarks/store.py $(BENCH_FLAGS)
+	$(PY) benchmarks/evals.py $(BENCH_FLAGS)
 
 clean:
 	rm -rf $(VENV) $(LATEST) .sa .pytest_cache .mypy_cache .ruff_cache

@@ -5,7 +5,7 @@ Run: ``python benchmarks/context.py [--turns N]``. One chat thread of 600 turns 
 usage like a caching provider: ``prompt_tokens`` is the request's estimated size and
 ``cached_tokens`` the length of the common prefix with the thread's previous request, both in
 tokens estimated the way compaction estimates them
-(:func:`sa_core.engine.compaction.estimate_request_tokens`: four characters a token). The
+(:func:`sa_core.engine.model.compaction.estimate_request_tokens`: four characters a token). The
 summarizer's calls are requests of the thread too, billed and counted like any other.
 
 Printed, without compaction (today's growth) and with
@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from sa_core import Pack, Runtime, define_agent, define_model, define_prompt
-from sa_core.engine.compaction import CHARS_PER_TOKEN, estimate_request_tokens
-from sa_core.engine.compaction_summary import SUMMARY_INSTRUCTIONS
+from sa_core.engine.model.compaction import CHARS_PER_TOKEN, estimate_request_tokens
+from sa_core.engine.model.compaction_summary import SUMMARY_INSTRUCTIONS
 from sa_core.providers import ProviderMessage, ProviderRequest, ProviderResponse, Usage
 from sa_core.testing import FunctionProvider
 

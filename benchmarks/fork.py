@@ -50,7 +50,7 @@ def bench_pack() -> Any:
 
 async def source_thread(runtime: Any, messages: int) -> Any:
     """A thread with ``messages`` stored messages, 100 files and 10 settled children."""
-    from sa_core.engine.creation import new_thread
+    from sa_core.engine.subagents.creation import new_thread
     from sa_core.spec import Message, SubagentRegistryEntry
     from sa_core.store import now_us
 

@@ -51,7 +51,8 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from pgcluster import Cluster, free_port, start_cluster, wait_port  # noqa: E402
+from pgcluster import Cluster, start_cluster, wait_port  # noqa: E402
+from serve_process import free_port  # noqa: E402
 
 PACK = """
 import os

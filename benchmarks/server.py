@@ -39,18 +39,13 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from common import parse_args, percentile  # noqa: E402
+from serve_process import free_port  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 PACKAGE = "bench"
-
-
-def free_port() -> int:
-    """A port that was free on 127.0.0.1 a moment ago."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class Connection:

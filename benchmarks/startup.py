@@ -42,8 +42,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from common import parse_args  # noqa: E402
+from serve_process import free_port  # noqa: E402
 
 ROUNDS = 10
 CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -155,13 +157,6 @@ def sa_help(rounds: int) -> dict[str, list[float]]:
             figures["wall"].append(wall)
             figures["cpu"].append(cpu)
     return figures
-
-
-def free_port() -> int:
-    """A port that was free on 127.0.0.1 a moment ago."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def status_of(port: int, path: str) -> int | None:

@@ -148,7 +148,7 @@ def embedding_text(value: Mapping[str, Any], fields: Sequence[str] | None) -> st
 
 
 class Embedder(Protocol):
-    """Turns a pack store's texts into vectors (:class:`sa_core.engine.embedder.PackEmbedder`)."""
+    """Turns a pack store's texts into vectors (``engine/model/embedder.py``)."""
 
     @property
     def model(self) -> str:

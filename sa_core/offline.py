@@ -61,6 +61,8 @@ RECORDED_REQUESTS = 20
 
 TOOL_COMMAND = re.compile(r"^/tool\s+(?P<name>[A-Za-z0-9_.:-]+)\s*(?P<args>.*)$", re.DOTALL)
 """A user message that asks the offline model to call a tool: ``/tool NAME {json}``."""
+ATTACHED_NOTE = re.compile(r"(?:\n\[(?:Attached files|Image): [^\n]*\])+$")
+"""The lines the context adds after a message's text for its attachments (not arguments)."""
 
 ENTRY_KEYS = frozenset(
     {"text", "tool_calls", "reasoning", "error", "code", "status", "retry_after", "delay", "usage"}
@@ -344,7 +346,7 @@ def tool_command_answer(request: ProviderRequest) -> ScriptedResponse | None:
     last = messages[-1] if messages else None
     if last is None or last.role != "user":
         return None
-    match = TOOL_COMMAND.match((last.content or "").strip())
+    match = TOOL_COMMAND.match(ATTACHED_NOTE.sub("", (last.content or "").strip()))
     if match is None:
         return None
     name, raw = match["name"], match["args"].strip() or "{}"

@@ -17,25 +17,25 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sa_core.engine.caches import PromptCaches
-from sa_core.engine.creation import new_thread, unset_variables
-from sa_core.engine.delivery import open_thread, thread_for_message
-from sa_core.engine.effects import EffectScheduler
-from sa_core.engine.embedder import pack_embedder
+from sa_core.engine.delivery.delivery import open_thread, thread_for_message
+from sa_core.engine.delivery.effects import EffectScheduler
 from sa_core.engine.events import EventBus
 from sa_core.engine.kernel import Kernel, Life
-from sa_core.engine.mcp import McpManager
-from sa_core.engine.modelcall import ModelCaller
+from sa_core.engine.model.caches import PromptCaches
+from sa_core.engine.model.embedder import pack_embedder
+from sa_core.engine.model.modelcall import ModelCaller
 from sa_core.engine.owed import turn_settled
 from sa_core.engine.placement import LocalPlacement, Placement
-from sa_core.engine.remote_client import prefetch_cards
-from sa_core.engine.running import resume_interrupted
-from sa_core.engine.scheduler import Scheduler
-from sa_core.engine.schedules import ScheduleTimer
-from sa_core.engine.secrets import SecretRedactor, redact
-from sa_core.engine.subagent_spawn import boot_immediate
-from sa_core.engine.subagents import provide_variables
+from sa_core.engine.remote.remote_client import prefetch_cards
+from sa_core.engine.secrets import SecretNames, redact
+from sa_core.engine.subagents.creation import new_thread, unset_variables
+from sa_core.engine.subagents.subagent_spawn import boot_immediate
+from sa_core.engine.subagents.subagents import provide_variables
 from sa_core.engine.threads import LiveThreads
+from sa_core.engine.tools.mcp import McpManager
+from sa_core.engine.turn.running import resume_interrupted
+from sa_core.engine.workers.scheduler import Scheduler
+from sa_core.engine.workers.schedules import ScheduleTimer
 from sa_core.errors import (
     PackLoadError,
     PackValidationError,
@@ -52,7 +52,7 @@ from sa_core.state import ThreadState, thread_of
 from sa_core.store.clock import SystemClock
 
 if TYPE_CHECKING:
-    from sa_core.engine.leases import Workers
+    from sa_core.engine.workers.leases import LeasePlacement
     from sa_core.offline import OfflineSpec
     from sa_core.plugins import PluginHost
     from sa_core.providers import Provider
@@ -119,7 +119,7 @@ class Runtime:
         self.pack_sources: dict[str, Any] = {}
         self.instance_id = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
         """Names this runtime in the execution records it claims."""
-        self.workers: Workers | None = None
+        self.workers: LeasePlacement | None = None
         """Leases and stream relay shared with other workers (PostgreSQL), else ``None``."""
         self._life = Life()
         self.clock: Clock = clock or SystemClock()
@@ -173,11 +173,13 @@ class Runtime:
             await resume_interrupted(kernel)
         kernel.placement.run()
 
-    async def _attach_workers(self) -> Workers | None:
+    async def _attach_workers(self) -> LeasePlacement | None:
         """PostgreSQL: share threads with the database's other workers (relaying bus, leases)."""
         if not self.store.url.startswith("postgresql"):
             return None
-        from sa_core.engine.leases import attach_workers  # the workers' machinery, PostgreSQL only
+        from sa_core.engine.workers.leases import (
+            attach_workers,  # the workers' machinery, PostgreSQL only
+        )
 
         return await attach_workers(self.store)
 
@@ -213,7 +215,7 @@ class Runtime:
             scheduler=Scheduler(store),
             placement=placement,
             caches=PromptCaches(),
-            secrets=SecretRedactor(self.registry),
+            secrets=SecretNames(self.registry),
             models=models,
             effects=EffectScheduler(),
             schedules=ScheduleTimer(self.clock),
@@ -347,7 +349,7 @@ class Runtime:
     async def thread_for_message(self, thread_id: str) -> ThreadState:
         """The thread a message is about to be sent on (the server's hot path).
 
-        See :func:`sa_core.engine.delivery.thread_for_message`.
+        See :func:`sa_core.engine.delivery.delivery.thread_for_message`.
 
         Raises:
             ThreadNotFoundError: no thread has this id.

@@ -1,7 +1,7 @@
 """``runtime.schedules``: create, list, get, pause, resume and delete schedules at run time.
 
 Schedules listed in ``Pack(schedules=[...])`` are stored when the runtime starts; these calls
-work on those and on schedules created here alike (see :mod:`sa_core.engine.schedules` for
+work on those and on schedules created here alike (see :mod:`sa_core.engine.workers.schedules` for
 how runs start, and ``docs/schedules.md``).
 """
 
@@ -11,7 +11,7 @@ import builtins
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
-from sa_core.engine import schedules as engine
+from sa_core.engine.workers import schedules as engine
 from sa_core.spec.schedules import ScheduleDefinition, ScheduleRecord, define_schedule
 
 if TYPE_CHECKING:

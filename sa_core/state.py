@@ -12,22 +12,18 @@ import weakref
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from sa_core.engine import (
-    approvals,
-    clienttools,
-    delivery,
-    dispatch,
-    files,
-    messages,
-    runagent,
-    subagent_report,
-    subagent_vars,
-    usage,
-)
-from sa_core.engine import fork as forks
-from sa_core.engine import rewind as rewinds
-from sa_core.engine.scrub import emit
+from sa_core import telemetry
+from sa_core.engine import files, messages, variables
+from sa_core.engine.delivery import delivery
+from sa_core.engine.flowview import flow_of
+from sa_core.engine.frames import emit
+from sa_core.engine.model import usage
+from sa_core.engine.subagents import runagent, subagent_report, subagent_vars
 from sa_core.engine.threads import NO_TOOL_OPTIONS, ThreadRef, tool_config
+from sa_core.engine.timeline import fork as forks
+from sa_core.engine.timeline import rewind as rewinds
+from sa_core.engine.tools import approvals
+from sa_core.engine.turn import clienttools, dispatch
 from sa_core.errors import (
     ThreadTerminatedError,
     VariableNotFoundError,
@@ -52,9 +48,9 @@ from sa_core.thread_files import ThreadFiles
 from sa_core.thread_resources import ThreadResources
 
 if TYPE_CHECKING:
-    from sa_core.engine.flow import Flow
+    from sa_core.engine.flowtypes import ExecutionView
     from sa_core.engine.kernel import Kernel
-    from sa_core.engine.usage import ThreadUsage
+    from sa_core.engine.model.usage import ThreadUsage
     from sa_core.registry import PackScope
     from sa_core.store import ThreadRow
 
@@ -130,7 +126,7 @@ class ThreadState(ThreadFiles, ThreadResources, ThreadBranches):
         return list(self._ref.shared.children)
 
     @property
-    def execution(self) -> Flow | None:
+    def execution(self) -> ExecutionView | None:
         """The running flow (step counts, current side, stop()), or None outside a turn."""
         return self._ref.execution
 
@@ -245,6 +241,8 @@ class ThreadState(ThreadFiles, ThreadResources, ThreadBranches):
             declared = await clienttools.check(self._kernel, self._ref, client_tools, tool_choice)
             if declared:
                 metadata = {**(metadata or {}), **declared}
+        if (carried := telemetry.carried_context(self.thread_id)) is not None:
+            metadata = {**(metadata or {}), telemetry.TRACE_CONTEXT: carried}  # any worker's turn
         return await delivery.send(
             self._kernel,
             self._ref,
@@ -356,7 +354,7 @@ class ThreadState(ThreadFiles, ThreadResources, ThreadBranches):
         """Tokens, cost and model calls of this thread and (by default) its subagent tree.
 
         Returns:
-            A :class:`~sa_core.engine.usage.ThreadUsage`: ``thread`` for this thread's own
+            A :class:`~sa_core.engine.model.usage.ThreadUsage`: ``thread`` for this thread's own
             model calls, ``tree`` for it plus every descendant, each broken down by model.
         """
         return await usage.thread_usage(
@@ -466,13 +464,13 @@ class ThreadState(ThreadFiles, ThreadResources, ThreadBranches):
         self, name: str, value: str, *, type: Literal["text", "secret"] | None = None
     ) -> None:
         """Set a thread variable; active descendants receive it too."""
-        await delivery.set_env(self._kernel, self._ref, name, value, type)
+        await variables.set_env(self._kernel, self._ref, name, value, type)
 
     # -- tools ------------------------------------------------------------------------------
 
     def queue_tool(self, name: str, args: Mapping[str, Any] | None = None) -> None:
         """Run a tool after the current step's tool calls (outside a run: in the background)."""
-        flow = self._ref.execution
+        flow = flow_of(self._ref)
         if flow is not None:
             flow.queued_tools.append((name, dict(args or {})))
             return

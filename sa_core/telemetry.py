@@ -29,7 +29,9 @@ Across servers, traces join up through the W3C trace context (``traceparent``,
 - an A2A server request is a ``SERVER`` span continuing the context the request carries
   (:func:`server_span`), and the turn it starts continues that span
   (:func:`continue_trace`): its ``invoke_agent`` span is the request span's child, not the
-  root of a trace of its own.
+  root of a trace of its own. The message the request sends carries that span's context in
+  its ``metadata.trace_context`` (:func:`carried_context`, W3C headers), queued with it: with
+  several workers (PostgreSQL), whichever worker runs the turn continues the trace.
 """
 
 from __future__ import annotations
@@ -44,8 +46,8 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
-    from sa_core.engine.flow import Flow
     from sa_core.engine.threads import ThreadRef
+    from sa_core.engine.turn.flow import Flow
     from sa_core.spec import ToolCall
     from sa_core.state import ThreadState
 
@@ -58,6 +60,8 @@ _origins: dict[str, Any] = {}
 _MAX_ORIGINS = 10_000
 _incoming: dict[str, Any] = {}
 """Thread id -> the span context (an A2A request's) its next turn continues."""
+TRACE_CONTEXT = "trace_context"
+"""The message metadata key holding the trace context (W3C headers) its turn continues."""
 _turn_recording: ContextVar[bool | None] = ContextVar("sa_turn_recording", default=None)
 """Whether the turn running in this context records spans (decided as the turn starts)."""
 
@@ -188,12 +192,32 @@ async def _traced_turn(flow: Flow, run: Callable[[], Awaitable[T]]) -> T:
         kwargs["context"] = otel_context.Context()  # its own trace, linked to the parent's
         if linked is not None:
             kwargs["links"] = [trace.Link(linked, {"sa.link": "spawned_by_tool_call"})]
-    elif flow.depth == 0 and (incoming := _incoming.pop(state.thread_id, None)) is not None:
+    elif flow.depth == 0 and (incoming := _incoming_of(flow)) is not None:
         kwargs["context"] = trace.set_span_in_context(trace.NonRecordingSpan(incoming))
     with _tracer().start_as_current_span(name, attributes=attributes, **kwargs) as span:
         result = await run()
         span.set_attribute("sa.stop_reason", str(flow.stopped_by or result))
         return result
+
+
+def _incoming_of(flow: Flow) -> Any:
+    """The span context a top-level turn continues (None: it starts a trace of its own).
+
+    An A2A request's, noted in this process (:func:`continue_trace`), else the one the turn's
+    first message or queue entry carries (sent through another worker).
+    """
+    noted = _incoming.pop(flow.thread.thread_id, None)
+    if noted is not None:
+        return noted
+    for item in (*flow.messages[:1], *(flow.queued_entries or ())[:1]):
+        carried = (item.metadata or {}).get(TRACE_CONTEXT)
+        if isinstance(carried, dict):
+            from opentelemetry import propagate, trace
+
+            headers = {str(k): str(v) for k, v in carried.items()}
+            span_context = trace.get_current_span(propagate.extract(headers)).get_span_context()
+            return span_context if span_context.is_valid else None
+    return None
 
 
 async def tool_call(state: ThreadState, call: ToolCall, work: Awaitable[Any]) -> Any:
@@ -303,6 +327,22 @@ def continue_trace(thread_id: str) -> None:
         if len(_incoming) >= _MAX_ORIGINS:
             _incoming.pop(next(iter(_incoming)))
         _incoming[thread_id] = span_context
+
+
+def carried_context(thread_id: str) -> dict[str, str] | None:
+    """The trace context (W3C headers) the thread's next turn continues, if one was noted.
+
+    :meth:`~sa_core.state.ThreadState.send_message` stores it on the message it sends, so the
+    turn continues the trace on whichever worker runs it.
+    """
+    span_context = _incoming.get(thread_id) if _incoming else None
+    if span_context is None:
+        return None
+    from opentelemetry import propagate, trace
+
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier, trace.set_span_in_context(trace.NonRecordingSpan(span_context)))
+    return carrier or None
 
 
 @asynccontextmanager

@@ -1,15 +1,15 @@
 """Time travel on a thread: ``fork``, ``rewind``, ``lineage`` and ``files_at``.
 
 A part of :class:`~sa_core.state.ThreadState`, kept in its own module: each method is one
-call to :mod:`sa_core.engine.fork`, :mod:`sa_core.engine.rewind` or the store.
+call to :mod:`sa_core.engine.timeline.fork`, :mod:`sa_core.engine.timeline.rewind` or the store.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sa_core.engine import fork as forks
-from sa_core.engine import rewind as rewinds
+from sa_core.engine.timeline import fork as forks
+from sa_core.engine.timeline import rewind as rewinds
 from sa_core.errors import FileSystemError
 from sa_core.spec import FileRecord
 from sa_core.spec.lineage import LineageEntry

@@ -10,8 +10,8 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from sa_core.engine.embedder import pack_embedder
-from sa_core.engine.scrub import publish_value
+from sa_core.engine.frames import publish_value
+from sa_core.engine.model.embedder import pack_embedder
 from sa_core.memory import PackStore
 from sa_core.spec import AgentDefinition, ModelDefinition, PromptDefinition, ScheduledEffect
 

@@ -12,6 +12,10 @@ card route. What the agent does is chosen by the message text:
   answers ``released NAME``; a cancel is recorded in :attr:`SdkAgent.canceled`;
 * ``file``: text, a file part (``report.txt``) and a data part, completed;
 * ``fail``: failed, with the status text ``It broke.``;
+* ``link PATH``: the text ``Linked.`` and a file part by URL,
+  ``<base>/files/PATH?sig=SIGNATURE`` (the agent serves ``small.txt`` and ``big.bin`` there,
+  404 otherwise, behind ``token`` when set); ``link-other PATH``: the same file named by
+  ``localhost`` (another origin);
 * ``headers``: answers with the ``Authorization`` header it received (the remote echoing a
   secret back);
 * anything else: ``you said: <text>``.
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -47,6 +52,7 @@ from a2a.types.a2a_pb2 import (
     AgentCard,
     AgentInterface,
     AgentSkill,
+    Part,
     Task,
     TaskState,
     TaskStatus,
@@ -56,6 +62,12 @@ from starlette.applications import Starlette
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+LINKED = {"small.txt": b"linked body", "big.bin": b"0123456789" * 500}
+"""The files the agent serves at ``/files/NAME`` (what ``link NAME`` answers with)."""
+SIGNATURE = "signed-url-4242-abcd"
+"""The query (``?sig=...``) of every linked file's URL: a signed URL's key."""
 
 
 class Behaviour(AgentExecutor):
@@ -97,6 +109,14 @@ class Behaviour(AgentExecutor):
             ]
             await updater.add_artifact(parts, name="result")
             await updater.complete()
+        elif text.startswith(("link ", "link-other ")):
+            kind, path = text.split(" ", 1)
+            base = self.agent.base
+            if kind == "link-other":
+                base = base.replace("127.0.0.1", "localhost")
+            url = f"{base}/files/{path}?sig={SIGNATURE}"
+            part = Part(url=url, filename=path, media_type="text/plain")
+            await self._finish_parts(updater, [new_text_part("Linked."), part])
         elif text == "fail":
             await updater.failed(updater.new_agent_message([new_text_part("It broke.")]))
         elif text == "headers":
@@ -104,6 +124,10 @@ class Behaviour(AgentExecutor):
             await self._finish(updater, f"I was sent: {seen}")
         else:
             await self._finish(updater, f"you said: {text}")
+
+    async def _finish_parts(self, updater: TaskUpdater, parts: list[Any]) -> None:
+        await updater.add_artifact(parts, name="answer")
+        await updater.complete()
 
     async def _finish(self, updater: TaskUpdater, text: str) -> None:
         await updater.add_artifact([new_text_part(text)], name="answer")
@@ -150,6 +174,8 @@ class SdkAgent:
         self.card_url = f"{self.base}/.well-known/agent-card.json"
         self.token = token
         self.authorizations: list[str] = []
+        self.file_authorizations: list[str] = []
+        """The ``Authorization`` header of every request for a linked file."""
         self.messages: list[tuple[str, str, str]] = []
         """``(context_id, task_id, text)`` of every message received."""
         self.released: set[str] = set()
@@ -157,6 +183,8 @@ class SdkAgent:
         self.gets = 0
         self.push_client: httpx.AsyncClient | None = None
         self.pushed: list[int] = []
+        self.notifications: list[tuple[str, dict[str, str], bytes]] = []
+        """``(URL, headers, body)`` of every notification posted (delivered or not)."""
         card = AgentCard(
             name="SDK helper",
             description="An agent made with the a2a-sdk alone.",
@@ -177,7 +205,14 @@ class SdkAgent:
             async def record(response: httpx.Response) -> None:
                 self.pushed.append(response.status_code)
 
-            self.push_client = httpx.AsyncClient(event_hooks={"response": [record]})
+            async def keep(request: httpx.Request) -> None:
+                self.notifications.append(
+                    (str(request.url), dict(request.headers), request.content)
+                )
+
+            self.push_client = httpx.AsyncClient(
+                event_hooks={"request": [keep], "response": [record]}
+            )
             sender = BasePushNotificationSender(self.push_client, self.push_configs)
         handler = CountingHandler(
             self,
@@ -187,7 +222,11 @@ class SdkAgent:
             push_config_store=self.push_configs if push else None,
             push_sender=sender,
         )
-        routes = [*create_agent_card_routes(card), *create_jsonrpc_routes(handler, "/rpc")]
+        routes = [
+            *create_agent_card_routes(card),
+            *create_jsonrpc_routes(handler, "/rpc"),
+            Route("/files/{name}", self._file),
+        ]
         app = Starlette(routes=routes, lifespan=self._lifespan)
         app.add_middleware(BaseHTTPMiddleware, dispatch=self._check)
         config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
@@ -208,6 +247,31 @@ class SdkAgent:
                 return JSONResponse({"error": "unauthorized"}, status_code=401)
         response: Response = await call_next(request)
         return response
+
+    async def _file(self, request: Request) -> Response:
+        given = request.headers.get("authorization", "")
+        self.file_authorizations.append(given)
+        if self.token is not None and given != f"Bearer {self.token}":
+            return JSONResponse({"error": "unauthorized"}, status_code=401)
+        body = LINKED.get(request.path_params["name"])
+        if body is None:
+            return JSONResponse({"error": "no such file"}, status_code=404)
+        return Response(body, media_type="application/octet-stream")
+
+    def notified_states(self) -> list[str]:
+        """The task state each notification carried (``TASK_STATE_WORKING``...), in order."""
+        states = []
+        for _, _, body in self.notifications:
+            event = json.loads(body)
+            found = event.get("task") or event.get("statusUpdate") or {}
+            states.append(str(found.get("status", {}).get("state", "")))
+        return states
+
+    def repush(self, index: int = -1) -> int:
+        """Post a notification again, as it was (a retry, or a duplicate); its HTTP status."""
+        url, headers, body = self.notifications[index]
+        kept = {k: v for k, v in headers.items() if k.lower() != "content-length"}
+        return httpx.post(url, content=body, headers=kept, timeout=30).status_code
 
     def release(self, name: str) -> None:
         """Let the ``slow NAME`` task finish."""

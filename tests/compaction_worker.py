@@ -16,7 +16,7 @@ import asyncio
 import sys
 
 from sa_core import Pack, Runtime, define_agent, define_model, define_prompt
-from sa_core.engine.compaction_summary import SUMMARY_INSTRUCTIONS
+from sa_core.engine.model.compaction_summary import SUMMARY_INSTRUCTIONS
 from sa_core.providers import ProviderRequest
 from sa_core.testing import FunctionProvider
 

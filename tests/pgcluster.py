@@ -21,6 +21,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from serve_process import free_port
+
 SUPERUSER = "sa"
 PASSWORD = "sa"
 
@@ -44,13 +46,6 @@ def find_bindir() -> Path:
         "`postgresql` package (apt-get install -y postgresql, done by `make setup`) or set "
         "SA_PG_BINDIR to the directory holding initdb."
     )
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _run_as() -> str | None:

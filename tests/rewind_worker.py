@@ -17,7 +17,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from sa_core.engine import rewind as rewinds  # noqa: E402
+from sa_core.engine.timeline import rewind as rewinds
 from sa_core.runtime import Runtime  # noqa: E402
 from timetravel_kit import Lead, pack  # noqa: E402
 

@@ -1,8 +1,11 @@
 """One real ``sa serve`` subprocess on loopback, shared by every test that needs a live server.
 
-The MCP, OpenAI, A2A, console and worker tests all start ``sa serve`` the same way: a free
-loopback port, the output read on a thread (kept for failure messages), a wait until the server
-answers HTTP, and a graceful stop (SIGINT, then kill after a generous ceiling).
+Every test that starts ``sa serve`` does it here: a free loopback port (:func:`free_port`, the
+only one), the output read on a thread (kept for failure messages, and in a log file if asked),
+a wait until the server answers HTTP, the first API key it prints, and a graceful stop (SIGINT,
+then kill after a generous ceiling) or a crash (:meth:`ServeProcess.kill`). Benchmarks take
+:func:`free_port` from here (with ``tests/`` on ``sys.path``); how they launch the server (CPU
+pinning, a profiler, output to /dev/null) is part of what they measure.
 """
 
 from __future__ import annotations
@@ -34,6 +37,15 @@ def offline_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env | dict(extra or {})
 
 
+SA_CLI = (sys.executable, "-m", "sa_core.cli")
+"""The ``sa`` command of this interpreter."""
+
+
+def ignore_sigint() -> None:
+    """Ignore SIGINT, as a shell does for a background command (a ``preexec_fn``)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 class ServeProcess:
     """``sa serve`` as a subprocess on its own loopback port.
 
@@ -42,8 +54,14 @@ class ServeProcess:
         db: The database URL.
         *args: More ``sa serve`` arguments (``--test-provider``, ``--pack FILE``...).
         env: The child's environment (default: this process's).
-        port: A fixed port (a restart on the same port), else a free one.
+        port: A fixed port (a restart on the same port, a taken one), else a free one.
         pythonpath: Folders put in front of ``PYTHONPATH`` (a test plugin's folder).
+        launcher: The command that runs ``sa`` (default :data:`SA_CLI`; a wrapper that hides
+            an optional SDK, an installed ``sa`` script).
+        sigint_ignored: Start with SIGINT ignored, as a shell starts a background command.
+        log: Also write everything the server prints to this file (kept for a post-mortem).
+        new_session: Start the server in a session of its own (signals to the test's process
+            group do not reach it).
     """
 
     def __init__(
@@ -54,6 +72,10 @@ class ServeProcess:
         env: Mapping[str, str] | None = None,
         port: int | None = None,
         pythonpath: Sequence[Path] = (),
+        launcher: Sequence[str] = SA_CLI,
+        sigint_ignored: bool = False,
+        log: Path | None = None,
+        new_session: bool = False,
     ) -> None:
         self.db = db
         self.port = port or free_port()
@@ -63,19 +85,25 @@ class ServeProcess:
             paths = [*map(str, pythonpath), child_env.get("PYTHONPATH", "")]
             child_env["PYTHONPATH"] = os.pathsep.join(filter(None, paths))
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "sa_core.cli", "serve", "--host", "127.0.0.1",
+            [*launcher, "serve", "--host", "127.0.0.1",
              "--port", str(self.port), "--db", db, "--log-level", "warning", *args],
             cwd=cwd, env=child_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            preexec_fn=ignore_sigint if sigint_ignored else None, start_new_session=new_session,
         )  # fmt: skip
         self.printed: list[str] = []
         """Every line read so far (``wait_line`` and ``output`` read the pending ones)."""
         self._pending: queue.Queue[str] = queue.Queue()
+        self._reader = threading.Thread(target=self._read, args=(log,), daemon=True)
+        self._reader.start()
+
+    def _read(self, log: Path | None) -> None:
+        """Queue each line the server prints (and append it to ``log``) until its output ends."""
         stdout = self.proc.stdout
         assert stdout is not None
-        self._reader = threading.Thread(
-            target=lambda: [self._pending.put(line) for line in stdout], daemon=True
-        )
-        self._reader.start()
+        with open(log or os.devnull, "a", buffering=1, encoding="utf-8") as copy:
+            for line in stdout:
+                self._pending.put(line)
+                copy.write(line)
 
     def output(self) -> str:
         """Everything the server printed so far."""
@@ -97,6 +125,10 @@ class ServeProcess:
                 return line.rstrip("\n")
         raise AssertionError(f"{text!r} not printed:\n{self.output()}")
 
+    def lines(self) -> list[str]:
+        """Everything the server printed so far, line by line (without newlines)."""
+        return self.output().splitlines()
+
     def printed_key(self) -> str | None:
         """The API key a first start prints (a word beginning ``sa_``), if printed yet."""
         self.output()
@@ -115,16 +147,47 @@ class ServeProcess:
                 time.sleep(0.1)
         raise AssertionError(f"sa serve on {self.port} did not answer:\n{self.output()}")
 
-    def stop(self, timeout: float = 60) -> None:
-        """SIGINT, then wait; kill after ``timeout`` seconds."""
+    def wait_key(self, timeout: float = 60) -> str:
+        """The first API key the server printed (a first start on a new database)."""
+        self.wait_line("Serving packages", timeout)
+        key = self.printed_key()
+        assert key is not None, f"sa serve printed no API key:\n{self.output()}"
+        return key
+
+    def wait_exit(self, timeout: float = 60) -> int:
+        """Wait for the server to exit on its own (a start-up error); its exit code."""
+        code = self.proc.wait(timeout=timeout)
+        self._reader.join(timeout=5)
+        self.output()
+        return code
+
+    def __enter__(self) -> ServeProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self, timeout: float = 60, stop_signal: int = signal.SIGINT) -> int:
+        """``stop_signal`` (SIGINT), then wait; kill after ``timeout`` seconds. The exit code."""
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
+            self.proc.send_signal(stop_signal)
         try:
             self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(timeout=timeout)
+        return self._closed()
+
+    def kill(self) -> int:
+        """SIGKILL, as a crash would; the exit code."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        return self._closed()
+
+    def _closed(self) -> int:
         self._reader.join(timeout=5)
         self.output()
         if self.proc.stdout is not None:
             self.proc.stdout.close()
+        return self.proc.returncode

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from sa_core import Runtime
-from sa_core.engine import running
+from sa_core.engine.turn import running
 
 
 def hold_settlement(
@@ -20,14 +20,14 @@ def hold_settlement(
     settling transaction); the settlement goes on once the test sets ``go_on``.
     """
     settling, go_on = asyncio.Event(), asyncio.Event()
-    settle = running.settle
+    settle = running.write_settlement
 
     async def held_settle(*args: Any) -> None:
         settling.set()
         await go_on.wait()
         await settle(*args)
 
-    monkeypatch.setattr(running, "settle", held_settle)
+    monkeypatch.setattr(running, "write_settlement", held_settle)
     return settling, go_on
 
 

@@ -10,7 +10,7 @@ import pytest
 from pydantic import BaseModel
 
 from sa_core import Pack, Runtime, define_agent, define_model, define_prompt, define_tool
-from sa_core.engine.approvals import (
+from sa_core.engine.tools.approvals import (
     ApprovalArgumentsError,
     ApprovalConflictError,
     ApprovalNotFoundError,

@@ -17,7 +17,7 @@ import pytest
 from worker_kill import kill_at_marker
 
 from sa_core import Runtime
-from sa_core.engine.approvals import ApprovalNotFoundError
+from sa_core.engine.tools.approvals import ApprovalNotFoundError
 from sa_core.testing import FunctionProvider
 from tests.test_approvals import bank_model, bank_pack, delegating_model, delegating_pack
 

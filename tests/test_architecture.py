@@ -11,304 +11,43 @@
 (e) No import inside a function under ``sa_core/engine/`` or ``sa_core/store/``, except of an
     optional extra (:data:`LAZY_EXTRAS`) or of a costly module only an optional path uses
     (:data:`LAZY_MODULES`).
+(f) The modules under ``sa_core/server/`` form no import cycle (run-time, typing and
+    function-local imports alike).
+(g) No Python file under ``tests/`` is over 600 lines either.
 
 Each check prints every offender as ``path:line: what``. There is no allow-list: the rules hold
 everywhere (:data:`THIRD_PARTY_INTERNALS` names the only private names reached, a dependency's).
+The scanner (the rules' constants, the checks and :func:`report`) is ``architecture_scan.py``.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("sa_core", "sa_hooks", "sa_providers")
-ENGINE = "sa_core/engine/"
-MAX_FILE_LINES = 600
-MAX_FUNCTION_LINES = 80
-FORBIDDEN_IN_ENGINE = ("sa_core.runtime", "sa_core.state")
-
-LAZY_EXTRAS = frozenset(
-    {
-        "asyncpg",
-        "alembic",
-        "mcp",
-        "mcp_types",
-        "opentelemetry",
-        "PIL",
-        "a2a",
-        "yaml",
-        "sqlite_vec",
-        "sqlean",
-    }
+from architecture_scan import (
+    ENGINE,
+    MAX_FILE_LINES,
+    MAX_FUNCTION_LINES,
+    ROOT,
+    THIRD_PARTY_INTERNALS,
+    Offence,
+    TreeCheck,
+    absolute,
+    engine_imports,
+    function_imports,
+    imported,
+    long_file,
+    long_functions,
+    module_name,
+    private_reach,
+    report,
+    scan,
+    sources,
 )
-"""Top-level modules a function may import lazily: the optional extras (``postgres``, ``mcp``
-and its ``mcp_types``, ``otel``, ``images``, ``a2a``, ``chat``, ``vectors``), and alembic, which costs
-~90 ms to import and is needed only while a database schema is migrated."""
-
-LAZY_MODULES = frozenset({"sqlalchemy.ext.asyncio", "sqlalchemy.dialects.postgresql"})
-"""Modules (and their submodules) a function may import lazily although their package is a
-dependency, because only an optional path uses them and they are costly: SQLAlchemy's asyncio
-extension imports SQLAlchemy's ORM (~50 ms) and only the async backends (PostgreSQL, aiosqlite)
-use it; SQLAlchemy's PostgreSQL dialect (~20 ms) only PostgreSQL statements, built on first
-use. The default SQLite store loads neither."""
-
-
-def lazy_import_allowed(module: str) -> bool:
-    """Whether a function may import ``module``: an optional extra or a :data:`LAZY_MODULES`."""
-    if module.split(".")[0] in LAZY_EXTRAS:
-        return True
-    return any(module == lazy or module.startswith(lazy + ".") for lazy in LAZY_MODULES)
-
-
-PUBLIC_UNDERSCORE = frozenset(
-    {"_asdict", "_replace", "_fields", "_make", "_field_defaults", "_mapping"}
-)
-"""Documented public API that starts with an underscore (namedtuples, SQLAlchemy's
-``Row._mapping``)."""
-
-THIRD_PARTY_INTERNALS = frozenset(
-    {
-        "sa_core/store/fast.py: reaches adapter._handle_exception",
-        "sa_core/store/migrate.py: reaches script._upgrade_revs",
-    }
-)
-"""Not an allow-list: private API of a dependency with no public equivalent (SQLAlchemy's asyncpg
-adapter translating a driver error; the revision walk alembic's own ``upgrade`` command uses)."""
-
-
-@dataclass(frozen=True, order=True)
-class Offence:
-    """One rule broken at one place."""
-
-    path: str
-    line: int
-    what: str
-
-    @property
-    def key(self) -> str:
-        """The offence without its line number (which moves with edits)."""
-        return f"{self.path}: {self.what}"
-
-    def __str__(self) -> str:
-        return f"{self.path}:{self.line}: {self.what}"
-
-
-# --- the scanner --------------------------------------------------------------------------
-
-
-def module_name(path: str) -> str:
-    """``sa_core/store/backend.py`` -> ``sa_core.store.backend`` (a package: its name)."""
-    parts = path.removesuffix(".py").split("/")
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
-def absolute(path: str, node: ast.ImportFrom) -> str:
-    """The absolute module an ``from ... import`` names (relative levels resolved)."""
-    if not node.level:
-        return node.module or ""
-    package = module_name(path).split(".")
-    if not path.endswith("__init__.py"):
-        package.pop()
-    base = package[: len(package) - (node.level - 1)]
-    return ".".join([*base, node.module] if node.module else base)
-
-
-def imported(path: str, node: ast.Import | ast.ImportFrom) -> Iterator[str]:
-    """Every module an import statement may bind (``from a import b``: ``a`` and ``a.b``)."""
-    if isinstance(node, ast.Import):
-        yield from (alias.name for alias in node.names)
-        return
-    module = absolute(path, node)
-    yield module
-    for alias in node.names:
-        yield f"{module}.{alias.name}"
-
-
-def functions(tree: ast.AST) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
-    """Every function and method, nested ones included."""
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            yield node
-
-
-def is_private(name: str) -> bool:
-    """A single-underscore name (not a dunder, not ``_`` alone)."""
-    return name.startswith("_") and not name.startswith("__") and name != "_"
-
-
-def engine_imports(path: str, tree: ast.AST) -> list[Offence]:
-    """(a) An engine module importing the Runtime or ThreadState, or reaching ``.runtime``."""
-    if not path.startswith(ENGINE):
-        return []
-    found = []
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            for module in imported(path, node):
-                if any(module == f or module.startswith(f + ".") for f in FORBIDDEN_IN_ENGINE):
-                    found.append(Offence(path, node.lineno, f"imports {module}"))
-        elif isinstance(node, ast.Attribute) and node.attr == "runtime":
-            found.append(Offence(path, node.lineno, f"reaches {ast.unparse(node)}"))
-    return found
-
-
-def own_privates(tree: ast.AST) -> set[str]:
-    """The private names a module defines itself (see the module docstring, rule b)."""
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            names.add(node.id)
-        elif (
-            isinstance(node, ast.Attribute)
-            and isinstance(node.ctx, ast.Store)
-            and isinstance(node.value, ast.Name)
-            and node.value.id in ("self", "cls")
-        ):
-            names.add(node.attr)
-        elif isinstance(node, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == "__slots__" for t in node.targets
-        ):
-            names.update(
-                c.value
-                for c in ast.walk(node.value)
-                if isinstance(c, ast.Constant)
-                if isinstance(c.value, str)
-            )
-    return {name for name in names if is_private(name)}
-
-
-def module_aliases(path: str, tree: ast.AST) -> dict[str, str]:
-    """Local names bound to imported modules: ``import a.b as c`` -> ``{c: a.b}``.
-
-    ``from pkg import mod`` counts when ``pkg/mod.py`` (or ``pkg/mod/``) is a file of this
-    repository; ``import a.b`` binds ``a``.
-    """
-    aliases = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.asname:
-                    aliases[alias.asname] = alias.name
-                else:
-                    top = alias.name.split(".")[0]
-                    aliases[top] = top
-        elif isinstance(node, ast.ImportFrom):
-            module = absolute(path, node)
-            folder = ROOT / module.replace(".", "/")
-            for alias in node.names:
-                if (folder / f"{alias.name}.py").exists() or (folder / alias.name).is_dir():
-                    aliases[alias.asname or alias.name] = f"{module}.{alias.name}"
-    return aliases
-
-
-def private_reach(path: str, tree: ast.AST) -> list[Offence]:
-    """(b) A private name of another module: imported, or reached as an attribute."""
-    own = own_privates(tree)
-    modules = module_aliases(path, tree)
-    found = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom):
-            module = absolute(path, node)
-            for alias in node.names:
-                if is_private(alias.name):
-                    found.append(Offence(path, node.lineno, f"imports {module}.{alias.name}"))
-        elif isinstance(node, ast.Attribute) and is_private(node.attr):
-            if node.attr in PUBLIC_UNDERSCORE:
-                continue
-            target = node.value
-            if isinstance(target, ast.Name) and target.id in modules:
-                what = f"reaches {modules[target.id]}.{node.attr}"
-            elif (
-                isinstance(target, ast.Name) and target.id in ("self", "cls")
-            ) or node.attr in own:
-                continue
-            else:
-                what = f"reaches {ast.unparse(target)}.{node.attr}"
-            found.append(Offence(path, node.lineno, what))
-    return found
-
-
-def long_file(path: str, source: str) -> list[Offence]:
-    """(c) A file over :data:`MAX_FILE_LINES` lines."""
-    lines = len(source.splitlines())
-    if lines <= MAX_FILE_LINES:
-        return []
-    return [Offence(path, lines, f"{lines} lines (at most {MAX_FILE_LINES})")]
-
-
-def long_functions(path: str, tree: ast.AST) -> list[Offence]:
-    """(d) An engine function over :data:`MAX_FUNCTION_LINES` lines (its ``def`` to its end)."""
-    if not path.startswith(ENGINE):
-        return []
-    found = []
-    for node in functions(tree):
-        length = (node.end_lineno or node.lineno) - node.lineno + 1
-        if length > MAX_FUNCTION_LINES:
-            found.append(Offence(path, node.lineno, f"{node.name}() is {length} lines"))
-    return found
-
-
-def imports_in_functions(
-    node: ast.AST, function: str | None = None
-) -> Iterator[tuple[ast.Import | ast.ImportFrom, str]]:
-    """Each import inside a function, with the name of the innermost function holding it."""
-    for child in ast.iter_child_nodes(node):
-        if isinstance(child, (ast.Import, ast.ImportFrom)) and function is not None:
-            yield child, function
-        inner = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
-        yield from imports_in_functions(child, inner or function)
-
-
-def function_imports(path: str, tree: ast.AST) -> list[Offence]:
-    """(e) An import inside a function of the engine or the store (optional extras aside)."""
-    if not path.startswith((ENGINE, "sa_core/store/")):
-        return []
-    found = []
-    for node, function in imports_in_functions(tree):
-        if isinstance(node, ast.Import):
-            modules = [alias.name for alias in node.names]
-        else:
-            modules = [absolute(path, node)]
-        if all(lazy_import_allowed(module) for module in modules):
-            continue
-        names = ", ".join(modules)
-        found.append(Offence(path, node.lineno, f"imports {names} in {function}()"))
-    return found
-
-
-def sources() -> Iterator[tuple[str, str]]:
-    """Every Python file of the three packages: its repository path and its text."""
-    for package in PACKAGES:
-        for file in sorted((ROOT / package).rglob("*.py")):
-            yield file.relative_to(ROOT).as_posix(), file.read_text(encoding="utf-8")
-
-
-TreeCheck = Callable[[str, ast.AST], list[Offence]]
-
-
-def scan(check: TreeCheck) -> list[Offence]:
-    """Run one tree check over every source file."""
-    found = []
-    for path, source in sources():
-        found += check(path, ast.parse(source, path))
-    return found
-
-
-def report(found: list[Offence], rule: str, excused: frozenset[str] = frozenset()) -> None:
-    """Fail naming every offender (but the ``excused`` keys)."""
-    new = sorted(offence for offence in found if offence.key not in excused)
-    assert not new, f"{len(new)} offender(s) of '{rule}':\n" + "\n".join(map(str, new))
-
 
 # --- the rules on the repository --------------------------------------------------------------
 
@@ -362,6 +101,121 @@ def test_every_engine_module_imports_on_its_own() -> None:
     assert done.stdout.strip() == ""
 
 
+# --- LAYERS: the engine's groups, each importing only the groups below it -------------------
+#
+# The engine is a small root (the vocabulary: kernel, thread handles, events, flow types and
+# views, messages, files, secrets, variables, placement, the child link) under groups by
+# concern. A module imports, at run time or for typing alike, only modules of its own group
+# and of the groups below it; the check names every import that points up.
+
+LAYERS = (
+    "root",
+    "tools",
+    "model",
+    "remote",
+    "delivery",
+    "subagents",
+    "turn",
+    "workers",
+    "timeline",
+)
+"""The engine's groups, bottom to top. ``root`` is the modules directly under
+``sa_core/engine/``; every other group is the sub-package of that name."""
+
+KERNEL = "sa_core/engine/kernel.py"
+"""The one declared exception: the kernel's typing imports (``if TYPE_CHECKING``) of the
+services it holds (scheduler, schedules, effects, model caller, MCP, prompt caches), which
+live in the groups above the root. Its run-time imports follow the rule like any other."""
+
+
+def engine_group(module: str) -> str | None:
+    """The group of an engine module (or of a name in it), else ``None`` (not the engine)."""
+    if module != "sa_core.engine" and not module.startswith("sa_core.engine."):
+        return None
+    parts = module.split(".")[2:]
+    if not parts:
+        return "root"
+    return parts[0] if parts[0] in LAYERS[1:] else "root"
+
+
+def typing_imports(tree: ast.AST) -> set[int]:
+    """The ids of the import statements under an ``if TYPE_CHECKING:``."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING"):
+            for inner in node.body:
+                found |= {
+                    id(n) for n in ast.walk(inner) if isinstance(n, ast.Import | ast.ImportFrom)
+                }
+    return found
+
+
+def upward_imports(path: str, tree: ast.AST) -> list[Offence]:
+    """An engine module importing a module of a group above its own (typing included)."""
+    own = engine_group(module_name(path)) if path.startswith(ENGINE) else None
+    if own is None:
+        return []
+    typing = typing_imports(tree)
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Import | ast.ImportFrom):
+            continue
+        if path == KERNEL and id(node) in typing:
+            continue
+        for module in imported(path, node):
+            group = engine_group(module)
+            if group is not None and LAYERS.index(group) > LAYERS.index(own):
+                kind = "for typing " if id(node) in typing else ""
+                what = f"{own} imports {module} {kind}from {group}, a group above it"
+                found.append(Offence(path, node.lineno, what))
+    return found
+
+
+def test_engine_groups_import_only_the_groups_below_them() -> None:
+    report(scan(upward_imports), "LAYERS: " + " < ".join(LAYERS))
+
+
+def test_every_engine_module_belongs_to_a_group_of_the_layers() -> None:
+    engine = ROOT / ENGINE
+    packages = sorted(p.name for p in engine.iterdir() if (p / "__init__.py").exists())
+    assert set(packages) <= set(LAYERS[1:]), f"sub-packages not in LAYERS: {packages}"
+
+
+def test_every_engine_file_the_architecture_doc_names_exists() -> None:
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"(?<![\w/])(?:sa_core/)?(engine/[\w/]+\.py)", text))
+    assert named, "docs/architecture.md names no engine file"
+    missing = sorted(path for path in named if not (ROOT / "sa_core" / path).exists())
+    assert missing == [], f"docs/architecture.md names engine files that do not exist: {missing}"
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from sa_core.engine.turn.flow import Flow",
+        "from sa_core.engine.turn import flow",
+        "import sa_core.engine.turn.step",
+        "from ..turn.flow import Flow",
+        "if TYPE_CHECKING:\n    from sa_core.engine.turn.flow import Flow",
+    ],
+)
+def test_the_layer_rule_catches_an_upward_import_in_every_form(source: str) -> None:
+    assert offences(upward_imports, "sa_core/engine/tools/approvals.py", source)
+
+
+def test_the_layer_rule_passes_imports_down_and_spares_only_the_kernels_typing_imports() -> None:
+    down = "from sa_core.engine.kernel import Kernel\nfrom sa_core.engine.tools import tools"
+    assert offences(upward_imports, "sa_core/engine/model/modelcall.py", down) == []
+    typing = "if TYPE_CHECKING:\n    from sa_core.engine.workers.scheduler import Scheduler"
+    assert offences(upward_imports, KERNEL, typing) == []
+    assert offences(upward_imports, "sa_core/engine/threads.py", typing)
+    found = offences(upward_imports, KERNEL, "from sa_core.engine.workers import scheduler")
+    assert found == [
+        f"{KERNEL}:1: root imports sa_core.engine.workers from workers, a group above it",
+        f"{KERNEL}:1: root imports sa_core.engine.workers.scheduler from workers, a group above it",
+    ]
+
+
 # --- the scanner on synthetic sources ---------------------------------------------------------
 
 
@@ -400,7 +254,7 @@ def test_the_private_rule_catches_imports_module_attributes_and_foreign_objects(
     source = "\n".join(
         [
             "from sa_core.store.messages import _HISTORY",
-            "from sa_core.engine import flow",
+            "from sa_core.engine.turn import flow",
             "import sa_core.store.fast as fast",
             "flow._store_tool_row()",
             "fast._plan",
@@ -410,7 +264,7 @@ def test_the_private_rule_catches_imports_module_attributes_and_foreign_objects(
     )
     assert offences(private_reach, "sa_core/server/app.py", source) == [
         "sa_core/server/app.py:1: imports sa_core.store.messages._HISTORY",
-        "sa_core/server/app.py:4: reaches sa_core.engine.flow._store_tool_row",
+        "sa_core/server/app.py:4: reaches sa_core.engine.turn.flow._store_tool_row",
         "sa_core/server/app.py:5: reaches sa_core.store.fast._plan",
         "sa_core/server/app.py:7: reaches prepared._plan",
     ]
@@ -478,3 +332,132 @@ def test_an_offender_fails_with_its_place_unless_excused() -> None:
     report(found, "rule", frozenset({"sa_core/engine/a.py: imports sa_core.runtime"}))
     with pytest.raises(AssertionError, match=r"sa_core/engine/a.py:3: imports sa_core.runtime"):
         report(found, "rule")
+
+
+# --- no import cycle in the server --------------------------------------------------------
+# (f) The modules under ``sa_core/server/`` form no import cycle, counting every import:
+#     module level, ``TYPE_CHECKING`` and inside functions alike. ``from pkg import mod`` is an
+#     edge to the module ``pkg.mod``; the import of a package that Python runs before any of
+#     its submodules is not counted (it is the same for every submodule), a name taken from a
+#     package's ``__init__`` is.
+
+SERVER = "sa_core/server/"
+
+
+def import_targets(path: str, node: ast.Import | ast.ImportFrom, known: set[str]) -> set[str]:
+    """The ``known`` modules an import statement names (a submodule rather than its package)."""
+    if isinstance(node, ast.Import):
+        return {alias.name for alias in node.names} & known
+    module = absolute(path, node)
+    named = {f"{module}.{alias.name}" for alias in node.names} & known
+    takes_names = len(named) < len(node.names)
+    return named | ({module} & known if takes_names else set())
+
+
+def import_graph(files: dict[str, str]) -> dict[str, dict[str, Offence]]:
+    """Module -> each module it imports, with its first import (``files``: path -> text)."""
+    names = {module_name(path): path for path in files}
+    known = set(names)
+    graph: dict[str, dict[str, Offence]] = {name: {} for name in names}
+    for name, path in names.items():
+        for node in ast.walk(ast.parse(files[path], path)):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                for target in sorted(import_targets(path, node, known) - {name}):
+                    edge = Offence(path, node.lineno, f"imports {target}")
+                    graph[name].setdefault(target, edge)
+    return graph
+
+
+def strongly_connected(graph: dict[str, dict[str, Offence]]) -> list[list[str]]:
+    """Tarjan's strongly connected components of ``graph`` with more than one module."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    components: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in graph[node]:
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = [stack.pop()]
+            while component[-1] != node:
+                component.append(stack.pop())
+            if len(component) > 1:
+                components.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(components)
+
+
+def import_cycles(files: dict[str, str]) -> list[str]:
+    """Each cycle: its modules, then every import inside it as ``path:line: imports x``."""
+    graph = import_graph(files)
+    cycles = []
+    for component in strongly_connected(graph):
+        edges = sorted(
+            edge
+            for module in component
+            for target, edge in graph[module].items()
+            if target in component
+        )
+        lines = [f"cycle of {len(component)} modules: {', '.join(component)}"]
+        cycles.append("\n".join(lines + [f"  {edge}" for edge in edges]))
+    return cycles
+
+
+def test_the_server_modules_import_each_other_without_a_cycle() -> None:
+    files = {path: source for path, source in sources() if path.startswith(SERVER)}
+    cycles = import_cycles(files)
+    assert not cycles, "import cycles in sa_core/server:\n" + "\n".join(cycles)
+
+
+def test_the_cycle_rule_counts_typing_and_function_imports_and_names_the_cycle() -> None:
+    files = {
+        "sa_core/server/a.py": "from sa_core.server.b import B",
+        "sa_core/server/b.py": "if TYPE_CHECKING:\n    from sa_core.server import c",
+        "sa_core/server/c.py": "def f():\n    import sa_core.server.a",
+        "sa_core/server/d.py": "from sa_core.server.a import A",
+    }
+    assert import_cycles(files) == [
+        "cycle of 3 modules: sa_core.server.a, sa_core.server.b, sa_core.server.c\n"
+        "  sa_core/server/a.py:1: imports sa_core.server.b\n"
+        "  sa_core/server/b.py:2: imports sa_core.server.c\n"
+        "  sa_core/server/c.py:2: imports sa_core.server.a"
+    ]
+
+
+def test_the_cycle_rule_tells_a_submodule_from_a_name_of_its_package() -> None:
+    package = "from .mount import Server\nfrom sa_core.server.p import paths"
+    files = {
+        "sa_core/server/p/__init__.py": package,
+        "sa_core/server/p/paths.py": "PREFIX = '/p'",
+        "sa_core/server/p/mount.py": "from sa_core.server.p import paths",
+    }
+    assert import_cycles(files) == []
+    files["sa_core/server/p/mount.py"] = "from sa_core.server.p import paths, PREFIX"
+    assert import_cycles(files) == [
+        "cycle of 2 modules: sa_core.server.p, sa_core.server.p.mount\n"
+        "  sa_core/server/p/__init__.py:1: imports sa_core.server.p.mount\n"
+        "  sa_core/server/p/mount.py:1: imports sa_core.server.p"
+    ]
+
+
+# --- test files of at most 600 lines ------------------------------------------------------
+# (g) No Python file under ``tests/`` (test modules and their helpers) is over 600 lines: a
+#     long test file is split by behaviour, what its parts share in a small ``*_kit.py``.
+
+
+def test_no_test_file_is_over_600_lines() -> None:
+    found = []
+    for file in sorted((ROOT / "tests").rglob("*.py")):
+        path = file.relative_to(ROOT).as_posix()
+        found += long_file(path, file.read_text(encoding="utf-8"))
+    report(found, f"test files of at most {MAX_FILE_LINES} lines")

@@ -11,8 +11,8 @@ import pytest
 from pydantic import BaseModel
 
 from sa_core import Pack, define_agent, define_hook, define_model, define_prompt, define_tool
-from sa_core.engine.compaction import MARKER, estimate_request_tokens, is_marker
-from sa_core.engine.compaction_summary import SUMMARY_INSTRUCTIONS, SUMMARY_PREFIX
+from sa_core.engine.model.compaction import MARKER, estimate_request_tokens, is_marker
+from sa_core.engine.model.compaction_summary import SUMMARY_INSTRUCTIONS, SUMMARY_PREFIX
 from sa_core.testing import FunctionProvider
 
 PAD = "x" * 396  # with "u1: " or "a1: " a message is 400 characters: 100 estimated tokens

@@ -14,8 +14,8 @@ import pytest
 from worker_kill import kill_at_marker
 
 from sa_core import Runtime
-from sa_core.engine.compaction import is_marker
-from sa_core.engine.compaction_summary import SUMMARY_PREFIX
+from sa_core.engine.model.compaction import is_marker
+from sa_core.engine.model.compaction_summary import SUMMARY_PREFIX
 
 sys.path.insert(0, str(Path(__file__).parent))
 import compaction_worker as worker  # noqa: E402

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from console_browser_kit import browser, page, playwright, shoot, sign_in
 from console_server import ConsoleServer
 from playwright.sync_api import Page, expect
-from test_console_browser import browser, page, playwright, shoot, sign_in
 
 __all__ = ["browser", "page", "playwright"]  # fixtures this module uses
 

@@ -12,7 +12,8 @@ import asyncio
 import os
 from pathlib import Path
 
-from crashpack.harness import MUST_BE_ZERO, Pending, Report, Settings, _killed_in_each_run, run
+from crashpack.counting import MUST_BE_ZERO, Report, killed_in_each_run
+from crashpack.harness import Pending, Settings, run
 
 KILLS = 15
 SEED = int(os.environ.get("SA_CRASH_SEED", "915"))
@@ -49,17 +50,17 @@ def test_a_run_that_did_not_settle_says_so_with_what_was_still_owed() -> None:
 
 
 def test_a_given_up_effect_needs_a_kill_for_each_of_its_two_runs() -> None:
-    assert _killed_in_each_run([10, 20], [15, 25], since_us=5)
-    assert not _killed_in_each_run([10, 20], [25], since_us=5)  # the first run was not cut off
-    assert not _killed_in_each_run([10], [15], since_us=5)  # one run: never given up after one
+    assert killed_in_each_run([10, 20], [15, 25], since_us=5)
+    assert not killed_in_each_run([10, 20], [25], since_us=5)  # the first run was not cut off
+    assert not killed_in_each_run([10], [15], since_us=5)  # one run: never given up after one
 
 
 def test_a_run_killed_before_its_first_line_needs_a_kill_of_its_own() -> None:
     # the ledger saw one run; the other was killed between its committed start and its body
-    assert _killed_in_each_run([10], [8, 15], since_us=5)
-    assert _killed_in_each_run([10], [15, 30], since_us=5)
-    assert not _killed_in_each_run([10], [3, 15], since_us=5)  # a kill before it was scheduled
-    assert not _killed_in_each_run([], [8], since_us=5)
+    assert killed_in_each_run([10], [8, 15], since_us=5)
+    assert killed_in_each_run([10], [15, 30], since_us=5)
+    assert not killed_in_each_run([10], [3, 15], since_us=5)  # a kill before it was scheduled
+    assert not killed_in_each_run([], [8], since_us=5)
 
 
 WORKER_KILLS = 3

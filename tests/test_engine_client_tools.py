@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from sa_core import Pack, define_agent, define_model, define_prompt, define_tool
-from sa_core.engine.approvals import ApprovalNotFoundError
-from sa_core.engine.clienttools import RESULTS
+from sa_core.engine.tools.approvals import ApprovalNotFoundError
+from sa_core.engine.turn.clienttools import RESULTS
 from sa_core.errors import ClientToolResultsError, ClientToolsError
 from sa_core.store import open_store
 from sa_core.testing import FunctionProvider

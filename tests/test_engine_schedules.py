@@ -16,7 +16,7 @@ import pytest
 from echo_agent import echo_pack, echo_provider
 
 from sa_core import Pack, Runtime, ScheduleDefinitionError, define_schedule
-from sa_core.engine.schedules import claim_run
+from sa_core.engine.workers.schedules import claim_run
 from sa_core.errors import (
     DefinitionNotFoundError,
     ScheduleExistsError,

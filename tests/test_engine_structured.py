@@ -15,7 +15,7 @@ import pytest
 from pydantic import BaseModel
 
 from sa_core import Pack, define_agent, define_model, define_prompt
-from sa_core.engine.structured import FINAL_TOOL, RETRY_CALL, StructuredOutputError, is_strict
+from sa_core.engine.model.structured import FINAL_TOOL, RETRY_CALL, StructuredOutputError, is_strict
 from sa_core.providers import ProviderRequest
 from sa_core.spec.schemas import json_schema_of
 from sa_core.testing import FunctionProvider, TestProvider, TestScript

@@ -22,7 +22,7 @@ from sa_core.testing import FunctionProvider
 LEASE_TAKES = {"sqlite": 0, "postgresql": 1}
 """Writes of their own when a thread first runs: on PostgreSQL a worker takes the thread's lease
 before running it, and keeps it a while after its turn, so that the next turn takes none (it
-gives it back later, in the background; :mod:`sa_core.engine.leases`)."""
+gives it back later, in the background; :mod:`sa_core.engine.workers.leases`)."""
 
 
 def count_transactions(runtime: Any) -> Counter[str]:
@@ -86,10 +86,10 @@ def doom_settling_commit(
             raise OSError("connection reset")
         return await list_queue(*args, **kwargs)
 
-    settle_in = rt.scheduler.settle_in
+    settle_and_read_queue = rt.scheduler.settle_and_read_queue
 
     async def settle_then_doom(flow: Any, tx: Any, reason: Any = None) -> Any:
-        queue = await settle_in(flow, tx, reason)
+        queue = await settle_and_read_queue(flow, tx, reason)
         if settles(reason) and not doomed:
             doomed.append(tx)
             commit = type(tx).commit
@@ -103,7 +103,7 @@ def doom_settling_commit(
         return queue
 
     monkeypatch.setattr(rt.store, "list_queue", failing_list_queue)
-    monkeypatch.setattr(rt.scheduler, "settle_in", settle_then_doom)
+    monkeypatch.setattr(rt.scheduler, "settle_and_read_queue", settle_then_doom)
     return doomed
 
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from sa_core.engine.events import OVERFLOW, ChunkFrame, Delivered, EventBus
-from sa_core.engine.relay import RelayBus, as_frame
+from sa_core.engine.workers.relay import RelayBus, as_frame
 
 
 def chunk() -> ChunkFrame:

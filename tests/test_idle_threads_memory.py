@@ -7,7 +7,7 @@ import gc
 import pytest
 
 from sa_core import Pack, define_agent, define_model, define_prompt
-from sa_core.engine import context
+from sa_core.engine.model import context
 from sa_core.offline import OfflineProvider
 
 KEEP = 3

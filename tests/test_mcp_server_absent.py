@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from serve_process import free_port
+from serve_process import ServeProcess
 
 from sa_core import Runtime
 from sa_core.server import create_app
@@ -30,21 +29,10 @@ def test_without_the_sdk_the_app_has_no_mcp_route(
 
 
 def test_without_the_sdk_sa_serve_says_why_in_one_line(tmp_path: Path) -> None:
-    proc = subprocess.Popen(
-        [sys.executable, "-c", HIDE_SDK, "serve", "--port", str(free_port()),
-         "--db", f"sqlite:///{tmp_path / 'sa.db'}", "--test-provider", "--log-level", "warning"],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
-    assert proc.stdout is not None
-    lines: list[str] = []
-    try:
-        for line in proc.stdout:  # until the banner, which ends with the curl line
-            lines.append(line.rstrip("\n"))
-            if line.lstrip().startswith("curl "):
-                break
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        proc.stdout.close()
+    db = f"sqlite:///{tmp_path / 'sa.db'}"
+    launcher = (sys.executable, "-c", HIDE_SDK)
+    with ServeProcess(tmp_path, db, "--test-provider", launcher=launcher) as server:
+        server.wait_line("curl ")  # the banner's last line
+        lines = "".join(server.printed).splitlines()
     assert NOTE in lines, "\n".join(lines)
     assert not [line for line in lines if line.startswith("  MCP:")]

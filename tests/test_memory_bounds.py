@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from sa_core.cachepolicy import CACHED_MESSAGES_VARIABLE
-from sa_core.engine import approvals
+from sa_core.engine.tools import approvals
 
 
 def test_approval_knowledge_keeps_only_the_most_recently_marked_threads(
@@ -35,7 +35,7 @@ def _bounds_with(value: str | None) -> subprocess.CompletedProcess[str]:
     if value is not None:
         env[CACHED_MESSAGES_VARIABLE] = value
     code = (
-        "from sa_core.engine import context, pastcontext; from sa_core.store import caches; "
+        "from sa_core.engine.model import context, pastcontext; from sa_core.store import caches; "
         "print(caches.HISTORY_MESSAGES, caches.ROW_MESSAGES, context.CONVERTED_MESSAGES, "
         "pastcontext.KEPT_MESSAGES)"
     )

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from sa_core.engine.retry import AttemptRecord, ModelAttempt, call_model
+from sa_core.engine.model.retry import AttemptRecord, ModelAttempt, call_with_fallbacks
 from sa_core.errors import ProviderError
 from sa_core.providers import (
     ProviderMessage,
@@ -49,7 +49,7 @@ class Script:
     closed: int = 0
 
     async def generate(self, request: ProviderRequest) -> ProviderResponse:
-        raise AssertionError("call_model must stream")
+        raise AssertionError("call_with_fallbacks must stream")
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamChunk]:
         step = self.steps[self.calls]
@@ -83,7 +83,7 @@ async def run(chain: list[ModelAttempt], **kwargs: Any) -> Any:
     records: list[AttemptRecord] = []
     chunks: list[StreamChunk] = []
     sleeps = Sleeps()
-    result = await call_model(
+    result = await call_with_fallbacks(
         chain, on_chunk=chunks.append, on_attempt=records.append, sleep=sleeps, **kwargs
     )
     return result, records, chunks, sleeps
@@ -200,7 +200,7 @@ class Trickle:
     name: str = "trickle"
 
     async def generate(self, request: ProviderRequest) -> ProviderResponse:
-        raise AssertionError("call_model must stream")
+        raise AssertionError("call_with_fallbacks must stream")
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamChunk]:
         for _ in range(self.count):
@@ -285,7 +285,7 @@ async def test_an_attempt_ended_by_an_error_chunk_closes_its_stream_and_its_dead
     error_chunk = [StreamChunk("error", error="down", code="invalid_request")]
     provider = Script("p", [error_chunk])
     with pytest.raises(ProviderError):
-        await call_model([attempt(provider)], stall_timeout=0.02, first_chunk_timeout=0.02)
+        await call_with_fallbacks([attempt(provider)], stall_timeout=0.02, first_chunk_timeout=0.02)
     assert provider.closed == 1
     await asyncio.sleep(0.1)  # well past both limits: still running, never cancelled
     current = asyncio.current_task()
@@ -301,7 +301,7 @@ async def test_when_everything_fails_the_error_names_the_model_and_fallback_coun
     ]
     records: list[AttemptRecord] = []
     with pytest.raises(ProviderError) as caught:
-        await call_model(chain, on_attempt=records.append, sleep=Sleeps())
+        await call_with_fallbacks(chain, on_attempt=records.append, sleep=Sleeps())
     error = caught.value
     assert str(error).startswith(f"{error.__cause__} (")
     assert str(error).endswith(
@@ -324,7 +324,7 @@ async def test_async_callbacks_are_awaited() -> None:
     async def on_attempt(record: AttemptRecord) -> None:
         seen.append(f"attempt {record.attempt}")
 
-    await call_model([attempt(Script("p", [ANSWER]))], on_chunk=on_chunk, on_attempt=on_attempt)
+    await call_with_fallbacks([attempt(Script("p", [ANSWER]))], on_chunk=on_chunk, on_attempt=on_attempt)
     assert seen == ["content-delta", "content-delta", "content-done", "finish", "attempt 1"]
 
 
@@ -336,14 +336,14 @@ async def test_an_on_chunk_failure_propagates_and_closes_the_stream() -> None:
         raise KeyError("caller bug")
 
     with pytest.raises(KeyError):
-        await call_model([attempt(provider)], on_chunk=explode, sleep=Sleeps())
+        await call_with_fallbacks([attempt(provider)], on_chunk=explode, sleep=Sleeps())
     assert (provider.calls, provider.closed) == (1, 1)
 
 
 @pytest.mark.asyncio
 async def test_cancellation_stops_at_once_without_walking_the_chain() -> None:
     primary, fallback = Script("a", [Hang()]), Script("b", [ANSWER])
-    task = asyncio.create_task(call_model([attempt(primary), attempt(fallback, "fb")]))
+    task = asyncio.create_task(call_with_fallbacks([attempt(primary), attempt(fallback, "fb")]))
     await asyncio.sleep(0.01)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -354,7 +354,7 @@ async def test_cancellation_stops_at_once_without_walking_the_chain() -> None:
 @pytest.mark.asyncio
 async def test_an_empty_chain_is_a_programming_error() -> None:
     with pytest.raises(ValueError, match="at least one model"):
-        await call_model([])
+        await call_with_fallbacks([])
 
 
 @pytest.mark.asyncio
@@ -363,7 +363,7 @@ async def test_an_authentication_error_is_named_first_and_not_retried() -> None:
     provider = Script("p", [[denied], ANSWER])
     records: list[AttemptRecord] = []
     with pytest.raises(ProviderError) as caught:
-        await call_model([attempt(provider)], on_attempt=records.append, sleep=Sleeps())
+        await call_with_fallbacks([attempt(provider)], on_attempt=records.append, sleep=Sleeps())
     message = str(caught.value)
     assert message == (
         "p: HTTP 401 (auth_error): bad key "
@@ -375,7 +375,7 @@ async def test_an_authentication_error_is_named_first_and_not_retried() -> None:
 
 
 def test_stream_timeouts_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    from sa_core.engine.modelcall import stream_timeouts
+    from sa_core.engine.model.modelcall import stream_timeouts
 
     monkeypatch.delenv("STANDARD_AGENTS_STREAM_FIRST_CHUNK_TIMEOUT_MS", raising=False)
     monkeypatch.delenv("STANDARD_AGENTS_STREAM_STALL_TIMEOUT_MS", raising=False)

@@ -12,7 +12,7 @@ import pytest
 from replay import env_of, sse_transport
 
 from sa_core import ModelSettings, Pack, define_agent, define_model, define_prompt
-from sa_core.engine.turnsettings import apply_turn_settings
+from sa_core.engine.model.turnsettings import apply_turn_settings
 from sa_core.providers import ProviderMessage, ProviderRequest, ReasoningConfig
 from sa_core.spec.modelsettings import check_model_settings
 from sa_core.testing import TestProvider, TestScript

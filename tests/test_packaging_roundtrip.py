@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -30,6 +29,7 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+from serve_process import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE = Path(__file__).parent / "fixtures" / "packaging" / "weather_desk"
@@ -105,12 +105,6 @@ def run(*command: str | Path, timeout: float = 120, **extra: str) -> subprocess.
 def ok(result: subprocess.CompletedProcess) -> str:
     assert result.returncode == 0, f"{result.args}\n{result.stdout}\n{result.stderr}"
     return result.stdout
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture

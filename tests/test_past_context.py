@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from sa_core.engine import pastcontext
-from sa_core.engine.pastcontext import (
+from sa_core.engine.model import pastcontext
+from sa_core.engine.model.pastcontext import (
     UNSENT,
     excluding,
     filtered_history,

@@ -11,7 +11,7 @@ import pytest
 from test_server_packs import alpha_pack, provider
 
 from sa_core import Runtime
-from sa_core.engine.relay import MAX_NOTIFY_BYTES, RelayBus
+from sa_core.engine.workers.relay import MAX_NOTIFY_BYTES, RelayBus
 
 pytestmark = pytest.mark.asyncio
 

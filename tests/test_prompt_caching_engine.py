@@ -21,7 +21,7 @@ from replay import Cassette, Interaction
 from subagent_tree import research_tree
 
 from sa_core import Pack, define_agent, define_model, define_prompt, define_tool
-from sa_core.engine.promptcache import thread_cache_key
+from sa_core.engine.model.promptcache import thread_cache_key
 from sa_core.testing import FunctionProvider
 from sa_providers.anthropic import AnthropicProvider
 from sa_providers.openai import OpenAIProvider

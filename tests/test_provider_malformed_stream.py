@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from sa_core.engine.retry import ModelAttempt, call_model
+from sa_core.engine.model.retry import ModelAttempt, call_with_fallbacks
 from sa_core.errors import ProviderError
 from sa_core.providers import ProviderMessage, ProviderRequest
 from sa_providers.anthropic import AnthropicProvider
@@ -94,7 +94,7 @@ async def test_a_malformed_stream_fails_without_stray_generator_errors(
 
     try:
         with pytest.raises(ProviderError) as caught:
-            await call_model([ModelAttempt("m", provider, request)], sleep=no_wait)
+            await call_with_fallbacks([ModelAttempt("m", provider, request)], sleep=no_wait)
         assert "unexpected response body: {not json" in str(caught.value)
         gc.collect()
         for _ in range(5):

@@ -8,8 +8,6 @@ from typing import Any
 import httpx
 import pytest
 from replay import (
-    ERROR_CASES,
-    TRANSPORT_CASES,
     WEATHER,
     Cassette,
     Replay,
@@ -19,22 +17,19 @@ from replay import (
     failing_transport,
     first_request,
     json_transport,
-    raising_transport,
     run_conversation,
     sse_transport,
 )
 
-from sa_core.errors import MissingKeyError, ProviderError
+from sa_core.errors import ProviderError
 from sa_core.providers import (
     ProviderImage,
     ProviderMessage,
     ProviderRequest,
     ProviderToolCall,
     ReasoningConfig,
-    StreamChunk,
     collect_stream,
 )
-from sa_providers import openai as openai_module
 from sa_providers.openai import OpenAIProvider
 
 CHAT = "TestOpenAICommon/openai-gpt-4o-mini"
@@ -71,23 +66,20 @@ def _chat_ok(seen: list[httpx.Request]) -> httpx.MockTransport:
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("scenario", [*SCENARIOS, "multi_tool_streaming"])
-async def test_chat_completions_replay_sends_the_recorded_requests(scenario: str) -> None:
+@pytest.mark.parametrize("scenario", ["tool", "tool_streaming"])
+async def test_chat_completions_tool_replay_reads_the_call_and_answers_with_its_result(
+    scenario: str,
+) -> None:
+    # the replay itself, for every scenario: test_provider_conformance.py
     cassette = Cassette.load(f"{CHAT}/{scenario}.yaml")
     replay = Replay(cassette)
     provider = OpenAIProvider(transport=replay.transport)
     responses = await run_conversation(
         provider, first_request(cassette), stream=scenario.endswith("streaming")
     )
-    assert replay.exhausted
-    assert_same_requests(replay)
-    final = responses[-1]
-    assert final.content
-    assert final.finish_reason == "stop"
-    if scenario.startswith("tool"):
-        assert responses[0].finish_reason == "tool_calls"
-        assert "Florence" in responses[0].tool_calls[0].arguments["location"]
-        assert "40" in final.content
+    assert responses[0].finish_reason == "tool_calls"
+    assert "Florence" in responses[0].tool_calls[0].arguments["location"]
+    assert "40" in (responses[-1].content or "")
 
 
 @pytest.mark.asyncio
@@ -161,22 +153,14 @@ async def test_user_images_are_sent_as_data_urls(name: str) -> None:
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("scenario", SCENARIOS)
-async def test_responses_api_replay_sends_the_recorded_requests(scenario: str) -> None:
-    cassette = Cassette.load(f"{RESPONSES}/{scenario}.yaml")
+async def test_responses_api_multi_tool_replay_calls_both_tools() -> None:
+    cassette = Cassette.load(f"{RESPONSES}/multi_tool.yaml")
     replay = Replay(cassette)
     request = first_request(cassette, provider_options={"api": "responses"})
     responses = await run_conversation(
-        OpenAIProvider(transport=replay.transport),
-        request,
-        stream=scenario.endswith("streaming"),
+        OpenAIProvider(transport=replay.transport), request, stream=False
     )
-    assert replay.exhausted
-    assert_same_requests(replay)
-    assert responses[-1].content
-    assert responses[-1].usage.prompt_tokens > 0
-    if scenario.startswith("multi_tool"):
-        assert [c.name for c in responses[0].tool_calls] == ["add", "multiply"]
+    assert [c.name for c in responses[0].tool_calls] == ["add", "multiply"]
 
 
 @pytest.mark.asyncio
@@ -354,51 +338,6 @@ async def test_responses_body_maps_tool_choice_and_max_tokens() -> None:
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("stream", [False, True])
-@pytest.mark.parametrize(("status", "headers", "body", "code", "retry_after"), ERROR_CASES)
-async def test_http_errors_map_to_provider_error_codes(
-    stream: bool,
-    status: int,
-    headers: dict[str, str],
-    body: str,
-    code: str,
-    retry_after: float | None,
-) -> None:
-    provider = OpenAIProvider(transport=failing_transport(status, body, headers))
-    with pytest.raises(ProviderError) as caught:
-        if stream:
-            await collect_stream(provider.stream(_request()))
-        else:
-            await provider.generate(_request())
-    error = caught.value
-    assert (error.code, error.status, error.retry_after) == (code, status, retry_after)
-    assert f"HTTP {status}" in str(error)
-    if code == "auth_error":
-        assert "OPENAI_API_KEY" in str(error)
-    assert KEY not in str(error)
-
-
-@pytest.mark.asyncio
-@pytest.mark.parametrize(("make_error", "code"), TRANSPORT_CASES)
-async def test_transport_errors_never_escape(make_error: Any, code: str) -> None:
-    provider = OpenAIProvider(transport=raising_transport(make_error))
-    with pytest.raises(ProviderError) as caught:
-        await provider.generate(_request())
-    assert caught.value.code == code
-    with pytest.raises(ProviderError):
-        await collect_stream(provider.stream(_request()))
-
-
-@pytest.mark.asyncio
-async def test_missing_key_names_the_variable() -> None:
-    provider = OpenAIProvider(transport=failing_transport(500))
-    with pytest.raises(MissingKeyError) as caught:
-        await provider.generate(_request(env=env_of()))
-    assert caught.value.variable == "OPENAI_API_KEY"
-    assert "OPENAI_API_KEY" in str(caught.value)
-
-
-@pytest.mark.asyncio
 async def test_a_key_echoed_by_the_server_is_redacted() -> None:
     body = json.dumps({"error": {"message": f"Incorrect API key provided: {KEY}"}})
     provider = OpenAIProvider(transport=failing_transport(401, body))
@@ -407,16 +346,6 @@ async def test_a_key_echoed_by_the_server_is_redacted() -> None:
     assert KEY not in str(caught.value)
     assert "[redacted]" in str(caught.value)
     assert KEY not in repr(provider) and KEY not in repr(_request())
-
-
-@pytest.mark.asyncio
-async def test_in_stream_error_objects_become_error_chunks() -> None:
-    event = 'data: {"error": {"message": "upstream overloaded", "code": 503}}'
-    provider = OpenAIProvider(transport=sse_transport([event]))
-    chunks = [c async for c in provider.stream(_request())]
-    assert chunks == [
-        StreamChunk("error", error="openai: upstream overloaded", code="server_error")
-    ]
 
 
 @pytest.mark.asyncio
@@ -442,11 +371,3 @@ async def test_list_models_reads_the_models_endpoint() -> None:
     provider = OpenAIProvider(transport=json_transport(payload, seen=seen))
     assert await provider.list_models(env_of(OPENAI_API_KEY=KEY)) == ["gpt-4o", "gpt-4o-mini"]
     assert (seen[0].method, seen[0].url.path) == ("GET", "/v1/models")
-
-
-def test_the_plugin_registers_the_openai_provider() -> None:
-    registered: list[Any] = []
-    openai_module.sa_register_providers(registered.append)
-    assert [type(p) for p in registered] == [OpenAIProvider]
-    assert registered[0].name == "openai"
-    assert registered[0].key_variable == "OPENAI_API_KEY"

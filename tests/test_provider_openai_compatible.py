@@ -8,7 +8,6 @@ from typing import Any
 import httpx
 import pytest
 from replay import (
-    ERROR_CASES,
     Cassette,
     Replay,
     assert_same_requests,
@@ -21,7 +20,7 @@ from replay import (
     sse_transport,
 )
 
-from sa_core.errors import MissingKeyError, ProviderError
+from sa_core.errors import ProviderError
 from sa_core.providers import (
     ProviderMessage,
     ProviderRequest,
@@ -68,25 +67,22 @@ def _data(payload: dict[str, Any]) -> str:
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize(
-    "scenario", ["simple", "simple_streaming", "tool", "multi_tool", "multi_tool_streaming"]
-)
-async def test_groq_replay_sends_the_recorded_requests(scenario: str) -> None:
+@pytest.mark.parametrize("scenario", ["multi_tool", "multi_tool_streaming"])
+async def test_groq_replay_sends_the_key_as_a_bearer_token_and_keeps_its_call_ids(
+    scenario: str,
+) -> None:
+    # the replay itself, for every scenario: test_provider_conformance.py
     cassette = Cassette.load(f"{GROQ}/{scenario}.yaml")
     replay = Replay(cassette)
     request = first_request(cassette, env=env_of(GROQ_API_KEY="gsk-1"))
     responses = await run_conversation(
         groq(transport=replay.transport), request, stream=scenario.endswith("streaming")
     )
-    assert replay.exhausted
-    assert_same_requests(replay)
     assert replay.sent[0].headers["authorization"] == "Bearer gsk-1"
-    assert responses[-1].content
-    if scenario.startswith("multi_tool"):
-        assert [c.id for c in responses[0].tool_calls] == [
-            "functions.add:0",
-            "functions.multiply:1",
-        ]
+    assert [c.id for c in responses[0].tool_calls] == [
+        "functions.add:0",
+        "functions.multiply:1",
+    ]
 
 
 @pytest.mark.asyncio
@@ -242,14 +238,6 @@ async def test_detail_only_reasoning_is_shown_as_text() -> None:
 
 
 @pytest.mark.asyncio
-async def test_a_stream_cut_before_the_finish_is_an_error() -> None:
-    events = [_data({"choices": [{"delta": {"content": "Half an ans"}}]})]
-    chunks = await _stream(events)
-    assert chunks[-1].type == "error" and chunks[-1].code == "server_error"
-    assert "ended before the model finished" in (chunks[-1].error or "")
-
-
-@pytest.mark.asyncio
 async def test_openrouter_reasoning_request_uses_a_reasoning_object() -> None:
     seen: list[httpx.Request] = []
     payload = {"choices": [{"message": {"content": "x"}, "finish_reason": "stop"}]}
@@ -284,29 +272,6 @@ async def test_ollama_needs_no_key_and_says_when_it_is_not_running() -> None:
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize(
-    ("factory", "variable"), [(groq, "GROQ_API_KEY"), (openrouter, "OPENROUTER_API_KEY")]
-)
-async def test_hosted_vendors_require_their_key(factory: Any, variable: str) -> None:
-    with pytest.raises(MissingKeyError) as caught:
-        await factory(transport=failing_transport(500)).generate(_request())
-    assert caught.value.variable == variable
-
-
-@pytest.mark.asyncio
-@pytest.mark.parametrize(("status", "headers", "body", "code", "retry_after"), ERROR_CASES)
-async def test_http_errors_map_to_provider_error_codes(
-    status: int, headers: dict[str, str], body: str, code: str, retry_after: float | None
-) -> None:
-    provider = groq(transport=failing_transport(status, body + "gsk-SECRET", headers))
-    request = _request(env=env_of(GROQ_API_KEY="gsk-SECRET"))
-    with pytest.raises(ProviderError) as caught:
-        await collect_stream(provider.stream(request))
-    assert (caught.value.code, caught.value.retry_after) == (code, retry_after)
-    assert "gsk-SECRET" not in str(caught.value)
-
-
-@pytest.mark.asyncio
 async def test_list_models_reads_the_models_endpoint() -> None:
     seen: list[httpx.Request] = []
     payload = {"object": "list", "data": [{"id": "llama3.2"}, {"id": "qwen3"}]}
@@ -318,7 +283,6 @@ async def test_list_models_reads_the_models_endpoint() -> None:
 def test_the_plugin_registers_the_configured_vendors() -> None:
     registered: list[Any] = []
     openai_compatible.sa_register_providers(registered.append)
-    assert [p.name for p in registered] == ["openrouter", "groq", "ollama", "openai_compatible"]
     assert all(isinstance(p, OpenAICompatibleProvider) for p in registered)
     keys = {p.name: (p.key_variable, p.key_required) for p in registered}
     assert keys["ollama"] == (None, False)

@@ -145,7 +145,7 @@ async def test_anthropic_gets_the_forced_final_answer_tool():
 
 
 def test_gemini_with_function_tools_gets_the_final_answer_tool_instead():
-    from sa_core.engine.structured import apply_to_request, output_schema_for
+    from sa_core.engine.model.structured import apply_to_request, output_schema_for
     from sa_core.providers import ProviderMessage, ProviderRequest, ProviderTool
     from sa_providers.google import GoogleProvider, gemini_body
 

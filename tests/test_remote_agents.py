@@ -207,6 +207,18 @@ async def wait_for(check: Any, seconds: float = 20) -> None:
     raise AssertionError("timed out waiting")
 
 
+async def acknowledged(rt: Any, thread: Any) -> None:
+    """Wait until the child committed the task the remote acknowledged (a stop cancels it)."""
+    for _ in range(400):
+        await thread.refresh()
+        if thread.children:
+            record = await rt.store.get_value(thread.children[0].reference, "sa:a2a") or {}
+            if record.get("task_id") and record.get("state") != "sending":
+                return
+        await asyncio.sleep(0.05)
+    raise AssertionError("the remote task was never acknowledged")
+
+
 async def test_nonblocking_result_reaches_the_parent_once(sa_runtime_factory: Any) -> None:
     with SdkAgent() as agent:
         pack = pack_for(agent, {"name": "helper", "blocking": False})
@@ -248,7 +260,7 @@ async def test_subagent_terminate_cancels_the_remote_task(sa_runtime_factory: An
         async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
             thread = await rt.create_thread("boss")
             await thread.send_message("go")
-            await wait_for(lambda: agent.messages)
+            await acknowledged(rt, thread)
             await thread.send_message("stop it")
             await rt.wait_idle()
             results = tool_results((await thread.get_messages()).messages)
@@ -384,7 +396,7 @@ async def test_stopping_the_parent_cancels_its_remote_tasks(sa_runtime_factory: 
         async with sa_runtime_factory(packs=[pack], providers={"test": provider}) as rt:
             thread = await rt.create_thread("boss")
             await thread.send_message("go", wait=False)
-            await wait_for(lambda: agent.messages)
+            await acknowledged(rt, thread)
             await thread.stop()
             await rt.wait_idle()
             child = await rt.get_thread(thread.children[0].reference)

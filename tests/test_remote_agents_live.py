@@ -37,6 +37,19 @@ class Text(BaseModel):
 class Name(BaseModel):
     name: str
 
+class Out(BaseModel):
+    big: bool = False
+
+async def swap_files(state, args):
+    seen = []
+    for record in await state.find_files("/attachments/**"):
+        if not record.is_directory:
+            seen.append((await state.read_file(record.path)).decode())
+    await state.write_file(f"/out/reply{len(seen)}.txt", "got " + ",".join(seen), "text/plain")
+    if args.big:
+        await state.write_file("/out/big.bin", b"0123456789" * 30_000, "application/octet-stream")
+    return ";".join(seen)
+
 async def wait_release(state, args):
     flag = pathlib.Path(os.environ["RELEASE_DIR"]) / args.name
     while not flag.exists():
@@ -48,12 +61,14 @@ pack = Pack(
     agents=[define_agent(name="writer", description="Writes and shouts.",
                          side_a={"prompt": "main"})],
     prompts=[define_prompt(name="main", model="m", prompt="You write.", include_chat=True,
-                           tools=["shout", "wait_release"])],
+                           tools=["shout", "wait_release", "swap_files"])],
     models=[define_model(name="m", provider="openai", model="gpt-4o-mini")],
     tools=[
         define_tool(name="shout", description="Shouts.", args=Text,
                     execute=lambda state, args: args.text.upper()),
         define_tool(name="wait_release", description="Waits.", args=Name, execute=wait_release),
+        define_tool(name="swap_files", description="Reads its files, writes a reply.", args=Out,
+                    execute=swap_files),
     ],
 )
 """
@@ -287,6 +302,52 @@ def test_immediate_remote_child_starts_with_its_parent(pair: Pair) -> None:
         context = answer_meta(a, child["reference"])["context_id"]
         remote = [m["content"] for m in messages(b, B_API, context) if m["role"] == "user"]
         assert remote == ["Begin your work as watcher."]
+
+
+def test_files_go_to_the_remote_and_come_back(pair: Pair) -> None:
+    """The parent's attachments reach B's thread as files; B's files come back as attachments:
+    a small one inline, a big one (over B's inline limit) fetched from the URL B gives."""
+    with pair.http_a() as a, pair.http_b() as b:
+        boss = thread_of(a, "boss")
+        for name, body in (("brief.txt", b"the brief"), ("more.txt", b"more facts")):
+            put = a.put(f"{A_API}/threads/{boss}/files/attachments/{name}", content=body,
+                        headers={"Content-Type": "text/plain"})  # fmt: skip
+            assert put.status_code == 201, put.text
+        create = {"agent": "analyst", "name": "f1", "message": tool("swap_files"),
+                  "attachments": ["/attachments/brief.txt"]}  # fmt: skip
+        say(a, boss, tool("subagent_create", **create))
+        [entry] = detail(a, A_API, boss)["children"]
+        ref = entry["reference"]
+        again = tool("swap_files", big=True)
+        say(a, boss, tool("subagent_message", referenceId=ref, message=again,
+                          attachments=["/attachments/more.txt"]))  # fmt: skip
+        context = answer_meta(a, ref)["context_id"]
+        remote_users = [m for m in messages(b, B_API, context) if m["role"] == "user"]
+        assert [[f["name"] for f in m["attachments"]] for m in remote_users] == [
+            ["brief.txt"],
+            ["more.txt"],
+        ]
+        answers = [
+            m for m in messages(a, A_API, ref)
+            if (m.get("metadata") or {}).get("a2a", {}).get("kind") == "answer"
+        ]  # fmt: skip
+        assert answers[0]["content"] == "swap_files returned: the brief"
+        assert answers[1]["content"] == ("swap_files returned: the brief;more facts")
+        assert [f["name"] for f in answers[0]["attachments"]] == ["reply1.txt"]
+        assert sorted(f["name"] for f in answers[1]["attachments"]) == ["big.bin", "reply2.txt"]
+        files = {f["name"]: f for f in answers[1]["attachments"]}
+        got = a.get(f"{A_API}/threads/{ref}/files{files['reply2.txt']['path']}")
+        assert got.content == b"got the brief,more facts"
+        big = a.get(f"{A_API}/threads/{ref}/files{files['big.bin']['path']}")
+        assert big.content == b"0123456789" * 30_000
+        [*_, last] = [m for m in messages(a, A_API, boss) if m["role"] == "tool"]
+        assert sorted(f["name"] for f in last["attachments"] or []) == ["big.bin", "reply2.txt"]
+        for f in last["attachments"]:
+            copied = a.get(f"{A_API}/threads/{boss}/files{f['path']}")
+            assert copied.status_code == 200 and copied.content in (
+                b"got the brief,more facts",
+                b"0123456789" * 30_000,
+            )
 
 
 def test_kill_9_while_remote_children_work_delivers_each_result_once(pair: Pair) -> None:

@@ -18,7 +18,7 @@ from sa_core import (
     define_remote_agent,
     define_tool,
 )
-from sa_core.engine.tools import build_tool_table
+from sa_core.engine.tools.tools import build_tool_table
 from sa_core.registry import Registry
 
 MODEL = define_model(name="m", provider="test", model="x")

@@ -7,8 +7,6 @@ import os
 import shlex
 import socket
 import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +14,7 @@ import httpx
 import pytest
 from litestar import Litestar, asgi, get, post
 from litestar.params import FromPath
+from serve_process import ServeProcess
 
 from sa_core.cli.serve_banner import BindError, banner, bind, display_host, has_console
 
@@ -31,69 +30,28 @@ pack = Pack(
 """
 
 
-def serve(tmp_path: Path, port: int, *extra: str) -> subprocess.Popen[str]:
+def serve(tmp_path: Path, *extra: str, port: int | None = None) -> ServeProcess:
+    """``sa serve`` of the banner pack (on ``port``, else a free one), without an OpenAI key."""
     (tmp_path / "banner_pack.py").write_text(PACK_FILE)
     env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "sa_core.cli",
-            "serve",
-            "--port",
-            str(port),
-            "--db",
-            f"sqlite:///{tmp_path / 'sa.db'}",
-            "--pack",
-            str(tmp_path / "banner_pack.py"),
-            "--log-level",
-            "warning",
-            *extra,
-        ],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    db = f"sqlite:///{tmp_path / 'sa.db'}"
+    pack = str(tmp_path / "banner_pack.py")
+    return ServeProcess(tmp_path, db, "--pack", pack, *extra, env=env, port=port)
 
 
-def read_until(proc: subprocess.Popen[str], text: str, timeout: float = 60.0) -> list[str]:
-    assert proc.stdout is not None
-    lines: list[str] = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        lines.append(line.rstrip("\n"))
-        if text in line:
-            return lines
-    raise AssertionError(f"{text!r} not printed:\n" + "\n".join(lines))
-
-
-def stop(proc: subprocess.Popen[str]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-    try:
-        proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=60)
-        assert proc.stdout is not None
-        proc.stdout.close()
+def printed_banner(server: ServeProcess) -> list[str]:
+    """What the server printed up to its banner's last line (the curl to paste)."""
+    server.wait_line("curl -H")
+    return "".join(server.printed).splitlines()
 
 
 def test_serve_says_where_everything_is_warns_about_missing_keys_and_prints_a_working_curl(
     tmp_path: Path,
 ) -> None:
-    listener = bind("127.0.0.1", 0)
-    port = listener.getsockname()[1]
-    listener.close()
-    proc = serve(tmp_path, port)
+    server = serve(tmp_path)
+    port = server.port
     try:
-        lines = read_until(proc, "curl -H")
+        lines = printed_banner(server)
         text = "\n".join(lines)
         base = f"http://127.0.0.1:{port}"
         serving = next(i for i, line in enumerate(lines) if line.startswith("Serving packages"))
@@ -111,19 +69,12 @@ def test_serve_says_where_everything_is_warns_about_missing_keys_and_prints_a_wo
         argv = shlex.split(curl)
         header, url = argv[2], argv[3]
         name, _, value = header.partition(": ")
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                answer = httpx.get(url, headers={name: value}, timeout=60)
-                break
-            except httpx.TransportError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
+        server.wait_ready()
+        answer = httpx.get(url, headers={name: value}, timeout=60)
         assert answer.status_code == 200
         assert "banner_demo" in {p["name"] for p in answer.json()["packages"]}
     finally:
-        stop(proc)
+        server.stop()
 
 
 def test_a_taken_port_is_an_error_before_any_serving_line(tmp_path: Path) -> None:
@@ -131,12 +82,13 @@ def test_a_taken_port_is_an_error_before_any_serving_line(tmp_path: Path) -> Non
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        proc = serve(tmp_path, port)
+        server = serve(tmp_path, port=port)
         try:
-            output, _ = proc.communicate(timeout=60)
+            code = server.wait_exit()
         finally:
-            stop(proc)
-    assert proc.returncode == 1
+            server.stop()
+        output = server.output()
+    assert code == 1
     assert f"error: cannot listen on 127.0.0.1:{port}: " in output
     advice = "Address already in use. Another program is using the port: pick another with --port"
     assert advice in output
@@ -258,14 +210,12 @@ def test_the_log_level_also_quiets_libraries_the_app_configured_at_info() -> Non
 def test_serve_with_the_test_provider_says_models_are_offline_and_how_to_use_real_ones(
     tmp_path: Path,
 ) -> None:
-    listener = bind("127.0.0.1", 0)
-    port = listener.getsockname()[1]
-    listener.close()
-    proc = serve(tmp_path, port, "--test-provider")
+    server = serve(tmp_path, "--test-provider")
+    port = server.port
     try:
-        lines = read_until(proc, "curl -H")
+        lines = printed_banner(server)
     finally:
-        stop(proc)
+        server.stop()
     serving = next(i for i, line in enumerate(lines) if line.startswith("Serving packages"))
     banner_lines = lines[serving:]
     base = f"http://127.0.0.1:{port}"

@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import queue
-import signal
-import socket
-import subprocess
-import sys
-import threading
-import time
 from pathlib import Path
 
 import httpx
 import pytest
+from serve_process import ServeProcess
 
 from sa_core.cli import main
 
@@ -101,95 +95,19 @@ def test_keys_revoke_takes_the_whole_key(
     assert token not in out
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class Serve:
-    """``sa serve`` in a subprocess, its output read line by line in a thread."""
-
-    def __init__(
-        self, tmp_path: Path, db: str, *extra: str, sigint_ignored: bool = False
-    ) -> None:
-        (tmp_path / "demo_pack.py").write_text(PACK_FILE)
-        self.port = _free_port()
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "sa_core.cli",
-                "serve",
-                "--port",
-                str(self.port),
-                "--db",
-                db,
-                "--pack",
-                str(tmp_path / "demo_pack.py"),
-                "--log-level",
-                "warning",
-                *extra,
-            ],
-            cwd=tmp_path,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            # as a shell starts a background command: SIGINT ignored, inherited by the server
-            preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
-            if sigint_ignored
-            else None,
-        )
-        self.lines: queue.Queue[str] = queue.Queue()
-        assert self.proc.stdout is not None
-        stdout = self.proc.stdout
-        threading.Thread(
-            target=lambda: [self.lines.put(line) for line in stdout], daemon=True
-        ).start()
-        self.output: list[str] = []
-
-    def read_until(self, text: str, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                line = self.lines.get(timeout=0.1)
-            except queue.Empty:
-                assert self.proc.poll() is None, "".join(self.output)
-                continue
-            self.output.append(line)
-            if text in line:
-                return
-        raise AssertionError(f"{text!r} not printed: {''.join(self.output)}")
-
-    def wait_ready(self) -> None:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                httpx.get(f"http://127.0.0.1:{self.port}/schema/openapi.json", timeout=60)
-                return
-            except httpx.TransportError:
-                time.sleep(0.05)
-        raise AssertionError("the server did not answer")
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-        try:
-            return self.proc.wait(timeout=60)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait(timeout=60)
-            assert self.proc.stdout is not None
-            self.proc.stdout.close()
+def serve(tmp_path: Path, db: str, *extra: str, sigint_ignored: bool = False) -> ServeProcess:
+    """``sa serve`` of the demo pack on ``db``."""
+    (tmp_path / "demo_pack.py").write_text(PACK_FILE)
+    pack = str(tmp_path / "demo_pack.py")
+    return ServeProcess(tmp_path, db, "--pack", pack, *extra, sigint_ignored=sigint_ignored)
 
 
 def test_sa_serve_prints_a_first_key_once_and_serves_the_named_pack(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'sa.db'}"
-    server = Serve(tmp_path, db)
+    server = serve(tmp_path, db)
     try:
-        server.read_until("Serving packages")
-        text = "".join(server.output)
+        server.wait_line("Serving packages")
+        text = server.output()
         assert "Created API key 'default'" in text and "cli_demo" in text
         token = next(w for w in text.split() if w.startswith("sa_"))
         server.wait_ready()
@@ -206,13 +124,13 @@ def test_sa_serve_prints_a_first_key_once_and_serves_the_named_pack(tmp_path: Pa
         assert created.status_code == 201
     finally:
         code = server.stop()
-    assert code in (0, 130), "".join(server.output)
+    assert code in (0, 130), server.output()
 
-    again = Serve(tmp_path, db)
+    again = serve(tmp_path, db)
     try:
-        again.read_until("Serving packages")
+        again.wait_line("Serving packages")
         again.wait_ready()
-        assert "Created API key" not in "".join(again.output)
+        assert "Created API key" not in again.output()
         thread = created.json()["id"]
         url = f"http://127.0.0.1:{again.port}/api/packages/cli_demo/threads/{thread}"
         assert httpx.get(url, headers=headers, timeout=60).status_code == 200
@@ -227,10 +145,10 @@ def test_sa_serve_says_when_every_key_is_revoked_and_when_models_are_offline(
     assert main(["keys", "create", "--db", db]) == 0
     token = capsys.readouterr().out.splitlines()[-1]
     assert main(["keys", "revoke", token, "--db", db]) == 0
-    server = Serve(tmp_path, db, "--test-provider")
+    server = serve(tmp_path, db, "--test-provider")
     try:
-        server.read_until("curl -H")  # the banner's last line
-        text = "".join(server.output)
+        server.wait_line("curl -H")  # the banner's last line
+        text = server.output()
     finally:
         assert server.stop() in (0, 130)
     assert "Created API key" not in text
@@ -246,9 +164,9 @@ def test_sa_serve_started_with_sigint_ignored_still_stops_on_sigint_while_starti
 ) -> None:
     # The interrupt comes right after the banner, before uvicorn handles signals itself.
     for _ in range(3):
-        server = Serve(tmp_path, f"sqlite:///{tmp_path / 'sa.db'}", "--test-provider",
+        server = serve(tmp_path, f"sqlite:///{tmp_path / 'sa.db'}", "--test-provider",
                        sigint_ignored=True)  # fmt: skip
         try:
-            server.read_until("Serving packages")
+            server.wait_line("Serving packages")
         finally:
             assert server.stop() in (0, 130)

@@ -1,73 +1,22 @@
-"""The HTTP API through Litestar's test client: routes, errors, auth, files, variables, WS."""
+"""The HTTP API through Litestar's test client: routes, errors, auth, files, variables (WebSocket:
+test_server_websocket.py).
+"""
 
 from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
 
 import pytest
-from litestar.exceptions import WebSocketDisconnect
+from api_kit import A, Api, B, api_on_test_packs
 from litestar.testing import TestClient
-from test_server_packs import REASONING, REPLY, alpha_pack, beta_pack, provider
+from test_server_packs import REASONING, REPLY, alpha_pack, provider
 
 from sa_core import Pack, Runtime, define_agent, define_prompt, define_thread_endpoint
 from sa_core.errors import ConfigurationError
 from sa_core.server import create_app
 
-A = "/api/packages/alpha"
-B = "/api/packages/beta"
-
-
-@dataclass
-class Api:
-    client: TestClient[Any]
-    runtime: Runtime
-    token: str
-
-    def call(self, fn: Any, *args: Any) -> Any:
-        """Run a coroutine function in the app's event loop."""
-        return self.client.blocking_portal.call(fn, *args)
-
-    def idle(self) -> None:
-        self.call(self.runtime.wait_idle, 10)
-
-    def thread(self, package: str = "alpha", **body: Any) -> str:
-        body.setdefault("agent", "helper")
-        if package == "beta":
-            body.setdefault("env", {"BETA_KEY": "beta-secret-value"})
-        response = self.client.post(f"/api/packages/{package}/threads", json=body)
-        assert response.status_code == 201, response.text
-        return str(response.json()["id"])
-
-    def say(self, thread_id: str, content: str, package: str = "alpha") -> dict[str, Any]:
-        response = self.client.post(
-            f"/api/packages/{package}/threads/{thread_id}/messages", json={"content": content}
-        )
-        assert response.status_code == 202, response.text
-        self.idle()
-        return dict(response.json())
-
-    def messages(self, thread_id: str, **params: Any) -> list[dict[str, Any]]:
-        response = self.client.get(f"{A}/threads/{thread_id}/messages", params=params)
-        assert response.status_code == 200, response.text
-        return list(response.json()["messages"])
-
-
-@pytest.fixture
-def api(sa_database_url: str) -> Iterator[Api]:
-    runtime = Runtime(
-        packs=[alpha_pack(), beta_pack()],
-        providers={"test": provider()},
-        database_url=sa_database_url,
-        load_entrypoints=False,
-    )
-    with TestClient(create_app(runtime)) as client:
-        token, _ = client.blocking_portal.call(runtime.store.create_api_key, "tests")
-        client.headers["Authorization"] = f"Bearer {token}"
-        yield Api(client, runtime, token)
+api = api_on_test_packs()
 
 
 # -- auth ------------------------------------------------------------------------------------
@@ -483,76 +432,6 @@ def test_a_pack_endpoint_shadowing_a_builtin_route_fails_at_startup(sa_database_
     with pytest.raises(BaseExceptionGroup) as caught, TestClient(create_app(runtime)):
         pass
     assert caught.group_contains(ConfigurationError, match="built-in thread route")
-
-
-# -- WebSocket -------------------------------------------------------------------------------
-
-
-def _frames_until(ws: Any, done: Any, limit: int = 500) -> list[dict[str, Any]]:
-    frames: list[dict[str, Any]] = []
-    for _ in range(limit):
-        frame = ws.receive_json(timeout=60)
-        frames.append(frame)
-        if done(frame):
-            return frames
-    raise AssertionError(f"no final frame in {limit} frames: {frames[-5:]}")
-
-
-def _final_reply(frame: dict[str, Any]) -> bool:
-    data = frame.get("data") or {}
-    return (
-        frame["type"] == "message_data"
-        and not frame.get("subagent_id")
-        and data.get("role") == "assistant"
-        and data.get("status") == "completed"
-        and bool(data.get("content"))
-    )
-
-
-def test_websocket_streams_deltas_tool_events_and_child_events(api: Api) -> None:
-    thread_id = api.thread()
-    url = f"{A}/threads/{thread_id}/ws"
-    with api.client.websocket_connect(url, headers={"Authorization": f"Bearer {api.token}"}) as ws:
-        assert ws.receive_json(timeout=60) == {"type": "connected", "thread_id": thread_id}
-        ws.send_text("ping")
-        assert ws.receive_text(timeout=60) == "pong"
-        api.client.post(f"{A}/threads/{thread_id}/messages", json={"content": "Hi"})
-        frames = _frames_until(ws, _final_reply)
-        chunks = [f["chunk"] for f in frames if f["type"] == "message_chunk"]
-        assert len(chunks) > 1 and "".join(chunks) == REPLY
-        reasoning = [f["chunk"] for f in frames if f["type"] == "reasoning_chunk"]
-        assert "".join(reasoning) == REASONING
-        api.client.post(f"{A}/threads/{thread_id}/messages", json={"content": "weather?"})
-        frames = _frames_until(ws, _final_reply)
-        events = [(f["eventType"], f["data"]) for f in frames if f["type"] == "event"]
-        names = [name for name, _ in events]
-        assert names.index("tool_call_started") < names.index("weather_checked")
-        assert names.index("weather_checked") < names.index("tool_call_done")
-        assert ("weather_checked", {"city": "Oslo"}) in events
-        api.client.post(f"{A}/threads/{thread_id}/messages", json={"content": "summarize"})
-        frames = _frames_until(ws, _final_reply)
-    child_frames = [f for f in frames if f.get("subagent_id")]
-    assert child_frames, "no child-thread frames"
-    child = api.client.get(f"{A}/threads/{thread_id}/children").json()["children"][0]
-    assert {f["subagent_id"] for f in child_frames} == {child["reference"]}
-    assert any(f["type"] == "event" and f["eventType"] == "tool_call_done" for f in child_frames)
-
-
-def test_websocket_refuses_other_packages_and_missing_keys(api: Api) -> None:
-    thread_id = api.thread()
-    codes = []
-    for url, headers in [
-        (f"{B}/threads/{thread_id}/ws", {"Authorization": f"Bearer {api.token}"}),
-        (f"{A}/threads/{thread_id}/ws", {"Authorization": ""}),
-    ]:
-        with api.client.websocket_connect(url, headers=headers) as ws:
-            with pytest.raises(WebSocketDisconnect) as caught:
-                ws.receive_json(timeout=60)
-            codes.append(caught.value.code)
-    assert codes == [4404, 4401]
-    query = f"{A}/threads/{thread_id}/ws?access_token={api.token}"
-    with api.client.websocket_connect(query, headers={"Authorization": ""}) as ws:
-        assert ws.receive_json(timeout=60)["type"] == "connected"
 
 
 def test_the_plugin_embeds_the_api_in_another_litestar_app(sa_database_url: str) -> None:

@@ -4,8 +4,8 @@ listing (6.8), child-only ThreadState calls on a top-level thread (seed 004)."""
 from __future__ import annotations
 
 import pytest
+from composition_kit import APPROVE, research_pack, resumable_entry, routed
 from pydantic import BaseModel
-from test_composition import APPROVE, research_pack, resumable_entry, routed
 
 from sa_core import Pack, define_agent, define_model, define_prompt, define_tool
 from sa_core.errors import NoParentThreadError

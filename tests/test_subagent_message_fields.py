@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from test_composition import APPROVE, research_pack, routed
+from composition_kit import APPROVE, research_pack, routed
 
 from sa_core import Runtime
 from sa_core.server.testing import signed_in_client

@@ -1,4 +1,6 @@
-"""The public test kit: scripts, scripted and function providers, fixtures."""
+"""The public test kit: scripts, the scripted provider, fixtures (FunctionProvider:
+test_function_provider.py).
+"""
 
 from __future__ import annotations
 
@@ -12,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kit_requests import CALL_ID, chunks_of, request, tool_round_trip
 
 from sa_core.errors import ProviderError, ScriptExhaustedError
 from sa_core.providers import (
     BaseProvider,
     ProviderMessage,
     ProviderRequest,
-    ProviderResponse,
     ProviderTool,
     ProviderToolCall,
     StreamChunk,
@@ -36,19 +38,6 @@ from sa_core.testing import (
     make_runtime_factory,
     sa_database_url,  # noqa: F401  (the fixture, used without the plugin installed)
 )
-
-CALL_ID = re.compile(r"^call_[0-9a-f]{8}$")
-
-
-def request(*user_texts: str, system: str = "You are helpful.", **extra: Any) -> ProviderRequest:
-    messages = [ProviderMessage("system", system)]
-    messages += [ProviderMessage("user", text) for text in user_texts]
-    return ProviderRequest(model="test-model", messages=messages, **extra)
-
-
-async def chunks_of(provider: BaseProvider, req: ProviderRequest) -> list[StreamChunk]:
-    return [chunk async for chunk in provider.stream(req)]
-
 
 # -- TestScript --------------------------------------------------------------------------------
 
@@ -424,18 +413,6 @@ async def test_delay_applies_to_streams() -> None:
 # -- expectations -------------------------------------------------------------------------------
 
 
-def tool_round_trip() -> ProviderRequest:
-    return ProviderRequest(
-        "m",
-        [
-            ProviderMessage("system", "You are a weather bot."),
-            ProviderMessage("user", "Weather in Oslo?"),
-            ProviderMessage("assistant", None, [ProviderToolCall("c1", "weather", {})]),
-            ProviderMessage("tool", "Sunny, 21C", tool_call_id="c1"),
-        ],
-    )
-
-
 @pytest.mark.asyncio
 async def test_expectations_pass() -> None:
     expect = InputExpectation(
@@ -484,95 +461,6 @@ async def test_expectations_ignored_without_validate_inputs() -> None:
     expect = InputExpectation(message_count=99)
     script = TestScript().add_text_response("fine", expect=expect)
     assert (await TestProvider(script).generate(request("hi"))).content == "fine"
-
-
-# -- FunctionProvider ---------------------------------------------------------------------------
-
-
-@pytest.mark.asyncio
-async def test_function_provider_text_reply_and_recording() -> None:
-    provider = FunctionProvider(lambda req: f"echo: {req.messages[-1].content}")
-    response = await provider.generate(request("ping"))
-    assert response.content == "echo: ping" and response.finish_reason == "stop"
-    assert response.usage.total_tokens > 0
-    streamed = await collect_stream(provider.stream(request("pong")))
-    assert streamed.content == "echo: pong"
-    assert [provider.last_user_message(r) for r in provider.requests] == ["ping", "pong"]
-    provider.reset()
-    assert provider.requests == []
-
-
-@pytest.mark.asyncio
-async def test_function_provider_dict_with_tool_calls() -> None:
-    def decide(req: ProviderRequest) -> dict[str, Any]:
-        if req.messages[-1].role == "tool":
-            return {"content": "done"}
-        return {
-            "tool_calls": [{"name": "lookup", "arguments": {"q": "x"}}],
-            "content": "Looking.",
-            "reasoning": "Need data.",
-        }
-
-    provider = FunctionProvider(decide)
-    response = await provider.generate(request("go"))
-    assert response.finish_reason == "tool_calls"
-    assert (response.content, response.reasoning) == ("Looking.", "Need data.")
-    call = response.tool_calls[0]
-    assert call.name == "lookup" and call.arguments == {"q": "x"} and CALL_ID.match(call.id)
-    followup = (await provider.generate(tool_round_trip())).content
-    assert followup == "done"
-
-
-@pytest.mark.asyncio
-async def test_function_provider_async_function_and_scripted_response() -> None:
-    async def answer(req: ProviderRequest) -> ScriptedResponse:
-        await asyncio.sleep(0)
-        return ScriptedResponse(content="async", usage=Usage(prompt_tokens=1, completion_tokens=1))
-
-    response = await FunctionProvider(answer).generate(request("x"))
-    assert response.content == "async" and response.usage.total_tokens == 2
-
-
-@pytest.mark.asyncio
-async def test_function_provider_provider_response_passes_through() -> None:
-    fixed = ProviderResponse(content="raw", finish_reason="length", response_id="r1")
-    provider = FunctionProvider(lambda req: fixed)
-    assert await provider.generate(request("x")) is fixed
-    streamed = await collect_stream(provider.stream(request("x")))
-    assert (streamed.content, streamed.finish_reason, streamed.response_id) == (
-        "raw",
-        "length",
-        "r1",
-    )
-
-
-@pytest.mark.asyncio
-async def test_function_provider_errors() -> None:
-    provider = FunctionProvider(lambda req: {"error": {"message": "down", "status": 502}})
-    with pytest.raises(ProviderError) as caught:
-        await provider.generate(request("x"))
-    assert (caught.value.code, caught.value.status) == ("server_error", 502)
-
-    def fail(req: ProviderRequest) -> str:
-        raise ProviderError("nope", "auth_error", 401)
-
-    with pytest.raises(ProviderError, match="nope"):
-        await collect_stream(FunctionProvider(fail).stream(request("x")))
-
-
-@pytest.mark.asyncio
-async def test_function_provider_rejects_bad_returns() -> None:
-    with pytest.raises(TypeError, match="unknown keys \\['text'\\]"):
-        await FunctionProvider(lambda req: {"text": "x"}).generate(request("x"))
-    with pytest.raises(TypeError, match="not int"):
-        await FunctionProvider(lambda req: 3).generate(request("x"))  # type: ignore[arg-type,return-value]
-
-
-@pytest.mark.asyncio
-async def test_function_provider_streaming_simulation() -> None:
-    provider = FunctionProvider(lambda req: "abcdefg", chunk_size=3)
-    chunks = await chunks_of(provider, request("x"))
-    assert [c.delta for c in chunks if c.type == "content-delta"] == ["abc", "def", "g"]
 
 
 # -- fixtures -----------------------------------------------------------------------------------

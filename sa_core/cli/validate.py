@@ -225,7 +225,7 @@ def remote_card_problems(pack: Pack) -> list[str]:
         return []
     import asyncio
 
-    from sa_core.engine.remote_client import card_problems
+    from sa_core.engine.remote.remote_client import card_problems
 
     async def check() -> list[list[str]]:
         return await asyncio.gather(*(card_problems(r) for r in pack.remote_agents))

@@ -3,7 +3,7 @@
 The parent process upgrades the schema and creates the first API key once, binds the listening
 socket, and starts N ``sa serve`` processes that accept on that socket (the kernel spreads
 connections between them). Each worker is a full runtime: threads run on whichever worker holds
-their lease, and streams reach clients on any worker (see :mod:`sa_core.engine.leases`). A
+their lease, and streams reach clients on any worker (see :mod:`sa_core.engine.workers.leases`). A
 worker that exits unexpectedly is restarted; its threads are taken over by the others meanwhile.
 SIGINT/SIGTERM stop every worker gracefully.
 """

@@ -5,11 +5,11 @@ A frame is one of the typed dicts below (:data:`Frame`), told apart by ``type``:
 ``reasoning_chunk`` (streamed deltas), ``output_chunk`` (a structured answer, parsed so far),
 ``event`` (``state.emit``, ``tool_call_started``, ``tool_call_done``), ``queued`` (a queue
 entry), ``value`` (a thread value set through ``state.set_value``), ``fork`` and ``rewind``
-(:mod:`sa_core.engine.fork`, :mod:`sa_core.engine.rewind`). A child thread's frames are also
-delivered to its ancestors with ``subagent_id`` set. Publishing with no subscribers costs one
-dict lookup. Subscribers receive the frames as published (:data:`Delivered`: a :data:`Frame`,
-or :data:`OVERFLOW`), plain dicts ready to encode; an ancestor receives a tagged copy, so the
-frame a thread's own subscribers hold is never changed.
+(:mod:`sa_core.engine.timeline.fork`, :mod:`sa_core.engine.timeline.rewind`). A child thread's
+frames are also delivered to its ancestors with ``subagent_id`` set. Publishing with no subscribers
+costs one dict lookup. Subscribers receive the frames as published (:data:`Delivered`: a
+:data:`Frame`, or :data:`OVERFLOW`), plain dicts ready to encode; an ancestor receives a tagged
+copy, so the frame a thread's own subscribers hold is never changed.
 
 A subscription may bound its backlog (``max_backlog``): a subscriber that falls that many
 frames behind is dropped at once, its queued frames are released and it receives

@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from sa_core.spec import AttachmentRef, FileRecord, ToolAttachment
+from sa_core.spec import AttachmentRef, FileRecord, ToolAttachment, ToolResult
 
 if TYPE_CHECKING:
     from sa_core.store import Store
@@ -109,6 +109,22 @@ async def existing_refs(
         else:
             refs.append(ref_from_record(record))
     return refs, missing
+
+
+async def attachments_named(
+    store: Store, thread_id: str, paths: Iterable[str]
+) -> list[AttachmentRef] | ToolResult:
+    """The thread's attachments a tool call names, else the call's error result.
+
+    The one check of attachment paths a call hands on (a subagent's, a subprompt's, a
+    handoff's first message; a session tool's result): every path must be a file under
+    ``/attachments/`` of this thread, or the call fails naming the missing ones.
+    """
+    refs, missing = await existing_refs(store, thread_id, paths)
+    if missing:
+        error = "Provided attachment path(s) not found in this thread: " + ", ".join(missing)
+        return ToolResult(status="error", error=error)
+    return refs
 
 
 def _copy_name(name: str) -> str:

@@ -1,18 +1,21 @@
 """What the pieces of the turn loop share: stop reasons, a step's result, how a session ended.
 
-The loop (:mod:`sa_core.engine.flow`), one model step (:mod:`sa_core.engine.step`), the tool
-calls (:mod:`sa_core.engine.toolcall`), the tool rows (:mod:`sa_core.engine.toolrows`), the queue
-drain (:mod:`sa_core.engine.drain`) and resuming (:mod:`sa_core.engine.resume`) all import these
-from here, below all of them.
+The loop (:mod:`sa_core.engine.turn.flow`), one model step (:mod:`sa_core.engine.turn.step`), the
+tool calls (:mod:`sa_core.engine.turn.toolcall`), the tool rows
+(:mod:`sa_core.engine.tools.toolrows`), the queue drain (:mod:`sa_core.engine.turn.drain`) and
+resuming (:mod:`sa_core.engine.turn.resume`) all import these from here, below all of them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
-from sa_core.engine.context import Side
-from sa_core.spec import AttachmentRef, Message, ToolCall
+from sa_core.spec import AttachmentRef, Message, Side, SideConfig, ToolCall
+
+SIDE_ROLE: dict[Side, Literal["assistant", "user"]] = {"a": "assistant", "b": "user"}
+"""The role a side's messages are stored with (side B's as ``user``)."""
 
 StopReason = Literal[
     "aborted_by_user",
@@ -32,6 +35,21 @@ StopReason = Literal[
     "awaiting_approval",
     "awaiting_client_tools",
 ]
+
+
+def turn_completed(config: SideConfig, called: Collection[str], content: str) -> StopReason | None:
+    """Whether a step completes the acting side's turn, and how (the spec's stop order).
+
+    ``stop_tool`` when the side's stop tool was among the calls, else ``stop_on_response``
+    when the side stops on an answer and gave one (text, no call). The one decision of both
+    the loop (:meth:`sa_core.engine.turn.flow.Flow.after_step`) and the step that commits the
+    flow's settlement with its answer (:func:`sa_core.engine.turn.step.last_step`).
+    """
+    if config.stop_tool is not None and config.stop_tool in called:
+        return "stop_tool"
+    if config.stop_on_response and content.strip() and not called:
+        return "stop_on_response"
+    return None
 
 
 def other(side: Side) -> Side:
@@ -65,6 +83,24 @@ class PendingHandoff:
     init_attachments: list[AttachmentRef]
 
 
+@dataclass(slots=True)
+class SentMessages:
+    """A flow's messages that reached a model, kept incrementally step after step.
+
+    Kept by :func:`sa_core.engine.turn.step.sent_messages`: each step filters only what the
+    flow remembered since the previous one.
+    """
+
+    source: list[Message]
+    """The flow's message list these were taken from (a new list starts over)."""
+    seen: int = 0
+    """How many of ``source`` were looked at."""
+    sent: list[Message] = field(default_factory=list)
+    """Those that reached a model."""
+    top: list[Message] = field(default_factory=list)
+    """Those of them at the top level (not a subprompt's, not a nested flow's)."""
+
+
 @dataclass
 class StepResult:
     """What one model step produced."""
@@ -75,3 +111,50 @@ class StepResult:
     content: str
     settled: StopReason | None = None
     """Why the flow stopped, when it was settled in the step's own commit."""
+
+
+class ExecutionView(Protocol):
+    """A running flow as user code sees it: ``state.execution`` (the spec's ExecutionState).
+
+    Counts, the acting side, the flow's scratch ``context``, and the two controls a tool or
+    hook may use: :meth:`force_turn` and :meth:`stop`. The engine's own step state is not part
+    of it (:class:`sa_core.engine.flowview.FlowView`).
+    """
+
+    flow_id: str
+    """This run of the turn loop."""
+    current_side: Side
+    """The side acting now."""
+    step_count: int
+    """Steps taken in this flow, both sides."""
+    stopped: bool
+    """Whether the flow was stopped (:meth:`stop`)."""
+    stopped_by: str | None
+    """Why it was stopped, if it was."""
+    prompt_path: list[str]
+    """The prompts this flow went through (subprompts included)."""
+    context: dict[str, Any]
+    """A scratch dict tools and hooks of this flow share."""
+
+    @property
+    def side_a_step_count(self) -> int:
+        """Steps side A took in this flow."""
+        ...
+
+    @property
+    def side_b_step_count(self) -> int:
+        """Steps side B took in this flow."""
+        ...
+
+    @property
+    def message_history(self) -> list[Message]:
+        """Messages created during this flow."""
+        ...
+
+    def force_turn(self, side: Side) -> None:
+        """Make ``side`` act on the next step."""
+        ...
+
+    def stop(self, reason: str = "aborted") -> None:
+        """Stop the flow after the current step."""
+        ...

@@ -36,16 +36,16 @@ from sa_core.engine.secrets import MIN_SECRET_LENGTH
 from sa_core.errors import DefinitionNotFoundError
 
 if TYPE_CHECKING:
-    from sa_core.engine.caches import PromptCaches
-    from sa_core.engine.effects import EffectScheduler
+    from sa_core.engine.delivery.effects import EffectScheduler
     from sa_core.engine.events import EventBus
-    from sa_core.engine.mcp import McpManager
-    from sa_core.engine.modelcall import ModelCaller
+    from sa_core.engine.model.caches import PromptCaches
+    from sa_core.engine.model.modelcall import ModelCaller
     from sa_core.engine.placement import Placement
-    from sa_core.engine.scheduler import Scheduler
-    from sa_core.engine.schedules import ScheduleTimer
-    from sa_core.engine.secrets import SecretRedactor
+    from sa_core.engine.secrets import SecretNames
     from sa_core.engine.threads import LiveThreads, ThreadRef
+    from sa_core.engine.tools.mcp import McpManager
+    from sa_core.engine.workers.scheduler import Scheduler
+    from sa_core.engine.workers.schedules import ScheduleTimer
     from sa_core.plugins import PluginHost
     from sa_core.registry import PackScope, Registry
     from sa_core.spec import AgentDefinition
@@ -112,7 +112,7 @@ class Kernel:
     scheduler: Scheduler
     placement: Placement
     caches: PromptCaches
-    secrets: SecretRedactor
+    secrets: SecretNames
     models: ModelCaller
     effects: EffectScheduler
     schedules: ScheduleTimer

@@ -7,6 +7,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from sa_core.engine.flowview import flow_of
 from sa_core.spec import InjectMessageInput, Message
 from sa_core.store.clock import now_us
 
@@ -117,7 +118,7 @@ async def inject(
     does not include the chat).
     """
     data = InjectMessageInput.model_validate(message)
-    flow = thread.execution
+    flow = flow_of(thread)
     stored = await create_message(
         kernel,
         thread,

@@ -3,21 +3,21 @@
 One process alone on its database (:class:`LocalPlacement`, SQLite or a single PostgreSQL
 runtime) claims a thread in its execution record (``claimed_by``) and releases the claims of the
 processes that ran before it when it starts. Several workers on one PostgreSQL database share
-threads through leases (:class:`~sa_core.engine.leases.Workers`): owner plus expiry, renewed by
-a heartbeat, taken over once expired. The engine asks the :class:`Placement` protocol and never
-which of the two it has.
+threads through leases (:class:`~sa_core.engine.workers.leases.LeasePlacement`): owner plus expiry,
+renewed by a heartbeat, taken over once expired. The engine asks the :class:`Placement` protocol and
+never which of the two it has.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Protocol
+
+from sa_core.spec import Side
 
 if TYPE_CHECKING:
     from sa_core.engine.threads import LiveThreads
     from sa_core.store import Store
-
-Side = Literal["a", "b"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,9 +1,9 @@
 """Secret scrubbing of what leaves for live subscribers: custom event payloads, thread values.
 
 ``state.emit(event, data)`` publishes whatever a tool or hook hands it, and
-``state.set_value(key, value)`` publishes the value it stores (a ``value`` frame,
-:func:`publish_value`). A tool that reads a secret variable could put its value in either;
-this module replaces the values of the thread's secret variables with ``[redacted]``, the same
+``state.set_value(key, value)`` publishes the value it stores (:mod:`sa_core.engine.frames`).
+A tool that reads a secret variable could put its value in either; :func:`scrub_payload`
+replaces the values of the thread's secret variables with ``[redacted]``, the same
 rule :func:`~sa_core.engine.secrets.redact` applies to tool results, so a secret never reaches
 an SSE or WebSocket client.
 """
@@ -15,10 +15,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic_core import to_jsonable_python
 
 from sa_core.engine.secrets import redact
-from sa_core.store.clock import now_us
 
 if TYPE_CHECKING:
-    from sa_core.engine.events import EventFrame, ValueFrame
     from sa_core.engine.kernel import Kernel
     from sa_core.engine.threads import ThreadRef
 
@@ -69,30 +67,3 @@ def _walk(value: Any, values: list[str]) -> Any:
     if isinstance(value, list):
         return [_walk(item, values) for item in value]
     return value
-
-
-def emit(kernel: Kernel, thread: ThreadRef, event: str, data: Any = None) -> None:
-    """Send a custom event to the thread's live subscribers (secret values redacted)."""
-    events = kernel.events
-    if not events.has_listeners:
-        return
-    frame: EventFrame = {
-        "type": "event",
-        "eventType": event,
-        "data": scrub_payload(kernel, thread, data),
-        "timestamp": now_us(),
-    }
-    events.publish(thread.thread_id, frame)
-
-
-def publish_value(kernel: Kernel, thread: ThreadRef, key: str, value: Any) -> None:
-    """Tell the thread's live subscribers that value ``key`` is now ``value`` (secrets redacted)."""
-    events = kernel.events
-    if not events.has_listeners:
-        return
-    frame: ValueFrame = {
-        "type": "value",
-        "key": key,
-        "value": scrub_payload(kernel, thread, to_jsonable_python(value, fallback=str)),
-    }
-    events.publish(thread.thread_id, frame)

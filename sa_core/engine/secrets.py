@@ -14,8 +14,12 @@ if TYPE_CHECKING:
     from sa_core.store import ThreadRow
 
 
-class SecretRedactor:
-    """Secret variable names per package (computed once) and redaction of their values."""
+class SecretNames:
+    """Which variables are secret: names per package (computed once) plus secret-typed env.
+
+    It redacts nothing itself: :func:`redact` and :mod:`sa_core.engine.scrub` replace the
+    values of the variables it names.
+    """
 
     def __init__(self, registry: Registry) -> None:
         self.registry = registry

@@ -21,7 +21,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sa_core.engine.flow import Flow
+    from sa_core.engine.flowtypes import ExecutionView
     from sa_core.spec import Message, PromptDefinition, SubagentRegistryEntry
     from sa_core.store import Store, ThreadRow, Transaction
     from sa_core.store.packitems import StoreWrites
@@ -56,7 +56,7 @@ class ThreadRef:
         tool_call_id: While a tool runs: the id of its call.
         tool_attempt: While a tool runs: 1, or 2 when a restart interrupted the first run.
         store_writes: While a tool runs: its writes to the pack's store, held until they
-            commit with its result (:func:`sa_core.engine.toolrows.store_tool_row`).
+            commit with its result (:func:`sa_core.engine.tools.toolrows.store_tool_row`).
         effect_attempt: While an effect runs: 1, or 2 when a restart interrupted the first.
         execution: The flow this handle runs in, else ``None`` (outside a turn).
         own_context: The scratch dict of a handle outside a flow.
@@ -79,7 +79,7 @@ class ThreadRef:
         "tool_options",
     )
 
-    def __init__(self, shared: SharedThread, flow: Flow | None = None) -> None:
+    def __init__(self, shared: SharedThread, flow: ExecutionView | None = None) -> None:
         self.shared = shared
         self.thread_id: str = shared.row.id
         self.prompt: PromptDefinition | None = None
@@ -89,7 +89,7 @@ class ThreadRef:
         self.tool_attempt = 1
         self.store_writes: StoreWrites | None = None
         self.effect_attempt: int | None = None
-        self.execution: Flow | None = flow
+        self.execution: ExecutionView | None = flow
         self.own_context: dict[str, Any] = {}
         self.facade: weakref.ref[Any] | None = None
 
@@ -359,7 +359,7 @@ class LiveThreads:
     async def ref_for(
         self,
         row: ThreadRow,
-        flow: Flow | None = None,
+        flow: ExecutionView | None = None,
         *,
         read_at: int | None = None,
         children: list[SubagentRegistryEntry] | None = None,

@@ -1,4 +1,9 @@
-"""Variables declared across an agent's graph, for the required-variable check."""
+"""Variables declared across an agent's graph: the required-variable check and scoping.
+
+A variable declared ``scoped`` in an agent's graph is not inherited from the parent
+(:func:`scoped_names`), neither when a child is created nor when a parent sets a variable
+(:func:`set_env`).
+"""
 
 from __future__ import annotations
 
@@ -16,6 +21,8 @@ from sa_core.spec import (
 )
 
 if TYPE_CHECKING:
+    from sa_core.engine.kernel import Kernel
+    from sa_core.engine.threads import ThreadRef
     from sa_core.registry import PackScope, Registry
 
 
@@ -155,3 +162,39 @@ def resolve_agent(
             return remote.as_agent(), scope
         raise DefinitionNotFoundError("agent", agent_name, scope.agents, package=package)
     return registry.entry_agent(agent_name)
+
+
+def scoped_names(scope: PackScope, agent: AgentDefinition) -> set[str]:
+    """Variables declared ``scoped`` anywhere in a child agent's graph."""
+    return {d.variable.name for d in graph_variables(scope, agent) if d.variable.scoped}
+
+
+async def set_env(
+    kernel: Kernel, thread: ThreadRef, name: str, value: str, type_: str | None
+) -> None:
+    """Set a variable on a thread and the descendants that inherit it.
+
+    A descendant whose agent graph declares ``name`` scoped does not inherit it (nor do its
+    own descendants, which inherit from it). Live handles see the new value at once.
+    """
+    rows = [thread.row]
+    for thread_id in await kernel.store.descendant_ids(thread.thread_id):
+        row = kernel.threads.live_row(thread_id) or await kernel.store.get_thread(thread_id)
+        if row is not None:
+            rows.append(row)
+    cut: set[str] = set()
+    for row in rows:
+        if row is not thread.row:
+            scope = kernel.registry.scopes.get(row.package)
+            agent = scope.agents.get(row.agent_id) if scope is not None else None
+            if row.parent_id in cut or (
+                scope is not None and agent is not None and name in scoped_names(scope, agent)
+            ):
+                cut.add(row.id)
+                continue
+        if row.terminated is not None:
+            continue
+        env = {**row.env, name: value}
+        env_types = {**row.env_types, name: type_} if type_ else row.env_types
+        row.env, row.env_types = env, env_types
+        await kernel.store.update_thread(row.id, env=env, env_types=env_types)

@@ -22,8 +22,12 @@ from sa_core.runtime import Runtime
 from sa_core.server.auth import COMPONENTS, SECURITY, api_key_guard
 from sa_core.server.console import console_handlers, docs_render_plugins, static_router
 from sa_core.server.context import package_dependencies, runtime_dependency
-from sa_core.server.corners import allow_header_middleware, unknown_package_websocket
-from sa_core.server.errors import EXCEPTION_HANDLERS
+from sa_core.server.corners import (
+    allow_header_middleware,
+    package_route_detail,
+    unknown_package_websocket,
+)
+from sa_core.server.errors import EXCEPTION_HANDLERS, exception_handlers
 from sa_core.server.health import health_handler, routes_health
 from sa_core.server.protocols.mcp import mcp_handlers
 from sa_core.server.protocols.openai import openai_router
@@ -31,6 +35,7 @@ from sa_core.server.request import ApiRequest
 from sa_core.server.routes.approvals import ApprovalsController
 from sa_core.server.routes.catalog import CatalogController, list_packages
 from sa_core.server.routes.custom import endpoint_handlers
+from sa_core.server.routes.evals import EvalsController
 from sa_core.server.routes.files import FilesController
 from sa_core.server.routes.forks import ForksController
 from sa_core.server.routes.graph import GraphController
@@ -185,6 +190,7 @@ class StandardAgentsPlugin(InitPluginProtocol):
                 QueueController,
                 SchedulesController,
                 StoreController,
+                EvalsController,
                 StreamController,
                 *endpoint_handlers(scope),
                 *mcp_handlers(self.runtime, self.hub, scope.package),
@@ -259,6 +265,6 @@ def create_app(
             )
         ],
         openapi_config=openapi,
-        exception_handlers=EXCEPTION_HANDLERS,
+        exception_handlers=exception_handlers(package_route_detail(runtime)),
         debug=debug,
     )

@@ -1,4 +1,4 @@
-"""Two routing corners of the API: ``OPTIONS`` answers and WebSockets to unknown packages.
+"""Routing corners of the API: ``OPTIONS`` answers, and requests to unknown packages.
 
 * Litestar builds the automatic ``OPTIONS`` answer of a path from the first handler registered
   on it, so ``OPTIONS .../messages`` said ``GET, OPTIONS`` although the path also takes
@@ -7,6 +7,8 @@
   at the handshake (HTTP 403), which a browser cannot read. :func:`unknown_package_websocket`
   accepts it and closes with 4404 and a reason, like the other WebSocket refusals (4401 for a
   bad key, checked first).
+* A request no route matches under ``/api/packages/`` gets a 404 saying which part is wrong:
+  the package (with the closest served name) or the route (:func:`package_route_detail`).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from litestar import Litestar, WebSocket, websocket
+from litestar import Litestar, Request, WebSocket, websocket
 from litestar.enums import ScopeType
 from litestar.exceptions import NotAuthorizedException
 from litestar.params import FromPath
@@ -23,6 +25,9 @@ from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from sa_core.runtime import Runtime
 from sa_core.server.auth import PUBLIC, check_key
+from sa_core.server.errors import UnmatchedRouteDetail
+
+PACKAGES_PREFIX = "/api/packages/"
 
 
 def allowed_methods(app: Litestar, path_template: str) -> list[str]:
@@ -77,10 +82,39 @@ def unknown_package_websocket(runtime: Runtime) -> Any:
         except NotAuthorizedException as exc:
             await socket.close(code=4401, reason=str(exc.detail)[:120])
             return
-        served = sorted(runtime.registry.scopes)
-        close = difflib.get_close_matches(package, served, n=1, cutoff=0.6)
-        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        hint = did_you_mean(package, sorted(runtime.registry.scopes))
         reason = f"No package '{package}' is served here{hint}."
         await socket.close(code=4404, reason=reason.encode()[:120].decode(errors="ignore"))
 
     return refuse
+
+
+def did_you_mean(package: str, served: list[str]) -> str:
+    """`` (did you mean 'x'?)`` when a served name is close to ``package``, else ``""``."""
+    close = difflib.get_close_matches(package, served, n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def package_route_detail(runtime: Runtime) -> UnmatchedRouteDetail:
+    """What a 404 says about an unmatched ``/api/packages/...`` URL of ``runtime``'s server.
+
+    The answer names the package when it is not served (with the closest served name, unless
+    the app hides its schema, which lists the packages anyway), else the route; None for a path
+    elsewhere.
+    """
+
+    def detail(request: Request[Any, Any, Any]) -> str | None:
+        path = request.url.path
+        if not path.startswith(PACKAGES_PREFIX):
+            return None
+        package = path[len(PACKAGES_PREFIX) :].split("/", 1)[0]
+        served = list(runtime.registry.scopes)
+        if package in served:
+            return (
+                f"Package '{package}' has no route {request.method} {path}; the schema at "
+                f"/schema/openapi.json lists its routes."
+            )
+        hint = did_you_mean(package, served) if request.app.openapi_config is not None else ""
+        return f"No package '{package}' is served here{hint}; GET /api/packages lists them."
+
+    return detail

@@ -6,8 +6,8 @@ traceback and answered without internals.
 
 from __future__ import annotations
 
-import difflib
 import logging
+from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
 
@@ -46,6 +46,10 @@ _CODES = {
 }
 
 
+UnmatchedRouteDetail = Callable[[Request[Any, Any, Any]], str | None]
+"""Says what is wrong with a request no route matched (a 404), or None for the plain phrase."""
+
+
 class ApiError(Exception):
     """An error answered as JSON: ``ApiError(404, "thread_not_found", "Thread x ...")``."""
 
@@ -72,32 +76,6 @@ def _respond(
 def api_error_handler(_: Request[Any, Any, Any], exc: ApiError) -> Response[Any]:
     """Answer an :class:`ApiError`."""
     return _respond(exc.status, _body(exc.error, exc.detail, **exc.extra))
-
-
-def _unmatched_route_detail(request: Request[Any, Any, Any]) -> str | None:
-    """Say which part of an unmatched ``/api/packages/...`` URL is wrong, when it is one."""
-    prefix = "/api/packages/"
-    path = request.url.path
-    if not path.startswith(prefix):
-        return None
-    from sa_core.server.app import StandardAgentsPlugin
-
-    try:
-        plugin = request.app.plugins.get(StandardAgentsPlugin)
-    except KeyError:
-        return None
-    package = path[len(prefix) :].split("/", 1)[0]
-    served = list(plugin.runtime.registry.scopes)
-    if package in served:
-        return (
-            f"Package '{package}' has no route {request.method} {path}; the schema at "
-            f"/schema/openapi.json lists its routes."
-        )
-    hint = ""
-    if request.app.openapi_config is not None:  # the schema names the packages anyway
-        close = difflib.get_close_matches(package, served, n=1, cutoff=0.6)
-        hint = f" (did you mean '{close[0]}'?)" if close else ""
-    return f"No package '{package}' is served here{hint}; GET /api/packages lists them."
 
 
 def _body_problem(errors: list[dict[str, Any]]) -> str | None:
@@ -145,11 +123,22 @@ def _too_large_detail(request: Request[Any, Any, Any]) -> str:
     )
 
 
-def http_exception_handler(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
+def http_exception_handler(
+    request: Request[Any, Any, Any],
+    exc: HTTPException,
+    unmatched: UnmatchedRouteDetail | None = None,
+) -> Response[Any]:
     """Answer Litestar's own errors (validation, routing, auth) in the same shape.
 
     A path under ``/v1`` that no route serves is answered in OpenAI's shape instead, so the
     OpenAI clients show what went wrong.
+
+    Args:
+        request: the request that failed.
+        exc: Litestar's error.
+        unmatched: what to say about a path no route serves (the app that knows its packages
+            passes :func:`sa_core.server.corners.unmatched_route_detail`); without it a 404
+            says "Not Found".
     """
     status = exc.status_code
     if status in (404, 405):  # the /v1 routes answer their own errors; these are unrouted
@@ -166,7 +155,7 @@ def http_exception_handler(request: Request[Any, Any, Any], exc: HTTPException) 
         headers.setdefault("WWW-Authenticate", 'Bearer realm="standard-agents"')
     detail = exc.detail or HTTPStatus(status).phrase
     if status == 404 and detail == HTTPStatus.NOT_FOUND.phrase:
-        detail = _unmatched_route_detail(request) or detail
+        detail = (unmatched(request) if unmatched is not None else None) or detail
     elif status == 413:
         detail = _too_large_detail(request)
     elif errors:
@@ -236,6 +225,16 @@ EXCEPTION_HANDLERS: dict[type[Exception] | int, Any] = {
     Exception: internal_error_handler,
 }
 """Exception handlers for the app or a router."""
+
+
+def exception_handlers(unmatched: UnmatchedRouteDetail) -> dict[type[Exception] | int, Any]:
+    """:data:`EXCEPTION_HANDLERS` whose 404 for an unrouted path says what ``unmatched`` says."""
+
+    def answer_http_exception(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
+        return http_exception_handler(request, exc, unmatched)
+
+    return {**EXCEPTION_HANDLERS, HTTPException: answer_http_exception}
+
 
 _DESCRIPTIONS = {
     400: "Invalid request (bad parameters, body or path).",

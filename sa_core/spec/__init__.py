@@ -4,6 +4,7 @@ from sa_core.spec.agents import (
     AgentDefinition,
     ServingPolicy,
     SessionToolBinding,
+    Side,
     SideConfig,
     define_agent,
 )
@@ -89,6 +90,7 @@ __all__ = [
     "StoreConfig",
     "SessionToolBinding",
     "ServingPolicy",
+    "Side",
     "SideConfig",
     "SubagentRegistryEntry",
     "SubagentToolConfig",

@@ -26,6 +26,11 @@ class SessionToolBinding(SpecModel):
         return {"name": data} if isinstance(data, str) else data
 
 
+Side = Literal["a", "b"]
+"""A thread's two sides: ``a``, the agent's, and ``b``, the user's (or a second AI's).
+The engine maps them to stored roles (:data:`sa_core.engine.flowtypes.SIDE_ROLE`)."""
+
+
 class SideConfig(SpecModel):
     """One side of an agent."""
 
@@ -114,9 +119,9 @@ class AgentDefinition(SpecModel):
 
     _legacy_fields = model_validator(mode="before")(env_from_tenvs)
 
-    def sides(self) -> list[tuple[Literal["a", "b"], SideConfig]]:
+    def sides(self) -> list[tuple[Side, SideConfig]]:
         """The AI-driven sides: side A, and side B for ``dual_ai``."""
-        result: list[tuple[Literal["a", "b"], SideConfig]] = [("a", self.side_a)]
+        result: list[tuple[Side, SideConfig]] = [("a", self.side_a)]
         if self.type == "dual_ai" and self.side_b is not None:
             result.append(("b", self.side_b))
         return result

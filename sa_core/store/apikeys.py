@@ -77,7 +77,7 @@ class ApiKeysMixin(StoreBase):
 
     keys_epoch: int | None = None
     """PostgreSQL: counts the revocations notified on :data:`KEYS_CHANNEL` while a listener
-    (a worker's, :mod:`sa_core.engine.leases`) is connected; ``None`` without one."""
+    (a worker's, :mod:`sa_core.engine.workers.leases`) is connected; ``None`` without one."""
 
     def _keys_version(self) -> int | None:
         """What the key cache is valid for: SQLite's data version, or the notified revocations."""

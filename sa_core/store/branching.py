@@ -1,8 +1,8 @@
 """The store's half of a fork and a rewind: state at a moment copied or restored, by reference.
 
-:mod:`sa_core.engine.fork` and :mod:`sa_core.engine.rewind` decide what is cut where; the
-writes they need are here, each run in the caller's transaction. Nothing is ever copied by
-value that can be shared: messages through the timeline, file bytes through their hashes.
+:mod:`sa_core.engine.timeline.fork` and :mod:`sa_core.engine.timeline.rewind` decide what is cut
+where; the writes they need are here, each run in the caller's transaction. Nothing is ever copied
+by value that can be shared: messages through the timeline, file bytes through their hashes.
 """
 
 from __future__ import annotations
@@ -88,9 +88,7 @@ class BranchingMixin(FileHistoryMixin, LineageMixin, TimelineMixin):
     ) -> list[dict[str, Any]]:
         """Every registry entry (JSON) of a parent, hidden ones included, in creation order."""
         stmt = (
-            select(_C.entry)
-            .where(_C.parent_id == parent_id)
-            .order_by(_C.created_at, _C.reference)
+            select(_C.entry).where(_C.parent_id == parent_id).order_by(_C.created_at, _C.reference)
         )
         return await self._read(
             lambda conn: [dict(row.entry) for row in conn.execute(stmt) if row.entry], tx

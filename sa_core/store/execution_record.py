@@ -11,7 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-Side = Literal["a", "b"]
+from sa_core.spec import Side
+
 ExecutionStatus = Literal["owed", "running", "idle"]
 
 

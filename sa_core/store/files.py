@@ -449,7 +449,11 @@ class FilesMixin(StoreBase):
                 keys = ("mime_type", "storage", "location", "meta", "width", "height")
                 row = _row_of(current)
                 moved = _write(
-                    conn, thread_id, dst, None, {key: row[key] for key in keys},
+                    conn,
+                    thread_id,
+                    dst,
+                    None,
+                    {key: row[key] for key in keys},
                     blob=(current.content_hash or "", current.size),
                 )
                 conn.execute(_DELETE, {"b_tid": thread_id, "b_path": src})

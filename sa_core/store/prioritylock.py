@@ -45,7 +45,7 @@ class PriorityLock:
         self.fairness = fairness
         self.prioritize: Callable[[], bool] = _always
         """Whether background work waits behind the rest now; when not, waiters are served
-        first come, first served (set by the engine: see :mod:`sa_core.engine.leases`)."""
+        first come, first served (set by the engine: see :mod:`sa_core.engine.workers.leases`)."""
         self._held = False
         self._foreground: deque[asyncio.Future[None]] = deque()
         self._background: deque[asyncio.Future[None]] = deque()

@@ -113,6 +113,42 @@ CREATE UNIQUE INDEX ux_store_items_key ON store_items (package, namespace, "key"
 ;
 CREATE VIRTUAL TABLE IF NOT EXISTS store_items_fts USING fts5(text)
 ;
+CREATE TABLE eval_runs (
+	id VARCHAR NOT NULL,
+	suite VARCHAR NOT NULL,
+	target VARCHAR NOT NULL,
+	status VARCHAR NOT NULL,
+	created_at BIGINT NOT NULL,
+	finished_at BIGINT,
+	summary JSON,
+	document JSON,
+	PRIMARY KEY (id)
+)
+;
+CREATE INDEX ix_eval_runs_created ON eval_runs (created_at)
+;
+CREATE TABLE eval_trials (
+	run_id VARCHAR NOT NULL,
+	case_id VARCHAR NOT NULL,
+	trial INTEGER NOT NULL,
+	thread_id VARCHAR,
+	passed BOOLEAN NOT NULL,
+	score FLOAT NOT NULL,
+	result JSON,
+	created_at BIGINT NOT NULL,
+	PRIMARY KEY (run_id, case_id, trial)
+)
+;
+CREATE TABLE eval_cache (
+	"key" VARCHAR NOT NULL,
+	trial_key VARCHAR NOT NULL,
+	response JSON,
+	created_at BIGINT NOT NULL,
+	PRIMARY KEY ("key")
+)
+;
+CREATE INDEX ix_eval_cache_trial ON eval_cache (trial_key)
+;
 CREATE TABLE thread_tags (
 	thread_id VARCHAR NOT NULL,
 	tag VARCHAR NOT NULL,

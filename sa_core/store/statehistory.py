@@ -4,7 +4,7 @@ Every ``set_value`` and ``delete_value`` also appends a version row, in the same
 the values after any moment are, per key, the newest version from then or before. The current
 table stays as it is, read as fast as before. (The registry needs no history: an entry's fields
 are fixed when its child is created, and its status at a moment follows from the child's row,
-see :mod:`sa_core.engine.fork`.)
+see :mod:`sa_core.engine.timeline.fork`.)
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from sa_core.store.asyncbackend import AsyncBackend
 from sa_core.store.branching import BranchingMixin
 from sa_core.store.connect import resolve_database_url
 from sa_core.store.effects import EffectsMixin
+from sa_core.store.evals import EvalsMixin
 from sa_core.store.executions import ExecutionsMixin
 from sa_core.store.files import FilesMixin
 from sa_core.store.interface import Backend
@@ -41,6 +42,7 @@ class Store(
     SchedulesMixin,
     PackStoreMixin,
     A2APushMixin,
+    EvalsMixin,
 ):
     """Durable state: threads, messages, files, queues, effects, keys, leases, schedules, stores.
 

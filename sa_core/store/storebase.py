@@ -77,18 +77,18 @@ class StoreBase:
     write_fence: Op[None] | None = None
     """Run in each write transaction before it commits (several workers: the lease fence).
 
-    Set by :mod:`sa_core.engine.leases`: inside a thread's turn it raises when the worker's
+    Set by :mod:`sa_core.engine.workers.leases`: inside a thread's turn it raises when the worker's
     lease on the thread was lost, so nothing the turn wrote commits.
     """
 
     write_fence_guard: Callable[[], Deferred | None] | None = None
     """The :attr:`write_fence` as a statement to send with a batch of deferred writes (it
     selects the lease row when the lease holds), or ``None`` when no write is fenced now; set
-    by :mod:`sa_core.engine.leases` with :attr:`write_fence`."""
+    by :mod:`sa_core.engine.workers.leases` with :attr:`write_fence`."""
 
     write_fence_owner: Callable[[str], str | None] | None = None
     """The worker whose lease fences a write of the thread now, else ``None`` (see
-    :meth:`fence_owner`); set by :mod:`sa_core.engine.leases` with :attr:`write_fence`."""
+    :meth:`fence_owner`); set by :mod:`sa_core.engine.workers.leases` with :attr:`write_fence`."""
 
     def __init__(self, backend: Backend) -> None:
         self._backend = backend

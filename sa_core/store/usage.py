@@ -2,7 +2,7 @@
 
 One prepared statement per shape: with ``tree`` a recursive CTE collects the thread and its
 descendants and one aggregate reads their logs. Rows are grouped by (the thread's own or not,
-model); :mod:`sa_core.engine.usage` turns them into summaries and budgets.
+model); :mod:`sa_core.engine.model.usage` turns them into summaries and budgets.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ USAGE_COLUMNS = (
     "failed_model_calls",
 )
 """The summed columns of a usage row (besides ``own``, 1 for the thread's own logs, and ``m``,
-the model definition name): the fields of :class:`sa_core.engine.usage.UsageTotals`."""
+the model definition name): the fields of :class:`sa_core.engine.model.usage.UsageTotals`."""
 _STATEMENTS: dict[bool, Prepared] = {}
 
 

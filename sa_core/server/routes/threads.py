@@ -210,7 +210,7 @@ class ThreadsController(Controller):
         self, thread: ThreadDep, runtime: RuntimeDep, request_id: FromPath[str]
     ) -> VariablesRequestOut:
         """Read what a deferred subagent needs (``subagent_env_required``); never values."""
-        from sa_core.engine.subagent_vars import variables_request
+        from sa_core.engine.subagents.subagent_vars import variables_request
 
         found = await variables_request(runtime.store, thread.thread_id, request_id)
         if found is None:
@@ -233,7 +233,7 @@ class ThreadsController(Controller):
         data: JSONBody[ProvideVariablesIn],
     ) -> ProvideVariablesOut:
         """Store the scoped variables and start the deferred child thread."""
-        from sa_core.engine.subagent_vars import variables_request
+        from sa_core.engine.subagents.subagent_vars import variables_request
 
         if await variables_request(runtime.store, thread.thread_id, request_id) is None:
             raise ApiError(

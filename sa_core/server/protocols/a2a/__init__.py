@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from litestar.handlers import ASGIRouteHandler, asgi
 
 from sa_core.server.auth import PUBLIC
+from sa_core.server.protocols.a2a.paths import PREFIX
 
 if TYPE_CHECKING:
     from litestar.types import Receive, Scope, Send
@@ -21,8 +22,6 @@ if TYPE_CHECKING:
     from sa_core.runtime import Runtime
     from sa_core.server.protocols.a2a.mount import A2AServer
 
-PREFIX = "/a2a"
-"""Where the A2A endpoints are mounted."""
 MISSING = "A2A: not served (install the extra: pip install 'standard-agents[a2a]')"
 
 

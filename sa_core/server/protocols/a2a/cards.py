@@ -19,7 +19,7 @@ from a2a.types.a2a_pb2 import (
 )
 
 from sa_core.registry import PackScope
-from sa_core.server.protocols.a2a import PREFIX
+from sa_core.server.protocols.a2a.paths import PREFIX
 
 SCHEME = "bearer"
 

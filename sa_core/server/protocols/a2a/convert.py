@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import os
 import uuid
 from typing import Any
 
@@ -114,7 +115,13 @@ def message_parts(message: Message) -> tuple[str, list[dict[str, Any]]]:
 async def answer_artifacts(
     thread: ThreadState, outcome: TurnOutcome, base_url: str = ""
 ) -> list[Artifact]:
-    """The artifacts of a finished turn: the answer text, then each file it produced."""
+    """The artifacts of a finished turn: the answer text, then each file it produced.
+
+    A file over :data:`INLINE_FILE_BYTES` is a ``url`` part on the thread's files API: under
+    ``base_url``, else the server's public URL (``sa serve --public-url``), else relative to
+    the A2A endpoint's origin (our client reads it against the agent's endpoint).
+    """
+    base_url = base_url or os.environ.get("SA_PUBLIC_URL", "").rstrip("/")
     parts: list[Part] = []
     if outcome.answer is not None and outcome.answer.content:
         parts.append(Part(text=outcome.answer.content))

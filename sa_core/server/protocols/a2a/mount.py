@@ -4,7 +4,7 @@
 - ``GET /a2a/{package}/{agent}/.well-known/agent-card.json``: one agent's card (public: A2A
   clients read it to learn where to connect and that they need a Bearer key).
 - ``POST /a2a/_push/{thread id}``: push notifications from remote agents for the tasks of
-  remote children (:mod:`sa_core.engine.remote_push`), authenticated by the per-task token in
+  remote children (:mod:`sa_core.engine.remote.remote_push`), authenticated by the per-task token in
   ``X-A2A-Notification-Token`` instead of an API key.
 - ``POST /a2a/{package}/{agent}``: the JSON-RPC binding (``SendMessage``,
   ``SendStreamingMessage``, ``GetTask``, ``CancelTask``, ``SubscribeToTask``, the push
@@ -36,13 +36,13 @@ from litestar.types import Receive, Scope, Send
 from starlette.routing import Router
 
 from sa_core import telemetry
-from sa_core.engine.remote_push import PUSH_PATH, notified
+from sa_core.engine.remote.remote_push import PUSH_PATH, notified
 from sa_core.runtime import Runtime
-from sa_core.server.protocols.a2a import PREFIX
 from sa_core.server.protocols.a2a.cards import agent_card, agent_path
 from sa_core.server.protocols.a2a.contexts import ThreadContextBuilder
 from sa_core.server.protocols.a2a.executor import ThreadAgentExecutor
 from sa_core.server.protocols.a2a.handler import ThreadRequestHandler
+from sa_core.server.protocols.a2a.paths import PREFIX
 from sa_core.server.protocols.a2a.push_delivery import PushDelivery, url_allowed
 from sa_core.server.protocols.a2a.push_store import DurablePushSender, ThreadPushConfigStore
 from sa_core.server.protocols.a2a.taskstore import AgentRoute, ThreadTaskStore

@@ -9,7 +9,7 @@ from ag_ui.core import RunErrorEvent, RunStartedEvent
 from ag_ui.encoder import EventEncoder
 from litestar.response import Stream
 
-from sa_core.engine import clienttools
+from sa_core.engine.turn import clienttools
 from sa_core.errors import ClientToolsError, MissingVariablesError
 from sa_core.registry import PackScope
 from sa_core.runtime import Runtime

@@ -37,7 +37,7 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 
-from sa_core.engine.approvals import CLIENT_RESULT, CLIENT_STATUS
+from sa_core.engine.tools.approvals import CLIENT_RESULT, CLIENT_STATUS
 from sa_core.server.protocols.agui.state import patch
 
 ENGINE_EVENTS = frozenset(

@@ -37,8 +37,14 @@ def openai_router(
     """
     return Router(
         path,
-        route_handlers=[list_models, retrieve_model, retrieve_model_by_id, chat_completions,
-                        create_response, get_response],
+        route_handlers=[
+            list_models,
+            retrieve_model,
+            retrieve_model_by_id,
+            chat_completions,
+            create_response,
+            get_response,
+        ],
         dependencies={"runtime": runtime_dependency(runtime)},
         exception_handlers=EXCEPTION_HANDLERS,
         security=SECURITY,

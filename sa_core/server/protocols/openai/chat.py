@@ -11,7 +11,7 @@ from typing import Any
 from litestar import Request, Response, post
 from litestar.response import Stream
 
-from sa_core.engine.usage import UsageTotals
+from sa_core.engine.model.usage import UsageTotals
 from sa_core.runtime import Runtime
 from sa_core.server.context import RuntimeDep
 from sa_core.server.protocols.openai import conversations, toolcalls, toolturns
@@ -121,9 +121,7 @@ async def open_turn(
     summary="Create a chat completion",
     responses=error_specs(403, 404, 502),
 )
-async def chat_completions(
-    request: Request[Any, Any, Any], runtime: RuntimeDep
-) -> Response[Any]:
+async def chat_completions(request: Request[Any, Any, Any], runtime: RuntimeDep) -> Response[Any]:
     """Run the model's agent for one turn on a durable thread (OpenAI Chat Completions).
 
     A request whose messages extend a conversation this server answered continues its thread;

@@ -125,8 +125,9 @@ def text_of(content: Any, param: str, part_types: tuple[str, ...]) -> str:
             where = f"{param}[{index}]"
             if not isinstance(part, dict) or part.get("type") not in part_types:
                 kind = part.get("type") if isinstance(part, dict) else type(part).__name__
-                raise unsupported(where, f"content parts of type {kind!r} are not served; "
-                                  "send text.")
+                raise unsupported(
+                    where, f"content parts of type {kind!r} are not served; send text."
+                )
             text = part.get("text")
             if not isinstance(text, str):
                 raise invalid(f"{where}.text", "expected a string.")
@@ -245,8 +246,10 @@ def chat_message(message: Any, index: int) -> Turn:
         if message.get(name) is not None:
             raise unsupported(f"{where}.{name}")
     content = message.get("content")
-    text = "" if content is None and role == "assistant" else text_of(
-        content, f"{where}.content", ("text", "input_text", "output_text")
+    text = (
+        ""
+        if content is None and role == "assistant"
+        else text_of(content, f"{where}.content", ("text", "input_text", "output_text"))
     )
     if message.get("tool_calls"):
         if role != "assistant":
@@ -285,15 +288,16 @@ def text_format(value: Any, param: str, nested: bool) -> dict[str, Any] | None:
     if value is None:
         return None
     if not isinstance(value, dict):
-        raise invalid(param, "expected an object such as {\"type\": \"text\"}.")
+        raise invalid(param, 'expected an object such as {"type": "text"}.')
     kind = value.get("type")
     if kind == "text":
         return None
     if kind == "json_object":
         return {"type": "object"}
     if kind != "json_schema":
-        raise unsupported(f"{param}.type", f"expected 'text', 'json_object' or 'json_schema', "
-                          f"got {kind!r}.")
+        raise unsupported(
+            f"{param}.type", f"expected 'text', 'json_object' or 'json_schema', got {kind!r}."
+        )
     where = f"{param}.json_schema" if nested else param
     spec = value.get("json_schema") if nested else value
     if not isinstance(spec, dict):

@@ -10,7 +10,7 @@ from litestar import Request, Response, get, post
 from litestar.params import FromPath
 from litestar.response import Stream
 
-from sa_core.engine.usage import UsageTotals
+from sa_core.engine.model.usage import UsageTotals
 from sa_core.runtime import Runtime
 from sa_core.server.context import RuntimeDep
 from sa_core.server.protocols.openai import conversations, respids, toolturns
@@ -122,9 +122,7 @@ async def stream_events(
                 yield line
 
 
-@get(
-    "/responses/{response_id:str}", summary="Retrieve a response", responses=error_specs(404)
-)
+@get("/responses/{response_id:str}", summary="Retrieve a response", responses=error_specs(404))
 async def get_response(
     request: Request[Any, Any, Any], runtime: RuntimeDep, response_id: FromPath[str]
 ) -> dict[str, Any]:

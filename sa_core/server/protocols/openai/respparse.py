@@ -142,7 +142,7 @@ def check_reasoning(value: Any) -> None:
     if value is None:
         return
     if not isinstance(value, dict):
-        raise invalid("reasoning", "expected an object such as {\"effort\": \"low\"}.")
+        raise invalid("reasoning", 'expected an object such as {"effort": "low"}.')
     for name in value:
         if name not in REASONING_KEYS:
             raise unsupported(f"reasoning.{name}")
@@ -183,8 +183,13 @@ def input_items(raw: Any, problems: Problems) -> list[Turn]:
         elif entry is not None:
             items.append(entry)
     if len(problems.errors) == found and (not items or items[-1][0] not in ("user", "tool")):
-        problems.add(invalid(f"input[{len(raw) - 1}]", "the last input message must be a "
-                             "user's (the agent answers it), or function call outputs."))
+        problems.add(
+            invalid(
+                f"input[{len(raw) - 1}]",
+                "the last input message must be a "
+                "user's (the agent answers it), or function call outputs.",
+            )
+        )
     return items
 
 
@@ -229,5 +234,5 @@ def conversation_id(value: Any) -> str | None:
     if isinstance(value, dict):
         value = value.get("id")
     if not isinstance(value, str) or not value:
-        raise invalid("conversation", "expected a conversation id or {\"id\": ...}.")
+        raise invalid("conversation", 'expected a conversation id or {"id": ...}.')
     return value

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from sa_core.engine.usage import UsageTotals
+from sa_core.engine.model.usage import UsageTotals
 from sa_core.runtime import Runtime
 from sa_core.server.protocols.openai import conversations, respids, toolcalls, toolturns
 from sa_core.server.protocols.openai.errors import invalid
@@ -48,9 +48,7 @@ async def open_response_turn(
     before = None if fresh else await usage_before(thread)
     last = data.items[-1][1]
     client = data.client if data.client.declared else None
-    turn = Turn(
-        runtime, thread, last, data.output_schema, data.settings.applied, client=client
-    )
+    turn = Turn(runtime, thread, last, data.output_schema, data.settings.applied, client=client)
     return thread, turn, before
 
 
@@ -129,9 +127,7 @@ async def response_thread(
         The thread, and whether it is new.
     """
     if data.carries_history:
-        return await conversations.open_conversation(
-            runtime, key_id, model, data.user, data.items
-        )
+        return await conversations.open_conversation(runtime, key_id, model, data.user, data.items)
     earlier = data.items[:-1]
     if data.previous_response_id is not None:
         thread, history = await after_response(runtime, model, data.previous_response_id)

@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sa_core.engine.usage import UsageTotals
+from sa_core.engine.model.usage import UsageTotals
 from sa_core.server.protocols.openai.respids import conversation_id, response_id
 from sa_core.server.protocols.openai.toolcalls import function_call_item
 

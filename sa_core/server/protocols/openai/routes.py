@@ -24,9 +24,7 @@ async def list_models(request: Request[Any, Any, Any], runtime: RuntimeDep) -> d
     return {"object": "list", "data": [model_object(m, STARTED) for m in models]}
 
 
-@get(
-    "/models/{package:str}/{agent:str}", summary="Retrieve a model", responses=error_specs(404)
-)
+@get("/models/{package:str}/{agent:str}", summary="Retrieve a model", responses=error_specs(404))
 async def retrieve_model(
     request: Request[Any, Any, Any],
     runtime: RuntimeDep,

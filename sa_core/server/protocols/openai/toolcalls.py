@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sa_core.engine import clienttools
+from sa_core.engine.turn import clienttools
 from sa_core.server.protocols.openai.errors import OpenAIError, invalid, unsupported
 from sa_core.spec import Message
 
@@ -112,8 +112,10 @@ def responses_choice(value: Any) -> str | dict[str, str] | None:
     """``tool_choice`` of Responses: a mode, or ``{"type": "function", "name": ...}``."""
     if value is None or value in CHOICES:
         return value  # type: ignore[no-any-return]
-    if isinstance(value, dict) and value.get("type") == "function" and isinstance(
-        value.get("name"), str
+    if (
+        isinstance(value, dict)
+        and value.get("type") == "function"
+        and isinstance(value.get("name"), str)
     ):
         return {"name": value["name"]}
     if isinstance(value, dict) and value.get("type") not in (None, "function"):

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from sa_core.engine import approvals, clienttools
+from sa_core.engine.tools import approvals
+from sa_core.engine.turn import clienttools
 from sa_core.errors import ClientToolsError
 from sa_core.runtime import Runtime
 from sa_core.server.protocols.openai.errors import OpenAIError
@@ -110,9 +111,7 @@ async def calls_message(thread: ThreadState, call_ids: set[str]) -> Message | No
         offset += READ_PAGE
 
 
-async def turn_part(
-    thread: ThreadState, start: str
-) -> tuple[list[Message], list[dict[str, str]]]:
+async def turn_part(thread: ThreadState, start: str) -> tuple[list[Message], list[dict[str, str]]]:
     """One response's part of a turn, and the client tool calls it ends with.
 
     The assistant messages after ``start`` up to the one that made client tool calls

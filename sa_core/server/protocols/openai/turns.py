@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sa_core.engine.usage import UsageTotals
+from sa_core.engine.model.usage import UsageTotals
 from sa_core.runtime import Runtime
 from sa_core.server.protocols.openai.toolcalls import ClientTools, paused_calls
 from sa_core.spec import Message

@@ -2,6 +2,7 @@
 
 import { api, ApiError, getKey, pkg, setKey, signOut } from "./api.js";
 import { ago, clear, h } from "./dom.js";
+import { evalCompareView, evalRunView, evalsView, evalTrialView } from "./evals.js";
 import { keysView } from "./keys.js";
 import { packView } from "./pack.js";
 import { schedulesView } from "./schedules.js";
@@ -28,6 +29,7 @@ function renderNav(current) {
     links.push(h("a", { href: `#/p/${encodeURIComponent(current)}/threads` }, "Threads"));
     links.push(h("a", { href: `#/p/${encodeURIComponent(current)}/schedules` }, "Schedules"));
     links.push(h("a", { href: `#/p/${encodeURIComponent(current)}/store` }, "Store"));
+    links.push(h("a", { href: `#/p/${encodeURIComponent(current)}/evals` }, "Evals"));
   }
   links.push(h("a", { href: "#/keys" }, "Keys"));
   links.push(h("a", { href: "/schema", target: "_blank", rel: "noopener" }, "API docs"));
@@ -220,6 +222,12 @@ async function route() {
     } else if (parts[0] === "p" && parts[2] === "store") {
       renderNav(parts[1]);
       await storeView(main, parts[1]);
+    } else if (parts[0] === "p" && parts[2] === "evals") {
+      renderNav(parts[1]);
+      if (parts.length === 3) await evalsView(main, parts[1]);
+      else if (parts[4] === "vs" && parts[5]) await evalCompareView(main, parts[1], parts[3], parts[5]);
+      else if (parts[4] === "c" && parts[6] !== undefined) await evalTrialView(main, parts[1], parts[3], parts[5], parts[6]);
+      else await evalRunView(main, parts[1], parts[3]);
     } else if (parts[0] === "p" && parts[2] === "threads") {
       await threadsView(parts[1], query);
     } else if (parts[0] === "p" && parts[2] === "t" && parts[3]) {

@@ -1,0 +1,21 @@
+"""The content pack's eval suite, offline: one test per case (``@pytest.mark.sa_eval``)."""
+
+from __future__ import annotations
+
+import pytest
+from offline_content import offline_content_model
+from sa_pack_content import pack
+
+from sa_core.evals.casetest import EvalCase
+from sa_core.testing import RuntimeFactory
+
+
+@pytest.mark.asyncio
+@pytest.mark.sa_eval("../evals/suite.yaml")
+async def test_content_suite_case(
+    sa_eval_case: EvalCase, sa_runtime_factory: RuntimeFactory
+) -> None:
+    provider = offline_content_model()
+    async with sa_runtime_factory(packs=[pack], providers={"openai": provider}) as runtime:
+        report = await sa_eval_case.run(runtime, concurrency=2)
+    sa_eval_case.assert_passed(report)

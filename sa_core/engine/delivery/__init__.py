@@ -1,0 +1,1 @@
+"""Messages reaching a thread: send, queue, inject, stop, terminate; effects that deliver later."""

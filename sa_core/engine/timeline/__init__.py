@@ -1,0 +1,1 @@
+"""Time travel on a thread: where a history is cut, fork and rewind."""
