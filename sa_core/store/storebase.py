@@ -96,6 +96,22 @@ class StoreBase:
         self._closed = False
         self._caches = StoreCaches()
 
+    @property
+    def created(self) -> bool:
+        """Whether opening the store created the database's schema (it was empty)."""
+        return self._backend.created
+
+    @property
+    def dialect_name(self) -> str:
+        """The database's kind: ``sqlite`` or ``postgresql``."""
+        return self._backend.dialect
+
+    async def ping(self) -> None:
+        """Run a trivial query (``SELECT 1``); raises when the database does not answer."""
+        if self._closed:
+            raise RuntimeError("The store is closed.")
+        await self._read_one(lambda conn: conn.exec_driver_sql("SELECT 1").scalar())
+
     def prioritize_requests(self, when: Callable[[], bool]) -> None:
         """Let requests' write transactions go before background work's only while ``when()``.
 
