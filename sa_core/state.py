@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any, Literal
 from sa_core import telemetry
 from sa_core.engine import files, messages, variables
 from sa_core.engine.delivery import delivery
-from sa_core.engine.flowview import flow_of
 from sa_core.engine.frames import emit
 from sa_core.engine.model import usage
 from sa_core.engine.subagents import runagent, subagent_report, subagent_vars
@@ -128,7 +127,8 @@ class ThreadState(ThreadFiles, ThreadResources, ThreadBranches):
     @property
     def execution(self) -> ExecutionView | None:
         """The running flow (step counts, current side, stop()), or None outside a turn."""
-        return self._ref.execution
+        flow = self._ref.execution
+        return None if flow is None else flow.view()
 
     @property
     def active_prompt(self) -> PromptDefinition | None:
@@ -470,9 +470,9 @@ class ThreadState(ThreadFiles, ThreadResources, ThreadBranches):
 
     def queue_tool(self, name: str, args: Mapping[str, Any] | None = None) -> None:
         """Run a tool after the current step's tool calls (outside a run: in the background)."""
-        flow = flow_of(self._ref)
+        flow = self._ref.execution
         if flow is not None:
-            flow.queued_tools.append((name, dict(args or {})))
+            flow.queue_tool(name, dict(args or {}))
             return
         self._kernel.scheduler.spawn(self.invoke_tool(name, args), f"queue_tool:{name}")
 

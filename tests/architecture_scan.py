@@ -271,6 +271,51 @@ def function_imports(path: str, tree: ast.AST) -> list[Offence]:
     return found
 
 
+FLOW_OWNER = "sa_core/engine/turn/"
+"""The turn modules: the only ones that assign a running flow's attributes."""
+
+
+def holds_a_flow(node: ast.expr) -> bool:
+    """Whether ``node`` names a running flow: ``flow``, or another's ``.flow`` / ``.execution``."""
+    if isinstance(node, ast.Name):
+        return node.id == "flow"
+    return isinstance(node, ast.Attribute) and node.attr in ("flow", "execution")
+
+
+def assigned_targets(node: ast.AST) -> Iterator[ast.expr]:
+    """The targets an assignment statement writes, tuples unpacked."""
+    if isinstance(node, ast.Assign):
+        pending = list(node.targets)
+    elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+        pending = [node.target]
+    else:
+        return
+    while pending:
+        target = pending.pop()
+        if isinstance(target, (ast.Tuple, ast.List)):
+            pending += target.elts
+        elif isinstance(target, ast.Starred):
+            pending.append(target.value)
+        else:
+            yield target
+
+
+def flow_assignments(path: str, tree: ast.AST) -> list[Offence]:
+    """(f) A module outside ``engine/turn`` assigning an attribute of a running flow.
+
+    The flow's step state is the turn modules'; the others change it through the flow's methods.
+    """
+    if path.startswith(FLOW_OWNER):
+        return []
+    found = []
+    for node in ast.walk(tree):
+        for target in assigned_targets(node):
+            if isinstance(target, ast.Attribute) and holds_a_flow(target.value):
+                what = f"assigns {ast.unparse(target)} (a method of the flow changes it)"
+                found.append(Offence(path, target.lineno, what))
+    return found
+
+
 def sources() -> Iterator[tuple[str, str]]:
     """Every Python file of the three packages: its repository path and its text."""
     for package in PACKAGES:

@@ -30,6 +30,7 @@ import sys
 import pytest
 from architecture_scan import (
     ENGINE,
+    FLOW_OWNER,
     MAX_FILE_LINES,
     MAX_FUNCTION_LINES,
     ROOT,
@@ -38,6 +39,7 @@ from architecture_scan import (
     TreeCheck,
     absolute,
     engine_imports,
+    flow_assignments,
     function_imports,
     imported,
     long_file,
@@ -71,6 +73,10 @@ def test_no_engine_function_is_over_80_lines() -> None:
 
 def test_no_import_inside_a_function_of_the_engine_or_the_store() -> None:
     report(scan(function_imports), "imports at module level")
+
+
+def test_only_the_turn_modules_assign_a_running_flows_attributes() -> None:
+    report(scan(flow_assignments), f"a flow's state is changed by its methods outside {FLOW_OWNER}")
 
 
 ISOLATED_IMPORTS = """
@@ -217,6 +223,28 @@ def test_the_layer_rule_passes_imports_down_and_spares_only_the_kernels_typing_i
 
 
 # --- the scanner on synthetic sources ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "flow.unanswered = []",
+        "flow.turns += 1",
+        "flow.prepared: object = None",
+        "prepared, flow.prepared = flow.prepared, None",
+        "thread.execution.stopped = True",
+        "runner.flow.current_side = 'b'",
+    ],
+)
+def test_the_flow_rule_catches_every_form_of_assignment(source: str) -> None:
+    found = offences(flow_assignments, "sa_core/engine/tools/toolrows.py", source)
+    assert found and found[0].startswith("sa_core/engine/tools/toolrows.py:1: assigns ")
+
+
+def test_the_flow_rule_spares_the_turn_modules_methods_and_other_objects() -> None:
+    source = "flow.answered(call.id)\nflow.context['k'] = 1\nthread.execution = None\nx.turns = 2"
+    assert offences(flow_assignments, "sa_core/engine/tools/toolrows.py", source) == []
+    assert offences(flow_assignments, "sa_core/engine/turn/step.py", "flow.unanswered = []") == []
 
 
 def offences(check: TreeCheck, path: str, source: str) -> list[str]:

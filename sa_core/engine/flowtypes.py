@@ -113,43 +113,23 @@ class StepResult:
     """Why the flow stopped, when it was settled in the step's own commit."""
 
 
-class ExecutionView(Protocol):
-    """A running flow as user code sees it: ``state.execution`` (the spec's ExecutionState).
+class RunningFlow(Protocol):
+    """What a thread handle holds of the flow it runs in (``ThreadRef.execution``).
 
-    Counts, the acting side, the flow's scratch ``context``, and the two controls a tool or
-    hook may use: :meth:`force_turn` and :meth:`stop`. The engine's own step state is not part
-    of it (:class:`sa_core.engine.flowview.FlowView`).
+    The members :class:`ExecutionView` reads, and the flow's scratch ``context``. The flow
+    itself (:class:`sa_core.engine.turn.flow.Flow`) owns them; the engine's step state is not
+    part of it (:mod:`sa_core.engine.flowview`).
     """
 
     flow_id: str
-    """This run of the turn loop."""
     current_side: Side
-    """The side acting now."""
     step_count: int
-    """Steps taken in this flow, both sides."""
+    side_steps: dict[Side, int]
     stopped: bool
-    """Whether the flow was stopped (:meth:`stop`)."""
     stopped_by: str | None
-    """Why it was stopped, if it was."""
     prompt_path: list[str]
-    """The prompts this flow went through (subprompts included)."""
+    messages: list[Message]
     context: dict[str, Any]
-    """A scratch dict tools and hooks of this flow share."""
-
-    @property
-    def side_a_step_count(self) -> int:
-        """Steps side A took in this flow."""
-        ...
-
-    @property
-    def side_b_step_count(self) -> int:
-        """Steps side B took in this flow."""
-        ...
-
-    @property
-    def message_history(self) -> list[Message]:
-        """Messages created during this flow."""
-        ...
 
     def force_turn(self, side: Side) -> None:
         """Make ``side`` act on the next step."""
@@ -158,3 +138,88 @@ class ExecutionView(Protocol):
     def stop(self, reason: str = "aborted") -> None:
         """Stop the flow after the current step."""
         ...
+
+    def view(self) -> ExecutionView:
+        """The flow as user code sees it."""
+        ...
+
+    def queue_tool(self, name: str, arguments: dict[str, Any]) -> None:
+        """Run tool ``name`` after the current step's tool calls (``state.queue_tool``)."""
+        ...
+
+
+class ExecutionView:
+    """A running flow as user code sees it: ``state.execution`` (the spec's ExecutionState).
+
+    Counts, the acting side, the flow's scratch ``context``, and the two controls a tool or
+    hook may use: :meth:`force_turn` and :meth:`stop`. Read-only otherwise: the engine's own
+    step state (the calls without results, the model call in flight, ...) stays with the turn
+    modules (:class:`sa_core.engine.turn.flow.Flow`).
+    """
+
+    __slots__ = ("_flow",)
+
+    def __init__(self, flow: RunningFlow) -> None:
+        self._flow = flow
+
+    def __repr__(self) -> str:
+        flow = self._flow
+        return f"<execution {flow.flow_id} side={flow.current_side} steps={flow.step_count}>"
+
+    @property
+    def flow_id(self) -> str:
+        """The id of this run of the turn loop."""
+        return self._flow.flow_id
+
+    @property
+    def current_side(self) -> Side:
+        """The side acting now."""
+        return self._flow.current_side
+
+    @property
+    def step_count(self) -> int:
+        """Steps taken in this flow, both sides."""
+        return self._flow.step_count
+
+    @property
+    def side_a_step_count(self) -> int:
+        """Steps side A took in this flow."""
+        return self._flow.side_steps["a"]
+
+    @property
+    def side_b_step_count(self) -> int:
+        """Steps side B took in this flow."""
+        return self._flow.side_steps["b"]
+
+    @property
+    def stopped(self) -> bool:
+        """Whether the flow was stopped (:meth:`stop`)."""
+        return self._flow.stopped
+
+    @property
+    def stopped_by(self) -> str | None:
+        """Why it was stopped, if it was."""
+        return self._flow.stopped_by
+
+    @property
+    def prompt_path(self) -> list[str]:
+        """The prompts this flow went through (subprompts included)."""
+        return list(self._flow.prompt_path)
+
+    @property
+    def context(self) -> dict[str, Any]:
+        """A scratch dict tools and hooks of this flow share (``state.context``)."""
+        return self._flow.context
+
+    @property
+    def message_history(self) -> list[Message]:
+        """Messages created during this flow."""
+        return list(self._flow.messages)
+
+    def force_turn(self, side: Side) -> None:
+        """Make ``side`` act on the next step."""
+        self._flow.force_turn(side)
+
+    def stop(self, reason: str = "aborted") -> None:
+        """Stop the flow after the current step."""
+        self._flow.stop(reason)

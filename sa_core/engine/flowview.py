@@ -1,79 +1,217 @@
-"""What the engine's lower groups see of a running flow: :class:`FlowView`.
+"""What the engine's lower groups see of a running flow: one small protocol each.
 
 The turn loop's own class (:class:`sa_core.engine.turn.flow.Flow`) lives above the tools, model,
-remote, delivery and subagent modules; they take this protocol instead, so that they import
-nothing above them (``tests/test_architecture.py``, ``LAYERS``).
+remote, delivery, subagent and worker modules; they take these protocols instead, so that they
+import nothing above them (``tests/test_architecture.py``, ``LAYERS``). Each names only what its
+users read, as read-only members: a change of the flow's step state is a method of the flow (the
+architecture test fails on an assignment to a flow's attribute outside ``engine/turn``).
+
+- :class:`FlowHome`, :class:`FlowScratch`: the kernel and thread, with the scratch dict (a
+  run-agent request taken by the drain).
+- :class:`FlowPlace`: where a flow's messages go (:mod:`sa_core.engine.messages`, the
+  compaction summary).
+- :class:`ModelFlow`: the model group (budget, compaction, structured output).
+- :class:`SettlingFlow`: what a flow's settlement writes (:mod:`sa_core.engine.turn.running`,
+  the scheduler, the child report).
+- :class:`SubagentFlow`: the subagent group (spawning, variables, run-agent requests).
+- :class:`RemoteFlow`: a remote agent's step.
+- :class:`ToolFlow`: the tool rows and the approval gate.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from sa_core.engine.flowtypes import ExecutionView, PendingHandoff, SessionOutcome, StopReason
+from sa_core.engine.flowtypes import SessionOutcome, StopReason
 from sa_core.spec import Message, Side, ToolCall
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from sa_core.engine.kernel import Kernel
     from sa_core.engine.threads import ThreadRef
     from sa_core.registry import PackScope
     from sa_core.spec import AgentDefinition, PromptDefinition, SideConfig
-    from sa_core.store import Transaction
-    from sa_core.store.execution_record import ResumePoint
     from sa_core.store.rows import QueueEntry
 
 
-class FlowView(ExecutionView, Protocol):
-    """A running flow (:class:`sa_core.engine.turn.flow.Flow`): the public view and the step state.
+class FlowHome(Protocol):
+    """The kernel and the thread a flow runs on (members as in :class:`~.turn.flow.Flow`)."""
 
-    The members are the flow's; their meaning is documented there.
-    """
+    @property
+    def kernel(self) -> Kernel:
+        """The engine's kernel."""
+        ...
 
-    kernel: Kernel
-    thread: ThreadRef
-    state: Any
-    depth: int
-    parent_message_id: str | None
-    prompt_override: PromptDefinition | None
-    side_steps: dict[Side, int]
-    queued_tools: list[tuple[str, dict[str, Any]]]
-    pending_handoff: PendingHandoff | None
-    queued_entries: list[QueueEntry] | None
-    end_reason: StopReason | None
-    outcome: SessionOutcome | None
-    settled_queue: list[QueueEntry] | None
-    messages: list[Message]
-    last_text: str
-    durable: bool
-    since: int
-    turns: dict[Side, int]
-    prepared: Message | None
-    partial: list[str]
-    unanswered: list[ToolCall]
-    sole_call: str | None
-    row_settled: StopReason | None
-    turn_schema: dict[str, Any] | None
-    turn_settings: dict[str, Any] | None
+    @property
+    def thread(self) -> ThreadRef:
+        """The thread the flow runs on."""
+        ...
+
+
+class FlowPlace(FlowHome, Protocol):
+    """Where a flow runs and its messages go."""
+
+    @property
+    def depth(self) -> int:
+        """0 for a thread's flow, more for a subprompt's."""
+        ...
+
+    @property
+    def parent_message_id(self) -> str | None:
+        """The message a subprompt's flow answers, if it is one."""
+        ...
+
+    def remember(self, message: Message) -> None:
+        """Add a message created during this flow to the live history."""
+        ...
+
+
+class ModelFlow(FlowPlace, Protocol):
+    """What the model group reads of a flow, and the two changes it makes."""
+
+    @property
+    def messages(self) -> list[Message]:
+        """The flow's live history."""
+        ...
+
+    @property
+    def prompt_override(self) -> PromptDefinition | None:
+        """The prompt a subprompt's flow runs, if it is one."""
+        ...
 
     @property
     def scope(self) -> PackScope:
         """The package the owning agent lives in."""
         ...
 
-    def read_turn(self, messages: Sequence[Message]) -> None:
-        """Take the turn's options from its user message."""
+    def log_prepared(self, log_id: str) -> None:
+        """Link the model call in flight's message to its request log."""
         ...
 
-    def resume_point(self, step_message_id: str | None = None) -> ResumePoint:
-        """Where the flow stands now."""
+    async def end_session(self, outcome: SessionOutcome) -> None:
+        """End the session with ``outcome``."""
         ...
 
-    async def save_point(self, point: ResumePoint, *, tx: Transaction | None = None) -> None:
-        """Store ``point`` as the thread's resume point (a durable flow only)."""
+
+class SettlingFlow(FlowHome, Protocol):
+    """What a flow's settlement writes: its side, counts, end and a child's outcome."""
+
+    @property
+    def current_side(self) -> Side:
+        """The side acting now."""
         ...
 
-    def remember(self, message: Message) -> None:
-        """Add a message created during this flow to the live history."""
+    @property
+    def turns(self) -> dict[Side, int]:
+        """Completed turns per side in the current session."""
+        ...
+
+    @property
+    def end_reason(self) -> StopReason | None:
+        """Why the flow stopped, once it ran."""
+        ...
+
+    @property
+    def outcome(self) -> SessionOutcome | None:
+        """How the session ended, if it did."""
+        ...
+
+
+class FlowScratch(FlowHome, Protocol):
+    """A flow's home and its scratch dict (a handoff's immediates, a run-agent request)."""
+
+    @property
+    def context(self) -> dict[str, Any]:
+        """The flow's scratch dict."""
+        ...
+
+
+class SubagentFlow(FlowScratch, Protocol):
+    """What the subagent group reads of a parent's flow."""
+
+    @property
+    def current_side(self) -> Side:
+        """The side acting now."""
+        ...
+
+    @property
+    def messages(self) -> list[Message]:
+        """The flow's live history."""
+        ...
+
+    @property
+    def outcome(self) -> SessionOutcome | None:
+        """How the session ended, if it did."""
+        ...
+
+
+class RemoteFlow(ModelFlow, SettlingFlow, Protocol):
+    """What a remote agent's step reads of a flow, and how it settles it."""
+
+    def settles_in_step(self) -> bool:
+        """Whether the flow's settlement is written in the commit of its step."""
+        ...
+
+    def settled_in_commit(self, queue: list[QueueEntry], reason: StopReason | None = None) -> None:
+        """The flow settled in a step's commit that read ``queue``."""
+        ...
+
+
+class ToolFlow(RemoteFlow, SubagentFlow, Protocol):
+    """What the tool rows and the approval gate read of a flow, and the changes they make."""
+
+    @property
+    def durable(self) -> bool:
+        """Whether the flow keeps the thread's execution record."""
+        ...
+
+    @property
+    def state(self) -> Any:
+        """The thread's facade user code gets."""
+        ...
+
+    @property
+    def partial(self) -> list[str]:
+        """Text streamed by the model call in flight."""
+        ...
+
+    @property
+    def sole_call(self) -> str | None:
+        """The id of the running step's only tool call."""
+        ...
+
+    @property
+    def unanswered(self) -> list[ToolCall]:
+        """Tool calls of the running step without a stored row yet."""
+        ...
+
+    def answered(self, call_id: str) -> None:
+        """The call ``call_id`` is no longer awaited."""
+        ...
+
+    def answered_all(self) -> None:
+        """No call of the step waits for a row any more."""
+        ...
+
+    def take_prepared(self) -> Message | None:
+        """The model call in flight's message, handed over once."""
+        ...
+
+    def restore_session(self, kept: tuple[SessionOutcome | None, dict[Side, int]]) -> None:
+        """Undo an ended session whose commit rolled back."""
+        ...
+
+    def ended_by(self, reason: str) -> None:
+        """Record why the flow ended."""
+        ...
+
+    def act_as(self, side: Side) -> None:
+        """Make ``side`` the acting side now."""
+        ...
+
+    def reload_turn(self, turn: Sequence[Message]) -> None:
+        """Put a parked turn's stored messages back in front of the live history."""
         ...
 
     def resume_turn(self, pending: dict[str, Any]) -> None:
@@ -82,10 +220,6 @@ class FlowView(ExecutionView, Protocol):
 
     def side_config(self, side: Side, agent: AgentDefinition | None = None) -> SideConfig | None:
         """The acting side's config, or None when a human takes that side."""
-        ...
-
-    def settles_in_step(self) -> bool:
-        """Whether the flow's settlement is written in the commit of its step."""
         ...
 
     async def run_call(
@@ -104,15 +238,12 @@ class FlowView(ExecutionView, Protocol):
         """End the session on a tool row's result."""
         ...
 
-    async def end_session(self, outcome: SessionOutcome) -> None:
-        """End the session with ``outcome``."""
-        ...
 
-
-def flow_of(thread: ThreadRef) -> FlowView | None:
+def flow_of(thread: ThreadRef) -> ToolFlow | None:
     """The flow ``thread`` runs in, else ``None`` (outside a turn).
 
-    A handle's ``execution`` is typed as the public view; the engine only ever sets it to its
-    own flow (:class:`sa_core.engine.turn.flow.Flow`), which is a :class:`FlowView`.
+    A handle's ``execution`` is typed as what user code and the handle read of it; the engine
+    only ever sets it to its own flow (:class:`sa_core.engine.turn.flow.Flow`), which is a
+    :class:`ToolFlow` (and every other protocol here).
     """
-    return cast("FlowView | None", thread.execution)
+    return cast("ToolFlow | None", thread.execution)

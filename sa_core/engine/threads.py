@@ -21,7 +21,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sa_core.engine.flowtypes import ExecutionView
+    from sa_core.engine.flowtypes import RunningFlow
     from sa_core.spec import Message, PromptDefinition, SubagentRegistryEntry
     from sa_core.store import Store, ThreadRow, Transaction
     from sa_core.store.packitems import StoreWrites
@@ -79,7 +79,7 @@ class ThreadRef:
         "tool_options",
     )
 
-    def __init__(self, shared: SharedThread, flow: ExecutionView | None = None) -> None:
+    def __init__(self, shared: SharedThread, flow: RunningFlow | None = None) -> None:
         self.shared = shared
         self.thread_id: str = shared.row.id
         self.prompt: PromptDefinition | None = None
@@ -89,7 +89,7 @@ class ThreadRef:
         self.tool_attempt = 1
         self.store_writes: StoreWrites | None = None
         self.effect_attempt: int | None = None
-        self.execution: ExecutionView | None = flow
+        self.execution: RunningFlow | None = flow
         self.own_context: dict[str, Any] = {}
         self.facade: weakref.ref[Any] | None = None
 
@@ -359,7 +359,7 @@ class LiveThreads:
     async def ref_for(
         self,
         row: ThreadRow,
-        flow: ExecutionView | None = None,
+        flow: RunningFlow | None = None,
         *,
         read_at: int | None = None,
         children: list[SubagentRegistryEntry] | None = None,

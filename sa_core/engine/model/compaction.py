@@ -25,7 +25,7 @@ from sa_core.engine.model.compaction_summary import PURPOSE, summarize
 from sa_core.errors import SAError
 
 if TYPE_CHECKING:
-    from sa_core.engine.flowview import FlowView
+    from sa_core.engine.flowview import ModelFlow
     from sa_core.engine.tools.tools import OfferedTool
     from sa_core.providers import ProviderMessage, ProviderTool
     from sa_core.spec import Log, Message, ModelDefinition, PromptDefinition
@@ -126,7 +126,7 @@ SCANNED_THREADS = 4096
 _SCANS: OrderedDict[tuple[str, bool, bool], _Scan] = OrderedDict()
 
 
-def _has_markers(flow: FlowView, prompt: PromptDefinition, history: list[Message]) -> bool:
+def _has_markers(flow: ModelFlow, prompt: PromptDefinition, history: list[Message]) -> bool:
     """Whether ``history`` holds a marker, searching only what earlier steps did not.
 
     The history a thread's steps send only grows at its end (for one kind of prompt), so a
@@ -259,7 +259,7 @@ def plan_for(prompt: PromptDefinition, model: ModelDefinition) -> Plan | None:
 
 
 async def compact_history(
-    flow: FlowView,
+    flow: ModelFlow,
     prompt: PromptDefinition,
     model: ModelDefinition,
     system_text: str,
@@ -310,7 +310,7 @@ async def compact_history(
     return view.messages
 
 
-async def _estimate(flow: FlowView, view: View, fixed: int, trigger: int) -> int:
+async def _estimate(flow: ModelFlow, view: View, fixed: int, trigger: int) -> int:
     """Estimated tokens of the request, raised to what the provider last reported plus the new.
 
     The provider's count is read only when the estimate is near the trigger (one read of the
@@ -324,7 +324,7 @@ async def _estimate(flow: FlowView, view: View, fixed: int, trigger: int) -> int
     return max(estimate, reported or 0)
 
 
-async def _reported_tokens(flow: FlowView, view: View) -> int | None:
+async def _reported_tokens(flow: ModelFlow, view: View) -> int | None:
     """The last step's reported prompt tokens plus the estimate of what came after its call."""
     logs, _ = await flow.kernel.store.list_logs(flow.thread.thread_id, limit=8)
     positions = {m.id: i for i, m in enumerate(view.messages) if m.role != "tool"}
@@ -361,7 +361,7 @@ def choose_cut(messages: list[Message], keep_last: int, strategy: Strategy) -> i
 
 
 async def _compact_once(
-    flow: FlowView, plan: Plan, strategy: Strategy, view: View, keep: int, estimate: int
+    flow: ModelFlow, plan: Plan, strategy: Strategy, view: View, keep: int, estimate: int
 ) -> View | None:
     """Write one marker for ``view`` and return the new view; ``None`` if nothing to compact."""
     messages = view.messages

@@ -14,7 +14,7 @@ from sa_core.errors import SAError
 from sa_core.providers import ProviderMessage
 
 if TYPE_CHECKING:
-    from sa_core.engine.flowview import FlowView
+    from sa_core.engine.flowview import FlowPlace
     from sa_core.spec import Log, Message, ModelDefinition
 
 SUMMARY_PREFIX = "Summary of the earlier conversation (the messages it replaces stay stored):\n"
@@ -83,7 +83,7 @@ def _request(summary: str | None, part: list[str]) -> list[ProviderMessage]:
 
 
 async def summarize(
-    flow: FlowView,
+    flow: FlowPlace,
     model: ModelDefinition,
     messages: list[Message],
     marker_id: str,

@@ -32,7 +32,7 @@ from sa_core.spec.records import ToolCall, ToolCallFunction
 from sa_core.spec.schemas import json_schema_of, validate_output
 
 if TYPE_CHECKING:
-    from sa_core.engine.flowview import FlowView
+    from sa_core.engine.flowview import ModelFlow
     from sa_core.providers import Provider, ProviderRequest, StreamChunk
     from sa_core.spec import PromptDefinition, Side
     from sa_core.spec.records import Log
@@ -148,7 +148,7 @@ def parse_text(text: str) -> tuple[Any, list[str]]:
 
 
 async def check_answer(
-    flow: FlowView, prompt: PromptDefinition, side: Side, calls: list[Any], content: str, log: Log
+    flow: ModelFlow, prompt: PromptDefinition, side: Side, calls: list[Any], content: str, log: Log
 ) -> Answer:
     """Check a step's answer against the prompt's ``output_schema``.
 
@@ -185,9 +185,7 @@ async def check_answer(
             return Answer([], text, {OUTPUT: value})
     if _rejected_before(flow, SIDE_ROLE[side]):
         await flow.kernel.store.insert_log(flow.thread.thread_id, log)
-        prepared = flow.prepared
-        if prepared is not None:  # stored failed, with the error (no answer text: none counts)
-            flow.prepared = prepared.model_copy(update={"log_id": log.id})
+        flow.log_prepared(log.id)  # stored failed, with the error (no answer text: none counts)
         raise StructuredOutputError(prompt.name, problems)
     if final is None:
         final = ToolCall(
@@ -202,7 +200,7 @@ async def check_answer(
     return Answer([final], content, {OUTPUT_ERROR: problems}, rejection)
 
 
-async def end_child_session(flow: FlowView, answer: Answer) -> Literal["session_stop"] | None:
+async def end_child_session(flow: ModelFlow, answer: Answer) -> Literal["session_stop"] | None:
     """End a subagent's session on a validated answer: its JSON is what the parent receives.
 
     The schema is the child's deliverable, so the first answer that matches it ends the
@@ -266,7 +264,7 @@ class PartialOutput:
         return value
 
 
-def _rejected_before(flow: FlowView, role: str) -> bool:
+def _rejected_before(flow: ModelFlow, role: str) -> bool:
     """Whether the acting side's last message in this flow was a rejected answer."""
     for message in reversed(flow.messages):
         if message.role == role:

@@ -29,7 +29,7 @@ from sa_core.engine.messages import create_message, new_message
 from sa_core.spec.base import DEFERRED
 
 if TYPE_CHECKING:
-    from sa_core.engine.flowview import FlowView
+    from sa_core.engine.flowview import ModelFlow
     from sa_core.engine.kernel import Kernel
     from sa_core.engine.threads import ThreadRef
     from sa_core.store import Store
@@ -204,7 +204,7 @@ async def budget_exhausted(kernel: Kernel, thread: ThreadRef) -> str | None:
     return None
 
 
-async def stop_for_budget(flow: FlowView, side: str) -> bool:
+async def stop_for_budget(flow: ModelFlow, side: str) -> bool:
     """Before a model call: when a budget is exhausted, record it and end the session.
 
     Stores an assistant row (status ``failed``, so it never enters a later context) whose content

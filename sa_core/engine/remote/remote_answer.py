@@ -31,7 +31,7 @@ from sa_core.engine.secrets import redact
 from sa_core.spec import AttachmentRef
 
 if TYPE_CHECKING:
-    from sa_core.engine.flowview import FlowView
+    from sa_core.engine.flowview import RemoteFlow
     from sa_core.engine.remote.remote_client import RemoteError
     from sa_core.engine.remote.remote_record import Record
     from sa_core.engine.remote.remote_task import TaskView
@@ -91,7 +91,7 @@ def _stop_reason(state: str, failed: bool) -> StopReason:
 
 
 async def commit(
-    flow: FlowView,
+    flow: RemoteFlow,
     remote: RemoteAgentDefinition,
     record: Record,
     view: TaskView,
@@ -143,7 +143,7 @@ async def commit(
             await kernel.store.insert_log(thread.thread_id, _usage_log(remote, view.usage), tx=tx)
         await flow.end_session(SessionOutcome(_session(state, failed), failed, text, refs))
         if flow.settles_in_step():
-            flow.settled_queue = await kernel.scheduler.settle_and_read_queue(flow, tx, reason)
+            flow.settled_in_commit(await kernel.scheduler.settle_and_read_queue(flow, tx, reason))
     return StepResult(stored, [], [], stored.content or "", reason)
 
 
@@ -177,7 +177,7 @@ def _usage_log(remote: RemoteAgentDefinition, usage: dict[str, Any]) -> Any:
     return new_log("llm_call", data)
 
 
-async def replay(flow: FlowView, remote: RemoteAgentDefinition) -> StepResult:
+async def replay(flow: RemoteFlow, remote: RemoteAgentDefinition) -> StepResult:
     """End the session from the answer stored before a restart (or stop: nothing to send)."""
     last = next(
         (m for m in reversed(flow.messages) if (m.metadata or {}).get(A2A, {}).get("kind")),

@@ -63,7 +63,7 @@ from sa_core.store.clock import now_us
 
 if TYPE_CHECKING:
     from sa_core.engine.flowtypes import StepResult
-    from sa_core.engine.flowview import FlowView
+    from sa_core.engine.flowview import RemoteFlow
     from sa_core.engine.remote.remote_client import Connection
     from sa_core.engine.remote.remote_task import Answer, TaskView
     from sa_core.spec import Message, RemoteAgentDefinition
@@ -99,7 +99,7 @@ def unanswered(messages: list[Message]) -> list[Message]:
     ]
 
 
-async def run_remote_step(flow: FlowView, remote: RemoteAgentDefinition) -> StepResult:
+async def run_remote_step(flow: RemoteFlow, remote: RemoteAgentDefinition) -> StepResult:
     """Run the exchange for the child's unanswered messages (see the module docstring)."""
     inputs = unanswered(flow.messages)
     if not inputs:
@@ -128,7 +128,7 @@ async def run_remote_step(flow: FlowView, remote: RemoteAgentDefinition) -> Step
 
 
 async def _run(
-    flow: FlowView, remote: RemoteAgentDefinition, exchange: Exchange, inputs: list[Message]
+    flow: RemoteFlow, remote: RemoteAgentDefinition, exchange: Exchange, inputs: list[Message]
 ) -> None:
     """Send (or, after a restart, follow) within the timeout; failures land in ``exchange``."""
     kernel, thread = flow.kernel, flow.thread
@@ -169,7 +169,7 @@ async def _run(
 
 
 async def _connected(
-    flow: FlowView, remote: RemoteAgentDefinition, exchange: Exchange, inputs: list[Message]
+    flow: RemoteFlow, remote: RemoteAgentDefinition, exchange: Exchange, inputs: list[Message]
 ) -> None:
     """Send the inputs, or follow their task; an unreachable agent is retried once it has one.
 
@@ -199,7 +199,7 @@ async def _connected(
 
 
 async def _talk(
-    flow: FlowView,
+    flow: RemoteFlow,
     conn: Connection,
     exchange: Exchange,
     inputs: list[Message],
@@ -223,7 +223,7 @@ async def _talk(
         exchange.answer = await fetch_linked(conn, exchange.view.answer())
 
 
-async def _files(flow: FlowView, inputs: list[Message]) -> list[tuple[str, str, bytes]]:
+async def _files(flow: RemoteFlow, inputs: list[Message]) -> list[tuple[str, str, bytes]]:
     """``(name, mime type, bytes)`` of the inputs' attachments, read from the child's files."""
     found: list[tuple[str, str, bytes]] = []
     for message in inputs:
@@ -235,7 +235,7 @@ async def _files(flow: FlowView, inputs: list[Message]) -> list[tuple[str, str, 
     return found
 
 
-async def _progress(flow: FlowView, exchange: Exchange, view: TaskView) -> None:
+async def _progress(flow: RemoteFlow, exchange: Exchange, view: TaskView) -> None:
     """After each item: commit the task's id once known, store status texts as notes."""
     kernel, thread = flow.kernel, flow.thread
     record = exchange.record

@@ -17,7 +17,7 @@ from sa_core.errors import DefinitionNotFoundError
 from sa_core.spec import AgentDefinition, QueueMessageInput
 
 if TYPE_CHECKING:
-    from sa_core.engine.flowview import FlowView
+    from sa_core.engine.flowview import FlowScratch
     from sa_core.engine.kernel import Kernel
     from sa_core.engine.threads import ThreadRef
     from sa_core.registry import PackScope
@@ -86,7 +86,7 @@ def run_agent_request(metadata: dict[str, Any] | None) -> dict[str, Any] | None:
     return request if isinstance(request, dict) else None
 
 
-async def take_run_agent(flow: FlowView, request: dict[str, Any], tx: Transaction) -> None:
+async def take_run_agent(flow: FlowScratch, request: dict[str, Any], tx: Transaction) -> None:
     """Make the requested agent the thread's owner, in the drain's transaction ``tx``.
 
     An agent that no longer resolves (its pack changed since the request) is logged as

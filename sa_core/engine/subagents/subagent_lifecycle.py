@@ -17,7 +17,7 @@ from sa_core.engine.tools.tools import LIFECYCLE_TOOLS
 from sa_core.spec import ToolResult
 
 if TYPE_CHECKING:
-    from sa_core.engine.flowview import FlowView
+    from sa_core.engine.flowview import SubagentFlow
     from sa_core.engine.kernel import Kernel
     from sa_core.engine.threads import ThreadRef
     from sa_core.engine.tools.tools import ToolTable
@@ -33,7 +33,7 @@ def _current_table(kernel: Kernel, thread: ThreadRef) -> ToolTable | None:
 async def run_lifecycle_tool(
     kernel: Kernel,
     thread: ThreadRef,
-    flow: FlowView | None,
+    flow: SubagentFlow | None,
     name: str,
     arguments: dict[str, Any],
     tool_message_id: str | None,

@@ -44,7 +44,7 @@ from sa_core.spec import SubagentToolConfig, ToolResult
 
 if TYPE_CHECKING:
     from sa_core.engine.flowtypes import SessionOutcome
-    from sa_core.engine.flowview import FlowView
+    from sa_core.engine.flowview import SettlingFlow
     from sa_core.engine.kernel import Kernel
     from sa_core.engine.threads import ThreadRef
     from sa_core.spec import SessionToolBinding, ToolCall
@@ -169,7 +169,7 @@ def _can_answer_here(kernel: Kernel, link: ChildLink) -> bool:
 
 
 async def forward_status(
-    flow: FlowView, call: ToolCall, result: ToolResult, binding: SessionToolBinding
+    flow: SettlingFlow, call: ToolCall, result: ToolResult, binding: SessionToolBinding
 ) -> None:
     """A ``session_status`` call updates the parent's registry status, ending nothing."""
     thread = flow.thread
@@ -220,7 +220,7 @@ async def notify_parent(kernel: Kernel, thread: ThreadRef, content: str) -> None
 # ---------------------------------------------------------------------------------------------
 
 
-def _final_outcome(flow: FlowView) -> SessionOutcome | None:
+def _final_outcome(flow: SettlingFlow) -> SessionOutcome | None:
     """The flow's session outcome, with the text a failure without a terminal tool reports."""
     outcome = flow.outcome
     if outcome is not None and outcome.content is None and outcome.reason not in TERMINAL_TOOLS:
@@ -231,7 +231,7 @@ def _final_outcome(flow: FlowView) -> SessionOutcome | None:
 
 
 def settled_execution(
-    kernel: Kernel, thread: ThreadRef, flow: FlowView, reason: str, execution: dict[str, Any]
+    kernel: Kernel, thread: ThreadRef, flow: SettlingFlow, reason: str, execution: dict[str, Any]
 ) -> dict[str, Any]:
     """A child's execution entry as its flow settles: its outcome, and the call it answers.
 
@@ -274,7 +274,7 @@ def _answering(kernel: Kernel, thread: ThreadRef, reason: str, link: ChildLink) 
     )
 
 
-async def on_flow_end(kernel: Kernel, thread: ThreadRef, flow: FlowView, reason: str) -> None:
+async def on_flow_end(kernel: Kernel, thread: ThreadRef, flow: SettlingFlow, reason: str) -> None:
     """After a child's flow settled its row: the registry status, and the parent's report.
 
     The row's execution entry was shaped by :func:`settled_execution` and written before.

@@ -40,7 +40,7 @@ from sa_core.spec import (
 from sa_core.store.clock import now_us
 
 if TYPE_CHECKING:
-    from sa_core.engine.flowview import FlowView
+    from sa_core.engine.flowview import FlowScratch, SubagentFlow
     from sa_core.engine.kernel import Kernel
     from sa_core.engine.threads import ThreadRef
     from sa_core.spec import Message, PromptDefinition
@@ -59,7 +59,7 @@ def child_role(config: SubagentToolConfig) -> str:
 async def create(
     kernel: Kernel,
     thread: ThreadRef,
-    flow: FlowView | None,
+    flow: SubagentFlow | None,
     tool: OfferedTool,
     *,
     message: str,
@@ -311,7 +311,7 @@ async def _hand_over_first(
         return await owe_first_turn(kernel, child, role, message, attachments)
 
 
-def _spawn_group(flow: FlowView | None) -> str | None:
+def _spawn_group(flow: SubagentFlow | None) -> str | None:
     if flow is None:
         return None
     for message in reversed(flow.messages):
@@ -490,14 +490,14 @@ def _immediate_instances(
     return instances
 
 
-async def run_immediate(flow: FlowView) -> bool:
+async def run_immediate(flow: FlowScratch) -> bool:
     """Boot immediates after a handoff made a new prompt active; never ends the step."""
     if flow.context.pop("_immediate_due", False):
         await boot_immediate(flow.kernel, flow.thread)
     return False
 
 
-def reset_immediate(flow: FlowView) -> None:
+def reset_immediate(flow: FlowScratch) -> None:
     """Mark the new active prompt's immediates to boot before the next step."""
     flow.context["_immediate_due"] = True
 

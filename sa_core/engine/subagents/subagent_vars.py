@@ -15,7 +15,7 @@ from sa_core.engine.variables import scoped_names
 from sa_core.spec import AgentDefinition, ToolResult
 
 if TYPE_CHECKING:
-    from sa_core.engine.flowview import FlowView
+    from sa_core.engine.flowview import SubagentFlow
     from sa_core.engine.kernel import Kernel
     from sa_core.engine.threads import ThreadRef
     from sa_core.engine.tools.tools import OfferedTool
@@ -32,7 +32,7 @@ def child_env(parent: ThreadRow, scope: PackScope, agent: AgentDefinition) -> di
 async def defer_for_variables(
     kernel: Kernel,
     thread: ThreadRef,
-    flow: FlowView | None,
+    flow: SubagentFlow | None,
     tool: OfferedTool,
     message: str,
     paths: list[str],

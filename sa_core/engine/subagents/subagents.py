@@ -40,7 +40,7 @@ from sa_core.errors import ConfigurationError
 from sa_core.spec import SubagentToolConfig, ToolResult
 
 if TYPE_CHECKING:
-    from sa_core.engine.flowview import FlowView
+    from sa_core.engine.flowview import SubagentFlow
     from sa_core.engine.kernel import Kernel
     from sa_core.engine.threads import ThreadRef
     from sa_core.engine.tools.tools import OfferedTool
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 async def run_subagent_tool(
     kernel: Kernel,
     thread: ThreadRef,
-    flow: FlowView | None,
+    flow: SubagentFlow | None,
     tool: OfferedTool,
     arguments: dict[str, Any],
     tool_message_id: str | None,

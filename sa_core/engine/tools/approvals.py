@@ -46,7 +46,7 @@ from sa_core.spec.schemas import validate_args
 from sa_core.store.clock import now_us
 
 if TYPE_CHECKING:
-    from sa_core.engine.flowview import FlowView
+    from sa_core.engine.flowview import ToolFlow
     from sa_core.engine.kernel import Kernel
     from sa_core.engine.threads import ThreadRef
     from sa_core.engine.tools.tools import OfferedTool
@@ -118,7 +118,7 @@ def mark_pending(kernel: Kernel, thread_id: str) -> None:
 
 
 async def gate(
-    flow: FlowView, call: ToolCall, offered: dict[str, OfferedTool], config: SideConfig
+    flow: ToolFlow, call: ToolCall, offered: dict[str, OfferedTool], config: SideConfig
 ) -> Message | None | Literal[False]:
     """Before a tool call runs: ``False`` to run it, ``None`` when parked, or a refusal row.
 
@@ -158,13 +158,13 @@ async def gate(
         calls[call.id]["client"] = True
     await store.set_value(thread.thread_id, KEY, pending)
     _mark(kernel, thread.thread_id, True)
-    flow.unanswered = [c for c in flow.unanswered if c.id != call.id]
+    flow.answered(call.id)
     event = "tool_call_awaiting_client" if client else "tool_call_awaiting_approval"
     emit(kernel, thread, event, {"id": call.id, "name": call.name})
     return None
 
 
-async def run_decided_calls(flow: FlowView, side: str, config: SideConfig) -> Parked | None:
+async def run_decided_calls(flow: ToolFlow, side: str, config: SideConfig) -> Parked | None:
     """Before a step: act on decided calls; why the turn stays parked, while a call waits.
 
     Returns:
@@ -189,7 +189,7 @@ async def run_decided_calls(flow: FlowView, side: str, config: SideConfig) -> Pa
     if pending.get("side") in ("a", "b") and pending["side"] != side:
         side = pending["side"]
         config = flow.side_config(side) or config  # type: ignore[arg-type]
-        flow.current_side = side  # type: ignore[assignment]
+        flow.act_as(side)  # type: ignore[arg-type]
     await _resume_turn(flow, pending.get("turn_start"))
     flow.resume_turn(pending)
     prompt = kernel.scope_of(thread).prompt(pending.get("prompt") or config.prompt)
@@ -223,7 +223,7 @@ def _parked_reason(calls: dict[str, Any]) -> Parked:
 
 
 async def _act_on(
-    flow: FlowView, entry: dict[str, Any], offered: dict[str, OfferedTool], config: SideConfig
+    flow: ToolFlow, entry: dict[str, Any], offered: dict[str, OfferedTool], config: SideConfig
 ) -> None:
     """Run an approved call, or store a denied call's refusal or a client call's result."""
     decision = entry["decision"]
@@ -253,7 +253,7 @@ async def _act_on(
         await store_tool_row(flow, call, result, config)
 
 
-async def _resume_turn(flow: FlowView, first: str | None) -> None:
+async def _resume_turn(flow: ToolFlow, first: str | None) -> None:
     """In a new flow, put the parked turn's messages back in front of the flow's own."""
     if first is None or any(m.id == first for m in flow.messages):
         return
@@ -263,9 +263,7 @@ async def _resume_turn(flow: FlowView, first: str | None) -> None:
         return
     known = {m.id for m in flow.messages}
     turn = [m for m in history[ids.index(first) :] if m.id not in known]
-    flow.messages[:0] = turn
-    if turn and turn[0].created_at:  # a resume point saved from now on reloads the turn
-        flow.since = min(flow.since, turn[0].created_at)
+    flow.reload_turn(turn)
 
 
 async def _offered(

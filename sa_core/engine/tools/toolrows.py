@@ -49,7 +49,7 @@ from sa_core.store.clock import now_us
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
-    from sa_core.engine.flowview import FlowView
+    from sa_core.engine.flowview import ToolFlow
     from sa_core.store.packitems import ItemWrite, StoreWrites
 
 STOPPED_BY_USER = "Execution stopped by user"
@@ -63,7 +63,7 @@ NO_SIDE = SideConfig(prompt="")
 
 
 async def store_tool_row(
-    flow: FlowView,
+    flow: ToolFlow,
     call: ToolCall,
     result: ToolResult,
     config: SideConfig,
@@ -117,7 +117,7 @@ async def store_tool_row(
     else:
         row = await create_message(flow.kernel, flow.thread, row)
     flow.remember(row)
-    flow.unanswered = [c for c in flow.unanswered if c.id != call.id]
+    flow.answered(call.id)
     return row
 
 
@@ -132,14 +132,14 @@ def _row_metadata(result: ToolResult, extra: dict[str, Any] | None) -> dict[str,
     return {**error, **extra} if extra else error
 
 
-async def store_error_row(flow: FlowView, call: ToolCall, error: str) -> Message:
+async def store_error_row(flow: ToolFlow, call: ToolCall, error: str) -> Message:
     """Store the failed result ``error`` for ``call`` as it is (no hook, no session tool)."""
     return await store_tool_row(
         flow, call, ToolResult(status="error", error=error), NO_SIDE, raw=True
     )
 
 
-async def _stored_refs(flow: FlowView, result: ToolResult) -> list[AttachmentRef]:
+async def _stored_refs(flow: ToolFlow, result: ToolResult) -> list[AttachmentRef]:
     """The result's attachments as references, inline ones stored in the thread first."""
     refs: list[AttachmentRef] = []
     for item in result.attachments:
@@ -161,7 +161,7 @@ async def _stored_refs(flow: FlowView, result: ToolResult) -> list[AttachmentRef
 
 
 async def _mapped_content(
-    flow: FlowView,
+    flow: ToolFlow,
     call: ToolCall,
     result: ToolResult,
     config: SideConfig,
@@ -191,7 +191,7 @@ async def _mapped_content(
 
 
 def ends_session(
-    flow: FlowView, call: ToolCall, result: ToolResult, config: SideConfig
+    flow: ToolFlow, call: ToolCall, result: ToolResult, config: SideConfig
 ) -> Literal["session_stop", "session_fail"] | None:
     """Why the flow stops once this tool row is stored, when nothing left can change it.
 
@@ -210,7 +210,7 @@ def ends_session(
 
 
 async def store_row_with_writes(
-    flow: FlowView, row: Message, writes: Sequence[ItemWrite]
+    flow: ToolFlow, row: Message, writes: Sequence[ItemWrite]
 ) -> Message:
     """Store a tool row and the tool's writes to the pack's store in one commit.
 
@@ -227,7 +227,7 @@ async def store_row_with_writes(
 
 
 async def store_ending_row(
-    flow: FlowView,
+    flow: ToolFlow,
     row: Message,
     reason: Literal["session_stop", "session_fail"],
     writes: Sequence[ItemWrite] = (),
@@ -246,14 +246,13 @@ async def store_ending_row(
             await flow.end_session_on(stored, reason)
             queue = await kernel.scheduler.settle_and_read_queue(flow, tx, reason)
     except BaseException:  # rolled back: the runner settles the flow as after any failure
-        flow.outcome, flow.turns = kept
+        flow.restore_session(kept)
         raise
-    flow.settled_queue = queue
-    flow.row_settled = reason
+    flow.settled_in_commit(queue, reason)
     return stored
 
 
-async def cleanup_after_abort(flow: FlowView) -> None:
+async def cleanup_after_abort(flow: ToolFlow) -> None:
     """After a stop (or shutdown) cancelled the flow: settle the model call and the tool calls.
 
     A user stop keeps what the model already said; the calls left without a result get
@@ -272,7 +271,7 @@ async def cleanup_after_abort(flow: FlowView) -> None:
         await fail_unanswered_message(flow, {"status": "failed", "metadata": {"error": reason}})
     if closing and flow.durable:
         # a shutdown is a restart like a crash: the calls without results run on resume
-        flow.unanswered = []
+        flow.answered_all()
     for call in list(flow.unanswered):
         row = new_message(
             flow.thread.thread_id,
@@ -285,22 +284,22 @@ async def cleanup_after_abort(flow: FlowView) -> None:
             parent_id=flow.parent_message_id,
         )
         await create_message(flow.kernel, flow.thread, row)
-    flow.unanswered = []
-    flow.stopped_by = "aborted_by_user"
+    flow.answered_all()
+    flow.ended_by("aborted_by_user")
 
 
-async def fail_unanswered_message(flow: FlowView, updates: dict[str, Any]) -> None:
+async def fail_unanswered_message(flow: ToolFlow, updates: dict[str, Any]) -> None:
     """Store the message of a model call that never completed as ``failed``.
 
     Watched or not, a failed call leaves the same row: the prepared (not yet stored)
     message written once with the failure applied.
     """
-    prepared, flow.prepared = flow.prepared, None
+    prepared = flow.take_prepared()
     if prepared is not None:
         flow.remember(await complete_prepared(flow.kernel, flow.thread, prepared, updates))
 
 
-async def record_step_error(flow: FlowView, exc: Exception) -> None:
+async def record_step_error(flow: ToolFlow, exc: Exception) -> None:
     """A step crashed: fail its model call and its unanswered calls, and log the error."""
     text = f"{type(exc).__name__}: {exc}"
     data: dict[str, Any] = {"error": text, "depth": flow.depth}
@@ -311,7 +310,7 @@ async def record_step_error(flow: FlowView, exc: Exception) -> None:
     except Exception as again:  # e.g. the hook that failed the step fails these writes too
         data["recording_error"] = f"{type(again).__name__}: {again}"
     await flow.kernel.log(flow.thread.thread_id, "step_error", data)
-    flow.stopped_by = "step_error"
+    flow.ended_by("step_error")
 
 
 def cancelled_rows(
@@ -361,7 +360,7 @@ def as_result(value: Any, fallback: ToolResult) -> ToolResult:
 
 
 def refused_on_resume(
-    flow: FlowView,
+    flow: ToolFlow,
     call: ToolCall,
     offered: dict[str, OfferedTool],
     attempt: int,

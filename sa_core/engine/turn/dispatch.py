@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from sa_core.engine.files import attachment_paths, attachments_named
 from sa_core.engine.flowtypes import PendingHandoff
-from sa_core.engine.flowview import flow_of
 from sa_core.engine.subagents import subagent_lifecycle, subagents
 from sa_core.engine.threads import tool_config
 from sa_core.engine.tools.offered import resolve_any_tool
@@ -22,7 +21,6 @@ from sa_core.spec import AttachmentRef, SubpromptConfig, ToolCall, ToolResult
 from sa_core.spec.schemas import validate_args
 
 if TYPE_CHECKING:
-    from sa_core.engine.flowview import FlowView
     from sa_core.engine.kernel import Kernel
     from sa_core.engine.threads import ThreadRef
     from sa_core.engine.turn.flow import Flow
@@ -61,7 +59,7 @@ async def execute_call(
 async def run_offered(
     kernel: Kernel,
     thread: ThreadRef,
-    flow: FlowView | None,
+    flow: Flow | None,
     tool: OfferedTool,
     arguments: dict[str, Any],
     tool_message_id: str | None,
@@ -110,7 +108,7 @@ async def run_offered(
 async def _handoff(
     kernel: Kernel,
     thread: ThreadRef,
-    flow: FlowView | None,
+    flow: Flow | None,
     tool: OfferedTool,
     arguments: dict[str, Any],
 ) -> ToolResult:
@@ -144,7 +142,7 @@ async def invoke_tool(
     kernel: Kernel, thread: ThreadRef, name: str, arguments: dict[str, Any]
 ) -> ToolResult:
     """``state.invoke_tool``: run one tool through the dispatcher; store no tool message."""
-    flow = flow_of(thread)
+    flow = cast("Flow | None", thread.execution)  # only ever the engine's own flow
     if name in LIFECYCLE_TOOLS:
         return await subagent_lifecycle.run_lifecycle_tool(
             kernel, thread, flow, name, arguments, None

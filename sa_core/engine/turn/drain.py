@@ -9,7 +9,7 @@ side that acts next.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sa_core.engine.flowtypes import side_for_role
 from sa_core.engine.messages import announce_created, new_message, prepare_message
@@ -19,12 +19,51 @@ from sa_core.spec import AttachmentRef, Message
 from sa_core.store.conflicts import QueueChanged
 
 if TYPE_CHECKING:
-    from sa_core.engine.flowview import FlowView
+    from collections.abc import Sequence
+
+    from sa_core.engine.kernel import Kernel
+    from sa_core.engine.threads import ThreadRef
+    from sa_core.spec import Side
     from sa_core.store import Transaction
+    from sa_core.store.execution_record import ResumePoint
     from sa_core.store.rows import QueueEntry
 
 
-async def drain_queue(flow: FlowView) -> None:
+class DrainingFlow(Protocol):
+    """What the drain reads and changes of a flow (:class:`sa_core.engine.turn.flow.Flow`).
+
+    A protocol so that this module stays out of the turn loop's import cycle; the flow's
+    step state is the turn modules' own, so these members are settable.
+    """
+
+    kernel: Kernel
+    thread: ThreadRef
+    current_side: Side
+    step_count: int
+    stopped: bool
+    turns: dict[Side, int]
+    messages: list[Message]
+    queued_entries: list[QueueEntry] | None
+    context: dict[str, Any]
+
+    def remember(self, message: Message) -> None:
+        """Add a message created during this flow to the live history."""
+        ...
+
+    def read_turn(self, messages: Sequence[Message]) -> None:
+        """Take the turn's options from its user message."""
+        ...
+
+    def resume_point(self, step_message_id: str | None = None) -> ResumePoint:
+        """Where the flow stands now."""
+        ...
+
+    async def save_point(self, point: ResumePoint, *, tx: Transaction | None = None) -> None:
+        """Store ``point`` as the thread's resume point (a durable flow only)."""
+        ...
+
+
+async def drain_queue(flow: DrainingFlow) -> None:
     """Move queued entries into the thread.
 
     Every queue write in this process flags the thread, so after the flow's first drain an
@@ -47,7 +86,7 @@ async def drain_queue(flow: FlowView) -> None:
     await drain_entries(flow, None)
 
 
-async def drain_entries(flow: FlowView, known: list[QueueEntry] | None) -> bool:
+async def drain_entries(flow: DrainingFlow, known: list[QueueEntry] | None) -> bool:
     """Store queue entries as the thread's messages; returns whether any were drained.
 
     ``known``: the entries to remove by id (:meth:`Store.drain_entries`); ``None``: take
@@ -77,7 +116,7 @@ async def drain_entries(flow: FlowView, known: list[QueueEntry] | None) -> bool:
 
 
 async def store_entries(
-    flow: FlowView, entries: list[QueueEntry], tx: Transaction
+    flow: DrainingFlow, entries: list[QueueEntry], tx: Transaction
 ) -> list[Message]:
     """Insert drained entries as messages in ``tx`` and move the resume point past them.
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from sa_core.cachepolicy import THREAD_USE
 from sa_core.engine.flowtypes import (
+    ExecutionView,
     PendingHandoff,
     SentMessages,
     SessionOutcome,
@@ -60,12 +61,16 @@ REPEATED_ERROR_MESSAGE = (
 
 
 class Flow:
-    """One run of the turn loop on a thread (``state.execution`` while it runs).
+    """One run of the turn loop on a thread: its counts and the engine's step state.
 
-    Exposes the spec's ExecutionState: ``flow_id``, ``current_side``, ``step_count``,
-    ``side_a_step_count``, ``side_b_step_count``, ``stopped``, ``stopped_by``,
-    ``message_history``, ``prompt_path``, :meth:`force_turn` and :meth:`stop`.
+    User code sees it through :meth:`view` (``state.execution``: the spec's ExecutionState,
+    counts, side, :meth:`force_turn` and :meth:`stop`). The step state (the calls without
+    results, the model call in flight, the settlement) is this class's: the turn modules
+    change it, the lower groups through the methods below and the small protocols of
+    :mod:`sa_core.engine.flowview`, never by assigning it.
     """
+
+    _view: ExecutionView | None = None
 
     turn_schema: dict[str, Any] | None = None
     """The output schema the turn's user message asked for (``send_message``), if any."""
@@ -153,20 +158,12 @@ class Flow:
 
     # -- ExecutionState ---------------------------------------------------------------------
 
-    @property
-    def side_a_step_count(self) -> int:
-        """Steps side A took in this flow."""
-        return self.side_steps["a"]
-
-    @property
-    def side_b_step_count(self) -> int:
-        """Steps side B took in this flow."""
-        return self.side_steps["b"]
-
-    @property
-    def message_history(self) -> list[Message]:
-        """Messages created during this flow."""
-        return list(self.messages)
+    def view(self) -> ExecutionView:
+        """The flow as user code sees it (``state.execution``), made on first use."""
+        view = self._view
+        if view is None:
+            view = self._view = ExecutionView(self)
+        return view
 
     def force_turn(self, side: Side) -> None:
         """Make ``side`` act on the next step."""
@@ -180,6 +177,69 @@ class Flow:
     def remember(self, message: Message) -> None:
         """Add a message created during this flow to the live history."""
         self.messages.append(message)
+
+    def queue_tool(self, name: str, arguments: dict[str, Any]) -> None:
+        """Run tool ``name`` after the current step's tool calls (``state.queue_tool``)."""
+        self.queued_tools.append((name, arguments))
+
+    # -- the step state the lower groups change (one place each) ----------------------------
+
+    def await_answers(self, calls: Sequence[ToolCall], *, more: bool = False) -> None:
+        """``calls`` (joining those awaited already when ``more``) wait for their result rows."""
+        self.unanswered = [*self.unanswered, *calls] if more else list(calls)
+
+    def answered(self, call_id: str) -> None:
+        """The call ``call_id`` has its row (or waits for a human): it is no longer awaited."""
+        unanswered = self.unanswered
+        for index, call in enumerate(unanswered):
+            if call.id == call_id:
+                del unanswered[index]
+                return
+
+    def answered_all(self) -> None:
+        """No call of the step waits for a row any more (run, failed, or left for a resume)."""
+        self.unanswered = []
+
+    def answer_committed(self, message: Message, calls: Sequence[ToolCall]) -> None:
+        """The model call in flight is stored as ``message``; its ``calls`` await results."""
+        self.prepared = None
+        self.partial.clear()
+        self.messages.append(message)
+        self.unanswered = list(calls)
+
+    def take_prepared(self) -> Message | None:
+        """The model call in flight's message (prepared, not stored), handed over once."""
+        prepared, self.prepared = self.prepared, None
+        return prepared
+
+    def log_prepared(self, log_id: str) -> None:
+        """Link the model call in flight's message to its request log ``log_id``."""
+        if self.prepared is not None:
+            self.prepared = self.prepared.model_copy(update={"log_id": log_id})
+
+    def settled_in_commit(self, queue: list[QueueEntry], reason: StopReason | None = None) -> None:
+        """The flow settled in a step's commit (``reason``: in a tool row's) that read ``queue``."""
+        self.settled_queue = queue
+        if reason is not None:
+            self.row_settled = reason
+
+    def restore_session(self, kept: tuple[SessionOutcome | None, dict[Side, int]]) -> None:
+        """Undo an :meth:`end_session` whose commit rolled back (``kept``: the state before)."""
+        self.outcome, self.turns = kept
+
+    def ended_by(self, reason: str) -> None:
+        """Record why the flow ended (a stop or a step error), without stopping it again."""
+        self.stopped_by = reason
+
+    def act_as(self, side: Side) -> None:
+        """Make ``side`` the acting side now (a parked turn resumes on its own side)."""
+        self.current_side = side
+
+    def reload_turn(self, turn: Sequence[Message]) -> None:
+        """Put a parked turn's stored messages (``turn``) back in front of the live history."""
+        self.messages[:0] = turn
+        if turn and turn[0].created_at:  # a resume point saved from now on reloads the turn
+            self.since = min(self.since, turn[0].created_at)
 
     def read_turn(self, messages: Sequence[Message]) -> None:
         """Take the turn's options from its user message: output schema, settings, client tools."""
@@ -465,15 +525,17 @@ class Flow:
         reset_immediate(self)
 
     async def end_session_on(self, row: Message, reason: str) -> None:
-        """End the session on the row of its ``session_stop`` or ``session_fail`` tool."""
-        await self.end_session(
-            SessionOutcome(
-                reason,
-                failed=reason == "session_fail",
-                content=row.content,
-                attachments=list(row.attachments or []),
-            )
+        """End the session on the row of its ``session_stop`` or ``session_fail`` tool.
+
+        As :meth:`end_session` does (inline: a child's last row commits on this path).
+        """
+        self.outcome = SessionOutcome(
+            reason,
+            failed=reason == "session_fail",
+            content=row.content,
+            attachments=list(row.attachments or []),
         )
+        self.turns = {"a": 0, "b": 0}
 
     async def end_session(self, outcome: SessionOutcome) -> None:
         """End the session with ``outcome``: the turn counters start again."""

@@ -92,7 +92,7 @@ async def resume_step(flow: Flow, point: ResumePoint) -> tuple[Side, SideConfig,
         if tool is not None and tool.kind == "handoff" and done and done.tool_status == "success":
             # the handoff itself commits with a new resume point: it is still to be performed
             await dispatch.run_offered(flow.kernel, flow.thread, flow, tool, call.arguments, None)
-    flow.unanswered = list(unanswered)
+    flow.await_answers(unanswered)
     for index, call in enumerate(unanswered):
         # the first call without a result may have been running; later ones never started
         started = point.attempts.get(call.id, 1 if index == 0 else 0)
@@ -111,7 +111,7 @@ async def resume_step(flow: Flow, point: ResumePoint) -> tuple[Side, SideConfig,
             tool_rows.append(row)
     # tools the resumed calls queued
     tool_rows += await toolcall.run_queued_tools(flow, point.side, prompt, offered, config)
-    flow.unanswered = []
+    flow.answered_all()
     flow.last_text = message.content or ""
     return point.side, config, StepResult(message, calls, tool_rows, message.content or "")
 

@@ -21,7 +21,7 @@ from sa_core.store.clock import now_us
 
 if TYPE_CHECKING:
     from sa_core.engine.flowtypes import StopReason
-    from sa_core.engine.flowview import FlowView
+    from sa_core.engine.flowview import SettlingFlow
     from sa_core.engine.kernel import Kernel
     from sa_core.spec import Message
     from sa_core.store.execution_record import ResumePoint
@@ -92,7 +92,7 @@ async def run_flow(
     return flow
 
 
-async def settle_flow(kernel: Kernel, flow: FlowView, reason: StopReason | None = None) -> None:
+async def settle_flow(kernel: Kernel, flow: SettlingFlow, reason: StopReason | None = None) -> None:
     """Record a finished flow: the outcome, a parent's report and "nothing owed", at once.
 
     ``reason`` is why the flow stopped when it is settled before :meth:`Flow.run` returns
@@ -119,7 +119,7 @@ async def settle_flow(kernel: Kernel, flow: FlowView, reason: StopReason | None 
         kernel.threads.keep(thread_id)
 
 
-async def write_settlement(kernel: Kernel, flow: FlowView, reason: str) -> None:
+async def write_settlement(kernel: Kernel, flow: SettlingFlow, reason: str) -> None:
     """Write a flow's end on its thread's row (and a child's outcome, in the same update)."""
     thread = flow.thread
     row = thread.row

@@ -352,10 +352,7 @@ async def commit_answer(
         and not isinstance(message.tool_calls[0], ToolCall)
     ):
         message = message.model_copy(update={"tool_calls": calls})
-    flow.prepared = None
-    flow.partial.clear()
-    flow.remember(message)
-    flow.unanswered = list(calls)
+    flow.answer_committed(message, calls)
     return message, settled
 
 
@@ -380,7 +377,8 @@ async def run_calls(
                 tool_rows.append(row)
         flow.sole_call = None
     tool_rows += await toolcall.run_queued_tools(flow, side, prompt, offered, config)
-    flow.unanswered = []
+    if flow.unanswered:  # a call left without a row (one awaiting a client, say)
+        flow.answered_all()
     return tool_rows
 
 

@@ -18,7 +18,6 @@ from sa_core.engine.turn import flow as turn_loop
 from sa_core.spec import AttachmentRef, Message, SubpromptConfig, ToolResult
 
 if TYPE_CHECKING:
-    from sa_core.engine.flowview import FlowView
     from sa_core.engine.kernel import Kernel
     from sa_core.engine.threads import ThreadRef
     from sa_core.engine.tools.tools import OfferedTool
@@ -30,7 +29,7 @@ FAILED_PREFIX = "Failed to execute tool: "
 async def run_subprompt(
     kernel: Kernel,
     thread: ThreadRef,
-    parent: FlowView | None,
+    parent: Flow | None,
     tool: OfferedTool,
     arguments: dict[str, Any],
     tool_message_id: str | None,

@@ -73,7 +73,7 @@ async def run_queued_tools(
             metadata={QUEUED_TOOLS: True},
         )
         flow.remember(await create_message(flow.kernel, flow.thread, carrier))
-        flow.unanswered = [*flow.unanswered, *calls]
+        flow.await_answers(calls, more=True)
         for call in calls:
             row = await run_call(flow, call, offered, config, allow_any=True)
             if row is not None:

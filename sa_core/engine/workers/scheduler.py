@@ -29,7 +29,7 @@ from sa_core.spec import Side
 
 if TYPE_CHECKING:
     from sa_core.engine.flowtypes import StopReason
-    from sa_core.engine.flowview import FlowView
+    from sa_core.engine.flowview import SettlingFlow
     from sa_core.engine.kernel import Kernel
     from sa_core.engine.turn.flow import Flow
     from sa_core.spec import Message
@@ -390,7 +390,7 @@ class Scheduler:
             self._runner_ended(thread_id, settled)
 
     async def settle_and_read_queue(
-        self, flow: FlowView, tx: Transaction, reason: StopReason | None = None
+        self, flow: SettlingFlow, tx: Transaction, reason: StopReason | None = None
     ) -> list[QueueEntry]:
         """Settle a runner's flow in ``tx``, and read the queue last (one commit).
 
