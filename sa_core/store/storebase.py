@@ -326,7 +326,9 @@ class StoreBase:
             Whether a fencing item is among them and changed its row (sent later: whether one
             is among them), so the transaction needs no lease fence of its own.
         """
-        fencing = any(item.fencing for item in items)
+        fencing = False
+        for item in items:
+            fencing = fencing or item.fencing
 
         def apply(conn: Connection) -> bool:
             if op is not None:
