@@ -14,7 +14,12 @@ for a user's second run. Printed:
   is installed.
 - **sa --help**: exec to exit (target <= 0.15 s).
 - **sa serve**: exec of ``sa serve --test-provider`` on a new SQLite file to the first ``200``
-  of ``GET /`` (the console page; the server binds its routes only once the runtime started).
+  of ``GET /health`` (the readiness route: 200 once the runtime started and its database
+  answers), wall time and the server process's CPU time by then. A checkout without the route
+  (it answers 404) is timed to the first ``200`` of ``GET /`` instead, and the line says so.
+
+Every child runs without ``PYTHONDONTWRITEBYTECODE`` (the warm-up run writes the bytecode
+caches, as a user's first run does), whatever this process's environment says.
 
 The interpreter and the code under test: this interpreter and the ``sa_core`` it imports, so
 ``PYTHONPATH=/path/to/other/checkout python benchmarks/startup.py`` measures another checkout
@@ -24,6 +29,7 @@ with the same dependencies (the ``sa`` script imports ``sa_core`` from ``PYTHONP
 from __future__ import annotations
 
 import json
+import os
 import resource
 import signal
 import socket
@@ -42,6 +48,8 @@ from common import parse_args  # noqa: E402
 from serve_process import free_port  # noqa: E402
 
 ROUNDS = 10
+CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+"""The children's environment: bytecode caches written and read, as for a user."""
 SHORT_ROUNDS = 5
 SA = Path(sys.executable).with_name("sa")
 
@@ -103,7 +111,12 @@ def run_measured(command: Sequence[str]) -> tuple[float, float, str]:
     start = time.perf_counter()
     # run in a neutral directory: ``-c`` puts the working directory first on ``sys.path``
     done = subprocess.run(
-        command, capture_output=True, text=True, check=False, cwd=tempfile.gettempdir()
+        command,
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tempfile.gettempdir(),
+        env=CHILD_ENV,
     )
     wall = time.perf_counter() - start
     if done.returncode:
@@ -160,8 +173,22 @@ def status_of(port: int, path: str) -> int | None:
     return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else None
 
 
-def serve_once(database: Path, timeout: float = 60.0) -> float:
-    """Seconds from exec of ``sa serve --test-provider`` to its first ``200`` on ``GET /``."""
+def process_cpu(pid: int) -> float | None:
+    """CPU seconds (user + system) a running process used so far (Linux ``/proc``), else None."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def serve_once(database: Path, timeout: float = 60.0) -> tuple[float, float | None, str]:
+    """Exec of ``sa serve --test-provider`` to its first ``200`` on ``GET /health``.
+
+    Returns:
+        Wall seconds, the server's CPU seconds by then (None off Linux), and the path timed
+        (``/`` for a checkout without ``/health``).
+    """
     port = free_port()
     command = [
         str(SA),
@@ -176,12 +203,21 @@ def serve_once(database: Path, timeout: float = 60.0) -> float:
     ]
     start = time.perf_counter()
     process = subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=database.parent
+        command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        cwd=database.parent,
+        env=CHILD_ENV,
     )
+    path = "/health"
     try:
         while time.perf_counter() - start < timeout:
-            if status_of(port, "/") == 200:
-                return time.perf_counter() - start
+            status = status_of(port, path)
+            if status == 200:
+                return time.perf_counter() - start, process_cpu(process.pid), path
+            if status == 404 and path == "/health":  # a checkout from before the route
+                path = "/"
+                continue
             if process.poll() is not None:
                 assert process.stderr is not None
                 raise RuntimeError(f"sa serve exited: {process.stderr.read().decode()}")
@@ -196,15 +232,18 @@ def serve_once(database: Path, timeout: float = 60.0) -> float:
             process.wait()
 
 
-def serve_starts(rounds: int) -> dict[str, list[float]]:
-    """``rounds`` start-ups of ``sa serve`` on new databases (after a warm-up)."""
-    figures: dict[str, list[float]] = {"wall": []}
+def serve_starts(rounds: int) -> tuple[dict[str, list[float]], str]:
+    """``rounds`` start-ups of ``sa serve`` on new databases (after a warm-up), the path timed."""
+    figures: dict[str, list[float]] = {"wall": [], "cpu": []}
+    path = "/health"
     with tempfile.TemporaryDirectory() as tmp:
         for index in range(rounds + 1):
-            seconds = serve_once(Path(tmp) / f"serve-{index}.db")
+            seconds, cpu, path = serve_once(Path(tmp) / f"serve-{index}.db")
             if index:
                 figures["wall"].append(seconds)
-    return figures
+                if cpu is not None:
+                    figures["cpu"].append(cpu)
+    return figures, path
 
 
 def line(label: str, values: Sequence[float], target: str = "") -> str:
@@ -223,6 +262,7 @@ def main() -> None:
     import sa_core
 
     print(f"sa_core from {Path(sa_core.__file__).parent}; median of {rounds} fresh processes")
+    print(f"load average: {' '.join(f'{n:.2f}' for n in os.getloadavg())}")
     for load_entrypoints in (False, True):
         figures = first_answers(rounds, load_entrypoints)
         title = "installed packs and plugins too" if load_entrypoints else "framework alone"
@@ -241,7 +281,11 @@ def main() -> None:
     print(line("exec to exit, wall", help_figures["wall"], "<= 150 ms"))
     print(line("exec to exit, CPU ", help_figures["cpu"]))
     print("sa serve --test-provider, new SQLite file:")
-    print(line("exec to first 200 on GET /", serve_starts(rounds)["wall"]))
+    serve_figures, path = serve_starts(rounds)
+    print(line(f"exec to first 200 on GET {path}, wall", serve_figures["wall"]))
+    if serve_figures["cpu"]:
+        print(line(f"exec to first 200 on GET {path}, CPU ", serve_figures["cpu"]))
+    print(f"load average: {' '.join(f'{n:.2f}' for n in os.getloadavg())}")
 
 
 if __name__ == "__main__":

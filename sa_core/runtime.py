@@ -45,7 +45,7 @@ from sa_core.errors import (
 from sa_core.memory import PackStore
 from sa_core.offline import offline_provider
 from sa_core.plugins import create_plugin_host
-from sa_core.quietimport import collector_paused
+from sa_core.quietimport import collector_paused, skip_final_collection
 from sa_core.registry import Registry
 from sa_core.schedules import Schedules
 from sa_core.spec.stores import store_config
@@ -146,6 +146,7 @@ class Runtime:
         self.registry: Registry = self._load_registry()
         with collector_paused():  # the database layer loads here, not on import
             from sa_core.store.store import open_store
+        skip_final_collection()  # the process holds the runtime's heap from now on
 
         vectors = any(store_config(p.store).embedding_model for p in self.registry.packs)
         self.store: Store = await open_store(self.database_url, vectors=vectors)
@@ -159,13 +160,17 @@ class Runtime:
         kernel.life.open = True
         if not self.work:
             return
+        # a database this start created holds no claim and no interrupted turn
+        fresh = self.store.created
         # alone: the processes that held claims are gone; with workers, a thread whose lease
         # is valid runs elsewhere (its kick finds the lease taken)
-        await kernel.placement.start()
+        if not (fresh and self.workers is None):
+            await kernel.placement.start()
         await kernel.schedules.start()  # the packs' schedules, stored
         await kernel.effects.start()  # its loop runs due effects and schedules
         await prefetch_cards(kernel)  # remote agents described by their cards (bounded wait)
-        await resume_interrupted(kernel)
+        if not fresh:
+            await resume_interrupted(kernel)
         kernel.placement.run()
 
     async def _attach_workers(self, threads: LiveThreads) -> LeasePlacement | None:

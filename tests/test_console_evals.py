@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from console_server import KIT, ConsoleServer
 from playwright.sync_api import Browser, Page, expect
-from test_console_browser import CEILING_MS, browser, playwright, shoot, sign_in  # noqa: F401
+from console_browser_kit import CEILING_MS, browser, playwright, shoot, sign_in  # noqa: F401
 
 SUITE: dict[str, Any] = {
     "suite": "console-evals",

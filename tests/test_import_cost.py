@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -168,6 +169,81 @@ def test_the_offender_check_names_packages_and_their_submodules_only() -> None:
         "mcp",
         "sqlalchemy.orm",
     ]
+
+
+EXIT = """
+import asyncio, atexit, sys
+from sa_core import Runtime
+
+atexit.register(print, "atexit handler ran")
+
+
+class Cycle:
+    def __init__(self):
+        self.me = self
+
+    def __del__(self):
+        print("cycle finalized")
+
+
+async def main():
+    async with Runtime(database_url=f"sqlite:///{sys.argv[1]}", load_entrypoints=False):
+        pass
+
+
+asyncio.run(main())
+kept = Cycle()
+"""
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_a_process_that_ran_a_runtime_exits_without_the_final_collection_unless_asked(
+    tmp_path: Path, keep: bool
+) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "SA_FINAL_COLLECTION"}
+    if keep:
+        env["SA_FINAL_COLLECTION"] = "1"
+    done = subprocess.run(
+        [sys.executable, "-c", EXIT, str(tmp_path / "exit.db")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "atexit handler ran" in done.stdout  # every exit handler still runs
+    assert ("cycle finalized" in done.stdout) is keep
+
+
+class _Node:
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_what_a_paused_block_loads_goes_to_the_oldest_generation_and_stays_collectable() -> None:
+    import weakref
+
+    with collector_paused():
+        kept = _Node()
+        dropped = _Node()
+        gone = weakref.ref(dropped)
+    del dropped
+    assert any(obj is kept for obj in gc.get_objects(generation=2))
+    assert gone() is not None  # a cycle: only the collector frees it...
+    gc.collect()
+    assert gone() is None  # ...and a full collection still does
+
+
+def test_a_paused_block_leaves_an_applications_frozen_objects_frozen() -> None:
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with collector_paused():
+            _Node()
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
 
 
 @pytest.mark.parametrize("switched_off", [False, True])

@@ -20,9 +20,12 @@ from sa_core.store.migrate import (
     MIGRATIONS,
     SchemaVersionError,
     current_revision,
+    sqlite_statements,
     upgrade,
+    version_metadata,
     version_table,
 )
+from sa_core.store.sqliteschema import statements
 
 pytestmark = pytest.mark.asyncio
 
@@ -199,6 +202,41 @@ async def test_a_new_database_has_the_stores_full_text_index(empty_url: str) -> 
     store = await open_store(empty_url)
     await store.close()
     assert len(await run_sync(empty_url, full_text_objects)) == 1
+
+
+async def test_the_sqlite_script_holds_what_create_all_sends_today() -> None:
+    assert statements() == sqlite_statements(), (
+        "sa_core/store/sqlite_schema.sql is out of date: write it again with "
+        "`python -m sa_core.store.migrate`"
+    )
+
+
+async def test_a_new_sqlite_database_gets_the_schema_create_all_makes(tmp_path: Path) -> None:
+    def schema(conn: Connection) -> list[tuple[str, str, str]]:
+        """Each table's and index's definition (lines without their trailing spaces)."""
+        query = "SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name"
+        return [
+            (kind, name, "\n".join(line.rstrip() for line in sql.splitlines()))
+            for kind, name, sql in conn.exec_driver_sql(query)
+        ]
+
+    def created_by_create_all(conn: Connection) -> None:
+        version_metadata.create_all(conn)
+        t.metadata.create_all(conn)
+
+    async with await open_store(f"sqlite:///{tmp_path / 'script.db'}"):
+        pass
+    await run_sync(f"sqlite:///{tmp_path / 'create_all.db'}", created_by_create_all)
+    from_script = await run_sync(f"sqlite:///{tmp_path / 'script.db'}", schema)
+    assert len(from_script) > 50
+    assert from_script == await run_sync(f"sqlite:///{tmp_path / 'create_all.db'}", schema)
+
+
+async def test_a_store_says_whether_it_created_the_database(empty_url: str) -> None:
+    async with await open_store(empty_url) as store:
+        assert store.created
+    async with await open_store(empty_url) as store:
+        assert not store.created
 
 
 async def test_a_new_database_is_created_at_the_head_revision(empty_url: str) -> None:

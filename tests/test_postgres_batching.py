@@ -12,6 +12,7 @@ from sqlalchemy.exc import IntegrityError
 
 from sa_core.spec.records import Log, Message
 from sa_core.store import Store, ThreadRow, now_us, open_store
+from sa_core.store.fast import Deferred
 from sa_core.store.leases import LeaseLost, lease_guard
 
 pytestmark = pytest.mark.asyncio
@@ -112,8 +113,18 @@ def _fence_on(store: Store, checks: list[str], running: list[bool]) -> None:
         if not lease_valid(conn, "t1", "w1"):
             raise LeaseLost("t1")
 
-    store.write_fence = fence
-    store.write_fence_guard = lambda: lease_guard("t1", "w1", fence) if running else None
+    class Fence:
+        check = staticmethod(fence)
+
+        @staticmethod
+        def guard() -> Deferred | None:
+            return lease_guard("t1", "w1", fence) if running else None
+
+        @staticmethod
+        def owner(thread_id: str) -> str | None:
+            return None  # no write states its own lease check here
+
+    store.fence_writes(Fence())
 
 
 async def test_the_lease_fence_goes_with_the_batch_and_refuses_it_once_the_lease_is_lost(

@@ -89,7 +89,7 @@ async def test_due_effects_are_claimed_once_and_only_dead_workers_effects_reset(
     store: Store,
 ) -> None:
     await store.schedule_effect("t1", "remind", {}, 0)
-    store.worker_id, store.worker_ttl_us = "w1", 10 * SECOND
+    store.join_workers("w1", 10 * SECOND)
     await store.heartbeat("w1", 10 * SECOND, [])
     assert [run.name for run in await store.claim_due_effects(10**18)] == ["remind"]
     assert await store.claim_due_effects(10**18) == []

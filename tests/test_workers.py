@@ -374,6 +374,12 @@ def test_sa_serve_workers_starts_that_many_workers_on_one_port(
         )
         == 2
     )
+    for _ in range(6):  # each worker answers readiness for itself, without a key
+        health = httpx.get(f"{worker.url}/health", timeout=30)
+        assert (health.status_code, health.json()) == (
+            200,
+            {"status": "ok", "database": "postgresql"},
+        )
     headers = {"Authorization": f"Bearer {cluster_env['token']}"}
     with httpx.Client(base_url=worker.url, headers=headers, timeout=30) as client:
         thread_id = client.post(f"{API}/threads", json={"agent": "helper"}).json()["id"]

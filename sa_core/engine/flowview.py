@@ -203,10 +203,6 @@ class ToolFlow(RemoteFlow, SubagentFlow, Protocol):
         """The model call in flight's message, handed over once."""
         ...
 
-    def session_state(self) -> tuple[SessionOutcome | None, dict[Side, int]]:
-        """The session's outcome and turn counts (to restore on a rollback)."""
-        ...
-
     def restore_session(self, kept: tuple[SessionOutcome | None, dict[Side, int]]) -> None:
         """Undo an ended session whose commit rolled back."""
         ...

@@ -77,7 +77,22 @@ class ApiKeysMixin(StoreBase):
 
     keys_epoch: int | None = None
     """PostgreSQL: counts the revocations notified on :data:`KEYS_CHANNEL` while a listener
-    (a worker's, :mod:`sa_core.engine.workers.leases`) is connected; ``None`` without one."""
+    (a worker's, :mod:`sa_core.engine.workers.keyrevocations`) is connected; ``None`` without
+    one. Changed through :meth:`revocations_heard`, :meth:`key_revoked` and
+    :meth:`revocations_unheard`."""
+
+    def revocations_heard(self) -> None:
+        """A listener hears the revocations from now on: API keys may be cached."""
+        self.keys_epoch = 0
+
+    def key_revoked(self) -> None:
+        """A revocation was heard: the cached keys are stale."""
+        if self.keys_epoch is not None:
+            self.keys_epoch += 1
+
+    def revocations_unheard(self) -> None:
+        """The listener is gone: API keys are no longer cached."""
+        self.keys_epoch = None
 
     def _keys_version(self) -> int | None:
         """What the key cache is valid for: SQLite's data version, or the notified revocations."""

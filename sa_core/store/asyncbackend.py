@@ -328,7 +328,7 @@ class AsyncBackend(Backend):
     async def setup(self) -> None:
         """Connect and create or upgrade the tables."""
         async with self._engine.begin() as conn:
-            await conn.run_sync(ensure_schema)
+            self.created = await conn.run_sync(ensure_schema) == "created"
             if self._vectors:
                 await conn.run_sync(ensure_pgvector)
 
@@ -370,8 +370,15 @@ class AsyncBackend(Backend):
         return conn
 
     async def _checkin(self, conn: Any, write: bool, ok: bool) -> None:
-        """Keep a connection for the next operation, or drop it when it may be unusable."""
+        """Keep a connection for the next operation, or drop it when it may be unusable.
+
+        A connection the server lost (SQLAlchemy invalidated it: the server restarted, or ended
+        the session) takes the idle ones with it: they were opened before, so each would fail
+        its next operation too.
+        """
         self._slots.release()
+        if conn.invalidated and not self._closing:
+            await self._drop_idle()
         if ok and not conn.invalidated and not self._closing:
             (self._idle_writers if write else self._idle_readers).append(conn)
             return
@@ -379,6 +386,14 @@ class AsyncBackend(Backend):
         # shielded: a second cancellation must not leave the connection checked out of the
         # pool while it is no longer counted here (the pool would run dry)
         await asyncio.shield(self._drop(conn, ok))
+
+    async def _drop_idle(self) -> None:
+        """Give every kept idle connection back to the pool."""
+        idle = self._idle_readers + self._idle_writers
+        self._idle_readers, self._idle_writers = [], []
+        self._held -= len(idle)
+        for kept in idle:
+            await asyncio.shield(self._drop(kept, True))
 
     @staticmethod
     async def _drop(conn: Any, ok: bool) -> None:

@@ -61,7 +61,15 @@ class EffectsMixin(StoreBase):
     worker_id: str | None = None
     """The worker claiming effects through this store (``None``: a single process)."""
     worker_ttl_us: int | None = None
-    """Heartbeat expiry of workers (set when several workers share the database)."""
+    """Heartbeat expiry of workers (when several workers share the database)."""
+
+    def join_workers(self, worker_id: str, ttl_us: int) -> None:
+        """Claim effects as worker ``worker_id`` (several workers share the database).
+
+        Workers whose heartbeat is older than ``ttl_us`` are dead: their effects are taken over.
+        """
+        self.worker_id = worker_id
+        self.worker_ttl_us = ttl_us
 
     async def schedule_effect(
         self,

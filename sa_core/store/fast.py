@@ -53,6 +53,8 @@ class _Plan:
     keys: list[str]
     converted: list[tuple[int, Processor, bool]]
     """(position, result processor, whether it keeps ``None``) of the columns read converted."""
+    on_asyncpg: bool
+    """Whether the dialect drives asyncpg (the statement may go straight to it: :func:`_direct`)."""
 
 
 class Prepared:
@@ -112,6 +114,7 @@ class Prepared:
                 binders=binders,
                 keys=[getattr(column, "key", None) or column.name for column in self.columns],
                 converted=converted,
+                on_asyncpg=dialect.driver == "asyncpg",
             )
         self._plans[key] = plan
         return plan
@@ -135,7 +138,7 @@ class Prepared:
         plan = self.plan(conn.dialect)
         if plan is None:
             return int(conn.execute(self.stmt, dict(params)).rowcount)
-        driver = _direct(conn)
+        driver = _direct(conn) if plan.on_asyncpg else None
         if driver is not None:
             args = self._args(plan, params)
             status = _await(conn, plan.sql, args, driver.execute(plan.sql, *args))
@@ -173,7 +176,7 @@ class Prepared:
             result = conn.execute(self.stmt, dict(params))
             return [dict(row) for row in result.mappings()]
         args = self._args(plan, params)
-        driver = _direct(conn)
+        driver = _direct(conn) if plan.on_asyncpg else None
         if driver is not None:
             raw = _await(conn, plan.sql, args, driver.fetch(plan.sql, *args))
         else:
@@ -242,11 +245,10 @@ def _keeps_none(binder: Processor) -> bool:
 def _direct(conn: Connection) -> Any:
     """The asyncpg connection to run a statement on directly, or ``None`` (use the cursor).
 
-    Only where the adapter would not start a transaction first: on an autocommit connection,
-    or once the transaction has begun.
+    For a connection of the asyncpg dialect (a plan's ``on_asyncpg``), and only where the
+    adapter would not start a transaction first: on an autocommit connection, or once the
+    transaction has begun.
     """
-    if conn.dialect.driver != "asyncpg":
-        return None
     proxied: Any = conn.connection
     adapter = proxied.dbapi_connection
     if getattr(adapter, "_handle_exception", None) is None:  # not the adapter we know

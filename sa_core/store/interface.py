@@ -94,6 +94,9 @@ class Backend(ABC):
     defers = False
     """Whether its transactions keep :class:`~sa_core.store.fast.Deferred` writes to send
     together (PostgreSQL); elsewhere they run at once."""
+    created = False
+    """Whether :meth:`setup` created the schema: the database was empty (no thread, claim,
+    effect or schedule in it yet)."""
 
     @abstractmethod
     async def setup(self) -> None:

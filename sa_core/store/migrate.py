@@ -2,7 +2,8 @@
 
 :func:`ensure_schema` runs when a store opens, inside one transaction:
 
-* an empty database gets every table (``create_all``) and is stamped with the head revision;
+* an empty database gets every table (``create_all``; on SQLite the statements it sends, run
+  from a script: :mod:`sa_core.store.sqliteschema`) and is stamped with the head revision;
 * a database at the head revision is left alone (two reads: its tables and its revision;
   Alembic is not imported);
 * an older database is upgraded with Alembic; a database with tables but no version table is
@@ -23,6 +24,7 @@ from sqlalchemy import Column, MetaData, PrimaryKeyConstraint, String, Table, in
 from sqlalchemy.engine import Connection
 
 from sa_core.store import evaltables as _evaltables  # noqa: F401  (its tables join metadata)
+from sa_core.store.sqliteschema import create_schema, emitted_statements, write_script
 from sa_core.store.tables import metadata
 
 HEAD = "0012_log_recordings"
@@ -33,10 +35,11 @@ MIGRATIONS = Path(__file__).with_name("migrations")
 _LOCK_KEY = 0x5A_5C_4E_3A
 """``pg_advisory_xact_lock`` key serialising migrations of concurrent workers."""
 
-_version_meta = MetaData()
+version_metadata = MetaData()
+"""The ``alembic_version`` table alone (created before the store's tables)."""
 version_table = Table(
     "alembic_version",
-    _version_meta,
+    version_metadata,
     Column("version_num", String(32), nullable=False),
     PrimaryKeyConstraint("version_num", name="alembic_version_pkc"),
 )
@@ -85,9 +88,13 @@ def ensure_schema(conn: Connection) -> str:
     revision = _revision(conn, tables)
     if revision == HEAD:
         return "current"
+    if not tables and conn.dialect.name == "sqlite":  # a new SQLite file: no DDL to compile
+        create_schema(conn)
+        conn.exec_driver_sql("INSERT INTO alembic_version (version_num) VALUES (?)", (HEAD,))
+        return "created"
     if revision is None:
         if "alembic_version" not in tables:
-            _version_meta.create_all(conn, checkfirst=False)
+            version_metadata.create_all(conn, checkfirst=False)
         if "threads" not in tables:
             metadata.create_all(conn, checkfirst=bool(tables))  # an empty database: no checks
             conn.execute(version_table.insert().values(version_num=HEAD))
@@ -132,3 +139,16 @@ def upgrade(conn: Connection, revision: str | None, target: str = HEAD) -> None:
     with EnvironmentContext(config, script, fn=steps, destination_rev=target) as env:
         env.configure(connection=conn, target_metadata=metadata)
         env.run_migrations()
+
+
+def sqlite_statements() -> list[str]:
+    """What ``create_all`` sends to a new SQLite database: the version table, then the store's.
+
+    :data:`sa_core.store.sqliteschema.SCRIPT` holds them (a test keeps the two equal).
+    """
+    return emitted_statements(version_metadata, metadata)
+
+
+if __name__ == "__main__":  # python -m sa_core.store.migrate: write the SQLite script again
+    write_script(sqlite_statements())
+    print("wrote sa_core/store/sqlite_schema.sql")

@@ -102,7 +102,7 @@ class SQLiteBackend(Backend):
         self._writer = self._engine.connect().execution_options(**{WRITE_OPTION: True})
         self._reader = self._writer if self._memory else self._engine.connect()
         with self._writer.begin():
-            ensure_schema(self._writer)
+            self.created = ensure_schema(self._writer) == "created"
 
     def _conns(self) -> tuple[Connection, Connection]:
         if self._writer is None or self._reader is None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy.engine import Connection
 
@@ -71,30 +71,70 @@ class _TransactionContext:
             self._store._lock.release()
 
 
+class WriteFence(Protocol):
+    """What the store runs to fence a write transaction (several workers: a thread's lease).
+
+    Given to the store with :meth:`StoreBase.fence_writes`
+    (:class:`sa_core.engine.workers.leasefence.LeaseFence`).
+    """
+
+    def check(self, conn: Connection) -> None:
+        """Before a write transaction commits: raise when it must not (the lease was lost)."""
+        ...
+
+    def guard(self) -> Deferred | None:
+        """:meth:`check` as a statement sent with deferred writes; ``None``: nothing fenced now."""
+        ...
+
+    def owner(self, thread_id: str) -> str | None:
+        """The worker whose lease fences a write of the thread made now, else ``None``."""
+        ...
+
+
 class StoreBase:
     """Connection handling shared by every part of the store."""
 
     write_fence: Op[None] | None = None
-    """Run in each write transaction before it commits (several workers: the lease fence).
-
-    Set by :mod:`sa_core.engine.workers.leases`: inside a thread's turn it raises when the worker's
-    lease on the thread was lost, so nothing the turn wrote commits.
-    """
+    """Run in each write transaction before it commits (:meth:`WriteFence.check`, given with
+    :meth:`fence_writes`): inside a thread's turn it raises when the worker's lease on the
+    thread was lost, so nothing the turn wrote commits."""
 
     write_fence_guard: Callable[[], Deferred | None] | None = None
-    """The :attr:`write_fence` as a statement to send with a batch of deferred writes (it
-    selects the lease row when the lease holds), or ``None`` when no write is fenced now; set
-    by :mod:`sa_core.engine.workers.leases` with :attr:`write_fence`."""
+    """:meth:`WriteFence.guard` (given with :meth:`fence_writes`), read on every commit."""
 
     write_fence_owner: Callable[[str], str | None] | None = None
-    """The worker whose lease fences a write of the thread now, else ``None`` (see
-    :meth:`fence_owner`); set by :mod:`sa_core.engine.workers.leases` with :attr:`write_fence`."""
+    """:meth:`WriteFence.owner` (given with :meth:`fence_writes`; see :meth:`fence_owner`)."""
+
+    def fence_writes(self, fence: WriteFence) -> None:
+        """Fence every write transaction with ``fence`` from now on (several workers).
+
+        Its three methods are kept as attributes: the commit path reads them without a call.
+        """
+        self.write_fence = fence.check
+        self.write_fence_guard = fence.guard
+        self.write_fence_owner = fence.owner
 
     def __init__(self, backend: Backend) -> None:
         self._backend = backend
         self._lock = PriorityLock()  # one write transaction at a time; requests go first
         self._closed = False
         self._caches = StoreCaches()
+
+    @property
+    def created(self) -> bool:
+        """Whether opening the store created the database's schema (it was empty)."""
+        return self._backend.created
+
+    @property
+    def dialect_name(self) -> str:
+        """The database's kind: ``sqlite`` or ``postgresql``."""
+        return self._backend.dialect
+
+    async def ping(self) -> None:
+        """Run a trivial query (``SELECT 1``); raises when the database does not answer."""
+        if self._closed:
+            raise RuntimeError("The store is closed.")
+        await self._read_one(lambda conn: conn.exec_driver_sql("SELECT 1").scalar())
 
     def prioritize_requests(self, when: Callable[[], bool]) -> None:
         """Let requests' write transactions go before background work's only while ``when()``.
@@ -286,7 +326,9 @@ class StoreBase:
             Whether a fencing item is among them and changed its row (sent later: whether one
             is among them), so the transaction needs no lease fence of its own.
         """
-        fencing = any(item.fencing for item in items)
+        fencing = False
+        for item in items:
+            fencing = fencing or item.fencing
 
         def apply(conn: Connection) -> bool:
             if op is not None:

@@ -228,11 +228,12 @@ class _Guarded:
         limits = [limit for limit in (self.first_chunk_timeout, self.stall_timeout) if limit > 0]
         deadline = _Deadline(asyncio.get_running_loop(), task, min(limits, default=None))
         timeout, what = self.first_chunk_timeout, "first chunk"
+        limit, stall_limit = _limit(timeout), _limit(self.stall_timeout)
         on_chunk = self.on_chunk
         collector = StreamCollector()
         try:
             while True:
-                deadline.start(_limit(timeout))
+                deadline.start(limit)
                 try:
                     chunk = await anext(iterator)
                 except StopAsyncIteration:
@@ -254,7 +255,7 @@ class _Guarded:
                     except Exception as exc:
                         raise _CallbackFailed(exc) from exc
                 collector.add(chunk)
-                timeout, what = self.stall_timeout, "chunk"
+                limit, timeout, what = stall_limit, self.stall_timeout, "chunk"
         except (asyncio.CancelledError, TimeoutError) as exc:
             if isinstance(exc, TimeoutError) or deadline.expired():
                 raise ProviderError(

@@ -237,7 +237,7 @@ async def store_ending_row(
     ``writes``: the tool's writes to the pack's store, committed with them.
     """
     kernel = flow.kernel
-    kept = flow.session_state()
+    kept = (flow.outcome, dict(flow.turns))
     try:
         async with kernel.store.transaction() as tx:
             if writes:

@@ -191,8 +191,8 @@ class Flow:
     def answered(self, call_id: str) -> None:
         """The call ``call_id`` has its row (or waits for a human): it is no longer awaited."""
         unanswered = self.unanswered
-        for index in range(len(unanswered)):
-            if unanswered[index].id == call_id:
+        for index, call in enumerate(unanswered):
+            if call.id == call_id:
                 del unanswered[index]
                 return
 
@@ -222,10 +222,6 @@ class Flow:
         self.settled_queue = queue
         if reason is not None:
             self.row_settled = reason
-
-    def session_state(self) -> tuple[SessionOutcome | None, dict[Side, int]]:
-        """How the session stands: its outcome and turn counts (to restore on a rollback)."""
-        return self.outcome, dict(self.turns)
 
     def restore_session(self, kept: tuple[SessionOutcome | None, dict[Side, int]]) -> None:
         """Undo an :meth:`end_session` whose commit rolled back (``kept``: the state before)."""
@@ -529,15 +525,17 @@ class Flow:
         reset_immediate(self)
 
     async def end_session_on(self, row: Message, reason: str) -> None:
-        """End the session on the row of its ``session_stop`` or ``session_fail`` tool."""
-        await self.end_session(
-            SessionOutcome(
-                reason,
-                failed=reason == "session_fail",
-                content=row.content,
-                attachments=list(row.attachments or []),
-            )
+        """End the session on the row of its ``session_stop`` or ``session_fail`` tool.
+
+        As :meth:`end_session` does (inline: a child's last row commits on this path).
+        """
+        self.outcome = SessionOutcome(
+            reason,
+            failed=reason == "session_fail",
+            content=row.content,
+            attachments=list(row.attachments or []),
         )
+        self.turns = {"a": 0, "b": 0}
 
     async def end_session(self, outcome: SessionOutcome) -> None:
         """End the session with ``outcome``: the turn counters start again."""

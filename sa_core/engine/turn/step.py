@@ -379,7 +379,8 @@ async def run_calls(
                 tool_rows.append(row)
         flow.sole_call = None
     tool_rows += await toolcall.run_queued_tools(flow, side, prompt, offered, config)
-    flow.answered_all()
+    if flow.unanswered:  # a call left without a row (one awaiting a client, say)
+        flow.answered_all()
     return tool_rows
 
 
