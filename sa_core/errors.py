@@ -419,8 +419,9 @@ class ReplayUnavailableError(ThreadDocumentError):
         super().__init__(
             [
                 f"model calls were not recorded ({where}), so the replay cannot answer them; "
-                "recording was off for them (define_model(..., record=False), or the "
-                "server ran with STANDARD_AGENTS_RECORD_MODEL_CALLS=0 / sa serve --no-record). "
+                "recording was off for them (it is off unless the server runs with "
+                "sa serve --record / STANDARD_AGENTS_RECORD_MODEL_CALLS=1, and "
+                "define_model(..., record=False) keeps a model out). "
                 "Turn recording on and run the thread again to replay it."
             ]
         )

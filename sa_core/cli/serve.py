@@ -85,11 +85,18 @@ def register(subparsers: Any) -> None:
         "max_tokens, ... for agents whose serving policy does not say (apply)",
     )
     parser.add_argument(
+        "--record",
+        dest="record",
+        action="store_true",
+        default=None,
+        help="record each model call's request hash and full answer, so threads served can be "
+        "exported and replayed (off by default; see docs/time-travel.md)",
+    )
+    parser.add_argument(
         "--no-record",
         dest="record",
         action="store_false",
-        help="keep only the usage log of each model call, not its full answer (threads served "
-        "so cannot be replayed; see docs/time-travel.md)",
+        help="record no model calls, even when STANDARD_AGENTS_RECORD_MODEL_CALLS=1 is set",
     )
     parser.add_argument("--worker-fd", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument(
@@ -120,8 +127,8 @@ async def run(args: argparse.Namespace) -> int:
             print("error: --public-url must be an http:// or https:// URL", file=sys.stderr)
             return 2
         os.environ["SA_PUBLIC_URL"] = args.public_url.rstrip("/")  # workers inherit it
-    if not args.record:  # the model caller reads it when built (workers inherit it)
-        os.environ["STANDARD_AGENTS_RECORD_MODEL_CALLS"] = "0"
+    if args.record is not None:  # the model caller reads it when built (workers inherit it)
+        os.environ["STANDARD_AGENTS_RECORD_MODEL_CALLS"] = "1" if args.record else "0"
     if args.workers != 1 and args.worker_fd is None:
         from sa_core.cli.workers import serve_workers
 

@@ -29,6 +29,13 @@ CREATE INDEX ix_threads_package_agent_created ON threads (package, agent_id, cre
 ;
 CREATE INDEX ix_threads_parent_created ON threads (parent_id, created_at)
 ;
+CREATE TABLE request_parts (
+	"key" VARCHAR NOT NULL,
+	parts JSON NOT NULL,
+	created_at BIGINT NOT NULL,
+	PRIMARY KEY ("key")
+)
+;
 CREATE TABLE file_blobs (
 	hash VARCHAR NOT NULL,
 	data BLOB NOT NULL,
@@ -209,6 +216,7 @@ CREATE TABLE logs (
 	created_at BIGINT NOT NULL,
 	parent_id VARCHAR,
 	extra JSON,
+	recording JSON,
 	PRIMARY KEY (seq),
 	UNIQUE (id),
 	FOREIGN KEY(thread_id) REFERENCES threads (id) ON DELETE CASCADE
