@@ -18,7 +18,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from sa_core.cli.offline_option import add_test_provider_option
-from sa_core.cli.thread import add_runtime_options
+from sa_core.cli.stored import add_store_options
 
 if TYPE_CHECKING:
     from sa_core.evals import Report
@@ -85,7 +85,7 @@ def register(subparsers: Any) -> None:
 
 def _action(actions: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     sub: argparse.ArgumentParser = actions.add_parser(name, help=help_text, description=help_text)
-    add_runtime_options(sub)
+    add_store_options(sub)
     sub.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return sub
 

@@ -14,7 +14,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from sa_core.cli.thread_transfer import add_store_options, open_runtime, read_document
+from sa_core.cli.stored import add_store_options, open_runtime
+from sa_core.cli.thread_transfer import read_document
 
 
 def register(subparsers: Any) -> None:

@@ -14,11 +14,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 from sa_core.cli import thread_transfer
+from sa_core.cli.stored import add_store_options, open_runtime
 
 
 def register(subparsers: Any) -> None:
@@ -44,41 +43,14 @@ def register(subparsers: Any) -> None:
 def _action(actions: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     sub: argparse.ArgumentParser = actions.add_parser(name, help=help_text, description=help_text)
     sub.add_argument("thread_id", metavar="ID", help="the thread")
-    add_runtime_options(sub)
+    add_store_options(sub)
     sub.add_argument("--json", action="store_true", help="print the result as JSON")
     return sub
 
 
-def add_runtime_options(parser: argparse.ArgumentParser) -> None:
-    """``--db`` and ``--pack``, as ``sa serve`` takes them."""
-    parser.add_argument(
-        "--db", metavar="URL", default=None, help="database URL (default sqlite:///.sa/sa.db)"
-    )
-    parser.add_argument(
-        "--pack",
-        dest="packs",
-        action="append",
-        default=[],
-        metavar="MODULE_OR_PATH",
-        help="also load the packs of a module, module:attribute, .py file or project directory "
-        "(repeatable)",
-    )
-
-
-@asynccontextmanager
-async def stored_threads(args: argparse.Namespace) -> AsyncIterator[Any]:
-    """A runtime over the database ``sa serve`` uses that runs no work of its own."""
-    from sa_core.packloader import load_packs_from
-    from sa_core.runtime import Runtime
-
-    packs = [pack for target in args.packs for pack in load_packs_from(target)]
-    async with Runtime(packs=packs, database_url=args.db, work=False) as runtime:
-        yield runtime
-
-
 async def fork_thread(args: argparse.Namespace) -> int:
     """Fork a thread; print the new thread's id."""
-    async with stored_threads(args) as runtime:
+    async with open_runtime(args) as runtime:
         source = await runtime.get_thread(args.thread_id)
         fork = await source.fork(at=args.at)
         if args.json:
@@ -92,7 +64,7 @@ async def fork_thread(args: argparse.Namespace) -> int:
 
 async def rewind_thread(args: argparse.Namespace) -> int:
     """Rewind a thread in place; print what left its history."""
-    async with stored_threads(args) as runtime:
+    async with open_runtime(args) as runtime:
         thread = await runtime.get_thread(args.thread_id)
         record = await thread.rewind(to=args.to)
         if args.json:

@@ -12,30 +12,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
-
-    from sa_core.runtime import Runtime
-
-
-def add_store_options(parser: argparse.ArgumentParser) -> None:
-    """``--db`` and ``--pack``, as ``sa serve`` has them."""
-    parser.add_argument(
-        "--db", metavar="URL", default=None, help="database URL (default sqlite:///.sa/sa.db)"
-    )
-    parser.add_argument(
-        "--pack",
-        dest="packs",
-        action="append",
-        default=[],
-        metavar="MODULE_OR_PATH",
-        help="also load the packs of a module, module:attribute, .py file or project directory "
-        "(repeatable)",
-    )
+from sa_core.cli.stored import add_store_options, open_runtime
 
 
 def register_actions(commands: Any) -> None:
@@ -53,23 +33,6 @@ def register_actions(commands: Any) -> None:
     load.add_argument("file", metavar="FILE", help="an sa-thread/1 JSON document ('-': stdin)")
     add_store_options(load)
     load.set_defaults(func=import_command)
-
-
-@asynccontextmanager
-async def open_runtime(args: argparse.Namespace, *, work: bool = False) -> AsyncIterator[Runtime]:
-    """A runtime over the packs and database ``sa serve`` would use (``--pack``, ``--db``).
-
-    ``work=False`` (export, import) runs no turn, effect or schedule of its own, so a server on
-    the same database keeps its work; a replay runs its own threads' turns (``work=True``).
-    """
-    from sa_core.packloader import load_packs_from
-    from sa_core.runtime import Runtime
-
-    packs = [pack for target in args.packs for pack in load_packs_from(target)]
-    async with Runtime(packs=packs, database_url=args.db, work=work) as runtime:
-        for error in runtime.pack_errors:
-            print(f"warning: {error}", file=sys.stderr)
-        yield runtime
 
 
 def read_document(source: str) -> Any:
