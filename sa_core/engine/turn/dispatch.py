@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, cast
 
-from sa_core.engine.files import attachment_paths, attachments_named
 from sa_core.engine.flowtypes import PendingHandoff
 from sa_core.engine.subagents import subagent_lifecycle, subagents
 from sa_core.engine.threads import tool_config
@@ -14,11 +13,10 @@ from sa_core.engine.tools.tools import (
     LIFECYCLE_TOOLS,
     NOT_AVAILABLE,
     OfferedTool,
-    argument_text,
     run_native,
 )
 from sa_core.engine.turn import replay_tools, subprompts
-from sa_core.spec import AttachmentRef, SubpromptConfig, ToolCall, ToolResult
+from sa_core.spec import SubpromptConfig, ToolCall, ToolResult
 from sa_core.spec.schemas import validate_args
 
 if TYPE_CHECKING:
@@ -140,16 +138,10 @@ async def _handoff(
         )
     assert tool.agent is not None and tool.agent_scope is not None
     config = tool.subprompt or SubpromptConfig(name=tool.name)
-    message = None
-    if config.init_user_message_property:
-        message = argument_text(arguments.get(config.init_user_message_property))
-    refs: list[AttachmentRef] = []
-    if config.init_attachments_property:
-        paths = attachment_paths(arguments.get(config.init_attachments_property))
-        named = await attachments_named(kernel.store, thread.thread_id, paths)
-        if isinstance(named, ToolResult):
-            return named
-        refs = named
+    start = await subprompts.initial_input(kernel, thread, config, arguments)
+    if isinstance(start, ToolResult):
+        return start
+    message, refs = start
     flow.pending_handoff = PendingHandoff(
         agent_name=tool.agent.name,
         package=tool.agent_scope.package,

@@ -26,6 +26,24 @@ if TYPE_CHECKING:
 FAILED_PREFIX = "Failed to execute tool: "
 
 
+async def initial_input(
+    kernel: Kernel, thread: ThreadRef, config: SubpromptConfig, arguments: dict[str, Any]
+) -> tuple[str | None, list[AttachmentRef]] | ToolResult:
+    """The first message a subprompt or a handoff starts with, read from the call's arguments.
+
+    ``init_user_message_property`` names its text, ``init_attachments_property`` the thread's
+    files it attaches; a file that does not exist is the call's error result.
+    """
+    text = None
+    if config.init_user_message_property:
+        text = argument_text(arguments.get(config.init_user_message_property))
+    if not config.init_attachments_property:
+        return text, []
+    paths = attachment_paths(arguments.get(config.init_attachments_property))
+    named = await attachments_named(kernel.store, thread.thread_id, paths)
+    return named if isinstance(named, ToolResult) else (text, named)
+
+
 async def run_subprompt(
     kernel: Kernel,
     thread: ThreadRef,
@@ -55,16 +73,10 @@ async def run_subprompt(
             prompt_override=prompt,
             initial_messages=initial,
         )
-        text: str | None = None
-        if config.init_user_message_property:
-            text = argument_text(arguments.get(config.init_user_message_property))
-        refs: list[AttachmentRef] = []
-        if config.init_attachments_property:
-            paths = attachment_paths(arguments.get(config.init_attachments_property))
-            named = await attachments_named(kernel.store, thread.thread_id, paths)
-            if isinstance(named, ToolResult):
-                return named
-            refs = named
+        start = await initial_input(kernel, thread, config, arguments)
+        if isinstance(start, ToolResult):
+            return start
+        text, refs = start
         if text is not None or refs:
             message = new_message(
                 thread.thread_id,
