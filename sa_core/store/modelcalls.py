@@ -45,8 +45,9 @@ _LIST = Prepared(
     .order_by(_L.created_at, _L.seq),
     RECORDED_COLUMNS,
 )
-Staged = tuple[dict[str, Any], RequestParts | None]
-"""A staged call: its ``logs.recording`` value, and its parts when their row may be missing."""
+Staged = tuple[Any, RequestParts | None]
+"""A staged call: its ``logs.recording`` value (either form, see :func:`unpacked`), and its
+parts when their row may be missing."""
 
 
 _LOGGED_USAGE = {
@@ -86,6 +87,56 @@ def _response(recording: Mapping[str, Any], data: Mapping[str, Any] | None) -> d
     return response
 
 
+_ANSWER_EXTRAS = ("usage", "reasoning", "reasoning_details", "images", "response_id", "metadata")
+"""What a compact recording's extras may hold of the answer besides text and tool calls."""
+
+
+def unpacked(recording: Any, data: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored recording in its long form (``request``, ``response``, ``message_id``).
+
+    The engine stores a call compactly (:meth:`~sa_core.engine.model.recording.Recorder.record`):
+    ``["<messages>.<count>.<parts>", content, [[id, name, arguments(, extra_content)], ...]]``
+    and, when there is any, a dict of what the log does not hold (the model, message and
+    finish reason when they differ from the log's, the usage beyond its tokens, reasoning,
+    images, the response id, metadata). An imported call keeps its long form.
+    """
+    if not isinstance(recording, list):
+        return dict(recording)
+    key, content, calls = recording[0], recording[1], recording[2]
+    extra: Mapping[str, Any] = recording[3] if len(recording) > 3 else {}
+    messages, count, parts = str(key).split(".")
+    response: dict[str, Any] = {
+        "content": content,
+        "tool_calls": [
+            {"id": c[0], "name": c[1], "arguments": c[2]}
+            | ({"extra_content": c[3]} if len(c) > 3 else {})
+            for c in calls
+        ],
+        "finish_reason": extra.get("finish_reason", data.get("finish_reason")),
+    }
+    response.update((name, extra[name]) for name in _ANSWER_EXTRAS if name in extra)
+    form: dict[str, Any] = {
+        "request": {
+            "model": extra.get("model", data.get("model")),
+            "messages": messages,
+            "count": int(count),
+            "parts": parts,
+        },
+        "response": response,
+    }
+    if "message_id" in extra:
+        form["message_id"] = extra["message_id"]
+    return form
+
+
+def _parts_named(recording: Any) -> str | None:
+    """The key of the ``request_parts`` a stored recording names (either form)."""
+    if isinstance(recording, list):
+        return str(recording[0]).rpartition(".")[2]
+    parts = (recording.get("request") or {}).get("parts")
+    return None if parts is None else str(parts)
+
+
 def expanded_calls(
     thread_id: str, rows: Iterable[Mapping[str, Any]], parts: Mapping[str, dict[str, Any]]
 ) -> list[RecordedCall]:
@@ -93,8 +144,8 @@ def expanded_calls(
     calls = []
     previous: str | None = None
     for row in rows:
-        recording = row["recording"]
         data = row["data"] or {}
+        recording = unpacked(row["recording"], data)
         request = dict(recording.get("request") or {})
         hashed = recording.get("request_hash")
         key = request.pop("parts", None)
@@ -130,11 +181,7 @@ def expanded_calls(
 
 def read_parts(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     """The ``request_parts`` the recordings of ``rows`` name, by key."""
-    keys = {
-        key
-        for row in rows
-        if (key := (row["recording"].get("request") or {}).get("parts")) is not None
-    }
+    keys = {key for row in rows if (key := _parts_named(row["recording"])) is not None}
     if not keys:
         return {}
     query = select(_P.key, _P.parts).where(_P.key.in_(sorted(keys)))
@@ -207,7 +254,7 @@ class ModelCallsMixin(StoreBase):
         """Calls waiting for their log to be stored, by log id (see the module docstring)."""
 
     def stage_recording(
-        self, log_id: str, recording: dict[str, Any], parts: RequestParts | None
+        self, log_id: str, recording: Any, parts: RequestParts | None
     ) -> None:
         """Hold a call's recording until its ``llm_call`` log (``log_id``) is stored, with it.
 

@@ -26,8 +26,10 @@ prompt renders them empty, tool results are scrubbed), so they are never in a re
   so a request that sends the same is one comparison, and their digests and words are stored
   once per distinct content (a ``request_parts`` row written with the first log that needs it
   in this process), not with each call;
-- the recording itself is a small dict (hashes, the parts' key, the answer) that the log row's
-  JSON encoding writes.
+- the recording itself is a short list, ``["<messages>.<count>.<parts>", text, [[id, name,
+  arguments], ...]]``, with a dict of extras only for what the call's log does not already
+  hold (:func:`sa_core.store.modelcalls.unpacked` reads it back): JSON encoding costs by the
+  item, so a step's recording is a handful of items, not a document.
 
 Recording is off by default, because it still costs a step a few per cent (see
 benchmarks/README.md): the environment variable ``STANDARD_AGENTS_RECORD_MODEL_CALLS=1``
@@ -377,33 +379,61 @@ class Recorder:
     ) -> None:
         """Stage the call's recording; it is stored with ``log`` (see the module docstring)."""
         if digest is None:
-            conversation, count, parts = self._hash(thread, request)
-            recording: dict[str, Any] = {  # its hash is made again when read (request_hash)
-                "request": {
-                    "model": request.model,
-                    "messages": conversation,
-                    "count": count,
-                    "parts": parts.key,
-                },
-            }
+            messages, count, parts = self._hash(thread, request)
         else:  # a replay's call, hashed already
-            parts = digest.request_parts
-            recording = {
-                "request_hash": digest.hash,
-                "request": {
-                    "model": digest.model,
-                    "messages": digest.messages,
-                    "count": digest.count,
-                    "parts": parts.key,
-                },
-            }
-        if message_id != log.data.get("message_id"):
-            recording["message_id"] = message_id
-        recording["response"] = response_document(response)
+            messages, count, parts = digest.messages, digest.count, digest.request_parts
+        recording: list[Any] = [
+            f"{messages}.{count}.{parts.key}",
+            response.content,
+            [
+                [c.id, c.name, c.arguments]
+                if c.extra_content is None
+                else [c.id, c.name, c.arguments, c.extra_content]
+                for c in response.tool_calls
+            ],
+        ]
+        extra = _extra(response, log.data, request.model, message_id)
+        if extra:
+            recording.append(extra)
         staged = self.store.staged_calls  # held for the log's write (ModelCallsMixin)
         staged[log.id] = (recording, None if parts.stored else parts)
         if len(staged) > MAX_STAGED:
             del staged[next(iter(staged))]
+
+
+def _extra(
+    response: ProviderResponse, data: dict[str, Any], model: str, message_id: str | None
+) -> dict[str, Any] | None:
+    """What of a call a compact recording keeps besides its request, text and tool calls.
+
+    Only what the call's ``llm_call`` log does not hold already (its model, message, finish
+    reason and token counts) and what the answer has beyond text and tool calls; usually
+    nothing.
+    """
+    extra: dict[str, Any] = {}
+    if model != data.get("model"):
+        extra["model"] = model
+    if message_id != data.get("message_id"):
+        extra["message_id"] = message_id
+    if response.finish_reason != data.get("finish_reason"):
+        extra["finish_reason"] = response.finish_reason
+    usage = response.usage
+    if (
+        usage.cost is not None
+        or usage.total_tokens != usage.prompt_tokens + usage.completion_tokens
+    ):
+        extra["usage"] = {"total_tokens": usage.total_tokens, "cost": usage.cost}  # usage_kept
+    if response.reasoning is not None:
+        extra["reasoning"] = response.reasoning
+    if response.reasoning_details is not None:
+        extra["reasoning_details"] = response.reasoning_details
+    if response.images:
+        extra["images"] = [asdict(i) for i in response.images]
+    if response.response_id is not None:
+        extra["response_id"] = response.response_id
+    if response.metadata:
+        extra["metadata"] = response.metadata
+    return extra or None
 
 
 def request_texts(request: ProviderRequest) -> dict[str, Any]:
