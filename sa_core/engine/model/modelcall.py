@@ -17,7 +17,7 @@ from sa_core.engine.model.turnsettings import apply_turn_settings
 from sa_core.errors import DefinitionNotFoundError
 from sa_core.offline import offline_model
 from sa_core.provider_check import unknown_provider_hint
-from sa_core.providers import OutputSchema, ProviderRequest, ProviderTool, StreamChunk
+from sa_core.providers import OutputSchema, ProviderRequest, StreamChunk
 from sa_core.spec import Log
 from sa_core.store.clock import now_us
 from sa_core.telemetry import model_attempt
@@ -199,9 +199,7 @@ class ModelCaller:
         settings: ProviderSettings,
     ) -> list[ModelAttempt]:
         """One attempt per model of the chain (the model, then its fallbacks), requests built."""
-        provider_tools = [
-            ProviderTool(t.name, t.description, t.parameters, t.strict) for t in tools
-        ]
+        provider_tools = [t.as_provider_tool() for t in tools]
 
         def lookup(name: str) -> str | None:
             return kernel.env_of(thread, name) or os.environ.get(name)

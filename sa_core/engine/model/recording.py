@@ -188,7 +188,8 @@ class _Conversation:
     generation: int = -1
     """The converter's conversion those messages are, unchanged (-1: not known to be one)."""
     hasher: Any = field(default_factory=hashlib.sha256)
-    """The running hash of those messages (copied and extended by the next request)."""
+    """The running hash of those messages (extended in place by the next request that
+    continues them; a request that does not starts a hash of its own)."""
     signature: list[Any] | None = None
     """What the last request's parts were made of, and those parts (``parts``)."""
     parts: RequestParts | None = None
@@ -258,8 +259,8 @@ class Recorder:
         signed: list[Any] = [
             r.model, r.tool_choice, r.parallel_tool_calls, r.reasoning, r.provider_options,
             r.max_tokens, r.output_schema, r.temperature, r.top_p, r.seed, r.stop,
-            r.frequency_penalty, r.presence_penalty, r.verbosity,
-        ]  # fmt: skip
+            r.frequency_penalty, r.presence_penalty, r.verbosity, *r.tools,
+        ]  # fmt: skip  (a request's tools are its offered tools' own objects: equal by identity)
         head = 0
         for message in messages:  # the leading system messages
             if message.role != "system":
@@ -267,8 +268,6 @@ class Recorder:
             m = message
             signed += (m.content, m.images, m.tool_calls, m.tool_name, m.reasoning)
             head += 1
-        for tool in r.tools:
-            signed += (tool.name, tool.description, tool.parameters, tool.strict)
         flow: ModelFlow | None = thread.execution  # type: ignore[assignment]  # (a Flow)
         converter = None if flow is None else flow.converter
         held = None if converter is None else converter.request_digest
@@ -276,9 +275,22 @@ class Recorder:
             held = _Conversation()
             if converter is not None:
                 converter.request_digest = held
-        hasher = self._conversation(held, converter, messages, head)
-        held.request, held.head, held.hasher = messages, head, hasher
-        held.count = len(messages) - head
+        known = held.count
+        if (  # the converter's output unchanged, extending the last hashed request (no compare)
+            converter is not None
+            and messages is converter.sent
+            and held.generation == converter.generation - 1
+            and converter.reused == known
+            and converter.size == len(messages) - head
+        ):
+            held.generation = converter.generation
+            hasher = held.hasher
+            if converter.size > known:
+                hasher.update(conversation_text(messages[head + known :]))
+        else:
+            hasher = self._conversation(held, converter, messages, head)
+            held.hasher = hasher
+        held.request, held.head, held.count = messages, head, len(messages) - head
         parts = held.parts
         if parts is None or signed != held.signature:
             held.signature, held.parts = signed, self._parts(signed, request, head)
@@ -291,24 +303,17 @@ class Recorder:
     ) -> Any:
         """The running hash of ``messages[head:]``, extending ``held``'s where it can.
 
-        When the request is the flow converter's output with nothing rewritten
-        (``converter.sent``) and the previous hashed request was its previous output, the
-        converter already knows how much of it is carried over (``converter.reused``): no
-        message is compared. Otherwise the previous request's messages are compared with this
-        one's (a list comparison, by identity first).
+        Used when the request is not the flow converter's next output with nothing rewritten
+        (``converter.sent``; then :meth:`_hash` extends the running hash with the new
+        messages, the converter knowing how many it carried over: ``converter.reused``): the
+        previous request's messages are compared with this one's (a list comparison, by
+        identity first).
         """
         known = held.count
         fresh = converter is not None and messages is converter.sent
-        previous, held.generation = held.generation, converter.generation if fresh else -1
-        if (
-            fresh
-            and previous == converter.generation - 1
-            and converter.reused == known
-            and converter.size == len(messages) - head
-        ):  # this request is the last one's messages and the converter's new ones
-            hasher = held.hasher.copy()
-        elif known and messages[head : head + known] == held.request[held.head : held.head + known]:
-            hasher = held.hasher.copy()
+        held.generation = converter.generation if fresh else -1
+        if known and messages[head : head + known] == held.request[held.head : held.head + known]:
+            hasher = held.hasher
         else:
             return hashlib.sha256(conversation_text(messages[head:]))
         if len(messages) - head > known:
@@ -392,9 +397,20 @@ class Recorder:
                 for c in response.tool_calls
             ],
         ]
-        extra = _extra(response, log.data, request.model, message_id)
-        if extra:
-            recording.append(extra)
+        data, usage = log.data, response.usage
+        if not (  # what the log holds already, and an answer of text and tool calls only
+            request.model == data.get("model")
+            and message_id == data.get("message_id")
+            and response.finish_reason == data.get("finish_reason")
+            and usage.cost is None
+            and usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
+            and response.reasoning is None
+            and response.reasoning_details is None
+            and not response.images
+            and response.response_id is None
+            and not response.metadata
+        ):
+            recording.append(_extra(response, data, request.model, message_id))
         staged = self.store.staged_calls  # held for the log's write (ModelCallsMixin)
         staged[log.id] = (recording, None if parts.stored else parts)
         if len(staged) > MAX_STAGED:
@@ -403,12 +419,12 @@ class Recorder:
 
 def _extra(
     response: ProviderResponse, data: dict[str, Any], model: str, message_id: str | None
-) -> dict[str, Any] | None:
+) -> dict[str, Any]:
     """What of a call a compact recording keeps besides its request, text and tool calls.
 
     Only what the call's ``llm_call`` log does not hold already (its model, message, finish
     reason and token counts) and what the answer has beyond text and tool calls; usually
-    nothing.
+    nothing (:meth:`Recorder.record` checks that first).
     """
     extra: dict[str, Any] = {}
     if model != data.get("model"):
@@ -433,7 +449,7 @@ def _extra(
         extra["response_id"] = response.response_id
     if response.metadata:
         extra["metadata"] = response.metadata
-    return extra or None
+    return extra
 
 
 def request_texts(request: ProviderRequest) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 from sa_core.engine.threads import NO_TOOL_OPTIONS
+from sa_core.providers import ProviderTool
 from sa_core.spec import (
     AgentDefinition,
     PromptDefinition,
@@ -82,6 +83,20 @@ class OfferedTool:
     requires_approval: bool = False
     strict: bool = False
     """A client tool declared ``strict`` (its provider tool asks for exact arguments)."""
+    provider_form: ProviderTool | None = field(default=None, init=False, repr=False, compare=False)
+    """The tool as requests offer it, made once (:meth:`as_provider_tool`)."""
+
+    def as_provider_tool(self) -> ProviderTool:
+        """The tool as a provider request offers it: one object, shared by every request.
+
+        Requests are read-only for providers, so sharing it is safe; the recorder of model
+        calls then finds a request's tools unchanged by identity.
+        """
+        made = self.provider_form
+        if made is None:
+            made = ProviderTool(self.name, self.description, self.parameters, self.strict)
+            self.provider_form = made
+        return made
 
 
 @dataclass(slots=True)
