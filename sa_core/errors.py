@@ -419,8 +419,8 @@ class ReplayUnavailableError(ThreadDocumentError):
         super().__init__(
             [
                 f"model calls were not recorded ({where}), so the replay cannot answer them; "
-                "recording was off for them (it is off unless the server runs with "
-                "sa serve --record / STANDARD_AGENTS_RECORD_MODEL_CALLS=1, and "
+                "recording was off for them (sa serve --no-record or "
+                "STANDARD_AGENTS_RECORD_MODEL_CALLS=0 turn it off, and "
                 "define_model(..., record=False) keeps a model out). "
                 "Turn recording on and run the thread again to replay it."
             ]

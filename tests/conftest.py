@@ -157,12 +157,3 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
 
         monkeypatch.setattr(connection, name, spy)
     yield statements
-
-
-@pytest.fixture
-def recording_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Model calls recorded for replay (off by default): ``STANDARD_AGENTS_RECORD_MODEL_CALLS=1``.
-
-    Set before the runtime or ``sa serve`` starts (a subprocess inherits it).
-    """
-    monkeypatch.setenv("STANDARD_AGENTS_RECORD_MODEL_CALLS", "1")

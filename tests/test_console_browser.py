@@ -23,7 +23,7 @@ __all__ = ["browser", "page", "playwright"]  # fixtures this module uses
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleServer]:
-    live = ConsoleServer(tmp_path_factory.mktemp("console"), "--record")  # the Replay button
+    live = ConsoleServer(tmp_path_factory.mktemp("console"))  # recorded: the Replay button
     try:
         yield live
     finally:

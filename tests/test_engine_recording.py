@@ -16,8 +16,6 @@ from sa_core import Pack, Runtime, define_agent, define_model, define_prompt, de
 from sa_core.engine.model.recording import RECORD_ENV
 from sa_core.testing import FunctionProvider, TestProvider, TestScript
 
-pytestmark = pytest.mark.usefixtures("recording_on")  # recording is off by default
-
 
 class Note(BaseModel):
     text: str
@@ -203,20 +201,20 @@ async def test_a_model_defined_with_record_false_keeps_only_its_usage_logs(
 
 
 @pytest.mark.asyncio
-async def test_nothing_is_recorded_unless_the_process_turns_recording_on(
+async def test_calls_are_recorded_by_default(
     sa_runtime_factory: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv(RECORD_ENV)
+    monkeypatch.delenv(RECORD_ENV, raising=False)
     async with sa_runtime_factory(
         packs=[tool_pack()], providers={"test": TestProvider(note_script())}
     ) as rt:
-        assert rt.kernel.models.recorder.enabled is False
+        assert rt.kernel.models.recorder.enabled is True
         thread = await rt.create_thread("keeper")
         await thread.send_message("buy milk")
         await rt.wait_idle(timeout=30)
-        assert await rt.store.list_model_calls(thread.thread_id) == []
+        calls = await rt.store.list_model_calls(thread.thread_id)
         logs = await thread.get_logs(limit=100)
-        assert [log for log in logs if log.type == "llm_call"]  # each call's usage log is kept
+        assert len(calls) == len([log for log in logs if log.type == "llm_call"]) == 2
 
 
 @pytest.mark.asyncio

@@ -17,8 +17,6 @@ from replay_desk import desk_model, desk_pack, no_model, run_desk
 from sa_core import Runtime
 from sa_core.errors import ReplayUnavailableError, ThreadDocumentError
 
-pytestmark = pytest.mark.usefixtures("recording_on")  # recording is off by default
-
 
 class Subject(BaseModel):
     subject: str

@@ -18,8 +18,6 @@ from sa_core import Runtime
 from sa_core.cli import main
 from sa_core.testing import assert_identical, replay_export
 
-pytestmark = pytest.mark.usefixtures("recording_on")  # recording is off by default
-
 PACK_FILE = """
 from replay_desk import desk_pack
 

@@ -17,8 +17,6 @@ from sa_core import Runtime
 from sa_core.server import create_app
 from sa_core.server.testing import live_server
 
-pytestmark = pytest.mark.usefixtures("recording_on")  # recording is off by default
-
 BASE = "/api/packages/desk/threads"
 
 

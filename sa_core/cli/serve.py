@@ -90,13 +90,14 @@ def register(subparsers: Any) -> None:
         action="store_true",
         default=None,
         help="record each model call's request hash and full answer, so threads served can be "
-        "exported and replayed (off by default; see docs/time-travel.md)",
+        "exported and replayed (the default; wins over STANDARD_AGENTS_RECORD_MODEL_CALLS=0; "
+        "see docs/time-travel.md)",
     )
     parser.add_argument(
         "--no-record",
         dest="record",
         action="store_false",
-        help="record no model calls, even when STANDARD_AGENTS_RECORD_MODEL_CALLS=1 is set",
+        help="record no model calls (threads served cannot be replayed)",
     )
     parser.add_argument("--worker-fd", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument(

@@ -48,9 +48,9 @@ class ModelDefinition(SpecModel):
             docs/store.md). An embedding model cannot be a prompt's model, a compaction
             model or a chat model's fallback.
         record: record this model's calls (the request's hash and the full answer) so a
-            thread can be replayed without calling the model (see docs/time-travel.md) when
-            the process records (``sa serve --record``); ``False`` keeps this model's calls
-            out of the recording.
+            thread can be replayed without calling the model (see docs/time-travel.md; on
+            unless the process turns recording off, ``sa serve --no-record``); ``False`` keeps
+            this model's calls out of the recording.
     """
 
     name: str

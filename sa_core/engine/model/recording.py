@@ -31,11 +31,9 @@ prompt renders them empty, tool results are scrubbed), so they are never in a re
   hold (:func:`sa_core.store.modelcalls.unpacked` reads it back): JSON encoding costs by the
   item, so a step's recording is a handful of items, not a document.
 
-Recording is off by default, because it still costs a step a few per cent (see
-benchmarks/README.md): the environment variable ``STANDARD_AGENTS_RECORD_MODEL_CALLS=1``
-(``sa serve --record``) turns it on for the whole process, and ``define_model(...,
-record=False)`` keeps one model's calls out of it; a replay of a thread with unrecorded calls
-refuses to run.
+Recording is on by default. ``STANDARD_AGENTS_RECORD_MODEL_CALLS=0`` (``sa serve
+--no-record``) turns it off for the whole process, and ``define_model(..., record=False)`` keeps
+one model's calls out of it; a replay of a thread with unrecorded calls refuses to run.
 """
 
 from __future__ import annotations
@@ -59,7 +57,7 @@ if TYPE_CHECKING:
     from sa_core.store import Store
 
 RECORD_ENV = "STANDARD_AGENTS_RECORD_MODEL_CALLS"
-"""``1`` / ``true`` / ``yes`` / ``on``: this process records its model calls (off by default)."""
+"""``0`` / ``false`` / ``no`` / ``off``: this process records no model calls (on by default)."""
 KEPT_PARTS = 256
 """Distinct system texts, settings and request parts whose digests are kept."""
 
@@ -470,9 +468,9 @@ def _bounded(cache: dict[Any, str]) -> dict[Any, str]:
 
 
 def record_by_default() -> bool:
-    """Whether this process records model calls (:data:`RECORD_ENV`; off unless turned on)."""
+    """Whether this process records model calls (:data:`RECORD_ENV`; on unless turned off)."""
     value = os.environ.get(RECORD_ENV, "").strip().lower()
-    return value in ("1", "true", "yes", "on")
+    return value not in ("0", "false", "no", "off")
 
 
 # -- the response -----------------------------------------------------------------------------
