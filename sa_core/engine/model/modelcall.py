@@ -17,7 +17,7 @@ from sa_core.engine.model.turnsettings import apply_turn_settings
 from sa_core.errors import DefinitionNotFoundError
 from sa_core.offline import offline_model
 from sa_core.provider_check import unknown_provider_hint
-from sa_core.providers import OutputSchema, ProviderRequest, StreamChunk
+from sa_core.providers import OutputSchema, ProviderRequest, StreamChunk, Usage
 from sa_core.spec import Log
 from sa_core.store.clock import now_us
 from sa_core.telemetry import model_attempt
@@ -122,7 +122,7 @@ class ModelCaller:
 
         succeeded: list[Log] = []
 
-        async def on_attempt(record: Any) -> None:
+        async def on_attempt(record: AttemptRecord) -> None:
             data = _attempt_data(record)
             data["message_id"] = message_id
             model_attempt(thread, data)
@@ -207,8 +207,11 @@ class ModelCaller:
         chain: list[ModelAttempt] = []
         waits_long = may_wait_long(tools, thread.children)
         offline = self.offline
-        scope = kernel.scope_of(thread)
-        for definition in [model, *(scope.model(n) for n in model.fallbacks)]:
+        definitions = [model]
+        if model.fallbacks:
+            scope = kernel.scope_of(thread)
+            definitions += [scope.model(name) for name in model.fallbacks]
+        for definition in definitions:
             request = ProviderRequest(
                 model=offline_model(definition.model) if offline else definition.model,
                 messages=messages,
@@ -270,7 +273,7 @@ def new_log(kind: str, data: dict[str, Any]) -> Log:
     return Log(id=new_id(), type=kind, data=data, created_at=now_us())
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ProviderSettings:
     """What a step asks of every model of its chain, beside the messages and tools."""
 
@@ -327,22 +330,26 @@ def chunk_publisher(
     return on_chunk
 
 
-def _attempt_data(record: Any) -> dict[str, Any]:
-    usage = getattr(record, "usage", None)
+_NO_USAGE = Usage()
+
+
+def _attempt_data(record: AttemptRecord) -> dict[str, Any]:
+    """The ``llm_call`` log data of one attempt (a failed one's usage is empty)."""
+    usage = record.usage or _NO_USAGE  # a provider's answer without usage counts none
     return {
-        "provider": getattr(record, "provider", None),
-        "model": getattr(record, "model", None),
-        "model_name": getattr(record, "model_name", None),
-        "attempt": getattr(record, "attempt", None),
-        "input_tokens": getattr(usage, "prompt_tokens", 0) if usage else 0,
-        "output_tokens": getattr(usage, "completion_tokens", 0) if usage else 0,
-        "reasoning_tokens": getattr(usage, "reasoning_tokens", 0) if usage else 0,
-        "cached_tokens": getattr(usage, "cached_tokens", 0) if usage else 0,
-        "cache_write_tokens": getattr(usage, "cache_write_tokens", 0) if usage else 0,
-        "cost_total": getattr(record, "cost", None),
-        "latency_ms": getattr(record, "latency_ms", None),
-        "time_to_first_token_ms": getattr(record, "time_to_first_token_ms", None),
-        "finish_reason": getattr(record, "finish_reason", None),
-        "error": getattr(record, "error", None),
-        "error_type": getattr(record, "error_code", None),
+        "provider": record.provider,
+        "model": record.model,
+        "model_name": record.model_name,
+        "attempt": record.attempt,
+        "input_tokens": usage.prompt_tokens,
+        "output_tokens": usage.completion_tokens,
+        "reasoning_tokens": usage.reasoning_tokens,
+        "cached_tokens": usage.cached_tokens,
+        "cache_write_tokens": usage.cache_write_tokens,
+        "cost_total": record.cost,
+        "latency_ms": record.latency_ms,
+        "time_to_first_token_ms": record.time_to_first_token_ms,
+        "finish_reason": record.finish_reason,
+        "error": record.error,
+        "error_type": record.error_code,
     }
