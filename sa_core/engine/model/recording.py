@@ -185,9 +185,10 @@ class _Conversation:
     """How many messages of the conversation were hashed (``request[head:]``)."""
     generation: int = -1
     """The converter's conversion those messages are, unchanged (-1: not known to be one)."""
-    hasher: Any = field(default_factory=hashlib.sha256)
+    hasher: Any = None
     """The running hash of those messages (extended in place by the next request that
-    continues them; a request that does not starts a hash of its own)."""
+    continues them; a request that does not starts a hash of its own). None before the
+    first request (``count`` is 0)."""
     signature: list[Any] | None = None
     """What the last request's parts were made of, and those parts (``parts``)."""
     parts: RequestParts | None = None
