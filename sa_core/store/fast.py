@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from sqlalchemy import ColumnElement
@@ -47,6 +48,10 @@ class _Plan:
     """Positional values: literals of the statement, caller slots overwritten per call."""
     slots: list[tuple[int, str]]
     """(position, bindparam name) of each value the caller passes."""
+    pick: Callable[[Mapping[str, Any]], tuple[Any, ...]]
+    """The caller's values of :attr:`slots`, in their order, taken in one call."""
+    dense: bool
+    """Whether the slots are every position in order (the picked values are all the values)."""
     binders: list[tuple[int, Processor, bool]]
     """(position, bind processor, whether it keeps ``None``) of the values the column type
     converts (JSON, ...); a processor that maps ``None`` to ``None`` is skipped for ``None``."""
@@ -107,10 +112,13 @@ class Prepared:
                 binder: Any = binds[name].type.dialect_impl(dialect).bind_processor(dialect)
                 if binder is not None:
                     binders.append((index, binder, _keeps_none(binder)))
+            slots = [(i, name) for i, name in enumerate(names) if binds[name].required]
             plan = _Plan(
                 sql=compiled.string,
                 defaults=[binds[name].value for name in names],
-                slots=[(i, name) for i, name in enumerate(names) if binds[name].required],
+                slots=slots,
+                pick=_picker([name for _, name in slots]),
+                dense=[i for i, _ in slots] == list(range(len(names))),
                 binders=binders,
                 keys=[getattr(column, "key", None) or column.name for column in self.columns],
                 converted=converted,
@@ -121,13 +129,20 @@ class Prepared:
 
     @staticmethod
     def _args(plan: _Plan, params: Mapping[str, Any]) -> tuple[Any, ...]:
-        values = plan.defaults.copy()
         try:
-            for index, name in plan.slots:
-                values[index] = params[name]
+            picked = plan.pick(params)
         except KeyError as missing:
             raise KeyError(f"Missing value for bound parameter {missing}") from None
-        for index, binder, keeps_none in plan.binders:
+        binders = plan.binders
+        if plan.dense:
+            if not binders:
+                return picked
+            values = list(picked)
+        else:
+            values = plan.defaults.copy()
+            for (index, _), value in zip(plan.slots, picked, strict=True):
+                values[index] = value
+        for index, binder, keeps_none in binders:
             value = values[index]
             if value is not None or not keeps_none:
                 values[index] = binder(value)
@@ -301,6 +316,16 @@ def in_driver_transaction(conn: Connection) -> bool:
     """Whether the asyncpg connection under ``conn`` has a transaction open."""
     driver: Any = conn.connection.driver_connection
     return bool(driver.is_in_transaction())
+
+
+def _picker(names: list[str]) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
+    """A function taking the values of ``names`` from a mapping, as a tuple, in one C call."""
+    if len(names) > 1:
+        return itemgetter(*names)
+    if names:
+        name = names[0]
+        return lambda params: (params[name],)
+    return lambda params: ()
 
 
 def _cursor(conn: Connection) -> Any:
