@@ -47,9 +47,10 @@ def new_message(thread_id: str, role: Any, content: str | None, **fields: Any) -
 
 
 async def _observe(kernel: Kernel, thread: ThreadRef, hook: str, message: Message) -> None:
-    """Run an observational hook; a failing observer is logged, never fails the write."""
-    if not kernel.wants_hook(hook, thread):
-        return
+    """Run an observational hook; a failing observer is logged, never fails the write.
+
+    Callers ask :meth:`Kernel.wants_hook` first (most writes run no observer: no coroutine).
+    """
     hooks = kernel.host.hooks
     state = kernel.user_state(thread)
 
@@ -65,8 +66,7 @@ async def _observe(kernel: Kernel, thread: ThreadRef, hook: str, message: Messag
 
 
 async def _before_create(kernel: Kernel, thread: ThreadRef, message: Message) -> Message:
-    if not kernel.wants_hook("before_create_message", thread):
-        return message
+    """Run ``before_create_message`` (callers ask :meth:`Kernel.wants_hook` first)."""
     hooks = kernel.host.hooks
     state = kernel.user_state(thread)
     result = await hooks.before_create_message(state, message)
@@ -85,7 +85,9 @@ async def create_messages(
     tx: Transaction | None = None,
 ) -> list[Message]:
     """Run ``before_create_message``, store, run ``after_create_message``, publish frames."""
-    prepared = [await _before_create(kernel, thread, m) for m in messages]
+    prepared = list(messages)
+    if kernel.wants_hook("before_create_message", thread):
+        prepared = [await _before_create(kernel, thread, m) for m in messages]
     await kernel.store.insert_messages(prepared, tx=tx)
     await announce_created(kernel, thread, prepared)
     return prepared
@@ -98,7 +100,8 @@ async def announce_created(kernel: Kernel, thread: ThreadRef, messages: Sequence
     with :func:`prepare_message`) in a transaction of their own.
     """
     for message in messages:
-        await _observe(kernel, thread, "after_create_message", message)
+        if kernel.wants_hook("after_create_message", thread):
+            await _observe(kernel, thread, "after_create_message", message)
         publish_message(kernel, thread.thread_id, message)
 
 
@@ -152,13 +155,16 @@ async def update_message(
     changed = await hooks.before_update_message(kernel.user_state(thread), message_id, updates)
     updated = await kernel.store.update_message(message_id, dict(changed), tx=tx)
     if updated is not None:
-        await _observe(kernel, thread, "after_update_message", updated)
+        if kernel.wants_hook("after_update_message", thread):
+            await _observe(kernel, thread, "after_update_message", updated)
         publish_message(kernel, thread.thread_id, updated)
     return updated
 
 
 async def prepare_message(kernel: Kernel, thread: ThreadRef, message: Message) -> Message:
     """Run ``before_create_message`` without storing (see :func:`complete_prepared`)."""
+    if not kernel.wants_hook("before_create_message", thread):
+        return message
     return await _before_create(kernel, thread, message)
 
 
@@ -183,8 +189,10 @@ async def complete_prepared(
         changed = await hooks.before_update_message(state, message.id, updates)
     stored = Message.model_validate({**message.__dict__, **dict(changed)})
     await kernel.store.insert_messages([stored], tx=tx)
-    await _observe(kernel, thread, "after_create_message", stored)
-    await _observe(kernel, thread, "after_update_message", stored)
+    if kernel.wants_hook("after_create_message", thread):
+        await _observe(kernel, thread, "after_create_message", stored)
+    if kernel.wants_hook("after_update_message", thread):
+        await _observe(kernel, thread, "after_update_message", stored)
     publish_message(kernel, thread.thread_id, stored)
     return stored
 
