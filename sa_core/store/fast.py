@@ -149,8 +149,14 @@ class Prepared:
         return tuple(values)
 
     def run(self, conn: Connection, params: Mapping[str, Any]) -> int:
-        """Execute without fetching rows; returns the affected row count."""
-        plan = self.plan(conn.dialect)
+        """Execute without fetching rows; returns the affected row count.
+
+        The hot path of every write: :meth:`plan`'s and :func:`_cursor`'s common cases are
+        inlined (two Python calls fewer per statement).
+        """
+        dialect = conn.dialect
+        last = self._last
+        plan = last[1] if last is not None and last[0] is dialect else self.plan(dialect)
         if plan is None:
             return int(conn.execute(self.stmt, dict(params)).rowcount)
         driver = _direct(conn) if plan.on_asyncpg else None
@@ -159,7 +165,7 @@ class Prepared:
             status = _await(conn, plan.sql, args, driver.execute(plan.sql, *args))
             count = status.rpartition(" ")[2]
             return int(count) if count.isdigit() else -1
-        cursor = _cursor(conn)
+        cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
         args = self._args(plan, params)
         try:
             cursor.execute(plan.sql, args)
@@ -186,7 +192,9 @@ class Prepared:
 
     def rows(self, conn: Connection, params: Mapping[str, Any]) -> list[dict[str, Any]]:
         """Execute and return every row as a dict keyed by column name."""
-        plan = self.plan(conn.dialect)
+        dialect = conn.dialect
+        last = self._last
+        plan = last[1] if last is not None and last[0] is dialect else self.plan(dialect)
         if plan is None:
             result = conn.execute(self.stmt, dict(params))
             return [dict(row) for row in result.mappings()]
@@ -195,7 +203,7 @@ class Prepared:
         if driver is not None:
             raw = _await(conn, plan.sql, args, driver.fetch(plan.sql, *args))
         else:
-            cursor = _cursor(conn)
+            cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
             try:
                 cursor.execute(plan.sql, args)
                 raw = cursor.fetchall()
