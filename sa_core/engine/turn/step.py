@@ -317,9 +317,13 @@ async def commit_answer(
     """
     kernel = flow.kernel
     calls, content, rejection = read.calls, read.content, read.rejection
+    # a before_update_message hook sees the calls as dicts; without one, the stored message
+    # takes the (validated) calls as they are instead of dumping and validating them again
+    hooked = kernel.wants_hook("before_update_message", flow.thread)
     updates: dict[str, Any] = {
         "content": content or None,
-        "tool_calls": [c.model_dump(exclude_none=True) for c in calls] or None,
+        "tool_calls": ([c.model_dump(exclude_none=True) for c in calls] if hooked else calls)
+        or None,
         "reasoning_content": None
         if (prompt.reasoning and prompt.reasoning.exclude)
         else response.reasoning,
