@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping, Sequence
-from types import NoneType, UnionType
-from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Any
 
 from sa_core.engine.flowview import flow_of
 from sa_core.spec import InjectMessageInput, Message, ToolCall
+from sa_core.spec.plainbuild import PlainBuilder
 from sa_core.store.clock import now_us
 
 if TYPE_CHECKING:
@@ -52,72 +52,10 @@ def new_message(thread_id: str, role: Any, content: str | None, **fields: Any) -
     return _plain_message(values) or Message(**values)
 
 
-def _field_kinds() -> dict[str, tuple[tuple[type, ...], frozenset[Any] | None]]:
-    """The fields of :class:`Message` a value may skip validation for, and how.
-
-    Per field: the exact types validation keeps as they are, and its literal values (``None``
-    when any value of those types is allowed). A list or a dict field is taken only when
-    ``None``; a field of any other type never.
-    """
-    kinds: dict[str, tuple[tuple[type, ...], frozenset[Any] | None]] = {}
-    for name, info in Message.model_fields.items():
-        annotation = info.annotation
-        union = get_origin(annotation) in (Union, UnionType)
-        types: set[type] = set()
-        literals: set[Any] = set()
-        for arm in get_args(annotation) if union else (annotation,):
-            if get_origin(arm) is Literal:
-                literals.update(get_args(arm))
-                types.update(type(value) for value in get_args(arm))
-            elif arm in (str, int, bool, NoneType):
-                types.add(arm)
-            elif get_origin(arm) not in (list, dict):
-                break  # a type validation converts: never taken as it is
-        else:
-            if literals and types - {type(value) for value in literals} - {NoneType}:
-                continue  # literals beside a plain type: validated
-            kinds[name] = (tuple(types), frozenset(literals) or None)
-    return kinds
-
-
-_KINDS = _field_kinds()
-_DEFAULTS = {name: info.default for name, info in Message.model_fields.items()}
-_new, _set = object.__new__, object.__setattr__
-
-
-def _plain_message(values: dict[str, Any]) -> Message | None:
-    """``Message(**values)`` built directly, or ``None`` when it must be validated.
-
-    Only when every value is a field's and already of the exact type validation keeps (``str``,
-    ``int``, ``bool``, an allowed literal, or ``None`` where the field allows it; of the lists
-    and dicts, which validation copies, only ``tool_calls`` as a list of :class:`ToolCall`
-    models): the model is then the one validation gives, field for field, with the same fields
-    set, at a fraction of the cost (a model step builds three).
-    """
-    for name, value in values.items():
-        kind = _KINDS.get(name)
-        if kind is None:
-            return None
-        if type(value) not in kind[0]:
-            if name != "tool_calls" or not _plain_calls(value):
-                return None
-        elif kind[1] is not None and value is not None and value not in kind[1]:
-            return None
-    data = _DEFAULTS.copy()
-    data.update(values)
-    if data["tool_calls"] is not None:  # validation keeps the calls, in a list of its own
-        data["tool_calls"] = list(data["tool_calls"])
-    message = _new(Message)
-    _set(message, "__dict__", data)
-    _set(message, "__pydantic_fields_set__", set(values))
-    _set(message, "__pydantic_extra__", {})
-    _set(message, "__pydantic_private__", None)
-    return message
-
-
-def _plain_calls(value: Any) -> bool:
-    """Whether ``value`` is a list of :class:`ToolCall` models (validation keeps each as it is)."""
-    return type(value) is list and all(type(call) is ToolCall for call in value)
+_PLAIN_MESSAGES = PlainBuilder(Message, {"tool_calls": ToolCall})
+_plain_message = _PLAIN_MESSAGES.build
+"""``Message(**values)`` built directly when every value allows it (see
+:class:`~sa_core.spec.plainbuild.PlainBuilder`), else ``None``: a model step builds three."""
 
 
 async def _observe(kernel: Kernel, thread: ThreadRef, hook: str, message: Message) -> None:
