@@ -53,6 +53,7 @@ from sa_core.spec import (
     ToolCall,
     ToolCallFunction,
 )
+from sa_core.spec.plainbuild import PlainBuilder
 from sa_core.store.clock import now_us
 
 if TYPE_CHECKING:
@@ -267,10 +268,11 @@ async def read_answer(
 ) -> StepAnswer:
     """The answer's tool calls and text, schema-checked; an empty answer is rejected."""
     calls = [
-        ToolCall(
-            id=c.id or f"call_{uuid.uuid4().hex[:8]}",
-            function=ToolCallFunction(name=c.name, arguments=dumps_compact(c.arguments)),
-            extra_content=c.extra_content,
+        _tool_call(
+            c.id or f"call_{uuid.uuid4().hex[:8]}",
+            c.name,
+            dumps_compact(c.arguments),
+            c.extra_content,
         )
         for c in response.tool_calls
     ]
@@ -297,6 +299,27 @@ async def read_answer(
         ]
     flow.last_text = content
     return StepAnswer(calls, content, answer, rejection)
+
+
+_PLAIN_CALLS = PlainBuilder(ToolCall)
+_PLAIN_FUNCTIONS = PlainBuilder(ToolCallFunction)
+
+
+def _tool_call(
+    call_id: str, name: str, arguments: str, extra_content: dict[str, Any] | None
+) -> ToolCall:
+    """A tool call of the answer, built directly when its values allow it.
+
+    The same model as ``ToolCall(id=..., function=ToolCallFunction(...), extra_content=...)``
+    (see :class:`~sa_core.spec.plainbuild.PlainBuilder`).
+    """
+    function = {"name": name, "arguments": arguments}
+    values = {
+        "id": call_id,
+        "function": _PLAIN_FUNCTIONS.build(function) or ToolCallFunction(**function),
+        "extra_content": extra_content,
+    }
+    return _PLAIN_CALLS.build(values) or ToolCall(**values)
 
 
 async def commit_answer(
