@@ -83,3 +83,34 @@ def test_a_model_with_validators_is_refused() -> None:
 
     with pytest.raises(TypeError, match="validators"):
         PlainBuilder(Checked)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"content": "done", "status": "completed", "response_completed_at": 7, "log_id": "l"},
+        {"content": None, "tool_calls": [CALL], "reasoning_content": None, "status": "completed"},
+    ],
+)
+def test_an_update_is_the_message_validation_of_the_merged_values_gives(
+    changes: dict[str, Any],
+) -> None:
+    pending = Message(id="m", thread_id="t", role="assistant", status="pending", prompt="p")
+    updated = MESSAGES.updated(pending, dict(changes))
+    assert updated is not None
+    _same(updated, Message.model_validate({**pending.__dict__, **changes}))
+
+
+@pytest.mark.parametrize(
+    ("pending", "changes"),
+    [
+        (Message(id="m", role="assistant", metadata={"a": 1}), {"content": "x"}),
+        (Message(id="m", role="assistant", extra_field=1), {"content": "x"}),
+        (Message(id="m", role="assistant"), {"status": "unknown"}),
+        (Message(id="m", role="assistant"), {"reasoning_details": [{"a": 1}]}),
+    ],
+)
+def test_an_update_that_needs_validation_is_declined(
+    pending: Message, changes: dict[str, Any]
+) -> None:
+    assert MESSAGES.updated(pending, changes) is None

@@ -199,8 +199,10 @@ async def complete_prepared(
     if kernel.wants_hook("before_update_message", thread):
         state = kernel.user_state(thread)
         changed = await hooks.before_update_message(state, message.id, updates)
-    values = {**message.__dict__, **dict(changed)}
-    stored = _plain_message(values) or Message.model_validate(values)
+    changes = dict(changed)
+    stored = _PLAIN_MESSAGES.updated(message, changes) or Message.model_validate(
+        {**message.__dict__, **changes}
+    )
     await kernel.store.insert_messages([stored], tx=tx)
     if kernel.wants_hook("after_create_message", thread):
         await _observe(kernel, thread, "after_create_message", stored)

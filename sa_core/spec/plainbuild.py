@@ -92,33 +92,74 @@ class PlainBuilder(Generic[M]):
         self._required = [n for n, f in model.model_fields.items() if f.is_required()]
         self._defaults = {name: info.default for name, info in model.model_fields.items()}
         self._allows_extra = model.model_config.get("extra") == "allow"
+        self._partial = set(model.model_fields) != set(self._kinds)
+        """Some field is never taken as it is (:meth:`updated` cannot vouch for it)."""
+        self._containers = [
+            name
+            for name, (types, _) in self._kinds.items()
+            if types == (NoneType,) and name not in self._lists
+        ]
+        """The dict and list fields (taken only when ``None``), but the named lists."""
 
     def build(self, values: dict[str, Any]) -> M | None:
         """``model(**values)``, or ``None`` when a value needs validation (or one is missing)."""
-        kinds, lists = self._kinds, self._lists
-        for name, value in values.items():
-            kind = kinds.get(name)
-            if kind is None:
-                return None
-            if type(value) not in kind[0]:
-                item = lists.get(name)
-                if item is None or type(value) is not list:
-                    return None
-                if not all(type(element) is item for element in value):
-                    return None
-            elif kind[1] is not None and value is not None and value not in kind[1]:
-                return None
+        if not self._plain(values):
+            return None
         for name in self._required:
             if name not in values:
                 return None
         data = self._defaults.copy()
         data.update(values)
-        for name in lists:
-            if type(data[name]) is list:  # validation keeps the items, in a list of its own
+        return self._made(data, set(values))
+
+    def updated(self, instance: M, changes: dict[str, Any]) -> M | None:
+        """``model.model_validate({**instance.__dict__, **changes})``, or ``None`` (validate).
+
+        ``instance``'s own values were checked when it was built: only ``changes`` are, and
+        ``instance`` must hold no dict or list (validation would copy them) but a named list
+        field's, and no extra (validation would drop it).
+        """
+        if type(instance) is not self._model or instance.__pydantic_extra__ or self._partial:
+            return None
+        data = instance.__dict__
+        for name in self._containers:
+            if data[name] is not None:
+                return None
+        for name, item in self._lists.items():
+            value = data[name]
+            if value is not None and not all(type(element) is item for element in value):
+                return None
+        if not self._plain(changes):
+            return None
+        data = data.copy()
+        data.update(changes)
+        return self._made(data, set(data))
+
+    def _plain(self, values: dict[str, Any]) -> bool:
+        """Whether every value is one validation keeps as it is."""
+        kinds, lists = self._kinds, self._lists
+        for name, value in values.items():
+            kind = kinds.get(name)
+            if kind is None:
+                return False
+            if type(value) not in kind[0]:
+                item = lists.get(name)
+                if item is None or type(value) is not list:
+                    return False
+                if not all(type(element) is item for element in value):
+                    return False
+            elif kind[1] is not None and value is not None and value not in kind[1]:
+                return False
+        return True
+
+    def _made(self, data: dict[str, Any], fields_set: set[str]) -> M:
+        """The model of ``data`` (every field, in order), named lists copied as validation does."""
+        for name in self._lists:
+            if type(data[name]) is list:
                 data[name] = list(data[name])
         built = _new(self._model)
         _set(built, "__dict__", data)
-        _set(built, "__pydantic_fields_set__", set(values))
+        _set(built, "__pydantic_fields_set__", fields_set)
         _set(built, "__pydantic_extra__", {} if self._allows_extra else None)
         _set(built, "__pydantic_private__", None)
         return built
