@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from math import isfinite
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from sa_core.spec.records import Message
@@ -138,8 +138,12 @@ def history_rows(
         else:
             values = (row[f"p_{column}"] for column in _ROW_COLUMNS)
             found.append(message_from_row(dict(zip(_READ_KEYS, values, strict=True))))
-    found.sort(key=lambda message: message.created_at)
+    if len(found) > 1:
+        found.sort(key=_CREATED_AT)
     return found
+
+
+_CREATED_AT = attrgetter("created_at")
 
 
 def _plain_json(value: Any) -> bool:
