@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, field_validator
 
-from sa_core.spec import Message, ToolCall, ToolCallFunction
+from sa_core.spec import Message, ToolCall, ToolCallFunction, ToolResult
 from sa_core.spec.plainbuild import PlainBuilder
 
 MESSAGES = PlainBuilder(Message, {"tool_calls": ToolCall})
@@ -114,3 +114,17 @@ def test_an_update_that_needs_validation_is_declined(
     pending: Message, changes: dict[str, Any]
 ) -> None:
     assert MESSAGES.updated(pending, changes) is None
+
+
+def test_a_default_factory_makes_a_new_default_per_model_as_validation_does() -> None:
+    results = PlainBuilder(ToolResult)
+    first = results.build({"status": "success", "result": "ok"})
+    second = results.build({"status": "success", "result": "ok"})
+    assert first is not None and second is not None
+    _same(first, ToolResult(status="success", result="ok"))
+    assert first.attachments == [] and first.attachments is not second.attachments
+
+
+def test_an_update_of_a_model_holding_a_list_is_declined() -> None:
+    result = ToolResult(status="success", result="ok")  # attachments: a list, copied
+    assert PlainBuilder(ToolResult).updated(result, {"result": "changed"}) is None

@@ -23,6 +23,18 @@ _Kind = tuple[tuple[type, ...], frozenset[Any] | None]
 _new, _set = object.__new__, object.__setattr__
 
 
+def _containers(model: type[BaseModel]) -> list[str]:
+    """The fields that may hold a list or a dict (validation copies those)."""
+    names = []
+    for name, info in model.model_fields.items():
+        annotation = info.annotation
+        union = get_origin(annotation) in (Union, UnionType)
+        arms = get_args(annotation) if union else (annotation,)
+        if any(get_origin(arm) in (list, dict) or arm in (list, dict) for arm in arms):
+            names.append(name)
+    return names
+
+
 def _field_kinds(model: type[BaseModel]) -> dict[str, _Kind]:
     """The fields a value may skip validation for: its exact types, and its literal values.
 
@@ -69,13 +81,16 @@ class PlainBuilder(Generic[M]):
     """Builds ``model`` from plain values without validating them (see the module docstring).
 
     Args:
-        model: A model without validators, default factories or private attributes.
+        model: A model without validators or private attributes (default factories that
+            take no argument are called as validation calls them).
         lists: List fields taken as a list of instances of the given exact model class.
     """
 
     def __init__(self, model: type[M], lists: Mapping[str, type[BaseModel]] | None = None):
         fields = model.model_fields.values()
-        if model.__pydantic_post_init__ is not None or any(f.default_factory for f in fields):
+        if model.__pydantic_post_init__ is not None or any(
+            f.default_factory_takes_validated_data for f in fields
+        ):
             raise TypeError(f"{model.__name__} needs validation to be built")
         decorators = model.__pydantic_decorators__
         if decorators.validators or decorators.field_validators or decorators.model_validators:
@@ -94,12 +109,14 @@ class PlainBuilder(Generic[M]):
         self._allows_extra = model.model_config.get("extra") == "allow"
         self._partial = set(model.model_fields) != set(self._kinds)
         """Some field is never taken as it is (:meth:`updated` cannot vouch for it)."""
-        self._containers = [
-            name
-            for name, (types, _) in self._kinds.items()
-            if types == (NoneType,) and name not in self._lists
-        ]
+        self._containers = [name for name in _containers(model) if name not in self._lists]
         """The dict and list fields (taken only when ``None``), but the named lists."""
+        self._factories = {
+            name: info.default_factory
+            for name, info in model.model_fields.items()
+            if info.default_factory is not None
+        }
+        """The fields whose default is made per model (validation calls the factory)."""
 
     def build(self, values: dict[str, Any]) -> M | None:
         """``model(**values)``, or ``None`` when a value needs validation (or one is missing)."""
@@ -110,6 +127,9 @@ class PlainBuilder(Generic[M]):
                 return None
         data = self._defaults.copy()
         data.update(values)
+        for name, factory in self._factories.items():
+            if name not in values:
+                data[name] = factory()  # type: ignore[call-arg]
         return self._made(data, set(values))
 
     def updated(self, instance: M, changes: dict[str, Any]) -> M | None:
