@@ -29,6 +29,7 @@ from sa_core.spec import (
     tool_entry_name,
 )
 from sa_core.spec.mcp import split_mcp_name
+from sa_core.spec.plainbuild import PlainBuilder
 from sa_core.spec.schemas import EMPTY_OBJECT_SCHEMA, json_schema_of, validate_args
 
 if TYPE_CHECKING:
@@ -257,6 +258,10 @@ def flag_enabled(value: str | None) -> bool:
 # ---------------------------------------------------------------------------------------------
 
 
+_PLAIN_RESULTS = PlainBuilder(ToolResult)
+"""Builds a plain text result directly (see :class:`~sa_core.spec.plainbuild.PlainBuilder`)."""
+
+
 def normalise_result(value: Any) -> ToolResult:
     """Turn whatever a tool returned into a :class:`ToolResult`.
 
@@ -280,7 +285,8 @@ def normalise_result(value: Any) -> ToolResult:
             data["result"] = json.dumps(data["result"], indent=2, ensure_ascii=False, default=str)
         return ToolResult.model_validate(data)
     if isinstance(value, str):
-        return ToolResult(status="success", result=value)
+        plain = {"status": "success", "result": value}
+        return _PLAIN_RESULTS.build(plain) or ToolResult(**plain)
     if value is None:
         return ToolResult(status="success")
     if hasattr(value, "model_dump"):
