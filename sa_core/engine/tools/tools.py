@@ -269,6 +269,8 @@ def normalise_result(value: Any) -> ToolResult:
     joined by newlines win over ``result``); a str is a success; ``None`` is an empty success;
     anything else is JSON-encoded with a 2-space indent.
     """
+    if type(value) is str:  # the common answer, decided before the (ABC) Mapping check
+        return _text_result(value)
     if isinstance(value, ToolResult):
         return value
     if isinstance(value, Mapping) and (
@@ -285,8 +287,7 @@ def normalise_result(value: Any) -> ToolResult:
             data["result"] = json.dumps(data["result"], indent=2, ensure_ascii=False, default=str)
         return ToolResult.model_validate(data)
     if isinstance(value, str):
-        plain = {"status": "success", "result": value}
-        return _PLAIN_RESULTS.build(plain) or ToolResult(**plain)
+        return _text_result(value)
     if value is None:
         return ToolResult(status="success")
     if hasattr(value, "model_dump"):
@@ -294,6 +295,12 @@ def normalise_result(value: Any) -> ToolResult:
     return ToolResult(
         status="success", result=json.dumps(value, indent=2, ensure_ascii=False, default=str)
     )
+
+
+def _text_result(text: str) -> ToolResult:
+    """``ToolResult(status="success", result=text)``."""
+    plain = {"status": "success", "result": text}
+    return _PLAIN_RESULTS.build(plain) or ToolResult(**plain)
 
 
 def error_result(exc: BaseException) -> ToolResult:
@@ -321,7 +328,7 @@ async def run_native(tool: ToolDefinition, state: Any, arguments: dict[str, Any]
             if tool.args is not None
             else _call_no_args(tool, state, value)
         )
-        if inspect.isawaitable(outcome):
+        if type(outcome) is not str and inspect.isawaitable(outcome):  # (text is never)
             outcome = await outcome
         return normalise_result(outcome)
     except Exception as exc:
