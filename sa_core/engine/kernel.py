@@ -256,7 +256,10 @@ class Kernel:
     def secret_values(self, thread: ThreadRef) -> list[str]:
         """The thread's secret values long enough to redact, longest first."""
         row = thread.shared.row
-        names = self.secrets.secret_names(self.registry.scope(row.package), row)
+        scope = self.registry.scopes.get(row.package) or self.registry.scope(row.package)
+        names = self.secrets.secret_names(scope, row)
+        if not names:  # most threads have no secret: nothing to look up
+            return []
         values = {self.env_of(thread, name) for name in names}
         found = [v for v in values if v and len(v) >= MIN_SECRET_LENGTH]
         return sorted(found, key=len, reverse=True)
