@@ -60,6 +60,10 @@ class Hooks:
         self._impls: dict[str, tuple[HookImpl, ...]] = {}
         self._without_builtin: dict[str, tuple[HookImpl, ...] | None] = {}
         self._subjects: dict[str, str] = {}
+        self.wanted_with_pack_hooks: frozenset[str] = frozenset()
+        """The hooks that run an implementation for a package with hooks (see :meth:`wants_for`)."""
+        self.wanted_without_pack_hooks: frozenset[str] = frozenset()
+        """The hooks that run an implementation for a package without hooks."""
         self.rebuild()
 
     def rebuild(self) -> None:
@@ -85,6 +89,8 @@ class Hooks:
             else None
             for hook, impls in table.items()
         }
+        self.wanted_with_pack_hooks = frozenset(h for h in table if self.wants_for(h, True))
+        self.wanted_without_pack_hooks = frozenset(h for h in table if self.wants_for(h, False))
 
     def _select(self, hook: str, state: Any) -> tuple[HookImpl, ...]:
         """The implementations to run for ``state``: the builtin one only if its pack has hooks."""

@@ -20,10 +20,8 @@ which changes only the keys whose value changed, in place, so the stored JSON st
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from sa_core.spec import AttachmentRef, ToolResult
 
@@ -45,9 +43,11 @@ KEYS = ("last_outcome", "last_stop_reason", "waiter", "answered")
 """The execution keys of the protocol, in the order a new key is appended."""
 
 
-@dataclass(frozen=True, slots=True)
-class ChildOutcome:
+class ChildOutcome(NamedTuple):
     """A child's session outcome as its settle stored it (``last_outcome``).
+
+    Immutable, as a named tuple (cheaper to build than a frozen dataclass; a child's steps and
+    its settle read it several times).
 
     Attributes:
         reason: The flow stop reason that ended the session.
@@ -75,9 +75,10 @@ class ChildOutcome:
         return [AttachmentRef.model_validate(a) for a in self.attachments]
 
 
-@dataclass(frozen=True, slots=True)
-class ChildLink:
+class ChildLink(NamedTuple):
     """A child's side of the protocol with the call waiting on it (see the module docstring).
+
+    Immutable, as a named tuple, like :class:`ChildOutcome`.
 
     Attributes:
         waiter: The id of the blocking call waiting for the child, if any.
@@ -153,8 +154,8 @@ class ChildLink:
 
     def released(self, answered: bool = False) -> ChildLink:
         """The waiting call stopped waiting; ``answered``: it got its result."""
-        return dataclasses.replace(
-            self, waiter=None, answered=self.waiter if answered else self.answered
+        return ChildLink(
+            None, self.waiter if answered else self.answered, self.outcome, self.stop_reason
         )
 
     def settled(self, outcome: ChildOutcome | None, stop_reason: str, answer: bool) -> ChildLink:

@@ -162,8 +162,18 @@ class EventBus:
     def __init__(self, parent_of: ParentOf | None = None) -> None:
         self._subscribers: dict[str, set[Inbox]] = {}
         self._limits: dict[Inbox, int] = {}
+        self.has_listeners = False
+        """Whether anyone is subscribed at all (lets publishers skip building frames).
+
+        An attribute kept with the subscriptions, not a property: publishers ask it several
+        times per model step.
+        """
         self.parent_of: ParentOf = parent_of or _no_parent
         """A thread's parent, for the frames its ancestors also receive (the live threads')."""
+
+    def _listening(self) -> bool:
+        """Whether a frame published now may reach anyone (kept in :attr:`has_listeners`)."""
+        return bool(self._subscribers)
 
     def subscriber_count(self, thread_id: str | None = None) -> int:
         """Open subscriptions of a thread (of every thread without an id)."""
@@ -175,11 +185,6 @@ class EventBus:
     def thread_count(self) -> int:
         """Threads with at least one open subscription (entries the bus holds)."""
         return len(self._subscribers)
-
-    @property
-    def has_listeners(self) -> bool:
-        """Whether anyone is subscribed at all (lets publishers skip building frames)."""
-        return bool(self._subscribers)
 
     def publish(self, thread_id: str, frame: Frame) -> None:
         """Deliver a frame to the thread's subscribers, and a tagged copy to its ancestors'."""
@@ -227,6 +232,7 @@ class EventBus:
             subscribers.discard(queue)
             if not subscribers:
                 del self._subscribers[thread_id]
+                self.has_listeners = self._listening()
 
     def subscribe(
         self, thread_id: str, *, max_backlog: int | None = None
@@ -265,6 +271,7 @@ class EventBus:
         if max_backlog is not None and max_backlog < 1:
             raise ValueError(f"max_backlog must be a whole number >= 1 or None, got {max_backlog}.")
         self._subscribers.setdefault(thread_id, set()).add(queue)
+        self.has_listeners = True
         if max_backlog is not None:
             self._limits[queue] = max_backlog
         try:

@@ -200,19 +200,25 @@ class Kernel:
 
         Asked before a hook call (and before :meth:`user_state`): most steps call none.
         """
-        hooks = self.registry.scope(thread.shared.row.package).hooks
-        return self.host.hooks.wants_for(hook, bool(hooks))
+        package = thread.shared.row.package
+        scope = self.registry.scopes.get(package) or self.registry.scope(package)
+        hooks = self.host.hooks
+        wanted = hooks.wanted_with_pack_hooks if scope.hooks else hooks.wanted_without_pack_hooks
+        return hook in wanted
 
     # -- what a thread resolves to -----------------------------------------------------------
 
     def scope_of(self, thread: ThreadRef) -> PackScope:
         """The package scope a thread's definitions resolve in."""
-        return self.registry.scope(thread.shared.row.package)
+        package = thread.shared.row.package
+        return self.registry.scopes.get(package) or self.registry.scope(package)
 
     def agent_of(self, thread: ThreadRef) -> AgentDefinition:
         """The definition of the agent that owns a thread now."""
         row = thread.shared.row
-        return self.registry.scope(row.package).agent(row.agent_id)[0]
+        package = row.package
+        scope = self.registry.scopes.get(package) or self.registry.scope(package)
+        return scope.agent(row.agent_id)[0]
 
     def env_of(self, thread: ThreadRef, name: str) -> str | None:
         """Resolve a variable of a thread, or None when unset.
@@ -232,7 +238,7 @@ class Kernel:
         scope: PackScope | None = None
         agent: AgentDefinition | None = None
         try:
-            scope = self.registry.scope(row.package)
+            scope = self.registry.scopes.get(row.package) or self.registry.scope(row.package)
             agent = scope.agent(row.agent_id)[0]
         except DefinitionNotFoundError:
             pass
@@ -250,7 +256,10 @@ class Kernel:
     def secret_values(self, thread: ThreadRef) -> list[str]:
         """The thread's secret values long enough to redact, longest first."""
         row = thread.shared.row
-        names = self.secrets.secret_names(self.registry.scope(row.package), row)
+        scope = self.registry.scopes.get(row.package) or self.registry.scope(row.package)
+        names = self.secrets.secret_names(scope, row)
+        if not names:  # most threads have no secret: nothing to look up
+            return []
         values = {self.env_of(thread, name) for name in names}
         found = [v for v in values if v and len(v) >= MIN_SECRET_LENGTH]
         return sorted(found, key=len, reverse=True)

@@ -8,7 +8,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sa_core.engine.flowview import flow_of
-from sa_core.spec import InjectMessageInput, Message
+from sa_core.spec import InjectMessageInput, Message, ToolCall
+from sa_core.spec.plainbuild import PlainBuilder
 from sa_core.store.clock import now_us
 
 if TYPE_CHECKING:
@@ -35,21 +36,33 @@ def new_id() -> str:
 
 
 def new_message(thread_id: str, role: Any, content: str | None, **fields: Any) -> Message:
-    """A Message with a fresh id and creation time."""
-    return Message(
-        id=fields.pop("id", None) or new_id(),
-        thread_id=thread_id,
-        role=role,
-        content=content,
-        created_at=now_us(),
+    """A Message with a fresh id and creation time.
+
+    Built without validating it again when every value is already what validation would keep
+    (see :func:`_plain_message`); validated as usual otherwise.
+    """
+    values = {
+        "id": fields.pop("id", None) or new_id(),
+        "thread_id": thread_id,
+        "role": role,
+        "content": content,
+        "created_at": now_us(),
         **fields,
-    )
+    }
+    return _plain_message(values) or Message(**values)
+
+
+_PLAIN_MESSAGES = PlainBuilder(Message, {"tool_calls": ToolCall})
+_plain_message = _PLAIN_MESSAGES.build
+"""``Message(**values)`` built directly when every value allows it (see
+:class:`~sa_core.spec.plainbuild.PlainBuilder`), else ``None``: a model step builds three."""
 
 
 async def _observe(kernel: Kernel, thread: ThreadRef, hook: str, message: Message) -> None:
-    """Run an observational hook; a failing observer is logged, never fails the write."""
-    if not kernel.wants_hook(hook, thread):
-        return
+    """Run an observational hook; a failing observer is logged, never fails the write.
+
+    Callers ask :meth:`Kernel.wants_hook` first (most writes run no observer: no coroutine).
+    """
     hooks = kernel.host.hooks
     state = kernel.user_state(thread)
 
@@ -65,8 +78,7 @@ async def _observe(kernel: Kernel, thread: ThreadRef, hook: str, message: Messag
 
 
 async def _before_create(kernel: Kernel, thread: ThreadRef, message: Message) -> Message:
-    if not kernel.wants_hook("before_create_message", thread):
-        return message
+    """Run ``before_create_message`` (callers ask :meth:`Kernel.wants_hook` first)."""
     hooks = kernel.host.hooks
     state = kernel.user_state(thread)
     result = await hooks.before_create_message(state, message)
@@ -85,7 +97,9 @@ async def create_messages(
     tx: Transaction | None = None,
 ) -> list[Message]:
     """Run ``before_create_message``, store, run ``after_create_message``, publish frames."""
-    prepared = [await _before_create(kernel, thread, m) for m in messages]
+    prepared = list(messages)
+    if kernel.wants_hook("before_create_message", thread):
+        prepared = [await _before_create(kernel, thread, m) for m in messages]
     await kernel.store.insert_messages(prepared, tx=tx)
     await announce_created(kernel, thread, prepared)
     return prepared
@@ -98,7 +112,8 @@ async def announce_created(kernel: Kernel, thread: ThreadRef, messages: Sequence
     with :func:`prepare_message`) in a transaction of their own.
     """
     for message in messages:
-        await _observe(kernel, thread, "after_create_message", message)
+        if kernel.wants_hook("after_create_message", thread):
+            await _observe(kernel, thread, "after_create_message", message)
         publish_message(kernel, thread.thread_id, message)
 
 
@@ -152,13 +167,16 @@ async def update_message(
     changed = await hooks.before_update_message(kernel.user_state(thread), message_id, updates)
     updated = await kernel.store.update_message(message_id, dict(changed), tx=tx)
     if updated is not None:
-        await _observe(kernel, thread, "after_update_message", updated)
+        if kernel.wants_hook("after_update_message", thread):
+            await _observe(kernel, thread, "after_update_message", updated)
         publish_message(kernel, thread.thread_id, updated)
     return updated
 
 
 async def prepare_message(kernel: Kernel, thread: ThreadRef, message: Message) -> Message:
     """Run ``before_create_message`` without storing (see :func:`complete_prepared`)."""
+    if not kernel.wants_hook("before_create_message", thread):
+        return message
     return await _before_create(kernel, thread, message)
 
 
@@ -181,10 +199,15 @@ async def complete_prepared(
     if kernel.wants_hook("before_update_message", thread):
         state = kernel.user_state(thread)
         changed = await hooks.before_update_message(state, message.id, updates)
-    stored = Message.model_validate({**message.__dict__, **dict(changed)})
+    changes = dict(changed)
+    stored = _PLAIN_MESSAGES.updated(message, changes) or Message.model_validate(
+        {**message.__dict__, **changes}
+    )
     await kernel.store.insert_messages([stored], tx=tx)
-    await _observe(kernel, thread, "after_create_message", stored)
-    await _observe(kernel, thread, "after_update_message", stored)
+    if kernel.wants_hook("after_create_message", thread):
+        await _observe(kernel, thread, "after_create_message", stored)
+    if kernel.wants_hook("after_update_message", thread):
+        await _observe(kernel, thread, "after_update_message", stored)
     publish_message(kernel, thread.thread_id, stored)
     return stored
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from math import isfinite
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from sa_core.spec.records import Message
@@ -54,7 +54,7 @@ def message_to_row(message: Message) -> dict[str, Any]:
     that need it: the scalar fields are taken as they are, and the JSON fields that are set
     (usually none, or only ``tool_calls``) go through the model's serializer.
     """
-    if message.model_extra:
+    if message.__pydantic_extra__:  # model_extra without the property call
         return _row_with_extras(message)
     values = message.__dict__
     params = dict(zip(_PLAIN_NAMES, _PLAIN_VALUES(values), strict=True))
@@ -127,7 +127,8 @@ def history_rows(
     for message, row in zip(messages, rows, strict=True):
         if message.thread_id != thread_id or message.depth != 0 or message.status == "pending":
             continue
-        metadata, details, extra = message.metadata, message.reasoning_details, message.model_extra
+        metadata, details = message.metadata, message.reasoning_details
+        extra = message.__pydantic_extra__  # model_extra without the property call
         if (
             (metadata is None or _plain_json(metadata))
             and (details is None or _plain_json(details))
@@ -137,8 +138,12 @@ def history_rows(
         else:
             values = (row[f"p_{column}"] for column in _ROW_COLUMNS)
             found.append(message_from_row(dict(zip(_READ_KEYS, values, strict=True))))
-    found.sort(key=lambda message: message.created_at)
+    if len(found) > 1:
+        found.sort(key=_CREATED_AT)
     return found
+
+
+_CREATED_AT = attrgetter("created_at")
 
 
 def _plain_json(value: Any) -> bool:

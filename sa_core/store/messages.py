@@ -163,7 +163,7 @@ class MessagesMixin(TimelineMixin, ModelCallsMixin):
                 _INSERT.every.run_many(conn, rows)
 
         await self._write_deferred(deferred, tx, op=op)
-        if any(token is not None for token in tokens.values()):
+        if any(tokens.values()):  # a token is a (never empty) tuple
             # a cached history takes the rows once they commit, instead of reading them back
             def keep() -> None:
                 for thread_id, token in tokens.items():

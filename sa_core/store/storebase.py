@@ -342,7 +342,9 @@ class StoreBase:
             return hit
 
         if not self._backend.defers:
-            return await self._write(apply, tx)
+            if tx is not None:  # as _write does, one coroutine fewer
+                return await self._check_tx(tx).run(apply)
+            return await self._write(apply)
         current = tx if tx is not None else self._ambient()
         if current is None:
             async with self.transaction() as opened:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
+from operator import attrgetter
 from typing import Any
 
 from sqlalchemy import (
@@ -128,6 +129,13 @@ def descendants(conn: Connection, thread_id: str) -> list[str]:
     return list(dict.fromkeys(conn.execute(stmt).scalars()))
 
 
+_ROW_FIELDS = tuple(THREAD_FIELDS)
+_INSERT_PARAMS = tuple(f"p_{name}" for name in _ROW_FIELDS)
+"""The insert's parameter of each thread field (``p_<field>``)."""
+_ROW_VALUES = attrgetter(*_ROW_FIELDS)
+"""A row's values of :data:`_ROW_FIELDS`, in one call."""
+
+
 def _thread_update(thread_id: str, fields: dict[str, Any]) -> tuple[Prepared, dict[str, Any]]:
     """The statement and parameters updating ``fields`` of a thread (and ``updated_at``)."""
     unknown = (set(fields) - THREAD_FIELDS) | ({"id"} & set(fields))
@@ -159,7 +167,7 @@ class ThreadsMixin(TimelineMixin):
             row.created_at = now_us()
         if not row.updated_at:
             row.updated_at = row.created_at
-        values = {f"p_{name}": getattr(row, name) for name in THREAD_FIELDS}
+        values = dict(zip(_INSERT_PARAMS, _ROW_VALUES(row), strict=True))
         writes = [Deferred(_INSERT, values), new_record(row.id, row.updated_at)]
         if row.tags:
 

@@ -16,7 +16,7 @@ import hashlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from sa_core.providers import PromptCache
+from sa_core.providers import CacheTTL, PromptCache
 
 if TYPE_CHECKING:
     from sa_core.engine.tools.tools import OfferedTool
@@ -61,11 +61,13 @@ def prompt_cache_for(
     config = model.prompt_caching.overridden_by(prompt.prompt_caching if prompt else None)
     if not config.enabled:
         return None
-    return PromptCache(
-        key=thread_cache_key(thread_id),
-        ttl=config.wait_ttl if waits_long else config.ttl,
-        send_key=config.cache_key,
-    )
+    return _prompt_cache(thread_id, config.wait_ttl if waits_long else config.ttl, config.cache_key)
+
+
+@functools.lru_cache(maxsize=4096)
+def _prompt_cache(thread_id: str, ttl: CacheTTL, send_key: bool) -> PromptCache:
+    """The (immutable) :class:`PromptCache` of a thread's requests, built once, not per call."""
+    return PromptCache(key=thread_cache_key(thread_id), ttl=ttl, send_key=send_key)
 
 
 __all__ = ["KEY_PREFIX", "may_wait_long", "prompt_cache_for", "thread_cache_key"]

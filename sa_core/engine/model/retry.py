@@ -134,7 +134,8 @@ class _Deadline:
         "_limit",
         "_last",
         "_handle",
-        "_fired",
+        "_when",
+        "fired",
     )
 
     def __init__(
@@ -147,7 +148,11 @@ class _Deadline:
         self._limit: float | None = None
         self._last = 0.0
         self._handle: asyncio.TimerHandle | None = None
-        self._fired = False
+        self._when = 0.0
+        """When the armed timer (``_handle``) fires, in loop time."""
+        self.fired = False
+        """Whether the limit passed and cancelled the task, not yet consumed by :meth:`expired`
+        (a caller checks it before calling :meth:`expired`, once per chunk)."""
 
     def start(self, limit: float | None) -> None:
         """Allow ``limit`` more seconds from now (``None``: no limit until the next start)."""
@@ -157,12 +162,16 @@ class _Deadline:
         now = self._last = self._loop.time()
         due = now + limit
         handle = self._handle
-        if handle is None or handle.when() > due:
+        if handle is None or self._when > due:
             if handle is not None:
                 handle.cancel()
             shortest = self._shortest
             early = due if shortest is None or shortest >= limit else now + shortest
-            self._handle = self._loop.call_at(early, self._fire)
+            self._arm(early)
+
+    def _arm(self, when: float) -> None:
+        self._when = when
+        self._handle = self._loop.call_at(when, self._fire)
 
     def _fire(self) -> None:
         self._handle = None
@@ -171,9 +180,9 @@ class _Deadline:
             return
         due = self._last + limit
         if self._loop.time() < due:  # activity since the timer was armed
-            self._handle = self._loop.call_at(due, self._fire)
+            self._arm(due)
             return
-        self._fired = True
+        self.fired = True
         self._task.cancel()
 
     def expired(self) -> bool:
@@ -182,9 +191,9 @@ class _Deadline:
         Consumes the expiry: the task's cancellation request is withdrawn (``uncancel``), and
         ``True`` is returned when no other cancellation is pending.
         """
-        if not self._fired:
+        if not self.fired:
             return False
-        self._fired = False
+        self.fired = False
         return self._task.uncancel() <= self._cancelling
 
     def close(self) -> None:
@@ -238,7 +247,7 @@ class _Guarded:
                     chunk = await anext(iterator)
                 except StopAsyncIteration:
                     return collector.response()
-                if deadline.expired():  # the provider swallowed the cancellation
+                if deadline.fired and deadline.expired():  # the provider swallowed it
                     raise TimeoutError
                 if chunk.type in _OUTPUT_CHUNKS:
                     self.emitted = True

@@ -170,11 +170,19 @@ def _parse(name: str, value: str) -> float | None:
     return limit if limit >= 0 else None
 
 
+def _unbudgeted(kernel: Kernel, thread: ThreadRef) -> bool:
+    """Whether no budget can apply: a top-level thread whose variables set none."""
+    if thread.row.parent_id is not None:
+        return False
+    for name in BUDGET_VARIABLES:  # noqa: SIM110 (asked before every model call: no generator)
+        if kernel.env_of(thread, name):
+            return False
+    return True
+
+
 async def budget_exhausted(kernel: Kernel, thread: ThreadRef) -> str | None:
     """A sentence naming the exhausted budget, or ``None`` when the tree may call a model."""
-    if thread.row.parent_id is None and not any(
-        kernel.env_of(thread, name) for name in BUDGET_VARIABLES
-    ):
+    if _unbudgeted(kernel, thread):
         return None
     rows = await _ancestry(kernel, thread)
     limits: dict[str, float] = {}
@@ -214,6 +222,8 @@ async def stop_for_budget(flow: ModelFlow, side: str) -> bool:
     Returns:
         Whether the flow must stop with reason ``budget_exceeded``.
     """
+    if _unbudgeted(flow.kernel, flow.thread):  # the common case, without a coroutine
+        return False
     text = await budget_exhausted(flow.kernel, flow.thread)
     if text is None:
         return False

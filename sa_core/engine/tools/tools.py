@@ -30,6 +30,7 @@ from sa_core.spec import (
     tool_entry_name,
 )
 from sa_core.spec.mcp import split_mcp_name
+from sa_core.spec.plainbuild import PlainBuilder
 from sa_core.spec.schemas import EMPTY_OBJECT_SCHEMA, json_schema_of, validate_args
 
 if TYPE_CHECKING:
@@ -272,6 +273,10 @@ def flag_enabled(value: str | None) -> bool:
 # ---------------------------------------------------------------------------------------------
 
 
+_PLAIN_RESULTS = PlainBuilder(ToolResult)
+"""Builds a plain text result directly (see :class:`~sa_core.spec.plainbuild.PlainBuilder`)."""
+
+
 def normalise_result(value: Any) -> ToolResult:
     """Turn whatever a tool returned into a :class:`ToolResult`.
 
@@ -279,6 +284,8 @@ def normalise_result(value: Any) -> ToolResult:
     joined by newlines win over ``result``); a str is a success; ``None`` is an empty success;
     anything else is JSON-encoded with a 2-space indent.
     """
+    if type(value) is str:  # the common answer, decided before the (ABC) Mapping check
+        return _text_result(value)
     if isinstance(value, ToolResult):
         return value
     if isinstance(value, Mapping) and (
@@ -295,7 +302,7 @@ def normalise_result(value: Any) -> ToolResult:
             data["result"] = json.dumps(data["result"], indent=2, ensure_ascii=False, default=str)
         return ToolResult.model_validate(data)
     if isinstance(value, str):
-        return ToolResult(status="success", result=value)
+        return _text_result(value)
     if value is None:
         return ToolResult(status="success")
     if hasattr(value, "model_dump"):
@@ -303,6 +310,12 @@ def normalise_result(value: Any) -> ToolResult:
     return ToolResult(
         status="success", result=json.dumps(value, indent=2, ensure_ascii=False, default=str)
     )
+
+
+def _text_result(text: str) -> ToolResult:
+    """``ToolResult(status="success", result=text)``."""
+    plain = {"status": "success", "result": text}
+    return _PLAIN_RESULTS.build(plain) or ToolResult(**plain)
 
 
 def error_result(exc: BaseException) -> ToolResult:
@@ -330,7 +343,7 @@ async def run_native(tool: ToolDefinition, state: Any, arguments: dict[str, Any]
             if tool.args is not None
             else _call_no_args(tool, state, value)
         )
-        if inspect.isawaitable(outcome):
+        if type(outcome) is not str and inspect.isawaitable(outcome):  # (text is never)
             outcome = await outcome
         return normalise_result(outcome)
     except Exception as exc:

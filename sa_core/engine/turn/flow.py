@@ -152,7 +152,8 @@ class Flow:
         self.since = (
             resume.since
             if resume is not None
-            else min((m.created_at for m in self.messages if m.created_at), default=now_us())
+            else min((m.created_at for m in self.messages if m.created_at), default=None)
+            or now_us()  # (a creation time is never 0: only a flow without one reads the clock)
         )
         """Creation time of the flow's first message (where a restart reloads it from)."""
 

@@ -53,6 +53,7 @@ from sa_core.spec import (
     ToolCall,
     ToolCallFunction,
 )
+from sa_core.spec.plainbuild import PlainBuilder
 from sa_core.store.clock import now_us
 
 if TYPE_CHECKING:
@@ -267,10 +268,11 @@ async def read_answer(
 ) -> StepAnswer:
     """The answer's tool calls and text, schema-checked; an empty answer is rejected."""
     calls = [
-        ToolCall(
-            id=c.id or f"call_{uuid.uuid4().hex[:8]}",
-            function=ToolCallFunction(name=c.name, arguments=dumps_compact(c.arguments)),
-            extra_content=c.extra_content,
+        _tool_call(
+            c.id or f"call_{uuid.uuid4().hex[:8]}",
+            c.name,
+            dumps_compact(c.arguments),
+            c.extra_content,
         )
         for c in response.tool_calls
     ]
@@ -299,6 +301,27 @@ async def read_answer(
     return StepAnswer(calls, content, answer, rejection)
 
 
+_PLAIN_CALLS = PlainBuilder(ToolCall)
+_PLAIN_FUNCTIONS = PlainBuilder(ToolCallFunction)
+
+
+def _tool_call(
+    call_id: str, name: str, arguments: str, extra_content: dict[str, Any] | None
+) -> ToolCall:
+    """A tool call of the answer, built directly when its values allow it.
+
+    The same model as ``ToolCall(id=..., function=ToolCallFunction(...), extra_content=...)``
+    (see :class:`~sa_core.spec.plainbuild.PlainBuilder`).
+    """
+    function = {"name": name, "arguments": arguments}
+    values = {
+        "id": call_id,
+        "function": _PLAIN_FUNCTIONS.build(function) or ToolCallFunction(**function),
+        "extra_content": extra_content,
+    }
+    return _PLAIN_CALLS.build(values) or ToolCall(**values)
+
+
 async def commit_answer(
     flow: Flow,
     side: Side,
@@ -317,9 +340,13 @@ async def commit_answer(
     """
     kernel = flow.kernel
     calls, content, rejection = read.calls, read.content, read.rejection
+    # a before_update_message hook sees the calls as dicts; without one, the stored message
+    # takes the (validated) calls as they are instead of dumping and validating them again
+    hooked = kernel.wants_hook("before_update_message", flow.thread)
     updates: dict[str, Any] = {
         "content": content or None,
-        "tool_calls": [c.model_dump(exclude_none=True) for c in calls] or None,
+        "tool_calls": ([c.model_dump(exclude_none=True) for c in calls] if hooked else calls)
+        or None,
         "reasoning_content": None
         if (prompt.reasoning and prompt.reasoning.exclude)
         else response.reasoning,

@@ -120,7 +120,8 @@ async def _run_gated(
     kernel = flow.kernel
     state = flow.state
     tool_message_id = new_id()
-    emit(kernel, flow.thread, "tool_call_started", {"id": call.id, "name": call.name})
+    if kernel.events.has_listeners:  # the frames' data is built only for a listener
+        emit(kernel, flow.thread, "tool_call_started", {"id": call.id, "name": call.name})
     result = refused_on_resume(flow, call, offered, attempt, allow_any=allow_any)
     if result is None:
         thread = flow.thread
@@ -133,8 +134,9 @@ async def _run_gated(
             )
         finally:
             thread.tool_call_id, thread.tool_attempt = None, 1
-    done = {"id": call.id, "name": call.name, "status": result.status}
-    emit(kernel, flow.thread, "tool_call_done", done)
+    if kernel.events.has_listeners:
+        done = {"id": call.id, "name": call.name, "status": result.status}
+        emit(kernel, flow.thread, "tool_call_done", done)
     hooks = kernel.host.hooks
     succeeded = result.status == "success"
     after = "after_tool_call_success" if succeeded else "after_tool_call_failure"

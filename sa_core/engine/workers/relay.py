@@ -92,15 +92,23 @@ class RelayBus(EventBus):
         self._tasks: list[asyncio.Task[None]] = []
         self.relayed = 0
         """Frames sent to other workers (for tests and benchmarks)."""
-        self.peers = False
-        """Whether another worker is alive (set by the heartbeat and by workers' greetings)."""
+        self._peers = False
         self._prefix = f"{worker_id}|"
         self._sent = 0
 
     @property
-    def has_listeners(self) -> bool:
+    def peers(self) -> bool:
+        """Whether another worker is alive (set by the heartbeat and by workers' greetings)."""
+        return self._peers
+
+    @peers.setter
+    def peers(self, alive: bool) -> None:
+        self._peers = alive
+        self.has_listeners = self._listening()
+
+    def _listening(self) -> bool:
         """Whether anyone may be watching: a local subscriber, or any other worker."""
-        return self.peers or bool(self._subscribers)
+        return self._peers or bool(self._subscribers)
 
     def start(self) -> None:
         """Start the sending and receiving tasks."""
@@ -122,7 +130,7 @@ class RelayBus(EventBus):
     def publish(self, thread_id: str, frame: Frame) -> None:
         """Deliver locally and queue the frame for the other workers."""
         super().publish(thread_id, frame)
-        if self.peers and self._tasks:
+        if self._peers and self._tasks:
             self._outbox.put_nowait((thread_id, self._ancestors(thread_id), frame))
 
     def _ancestors(self, thread_id: str) -> list[str]:
