@@ -477,45 +477,14 @@ def record_by_default() -> bool:
 # -- the response -----------------------------------------------------------------------------
 
 
-def response_document(response: ProviderResponse) -> dict[str, Any]:
-    """The provider's answer as JSON.
-
-    Content, tool calls and finish reason always; reasoning, images, the response id and
-    metadata when the answer has them. Of the usage only what the call's log row does not
-    keep (:func:`~sa_core.store.modelcalls.usage_kept`): reads put the rest back from it.
-    """
-    calls = []
-    for call in response.tool_calls:
-        item = {"id": call.id, "name": call.name, "arguments": call.arguments}
-        if call.extra_content is not None:
-            item["extra_content"] = call.extra_content
-        calls.append(item)
-    document: dict[str, Any] = {
-        "content": response.content,
-        "tool_calls": calls,
-        "finish_reason": response.finish_reason,
-    }
-    usage = response.usage
-    if (
-        usage.cost is not None
-        or usage.total_tokens != usage.prompt_tokens + usage.completion_tokens
-    ):
-        document["usage"] = {"total_tokens": usage.total_tokens, "cost": usage.cost}  # usage_kept
-    if response.reasoning is not None:
-        document["reasoning"] = response.reasoning
-    if response.reasoning_details is not None:
-        document["reasoning_details"] = response.reasoning_details
-    if response.images:
-        document["images"] = [asdict(i) for i in response.images]
-    if response.response_id is not None:
-        document["response_id"] = response.response_id
-    if response.metadata:
-        document["metadata"] = response.metadata
-    return document
-
-
 def response_from_document(document: dict[str, Any]) -> ProviderResponse:
-    """The :class:`ProviderResponse` :func:`response_document` recorded."""
+    """The :class:`ProviderResponse` of a recorded answer in its long form.
+
+    The form :func:`sa_core.store.modelcalls.unpacked` gives (and an export carries):
+    ``content``, ``tool_calls`` (``id``, ``name``, ``arguments``, ``extra_content``),
+    ``finish_reason``, ``usage``, and ``reasoning``, ``reasoning_details``, ``images``,
+    ``response_id`` and ``metadata`` when the answer had them.
+    """
     usage = dict(document.get("usage") or {})
     return ProviderResponse(
         content=document.get("content"),
@@ -548,6 +517,5 @@ __all__ = [
     "normalise",
     "record_by_default",
     "request_texts",
-    "response_document",
     "response_from_document",
 ]
