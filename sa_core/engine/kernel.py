@@ -200,7 +200,7 @@ class Kernel:
 
         Asked before a hook call (and before :meth:`user_state`): most steps call none.
         """
-        package = thread.shared.row.package  # scope_of inlined: asked several times per step
+        package = thread.shared.row.package
         scope = self.registry.scopes.get(package) or self.registry.scope(package)
         hooks = self.host.hooks
         wanted = hooks.wanted_with_pack_hooks if scope.hooks else hooks.wanted_without_pack_hooks
@@ -209,16 +209,16 @@ class Kernel:
     # -- what a thread resolves to -----------------------------------------------------------
 
     def scope_of(self, thread: ThreadRef) -> PackScope:
-        """The package scope a thread's definitions resolve in.
-
-        A dict lookup; the registry's error when the package is gone.
-        """
+        """The package scope a thread's definitions resolve in."""
         package = thread.shared.row.package
         return self.registry.scopes.get(package) or self.registry.scope(package)
 
     def agent_of(self, thread: ThreadRef) -> AgentDefinition:
         """The definition of the agent that owns a thread now."""
-        return self.scope_of(thread).agent(thread.shared.row.agent_id)[0]
+        row = thread.shared.row
+        package = row.package
+        scope = self.registry.scopes.get(package) or self.registry.scope(package)
+        return scope.agent(row.agent_id)[0]
 
     def env_of(self, thread: ThreadRef, name: str) -> str | None:
         """Resolve a variable of a thread, or None when unset.
@@ -238,7 +238,7 @@ class Kernel:
         scope: PackScope | None = None
         agent: AgentDefinition | None = None
         try:
-            scope = self.scope_of(thread)
+            scope = self.registry.scopes.get(row.package) or self.registry.scope(row.package)
             agent = scope.agent(row.agent_id)[0]
         except DefinitionNotFoundError:
             pass
@@ -255,7 +255,9 @@ class Kernel:
 
     def secret_values(self, thread: ThreadRef) -> list[str]:
         """The thread's secret values long enough to redact, longest first."""
-        names = self.secrets.secret_names(self.scope_of(thread), thread.shared.row)
+        row = thread.shared.row
+        scope = self.registry.scopes.get(row.package) or self.registry.scope(row.package)
+        names = self.secrets.secret_names(scope, row)
         if not names:  # most threads have no secret: nothing to look up
             return []
         values = {self.env_of(thread, name) for name in names}
